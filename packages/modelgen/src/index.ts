@@ -1,0 +1,4 @@
+export * from './graph-builder.ts';
+export * from './prng.ts';
+export * from './models.ts';
+export * from './examples.ts';
