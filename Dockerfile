@@ -1,0 +1,45 @@
+# syntax=docker/dockerfile:1.7
+# Batchwise server image for ECS GPU instances. Build context: the repository root.
+
+# ---- build: install the workspace, compile TypeScript, cut a production-only tree ----
+FROM node:22-bookworm AS build
+# Corepack fails signature checks for this pnpm line; npm installs it fine.
+RUN npm i -g pnpm@12.21.0
+WORKDIR /src
+# The whole workspace: --frozen-lockfile checks every importer in pnpm-lock.yaml.
+COPY . .
+# onnxruntime-node's install script stays disabled here (allowBuilds in pnpm-workspace.yaml);
+# its CUDA libraries are fetched below, into the production tree only.
+RUN --mount=type=cache,id=pnpm-store,target=/root/.local/share/pnpm/store \
+    pnpm install --frozen-lockfile
+RUN pnpm build
+# Since pnpm 12.2 deploy works without injected workspace packages: the server package
+# (src, dist, proto) plus its production dependencies, self-contained.
+RUN --mount=type=cache,id=pnpm-store,target=/root/.local/share/pnpm/store \
+    pnpm --filter @batchwise/server --prod deploy /out/packages/server
+# CUDA 12 execution provider libraries (libonnxruntime_providers_cuda.so, ...) from NuGet.
+RUN cd "$(readlink -f /out/packages/server/node_modules/onnxruntime-node)" \
+ && ONNXRUNTIME_NODE_INSTALL=cuda12 node script/install \
+ && ls bin/napi-v6/linux/x64/libonnxruntime_providers_cuda.so
+
+FROM node:22-bookworm-slim AS node
+
+# ---- runtime: CUDA 12 + cuDNN 9 runtime libraries, Node 22, no build tools ----
+# onnxruntime-node 1.30's cuda12 package is built against CUDA 12.x and cuDNN 9 and loads
+# libcudart.so.12, libcublas(Lt).so.12, libcufft.so.11, libcurand.so.10 and libcudnn.so.9:
+# the cudnn-runtime flavour has exactly these. 12.8 needs an NVIDIA driver >= 570 on the host,
+# which the current ECS-Optimized GPU AMIs ship (check `nvidia-smi` when pinning an old AMI).
+FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu22.04
+# Official Node binaries need glibc >= 2.28 and a recent libstdc++; Ubuntu 22.04 has both.
+COPY --from=node /usr/local/bin/node /usr/local/bin/node
+RUN groupadd --gid 10001 batchwise \
+ && useradd --uid 10001 --gid 10001 --create-home --home-dir /home/batchwise --shell /usr/sbin/nologin batchwise
+WORKDIR /app
+COPY --from=build --chown=root:root /out /app
+ENV NODE_ENV=production
+# Same numeric user as the ECS task definition's `user` (infra/lib/inference-service.ts).
+USER 10001:10001
+EXPOSE 8000 8001 8002
+ENTRYPOINT ["node", "packages/server/dist/cli/main.js"]
+# Local use: docker run --gpus all -v "$PWD/examples/model_repository:/models" -p 8000-8002:8000-8002 <image>
+CMD ["serve", "--model-repository", "/models"]

@@ -1,0 +1,252 @@
+import { Duration, RemovalPolicy, Stack, ArnFormat } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import type * as ecs from 'aws-cdk-lib/aws-ecs';
+import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import type * as sns from 'aws-cdk-lib/aws-sns';
+import { Construct } from 'constructs';
+import { SERVER_METRIC_DIMENSIONS, SERVER_METRICS, SERVER_METRICS_NAMESPACE } from './server-metrics.ts';
+import type { ServerMetricSpec } from './server-metrics.ts';
+
+/** Namespace of metrics the stack derives itself (not published by the server). */
+export const INFRA_METRICS_NAMESPACE = 'Batchwise/Infra';
+export const OOM_KILLS_METRIC = 'OomKills';
+
+export interface AlarmsProps {
+  readonly topic: sns.ITopic;
+  readonly cluster: ecs.ICluster;
+  readonly service: ecs.Ec2Service;
+  readonly httpTargetGroup: elbv2.ApplicationTargetGroup;
+  readonly grpcTargetGroup: elbv2.ApplicationTargetGroup;
+  /** `ServiceName` dimension of the server's EMF metrics. */
+  readonly metricsServiceName: string;
+  /** Container hard limit, MiB: the memory alarm fires near it. */
+  readonly memoryHardLimitMiB: number;
+  /** Memory of the task's GPU, MiB. */
+  readonly gpuMemoryMiB: number;
+  /**
+   * Name of the log group that records OOM events; EventBridge requires the
+   * `/aws/events/` prefix for log group targets.
+   */
+  readonly oomLogGroupName: string;
+  /**
+   * p99 latency above which the ALB and server latency alarms fire.
+   * @default Duration.millis(500)
+   */
+  readonly latencyP99Threshold?: Duration;
+  /**
+   * Container memory alarm threshold, percent of the hard limit.
+   * @default 90
+   */
+  readonly memoryAlarmPercent?: number;
+  /**
+   * GPU memory alarm threshold, percent of the GPU's memory.
+   * @default 90
+   */
+  readonly gpuMemoryAlarmPercent?: number;
+  /**
+   * Target 5xx alarm threshold, percent of requests.
+   * @default 5
+   */
+  readonly target5xxPercent?: number;
+}
+
+const MINUTE = Duration.minutes(1);
+
+/**
+ * Alarms on OOM kills, memory, GPU memory, latency, errors, health and load shedding, all
+ * notifying one topic. `alarms` is keyed by a stable name for the dashboard and tests.
+ */
+export class Alarms extends Construct {
+  readonly alarms: Record<string, cloudwatch.Alarm> = {};
+  readonly oomKillsMetric: cloudwatch.Metric;
+  readonly oomRule: events.Rule;
+  /** Threshold of the GPU memory alarm, bytes. */
+  readonly gpuMemoryThresholdBytes: number;
+
+  constructor(scope: Construct, id: string, props: AlarmsProps) {
+    super(scope, id);
+    const latencyMs = (props.latencyP99Threshold ?? Duration.millis(500)).toMilliseconds();
+    const memoryPercent = props.memoryAlarmPercent ?? 90;
+    const gpuPercent = props.gpuMemoryAlarmPercent ?? 90;
+    const errorPercent = props.target5xxPercent ?? 5;
+    for (const [name, value] of Object.entries({ memoryPercent, gpuPercent, errorPercent })) {
+      if (!(value > 0 && value <= 100)) throw new Error(`Alarms: ${name} must be in (0, 100], got ${value}.`);
+    }
+    if (!(latencyMs > 0)) throw new Error(`Alarms: latencyP99Threshold must be positive, got ${latencyMs} ms.`);
+    if (!props.oomLogGroupName.startsWith('/aws/events/')) {
+      throw new Error(`Alarms: oomLogGroupName must start with /aws/events/ (EventBridge requirement), got ${props.oomLogGroupName}.`);
+    }
+    const action = new cwActions.SnsAction(props.topic);
+    const add = (key: string, alarm: cloudwatch.Alarm): void => {
+      alarm.addAlarmAction(action);
+      alarm.addOkAction(action);
+      this.alarms[key] = alarm;
+    };
+
+    // OOM kills. EventBridge cannot emit metrics, so matching events land in a log group
+    // and a metric filter counts them: no Lambda involved.
+    const oomLogGroup = new logs.LogGroup(this, 'OomEvents', {
+      logGroupName: props.oomLogGroupName,
+      retention: logs.RetentionDays.THREE_MONTHS,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    // A native resource policy instead of the events-targets helper, which installs a Lambda.
+    new logs.ResourcePolicy(this, 'OomEventsPolicy', {
+      policyStatements: [
+        new iam.PolicyStatement({
+          principals: [new iam.ServicePrincipal('events.amazonaws.com'), new iam.ServicePrincipal('delivery.logs.amazonaws.com')],
+          actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+          resources: [oomLogGroup.logGroupArn],
+        }),
+      ],
+    });
+    const oomLogGroupTargetArn = Stack.of(this).formatArn({
+      service: 'logs',
+      resource: 'log-group',
+      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+      resourceName: oomLogGroup.logGroupName,
+    });
+    this.oomRule = new events.Rule(this, 'OomKillRule', {
+      description: 'ECS task stopped with a container OOM-killed (OutOfMemoryError or exit code 137)',
+      eventPattern: {
+        source: ['aws.ecs'],
+        detailType: ['ECS Task State Change'],
+        detail: {
+          clusterArn: [props.cluster.clusterArn],
+          lastStatus: ['STOPPED'],
+          $or: [
+            { containers: { reason: [{ prefix: 'OutOfMemoryError' }] } },
+            { containers: { exitCode: [137] } },
+          ],
+        },
+      },
+      targets: [{ bind: () => ({ id: 'OomLogGroup', arn: oomLogGroupTargetArn }) }],
+    });
+    this.oomKillsMetric = new cloudwatch.Metric({
+      namespace: INFRA_METRICS_NAMESPACE,
+      metricName: OOM_KILLS_METRIC,
+      dimensionsMap: { ClusterArn: props.cluster.clusterArn },
+      statistic: 'Sum',
+      period: MINUTE,
+    });
+    new logs.MetricFilter(this, 'OomKillsFilter', {
+      logGroup: oomLogGroup,
+      filterPattern: logs.FilterPattern.exists('$.detail.clusterArn'),
+      metricNamespace: INFRA_METRICS_NAMESPACE,
+      metricName: OOM_KILLS_METRIC,
+      metricValue: '1',
+      dimensions: { ClusterArn: '$.detail.clusterArn' },
+      unit: cloudwatch.Unit.COUNT,
+    });
+    add('oomKills', this.oomKillsMetric.createAlarm(this, 'OomKillsAlarm', {
+      alarmDescription: 'A Batchwise container was OOM-killed (host memory hard limit) or SIGKILLed (exit 137).',
+      threshold: 1,
+      evaluationPeriods: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    }));
+
+    // Container Insights writes one datapoint per task; Maximum is the fullest task.
+    const memoryUtilized = new cloudwatch.Metric({
+      namespace: 'ECS/ContainerInsights',
+      metricName: 'MemoryUtilized',
+      dimensionsMap: { ClusterName: props.cluster.clusterName, ServiceName: props.service.serviceName },
+      statistic: 'Maximum',
+      period: MINUTE,
+      unit: cloudwatch.Unit.MEGABYTES,
+    });
+    const memoryThresholdMiB = Math.floor((props.memoryHardLimitMiB * memoryPercent) / 100);
+    add('containerMemory', memoryUtilized.createAlarm(this, 'ContainerMemoryAlarm', {
+      alarmDescription:
+        `A task uses more than ${memoryPercent}% (${memoryThresholdMiB} MiB) of its ${props.memoryHardLimitMiB} MiB ` +
+        'hard limit: an OOM kill is near.',
+      threshold: memoryThresholdMiB,
+      evaluationPeriods: 5,
+      datapointsToAlarm: 3,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    }));
+
+    const targetGroups = { http: props.httpTargetGroup, grpc: props.grpcTargetGroup };
+    for (const [kind, tg] of Object.entries(targetGroups)) {
+      const Kind = kind.toUpperCase();
+      add(`${kind}LatencyP99`, tg.metrics.targetResponseTime({ statistic: 'p99', period: MINUTE }).createAlarm(this, `${Kind}LatencyP99Alarm`, {
+        alarmDescription: `ALB ${Kind} target group: p99 target response time above ${latencyMs} ms.`,
+        threshold: latencyMs / 1000,
+        evaluationPeriods: 5,
+        datapointsToAlarm: 3,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }));
+      const errors = tg.metrics.httpCodeTarget(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, { statistic: 'Sum', period: MINUTE });
+      const requests = tg.metrics.requestCount({ statistic: 'Sum', period: MINUTE });
+      const errorRate = new cloudwatch.MathExpression({
+        expression: 'IF(requests > 0, 100 * FILL(errors, 0) / requests, 0)',
+        usingMetrics: { errors, requests },
+        label: `${Kind} target 5xx %`,
+        period: MINUTE,
+      });
+      add(`${kind}Target5xx`, errorRate.createAlarm(this, `${Kind}Target5xxAlarm`, {
+        alarmDescription: `ALB ${Kind} target group: more than ${errorPercent}% of requests answered 5xx by the server.`,
+        threshold: errorPercent,
+        evaluationPeriods: 5,
+        datapointsToAlarm: 3,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }));
+      add(`${kind}UnhealthyHosts`, tg.metrics.unhealthyHostCount({ statistic: 'Maximum', period: MINUTE }).createAlarm(this, `${Kind}UnhealthyHostsAlarm`, {
+        alarmDescription: `ALB ${Kind} target group: at least one task failing its health check.`,
+        threshold: 1,
+        evaluationPeriods: 3,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }));
+    }
+
+    const server = (spec: ServerMetricSpec): cloudwatch.Metric =>
+      serverMetric(spec, props.metricsServiceName);
+    add('queueRejections', server(SERVER_METRICS.queueRejections).createAlarm(this, 'QueueRejectionsAlarm', {
+      alarmDescription: 'The server rejects requests: a model queue is full or its queue timeout expires (clients get 503).',
+      threshold: 1,
+      evaluationPeriods: 3,
+      datapointsToAlarm: 2,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    }));
+    add('serverLatencyP99', server(SERVER_METRICS.requestLatencyP99).createAlarm(this, 'ServerLatencyP99Alarm', {
+      alarmDescription: `Server-side p99 request latency above ${latencyMs} ms.`,
+      threshold: latencyMs,
+      evaluationPeriods: 5,
+      datapointsToAlarm: 3,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    }));
+    const gpuThresholdBytes = Math.floor((props.gpuMemoryMiB * 1024 * 1024 * gpuPercent) / 100);
+    this.gpuMemoryThresholdBytes = gpuThresholdBytes;
+    add('gpuMemory', server(SERVER_METRICS.gpuMemoryUsedBytes).createAlarm(this, 'GpuMemoryAlarm', {
+      alarmDescription:
+        `GPU memory use above ${gpuPercent}% of ${props.gpuMemoryMiB} MiB: CUDA out-of-memory fails requests ` +
+        'without killing the container.',
+      threshold: gpuThresholdBytes,
+      evaluationPeriods: 3,
+      datapointsToAlarm: 2,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    }));
+  }
+}
+
+/** A server EMF metric at the `[ServiceName]` dimension set, with its natural statistic. */
+export function serverMetric(spec: ServerMetricSpec, serviceName: string, period: Duration = MINUTE): cloudwatch.Metric {
+  return new cloudwatch.Metric({
+    namespace: SERVER_METRICS_NAMESPACE,
+    metricName: spec.name,
+    dimensionsMap: { [SERVER_METRIC_DIMENSIONS.serviceName]: serviceName },
+    statistic: spec.statistic,
+    period,
+  });
+}

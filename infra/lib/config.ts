@@ -1,0 +1,130 @@
+import type { Node } from 'constructs';
+import type { BatchwiseStackProps } from './batchwise-stack.ts';
+
+/**
+ * Context keys the stack reads (`cdk synth -c key=value` or cdk.json "context").
+ * Values from the command line arrive as strings; cdk.json may hold numbers.
+ */
+export const CONTEXT_KEYS = [
+  'envName', 'certificateArn', 'instanceType', 'memoryLimitMiB', 'memoryReservationMiB', 'gpuMemoryMiB',
+  'desiredCount', 'minCapacity', 'maxCapacity', 'modelBucketName', 'modelPrefix', 'imageUri', 'alarmEmail',
+  'amiVariant', 'amiId', 'httpListenerProtocol', 'allowedIngressCidr', 'metricsScraperCidr',
+  'metricsScraperSecurityGroupId', 'githubRepo', 'githubBranch', 'githubOidcProviderArn', 'natGateways',
+  'healthCheckGracePeriodSeconds', 'targetPendingRequestsPerTask', 'latencyP99AlarmMs',
+] as const;
+
+export type ContextKey = (typeof CONTEXT_KEYS)[number];
+
+class ContextError extends Error {
+  constructor(key: ContextKey, message: string) {
+    super(`Context '${key}': ${message}`);
+    this.name = 'ContextError';
+  }
+}
+
+function str(node: Node, key: ContextKey): string | undefined {
+  const value: unknown = node.tryGetContext(key);
+  if (value === undefined || value === null || value === '') return undefined;
+  if (typeof value !== 'string') throw new ContextError(key, `expected a string, got ${JSON.stringify(value)}.`);
+  return value.trim();
+}
+
+function int(node: Node, key: ContextKey): number | undefined {
+  const value: unknown = node.tryGetContext(key);
+  if (value === undefined || value === null || value === '') return undefined;
+  const n = typeof value === 'number' ? value : typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n)) throw new ContextError(key, `expected an integer, got ${JSON.stringify(value)}.`);
+  return n;
+}
+
+function oneOf<T extends string>(node: Node, key: ContextKey, allowed: readonly T[]): T | undefined {
+  const value = str(node, key);
+  if (value === undefined) return undefined;
+  if (!(allowed as readonly string[]).includes(value)) {
+    throw new ContextError(key, `expected one of ${allowed.join(', ')}, got '${value}'.`);
+  }
+  return value as T;
+}
+
+function matching(node: Node, key: ContextKey, pattern: RegExp, what: string): string | undefined {
+  const value = str(node, key);
+  if (value !== undefined && !pattern.test(value)) throw new ContextError(key, `'${value}' is not ${what}.`);
+  return value;
+}
+
+const CIDR = /^(\d{1,3}\.){3}\d{1,3}\/\d{1,2}$/;
+
+/**
+ * Reads and validates the stack's context. Throws naming the key on a missing required
+ * value, a malformed value or an inconsistent combination.
+ */
+export function stackPropsFromContext(node: Node): BatchwiseStackProps {
+  const certificateArn = matching(
+    node, 'certificateArn', /^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate\/[A-Za-z0-9-]+$/, 'an ACM certificate ARN',
+  );
+  if (certificateArn === undefined) {
+    throw new ContextError(
+      'certificateArn',
+      'required: the ALB serves gRPC on :8001 over HTTPS and needs an ACM certificate. Pass it with ' +
+        "`-c certificateArn=arn:aws:acm:<region>:<account>:certificate/<id>` or set it in cdk.json's context.",
+    );
+  }
+  const envName = matching(node, 'envName', /^[a-z][a-z0-9-]{0,19}$/, 'a lowercase name of up to 20 characters');
+
+  const desiredCount = int(node, 'desiredCount');
+  const minCapacity = int(node, 'minCapacity');
+  const maxCapacity = int(node, 'maxCapacity');
+  const min = minCapacity ?? 1;
+  const max = maxCapacity ?? Math.max(4, min);
+  const desired = desiredCount ?? min;
+  if (min < 1) throw new ContextError('minCapacity', `must be >= 1, got ${min}.`);
+  if (min > max) throw new ContextError('minCapacity', `(${min}) must not exceed maxCapacity (${max}).`);
+  if (desired < min || desired > max) {
+    throw new ContextError('desiredCount', `(${desired}) must lie within minCapacity..maxCapacity (${min}..${max}).`);
+  }
+
+  const memoryLimitMiB = int(node, 'memoryLimitMiB');
+  const memoryReservationMiB = int(node, 'memoryReservationMiB');
+  if (memoryReservationMiB !== undefined && memoryLimitMiB !== undefined && memoryReservationMiB > memoryLimitMiB) {
+    throw new ContextError('memoryReservationMiB', `(${memoryReservationMiB}) must not exceed memoryLimitMiB (${memoryLimitMiB}).`);
+  }
+  const grace = int(node, 'healthCheckGracePeriodSeconds');
+  if (grace !== undefined && (grace < 0 || grace > 2_147_483_647)) {
+    throw new ContextError('healthCheckGracePeriodSeconds', `must be >= 0, got ${grace}.`);
+  }
+  const latency = int(node, 'latencyP99AlarmMs');
+  if (latency !== undefined && latency <= 0) throw new ContextError('latencyP99AlarmMs', `must be > 0, got ${latency}.`);
+  const target = int(node, 'targetPendingRequestsPerTask');
+  if (target !== undefined && target <= 0) {
+    throw new ContextError('targetPendingRequestsPerTask', `must be > 0, got ${target}.`);
+  }
+
+  return {
+    certificateArn,
+    envName,
+    instanceType: matching(node, 'instanceType', /^[a-z][a-z0-9]*\.[a-z0-9]+$/, 'an EC2 instance type like g4dn.xlarge'),
+    memoryLimitMiB,
+    memoryReservationMiB,
+    gpuMemoryMiB: int(node, 'gpuMemoryMiB'),
+    desiredCount: desired,
+    minCapacity: min,
+    maxCapacity: max,
+    modelBucketName: matching(node, 'modelBucketName', /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'an S3 bucket name'),
+    modelPrefix: str(node, 'modelPrefix'),
+    imageUri: str(node, 'imageUri'),
+    alarmEmail: matching(node, 'alarmEmail', /^[^@\s]+@[^@\s]+\.[^@\s]+$/, 'an e-mail address'),
+    amiVariant: oneOf(node, 'amiVariant', ['al2023', 'al2'] as const),
+    amiId: matching(node, 'amiId', /^ami-[0-9a-f]{8,17}$/, 'an AMI id (ami-0123456789abcdef0)'),
+    httpListenerProtocol: oneOf(node, 'httpListenerProtocol', ['HTTP', 'HTTPS'] as const),
+    allowedIngressCidr: matching(node, 'allowedIngressCidr', CIDR, 'an IPv4 CIDR'),
+    metricsScraperCidr: matching(node, 'metricsScraperCidr', CIDR, 'an IPv4 CIDR'),
+    metricsScraperSecurityGroupId: matching(node, 'metricsScraperSecurityGroupId', /^sg-[0-9a-f]{8,17}$/, 'a security group id'),
+    githubRepo: matching(node, 'githubRepo', /^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, "a GitHub repository 'owner/name'"),
+    githubBranch: str(node, 'githubBranch'),
+    githubOidcProviderArn: matching(node, 'githubOidcProviderArn', /^arn:aws[a-z-]*:iam::\d{12}:oidc-provider\/.+$/, 'an IAM OIDC provider ARN'),
+    natGateways: int(node, 'natGateways'),
+    healthCheckGracePeriodSeconds: grace,
+    targetPendingRequestsPerTask: target,
+    latencyP99AlarmMs: latency,
+  };
+}

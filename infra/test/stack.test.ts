@@ -1,0 +1,330 @@
+import { describe, expect, it } from 'vitest';
+import { Match } from 'aws-cdk-lib/assertions';
+import { CERTIFICATE_ARN, IMAGE_URI, memo, only, synth } from './synth.ts';
+import { SERVER_METRICS } from '../lib/server-metrics.ts';
+
+const GITHUB_REPO = 'acme/batchwise';
+const defaults = memo(() =>
+  synth({ certificateArn: CERTIFICATE_ARN, imageUri: IMAGE_URI, githubRepo: GITHUB_REPO, alarmEmail: 'ops@example.com' }),
+);
+const t = () => defaults().template;
+const container = () => only(t(), 'AWS::ECS::TaskDefinition').props.ContainerDefinitions[0];
+
+describe('GPU capacity', () => {
+  it('resolves the ECS-Optimized AL2023 GPU AMI from its SSM public parameter', () => {
+    const params = t().findParameters('*', {
+      Type: 'AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>',
+      Default: '/aws/service/ecs/optimized-ami/amazon-linux-2023/gpu/recommended/image_id',
+    });
+    expect(Object.keys(params)).toHaveLength(1);
+    const lt = only(t(), 'AWS::EC2::LaunchTemplate').props.LaunchTemplateData;
+    expect(lt.ImageId).toEqual({ Ref: Object.keys(params)[0] });
+    expect(lt.InstanceType).toBe('g4dn.xlarge');
+  });
+
+  it('requires IMDSv2 and an encrypted gp3 root volume', () => {
+    const lt = only(t(), 'AWS::EC2::LaunchTemplate').props.LaunchTemplateData;
+    expect(lt.MetadataOptions).toEqual({ HttpTokens: 'required', HttpPutResponseHopLimit: 1 });
+    expect(lt.BlockDeviceMappings).toEqual([
+      { DeviceName: '/dev/xvda', Ebs: { Encrypted: true, VolumeType: 'gp3', VolumeSize: 100, DeleteOnTermination: true } },
+    ]);
+    expect(JSON.stringify(lt.UserData)).toContain('ECS_AWSVPC_BLOCK_IMDS=true');
+  });
+
+  it('uses a launch template (not a launch configuration) in private subnets', () => {
+    t().resourceCountIs('AWS::AutoScaling::LaunchConfiguration', 0);
+    const asg = only(t(), 'AWS::AutoScaling::AutoScalingGroup').props;
+    expect(asg.LaunchTemplate).toBeDefined();
+    expect(asg.MinSize).toBe('1');
+    expect(asg.MaxSize).toBe('8'); // maxCapacity 4, twice for rolling deploys, 1 GPU each
+    expect(JSON.stringify(asg.VPCZoneIdentifier)).toContain('private');
+  });
+
+  it('enables Container Insights and a managed-scaling capacity provider', () => {
+    t().hasResourceProperties('AWS::ECS::Cluster', {
+      ClusterSettings: [{ Name: 'containerInsights', Value: 'enabled' }],
+    });
+    t().hasResourceProperties('AWS::ECS::CapacityProvider', {
+      AutoScalingGroupProvider: Match.objectLike({
+        ManagedScaling: Match.objectLike({ Status: 'ENABLED', TargetCapacity: 100 }),
+        ManagedDraining: 'ENABLED',
+      }),
+    });
+  });
+
+  it('spans two AZs with an S3 gateway endpoint', () => {
+    t().resourceCountIs('AWS::EC2::Subnet', 4);
+    t().hasResourceProperties('AWS::EC2::VPCEndpoint', {
+      VpcEndpointType: 'Gateway',
+      ServiceName: Match.objectLike({ 'Fn::Join': Match.arrayWith([Match.arrayWith(['.s3'])]) }),
+    });
+  });
+});
+
+describe('task definition', () => {
+  it('asks for one GPU', () => {
+    expect(container().ResourceRequirements).toEqual([{ Type: 'GPU', Value: '1' }]);
+  });
+
+  it('sizes memory for g4dn.xlarge with host headroom and a server budget below the hard limit', () => {
+    // 16384 MiB - 2048 MiB headroom; reservation and budget 85% of that.
+    expect(container().Memory).toBe(14336);
+    expect(container().MemoryReservation).toBe(12185);
+    const command: string[] = container().Command;
+    expect(command[command.indexOf('--memory-limit') + 1]).toBe(String(12185 * 1024 * 1024));
+    expect(Number(command[command.indexOf('--memory-limit') + 1])).toBeLessThan(14336 * 1024 * 1024);
+  });
+
+  it('runs the serve command against the S3 repository with poll mode and CloudWatch metrics', () => {
+    const command = container().Command;
+    expect(command.slice(0, 1)).toEqual(['serve']);
+    expect(command).toEqual(
+      expect.arrayContaining(['--model-control-mode', 'poll', '--repository-poll-secs', '30', '--cloudwatch-metrics']),
+    );
+    expect(command[command.indexOf('--cloudwatch-service-name') + 1]).toBe('batchwise-dev');
+    expect(command[command.indexOf('--model-repository') + 1]).toEqual({
+      'Fn::Join': ['', ['s3://', { Ref: expect.stringMatching(/^ModelStoreBucket/) }, '/models']],
+    });
+  });
+
+  it('injects the model-repository key from Secrets Manager, not as plain text', () => {
+    const secret = only(t(), 'AWS::SecretsManager::Secret').logicalId;
+    expect(container().Secrets).toEqual([{ Name: 'BATCHWISE_MODEL_REPOSITORY_KEY', ValueFrom: { Ref: secret } }]);
+    expect(container().Environment.map((e: { Name: string }) => e.Name)).toEqual(['AWS_REGION']);
+  });
+
+  it('exposes 8000, 8001, 8002, runs as non-root, drains for 120 s, health-checks liveness with node', () => {
+    expect(container().PortMappings.map((p: { ContainerPort: number }) => p.ContainerPort)).toEqual([8000, 8001, 8002]);
+    expect(container().User).toBe('10001:10001');
+    expect(container().StopTimeout).toBe(120);
+    expect(container().HealthCheck.Command.slice(0, 3)).toEqual(['CMD', 'node', '-e']);
+    expect(container().HealthCheck.Command[3]).toContain('/v2/health/live');
+    expect(container().LogConfiguration.LogDriver).toBe('awslogs');
+    expect(only(t(), 'AWS::ECS::TaskDefinition').props.NetworkMode).toBe('awsvpc');
+  });
+});
+
+describe('service', () => {
+  it('rolls back failed deployments and keeps capacity while deploying', () => {
+    const svc = only(t(), 'AWS::ECS::Service').props;
+    expect(svc.DeploymentConfiguration).toEqual({
+      DeploymentCircuitBreaker: { Enable: true, Rollback: true },
+      MinimumHealthyPercent: 100,
+      MaximumPercent: 200,
+    });
+    expect(svc.HealthCheckGracePeriodSeconds).toBe(600);
+    expect(svc.NetworkConfiguration.AwsvpcConfiguration.AssignPublicIp).toBe('DISABLED');
+  });
+
+  it('scales on the PendingRequests EMF metric per task, not on CPU', () => {
+    const policy = only(t(), 'AWS::ApplicationAutoScaling::ScalingPolicy').props;
+    expect(policy.TargetTrackingScalingPolicyConfiguration).toMatchObject({
+      TargetValue: 16,
+      CustomizedMetricSpecification: {
+        Namespace: 'Batchwise',
+        MetricName: 'PendingRequests',
+        Dimensions: [{ Name: 'ServiceName', Value: 'batchwise-dev' }],
+        Statistic: 'Average',
+      },
+    });
+    t().hasResourceProperties('AWS::ApplicationAutoScaling::ScalableTarget', { MinCapacity: 1, MaxCapacity: 4 });
+  });
+});
+
+describe('load balancer', () => {
+  it('listens on :8000 HTTP and :8001 HTTPS with the certificate', () => {
+    t().hasResourceProperties('AWS::ElasticLoadBalancingV2::Listener', {
+      Port: 8000,
+      Protocol: 'HTTP',
+      Certificates: Match.absent(),
+    });
+    t().hasResourceProperties('AWS::ElasticLoadBalancingV2::Listener', {
+      Port: 8001,
+      Protocol: 'HTTPS',
+      Certificates: [{ CertificateArn: CERTIFICATE_ARN }],
+    });
+    t().hasResourceProperties('AWS::ElasticLoadBalancingV2::LoadBalancer', { Scheme: 'internet-facing' });
+  });
+
+  it('checks readiness on the HTTP target group and gRPC health with code 0 on the GRPC one', () => {
+    t().hasResourceProperties('AWS::ElasticLoadBalancingV2::TargetGroup', {
+      Port: 8000,
+      Protocol: 'HTTP',
+      TargetType: 'ip',
+      HealthCheckPath: '/v2/health/ready',
+      Matcher: { HttpCode: '200' },
+    });
+    t().hasResourceProperties('AWS::ElasticLoadBalancingV2::TargetGroup', {
+      Port: 8001,
+      Protocol: 'HTTP',
+      ProtocolVersion: 'GRPC',
+      TargetType: 'ip',
+      HealthCheckPath: '/grpc.health.v1.Health/Check',
+      Matcher: { GrpcCode: '0' },
+    });
+  });
+
+  it('never exposes :8002; tasks accept only the ALB', () => {
+    const ingress = Object.values(t().findResources('AWS::EC2::SecurityGroupIngress')).map((r) => r.Properties);
+    expect(ingress.map((i) => i.FromPort).sort()).toEqual([8000, 8001]);
+    for (const rule of ingress) expect(rule.SourceSecurityGroupId).toBeDefined();
+    const inline = Object.values(t().findResources('AWS::EC2::SecurityGroup')).flatMap((r) => r.Properties.SecurityGroupIngress ?? []);
+    expect(inline.every((r: { FromPort: number }) => r.FromPort === 8000 || r.FromPort === 8001)).toBe(true);
+    expect(inline).toHaveLength(2); // the ALB's listener ports
+  });
+
+  it('outputs the ALB DNS name', () => {
+    t().hasOutput('LoadBalancerDnsName', {});
+    t().hasOutput('HttpEndpoint', {});
+  });
+});
+
+describe('model store and IAM', () => {
+  const statements = (roleMatch: RegExp): any[] =>
+    Object.entries(t().findResources('AWS::IAM::Policy'))
+      .filter(([, r]) => r.Properties.Roles.some((role: { Ref: string }) => roleMatch.test(role.Ref)))
+      .flatMap(([, r]) => r.Properties.PolicyDocument.Statement);
+
+  it('creates an encrypted, private, TLS-only, versioned bucket with access logs', () => {
+    const buckets = Object.values(t().findResources('AWS::S3::Bucket')).map((r) => r.Properties);
+    const model = buckets.find((b) => b.VersioningConfiguration)!;
+    expect(model.VersioningConfiguration).toEqual({ Status: 'Enabled' });
+    expect(model.BucketEncryption.ServerSideEncryptionConfiguration[0].ServerSideEncryptionByDefault.SSEAlgorithm).toBe('AES256');
+    expect(model.PublicAccessBlockConfiguration).toEqual({
+      BlockPublicAcls: true, BlockPublicPolicy: true, IgnorePublicAcls: true, RestrictPublicBuckets: true,
+    });
+    expect(model.LoggingConfiguration.LogFilePrefix).toBe('model-bucket/');
+    t().hasResourceProperties('AWS::S3::BucketPolicy', {
+      PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]) },
+    });
+  });
+
+  it('gives the task role read-only access to the repository prefix', () => {
+    const s = statements(/TaskRole/);
+    expect(s).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          Action: 's3:GetObject',
+          Resource: { 'Fn::Join': ['', [expect.objectContaining({ 'Fn::GetAtt': expect.arrayContaining(['Arn']) }), '/models/*']] },
+        }),
+        expect.objectContaining({
+          Action: 's3:ListBucket',
+          Condition: { StringLike: { 's3:prefix': ['models', 'models/*'] } },
+        }),
+      ]),
+    );
+    const actions = s.flatMap((st) => [st.Action].flat());
+    expect(actions.filter((a: string) => a.startsWith('s3:')).sort()).toEqual(['s3:GetObject', 's3:ListBucket']);
+  });
+
+  it('lets the CI role write only the repository prefix, read the key and assume the bootstrap roles', () => {
+    const s = statements(/CiAccessRole/);
+    const puts = s.filter((st) => [st.Action].flat().includes('s3:PutObject'));
+    expect(puts).toHaveLength(1);
+    expect(puts[0].Resource['Fn::Join'][1][1]).toBe('/models/*');
+    const s3Actions = s.flatMap((st) => [st.Action].flat()).filter((a: string) => a.startsWith('s3:'));
+    expect(s3Actions.sort()).toEqual(['s3:AbortMultipartUpload', 's3:GetObject', 's3:ListBucket', 's3:PutObject']);
+    const assume = s.find((st) => [st.Action].flat().includes('sts:AssumeRole'));
+    expect(JSON.stringify(assume.Resource)).toContain('cdk-hnb659fds-deploy-role-');
+    expect(JSON.stringify(assume.Resource)).toContain('cdk-hnb659fds-image-publishing-role-');
+    expect(s.some((st) => [st.Action].flat().includes('secretsmanager:GetSecretValue'))).toBe(true);
+  });
+
+  it('trusts only GitHub OIDC tokens of the repository', () => {
+    const role = Object.values(t().findResources('AWS::IAM::Role')).find((r) =>
+      JSON.stringify(r.Properties.AssumeRolePolicyDocument).includes('token.actions.githubusercontent.com'),
+    )!;
+    const statement = role.Properties.AssumeRolePolicyDocument.Statement[0];
+    expect(statement.Action).toBe('sts:AssumeRoleWithWebIdentity');
+    expect(statement.Condition).toEqual({
+      StringEquals: { 'token.actions.githubusercontent.com:aud': 'sts.amazonaws.com' },
+      StringLike: {
+        'token.actions.githubusercontent.com:sub': [`repo:${GITHUB_REPO}:ref:refs/heads/main`, `repo:${GITHUB_REPO}:environment:dev`],
+      },
+    });
+    t().resourceCountIs('AWS::IAM::OIDCProvider', 1);
+  });
+});
+
+describe('alarms', () => {
+  const alarms = () => Object.values(t().findResources('AWS::CloudWatch::Alarm')).map((r) => r.Properties);
+  const byMetric = (name: string) => alarms().filter((a) => a.MetricName === name);
+
+  it('routes every alarm to the SNS topic with an e-mail subscription', () => {
+    const topic = only(t(), 'AWS::SNS::Topic').logicalId;
+    expect(alarms()).toHaveLength(11);
+    for (const alarm of alarms()) expect(alarm.AlarmActions).toEqual([{ Ref: topic }]);
+    t().hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'ops@example.com' });
+  });
+
+  it('counts OOM kills from ECS task events through a log group and a metric filter, without Lambda', () => {
+    const rule = only(t(), 'AWS::Events::Rule').props;
+    expect(rule.EventPattern).toEqual({
+      source: ['aws.ecs'],
+      'detail-type': ['ECS Task State Change'],
+      detail: {
+        clusterArn: [{ 'Fn::GetAtt': [expect.stringMatching(/Cluster/), 'Arn'] }],
+        lastStatus: ['STOPPED'],
+        $or: [{ containers: { reason: [{ prefix: 'OutOfMemoryError' }] } }, { containers: { exitCode: [137] } }],
+      },
+    });
+    const logGroupId = Object.keys(t().findResources('AWS::Logs::LogGroup', { Properties: { LogGroupName: '/aws/events/batchwise-dev-oom-kills' } }))[0]!;
+    expect(JSON.stringify(rule.Targets[0].Arn)).toContain(logGroupId);
+    t().hasResourceProperties('AWS::Logs::MetricFilter', {
+      LogGroupName: { Ref: logGroupId },
+      MetricTransformations: [Match.objectLike({ MetricNamespace: 'Batchwise/Infra', MetricName: 'OomKills', MetricValue: '1' })],
+    });
+    const policy = JSON.stringify(only(t(), 'AWS::Logs::ResourcePolicy').props.PolicyDocument);
+    expect(policy).toContain('events.amazonaws.com');
+    expect(policy).toContain(logGroupId);
+    expect(byMetric('OomKills')).toEqual([expect.objectContaining({ Namespace: 'Batchwise/Infra', Threshold: 1, Statistic: 'Sum' })]);
+    t().resourceCountIs('AWS::Lambda::Function', 0);
+  });
+
+  it('alarms on container memory near the hard limit (Container Insights)', () => {
+    expect(byMetric('MemoryUtilized')).toEqual([
+      expect.objectContaining({ Namespace: 'ECS/ContainerInsights', Statistic: 'Maximum', Threshold: Math.floor(14336 * 0.9) }),
+    ]);
+  });
+
+  it('alarms on p99 target response time, target 5xx and unhealthy hosts for both target groups', () => {
+    const p99 = byMetric('TargetResponseTime');
+    expect(p99).toHaveLength(2);
+    for (const a of p99) expect(a).toMatchObject({ ExtendedStatistic: 'p99', Threshold: 0.5, Namespace: 'AWS/ApplicationELB' });
+    expect(new Set(p99.map((a) => JSON.stringify(a.Dimensions.find((d: { Name: string }) => d.Name === 'TargetGroup').Value))).size).toBe(2);
+    expect(byMetric('UnHealthyHostCount')).toHaveLength(2);
+    const math = alarms().filter((a) => a.Metrics);
+    expect(math).toHaveLength(2);
+    for (const a of math) {
+      expect(a.Metrics.map((m: any) => m.MetricStat?.Metric.MetricName).filter(Boolean).sort()).toEqual([
+        'HTTPCode_Target_5XX_Count', 'RequestCount',
+      ]);
+    }
+  });
+
+  it('alarms on the server EMF metrics: queue rejections, p99 latency, GPU memory', () => {
+    const dims = [{ Name: 'ServiceName', Value: 'batchwise-dev' }];
+    expect(byMetric(SERVER_METRICS.queueRejections.name)).toEqual([
+      expect.objectContaining({ Namespace: 'Batchwise', Dimensions: dims, Statistic: 'Sum', Threshold: 1 }),
+    ]);
+    expect(byMetric(SERVER_METRICS.requestLatencyP99.name)).toEqual([
+      expect.objectContaining({ Namespace: 'Batchwise', Dimensions: dims, Threshold: 500 }),
+    ]);
+    expect(byMetric(SERVER_METRICS.gpuMemoryUsedBytes.name)).toEqual([
+      expect.objectContaining({ Namespace: 'Batchwise', Dimensions: dims, Threshold: Math.floor(16 * 1024 ** 3 * 0.9) }),
+    ]);
+  });
+
+  it('draws a dashboard with the server metrics and the alarms', () => {
+    const body = JSON.stringify(only(t(), 'AWS::CloudWatch::Dashboard').props.DashboardBody);
+    for (const spec of Object.values(SERVER_METRICS)) expect(body).toContain(spec.name);
+    expect(body).toContain('MemoryUtilized');
+    expect(body).toContain('OomKills');
+  });
+});
+
+describe('cdk-nag', () => {
+  it('reports no unacknowledged AwsSolutions findings (errors or warnings)', () => {
+    expect(defaults().violations).toEqual([]);
+  });
+});
