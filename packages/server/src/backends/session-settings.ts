@@ -1,0 +1,56 @@
+import type { ModelConfig } from '../config/model-config.ts';
+import { Errors } from '../core/errors.ts';
+import type { SessionSettings } from './backend.ts';
+
+/**
+ * Session settings from config.pbtxt, under the parameter names of Triton's onnxruntime
+ * backend, so existing configs keep their meaning.
+ */
+export function sessionSettingsFromConfig(config: ModelConfig): SessionSettings {
+  const param = (key: string): string | undefined => config.parameters?.[key]?.string_value;
+  const cudaAccelerator = config.optimization?.execution_accelerators?.gpu_execution_accelerator?.find(
+    (a) => a.name === 'cuda',
+  );
+  const gpuMemLimit = cudaAccelerator?.parameters?.['gpu_mem_limit'] ?? param('gpu_mem_limit');
+  const intra = integerParam(config.name, 'intra_op_thread_count', param('intra_op_thread_count'));
+  const inter = integerParam(config.name, 'inter_op_thread_count', param('inter_op_thread_count'));
+  const executionMode = integerParam(config.name, 'execution_mode', param('execution_mode'));
+  const arena = booleanParam(config.name, 'enable_mem_arena', param('enable_mem_arena'));
+  const pattern = booleanParam(config.name, 'enable_mem_pattern', param('enable_mem_pattern'));
+  const limit = integerParam(config.name, 'gpu_mem_limit', gpuMemLimit);
+  const level = config.optimization?.graph?.level;
+  return {
+    // Triton: 0 means "let ONNX Runtime decide".
+    ...(intra !== undefined && intra > 0 && { intraOpThreads: intra }),
+    ...(inter !== undefined && inter > 0 && { interOpThreads: inter }),
+    ...(executionMode !== undefined && { executionMode: executionMode === 1 ? 'parallel' : 'sequential' }),
+    ...(level !== undefined && { graphOptimizationLevel: graphLevel(level) }),
+    ...(arena !== undefined && { enableCpuMemArena: arena }),
+    ...(pattern !== undefined && { enableMemPattern: pattern }),
+    ...(limit !== undefined && { gpuMemLimitBytes: limit }),
+  };
+}
+
+/** Triton's onnxruntime backend: -1 basic, 1 extended, anything else (0 default) all. */
+function graphLevel(level: number): SessionSettings['graphOptimizationLevel'] {
+  if (level === -1) return 'basic';
+  if (level === 1) return 'extended';
+  return 'all';
+}
+
+function integerParam(model: string, key: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value.trim());
+  if (!Number.isSafeInteger(n) || n < 0) {
+    throw Errors.invalidArg(`model '${model}': parameter '${key}' must be a non-negative integer, got '${value}'`);
+  }
+  return n;
+}
+
+function booleanParam(model: string, key: string, value: string | undefined): boolean | undefined {
+  if (value === undefined) return undefined;
+  const v = value.trim().toLowerCase();
+  if (v === '1' || v === 'true') return true;
+  if (v === '0' || v === 'false') return false;
+  throw Errors.invalidArg(`model '${model}': parameter '${key}' must be true or false, got '${value}'`);
+}

@@ -1,0 +1,128 @@
+import { Command, Option } from 'commander';
+import { DEFAULT_MAX_BODY_BYTES, startServer } from '../server.ts';
+import { collect, parseBool, parsePort, parsePositiveInteger } from './flags.ts';
+
+interface ServeFlags {
+  modelRepository: string[];
+  httpPort: number;
+  grpcPort: number;
+  metricsPort: number;
+  httpAddress: string;
+  allowHttp: boolean;
+  allowGrpc: boolean;
+  allowMetrics: boolean;
+  strictModelConfig: boolean;
+  allowCpuFallback: boolean;
+  logVerbose: number;
+  modelControlMode: 'none' | 'poll' | 'explicit';
+  repositoryPollSecs: number;
+  loadModel?: string[];
+  httpRestrictedApi?: string[];
+  grpcRestrictedProtocol?: string[];
+  httpMaxBodyBytes: number;
+  exitTimeoutSecs: number;
+  memoryLimit?: string;
+  cloudwatchMetrics: boolean;
+  cloudwatchServiceName: string;
+}
+
+export function serveCommand(): Command {
+  return new Command('serve')
+    .description('Serve the models of one or more model repositories over HTTP, gRPC and metrics endpoints')
+    .requiredOption('--model-repository <path>', 'model repository folder (Triton layout); repeat for several', collect)
+    .option('--http-port <port>', 'port of the KServe v2 HTTP/REST endpoint', parsePort, 8000)
+    .option('--grpc-port <port>', 'port of the KServe v2 / Triton gRPC endpoint', parsePort, 8001)
+    .option('--metrics-port <port>', 'port of the Prometheus /metrics endpoint', parsePort, 8002)
+    .option('--http-address <address>', 'address all endpoints bind to', '0.0.0.0')
+    .option('--allow-http [bool]', 'serve HTTP/REST (Triton syntax: --allow-http=false disables)', parseBool, true)
+    .option('--allow-grpc [bool]', 'serve gRPC', parseBool, true)
+    .option('--allow-metrics [bool]', 'serve Prometheus metrics', parseBool, true)
+    .option(
+      '--strict-model-config [bool]',
+      'require a complete config.pbtxt for every model; when false, missing parts are auto-completed from the ONNX model',
+      parseBool,
+      false,
+    )
+    .option(
+      '--allow-cpu-fallback [bool]',
+      'let a KIND_GPU model run on CPU when CUDA is unusable (logged as a warning and shown in its metadata); off by default, so such a model fails to load instead',
+      parseBool,
+      false,
+    )
+    .addOption(
+      new Option('--model-control-mode <mode>', 'none: load everything at start-up; poll: also pick up changes every --repository-poll-secs; explicit: load and unload through the repository API')
+        .choices(['none', 'poll', 'explicit'])
+        .default('none'),
+    )
+    .option('--repository-poll-secs <secs>', 'poll mode: seconds between repository polls', parsePositiveInteger, 15)
+    .option('--load-model <name>', "explicit mode: a model to load at start-up ('*' for all); repeat for several", collect)
+    .option(
+      '--http-restricted-api <spec>',
+      'restrict API groups over HTTP: <api>[,<api>...]:<key>=<value> (groups: health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging); repeat for several',
+      collect,
+    )
+    .option(
+      '--grpc-restricted-protocol <spec>',
+      "the same for gRPC; clients send the header 'triton-grpc-protocol-<key>'",
+      collect,
+    )
+    .option('--log-verbose <level>', 'verbose logging level: 0 = info, 1 or more = debug', (v) => Number(v), 0)
+    .option('--http-max-body-bytes <bytes>', 'largest request body accepted over HTTP', parsePositiveInteger, DEFAULT_MAX_BODY_BYTES)
+    .option(
+      '--memory-limit <bytes|fraction>',
+      'memory budget: bytes (12G, 512Mi, 12884901888) or a fraction of the container limit (0.8); requests that would exceed it get 503. Default: 0.8 of the cgroup limit, or of physical memory',
+    )
+    .option('--cloudwatch-metrics [bool]', 'write CloudWatch embedded-metric-format lines to stdout every 10 s (also BATCHWISE_CLOUDWATCH_METRICS=1)', parseBool, process.env['BATCHWISE_CLOUDWATCH_METRICS'] === '1')
+    .option('--cloudwatch-service-name <name>', 'ServiceName dimension of the CloudWatch metrics', 'batchwise')
+    .option('--exit-timeout-secs <secs>', 'on SIGTERM, time allowed for in-flight requests before a forced exit', parsePositiveInteger, 30)
+    .action(async (flags: ServeFlags) => {
+      const server = await startServer({
+        modelRepositories: flags.modelRepository,
+        host: flags.httpAddress,
+        httpPort: flags.httpPort,
+        grpcPort: flags.grpcPort,
+        metricsPort: flags.metricsPort,
+        allowHttp: flags.allowHttp,
+        allowGrpc: flags.allowGrpc,
+        allowMetrics: flags.allowMetrics,
+        strictModelConfig: flags.strictModelConfig,
+        modelControlMode: flags.modelControlMode,
+        repositoryPollSecs: flags.repositoryPollSecs,
+        loadModels: flags.loadModel ?? [],
+        httpRestrictedApi: withKeyFromEnvironment(flags.httpRestrictedApi),
+        grpcRestrictedProtocol: withKeyFromEnvironment(flags.grpcRestrictedProtocol),
+        allowCpuFallback: flags.allowCpuFallback,
+        maxBodyBytes: flags.httpMaxBodyBytes,
+        ...(flags.memoryLimit !== undefined && { memoryLimit: flags.memoryLimit }),
+        cloudwatchMetrics: flags.cloudwatchMetrics,
+        cloudwatchServiceName: flags.cloudwatchServiceName,
+        logLevel: flags.logVerbose > 0 ? 'debug' : 'info',
+      });
+      let stopping = false;
+      const stop = (signal: string) => {
+        if (stopping) {
+          server.logger.warn({ signal }, 'second signal: exiting now');
+          process.exit(1);
+        }
+        stopping = true;
+        server.logger.info({ signal }, 'shutting down: not ready, draining in-flight requests');
+        const force = setTimeout(() => {
+          server.logger.error('exit timeout reached with requests still in flight: forcing exit');
+          process.exit(1);
+        }, flags.exitTimeoutSecs * 1000);
+        force.unref();
+        void server.close().then(() => process.exit(0));
+      };
+      process.on('SIGTERM', () => stop('SIGTERM'));
+      process.on('SIGINT', () => stop('SIGINT'));
+    });
+}
+
+/**
+ * BATCHWISE_MODEL_REPOSITORY_KEY restricts the model-repository group with header
+ * `batchwise-key`, so the key can come from a secret store without appearing on a command line.
+ */
+function withKeyFromEnvironment(specs: string[] | undefined): string[] {
+  const key = process.env['BATCHWISE_MODEL_REPOSITORY_KEY'];
+  return [...(specs ?? []), ...(key ? [`model-repository:batchwise-key=${key}`] : [])];
+}

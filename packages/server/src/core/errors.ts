@@ -1,0 +1,63 @@
+/**
+ * The server's one error type. Codes follow Triton's TRITONSERVER_Error_Code; each
+ * frontend owns exactly one table from code to its own status (http/status.ts,
+ * grpc/status.ts).
+ */
+export type ErrorCode =
+  | 'INVALID_ARG'
+  | 'NOT_FOUND'
+  | 'UNAVAILABLE'
+  | 'UNSUPPORTED'
+  | 'INTERNAL'
+  | 'ALREADY_EXISTS'
+  | 'UNKNOWN'
+  | 'CANCELLED';
+
+export class InferenceServerError extends Error {
+  override readonly name = 'InferenceServerError';
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export function isInferenceServerError(e: unknown): e is InferenceServerError {
+  return e instanceof InferenceServerError;
+}
+
+/** Message catalogue: each error the server raises in more than one place is declared once. */
+export const Errors = {
+  invalidArg: (message: string) => new InferenceServerError('INVALID_ARG', message),
+  internal: (message: string) => new InferenceServerError('INTERNAL', message),
+  unsupported: (message: string) => new InferenceServerError('UNSUPPORTED', message),
+  unavailable: (message: string) => new InferenceServerError('UNAVAILABLE', message),
+  // Triton answers an unknown model with 400 over HTTP (reference/README.md).
+  unknownModel: (model: string) =>
+    new InferenceServerError('INVALID_ARG', `Request for unknown model: '${model}' is not found`),
+  unknownVersion: (model: string, version: string) =>
+    new InferenceServerError(
+      'NOT_FOUND',
+      `Request for unknown model: '${model}' version ${version} is not found`,
+    ),
+  // Known model without a ready version: 404 over HTTP, as in Triton.
+  modelNotReady: (model: string, reason?: string) =>
+    new InferenceServerError(
+      'NOT_FOUND',
+      `Request for unknown model: '${model}' has no available versions` +
+        (reason ? ` (${reason})` : ''),
+    ),
+  queueFull: () => new InferenceServerError('UNAVAILABLE', 'Exceeds maximum queue size'),
+  requestTimeout: () => new InferenceServerError('UNAVAILABLE', 'Request timeout expired'),
+  serverNotReady: () => new InferenceServerError('UNAVAILABLE', 'Server not ready'),
+  shuttingDown: () =>
+    new InferenceServerError('UNAVAILABLE', 'Server is shutting down; request not admitted'),
+} as const;
+
+/** Turns anything thrown into an InferenceServerError without losing its message. */
+export function toInferenceServerError(e: unknown): InferenceServerError {
+  if (isInferenceServerError(e)) return e;
+  const message = e instanceof Error ? e.message : String(e);
+  return new InferenceServerError('INTERNAL', message);
+}

@@ -1,0 +1,13 @@
+/** What frontends may use from the core. */
+export type {
+  InferenceRequest,
+  InferenceResponse,
+  InferenceService,
+  ModelMetadata,
+  ModelStatistics,
+  RepositoryIndexEntry,
+  RequestedOutput,
+  ServerMetadata,
+} from './types.ts';
+export { Errors, InferenceServerError, isInferenceServerError, toInferenceServerError } from './errors.ts';
+export type { ErrorCode } from './errors.ts';

@@ -1,0 +1,143 @@
+import type { ModelConfig } from '../config/model-config.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import { Errors, toInferenceServerError } from './errors.ts';
+import type { LoadedVersion } from './loaded-version.ts';
+import type { ModelManager } from './model-manager.ts';
+import { MemoryGuard } from '../memory/memory-guard.ts';
+import { validateRequest } from './request-validation.ts';
+import type {
+  InferenceRequest,
+  InferenceResponse,
+  InferenceService,
+  ModelMetadata,
+  ModelStatistics,
+  RepositoryIndexEntry,
+  ServerMetadata,
+} from './types.ts';
+
+export const SERVER_NAME = 'batchwise';
+export const SERVER_VERSION = '0.1.0';
+const EXTENSIONS = ['classification', 'model_repository', 'schedule_policy', 'model_configuration', 'statistics', 'binary_tensor_data'];
+
+/** The one implementation of InferenceService that both frontends share. */
+export class CoreInferenceService implements InferenceService {
+  private ready = false;
+
+  constructor(
+    private readonly models: ModelManager,
+    private readonly memory: MemoryGuard,
+  ) {}
+
+  /** Set by the server once start-up loading is done; cleared first thing on shutdown. */
+  setReady(ready: boolean): void {
+    this.ready = ready;
+  }
+
+  isLive(): boolean {
+    return true;
+  }
+
+  isReady(): boolean {
+    return this.ready && this.models.allReady();
+  }
+
+  serverMetadata(): ServerMetadata {
+    return { name: SERVER_NAME, version: SERVER_VERSION, extensions: EXTENSIONS };
+  }
+
+  isModelReady(modelName: string, modelVersion?: string): boolean {
+    return this.models.isModelReady(modelName, modelVersion);
+  }
+
+  modelMetadata(modelName: string, modelVersion?: string): ModelMetadata {
+    const model = this.models.resolve(modelName, modelVersion);
+    const batch = model.maxBatchSize > 0 ? [-1] : [];
+    return {
+      name: modelName,
+      versions: modelVersion ? [model.version] : this.models.readyVersions(modelName),
+      platform: model.config.platform ?? 'onnxruntime_onnx',
+      inputs: model.inputs.map((i) => ({ name: i.name, datatype: i.datatype, shape: [...batch, ...i.dims] })),
+      outputs: model.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: [...batch, ...o.dims] })),
+      parameters: {
+        execution_provider: model.executionProvider,
+        ...(model.fallbackReason !== undefined && { cpu_fallback_reason: model.fallbackReason }),
+      },
+    };
+  }
+
+  modelConfig(modelName: string, modelVersion?: string): ModelConfig {
+    return this.models.configOf(modelName, modelVersion);
+  }
+
+  async infer(request: InferenceRequest): Promise<InferenceResponse> {
+    const arrivalNs = process.hrtime.bigint();
+    const model = this.models.resolve(request.modelName, request.modelVersion);
+    let inputBytes = 0;
+    for (const input of request.inputs) inputBytes += input.data.byteLength;
+    const release = this.memory.admit(MemoryGuard.chargeFor(inputBytes));
+    try {
+      return await this.run(request, model, arrivalNs);
+    } finally {
+      release();
+    }
+  }
+
+  private async run(request: InferenceRequest, model: LoadedVersion, arrivalNs: bigint): Promise<InferenceResponse> {
+    let validated;
+    try {
+      validated = validateRequest(request, model);
+    } catch (error) {
+      model.stats.recordFailure({ arrivalNs }, 'OTHER');
+      throw toInferenceServerError(error);
+    }
+    const outputs = await model.scheduler.enqueue({
+      inputs: validated.inputs,
+      batchSize: validated.batchSize,
+      priority: validated.priority,
+      timeoutMicroseconds: validated.timeoutMicroseconds,
+      arrivalNs,
+    });
+    return {
+      modelName: model.modelName,
+      modelVersion: model.version,
+      ...(request.id !== undefined && { id: request.id }),
+      outputs: selectOutputs(model, outputs, validated.outputNames, validated.batchSize),
+    };
+  }
+
+  statistics(modelName?: string, modelVersion?: string): ModelStatistics[] {
+    if (modelName === undefined || modelName === '') {
+      return this.models.loadedVersions().map((v) => v.stats.snapshot());
+    }
+    if (modelVersion !== undefined && modelVersion !== '') {
+      return [this.models.resolve(modelName, modelVersion).stats.snapshot()];
+    }
+    if (!this.models.isKnown(modelName)) throw Errors.unknownModel(modelName);
+    return this.models.loadedVersions().filter((v) => v.modelName === modelName).map((v) => v.stats.snapshot());
+  }
+
+  repositoryIndex(readyOnly: boolean): RepositoryIndexEntry[] {
+    return this.models.index(readyOnly);
+  }
+
+  loadModel(modelName: string, options: { config?: string } = {}): Promise<void> {
+    return this.models.load(modelName, options.config);
+  }
+
+  unloadModel(modelName: string): Promise<void> {
+    return this.models.unload(modelName);
+  }
+}
+
+/** The asked-for outputs, in the order asked, shaped as the config declares them (reshape). */
+function selectOutputs(model: LoadedVersion, all: Tensor[], names: readonly string[], batchSize: number): Tensor[] {
+  const byName = new Map(all.map((t) => [t.name, t]));
+  return names.map((name) => {
+    const tensor = byName.get(name);
+    if (!tensor) throw Errors.internal(`model '${model.modelName}' produced no output '${name}'`);
+    const spec = model.outputsByName.get(name)!;
+    if (!spec.reshaped) return tensor;
+    const shape = model.maxBatchSize > 0 ? [batchSize, ...spec.dims] : [...spec.dims];
+    return { ...tensor, shape };
+  });
+}

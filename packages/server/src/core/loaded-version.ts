@@ -1,0 +1,41 @@
+import type { ModelInstance } from '../backends/backend.ts';
+import type { ModelConfig } from '../config/model-config.ts';
+import type { VersionStatistics } from '../metrics/version-statistics.ts';
+import type { Scheduler } from '../scheduler/scheduler.ts';
+import type { DataType } from '../tensor/datatype.ts';
+
+/** An input as requests must send it, decided once at load time. */
+export interface InputSpec {
+  readonly name: string;
+  readonly datatype: DataType;
+  /** Config dims without the batch dimension; -1 = any. */
+  readonly dims: readonly number[];
+  /** Dims the model receives (reshape), without the batch dimension. */
+  readonly modelDims: readonly number[] | undefined;
+  readonly optional: boolean;
+}
+
+export interface OutputSpec {
+  readonly name: string;
+  readonly datatype: DataType;
+  readonly dims: readonly number[];
+  /** Present when config.pbtxt reshapes the model's output to `dims`. */
+  readonly reshaped: boolean;
+}
+
+/** One model version that loaded: its config, instances, scheduler and statistics. */
+export interface LoadedVersion {
+  readonly modelName: string;
+  readonly version: string;
+  readonly config: ModelConfig;
+  readonly maxBatchSize: number;
+  readonly inputs: readonly InputSpec[];
+  readonly inputsByName: ReadonlyMap<string, InputSpec>;
+  readonly outputs: readonly OutputSpec[];
+  readonly outputsByName: ReadonlyMap<string, OutputSpec>;
+  readonly instances: readonly ModelInstance[];
+  readonly scheduler: Scheduler;
+  readonly stats: VersionStatistics;
+  readonly executionProvider: string;
+  readonly fallbackReason: string | undefined;
+}

@@ -1,0 +1,158 @@
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { Backend, LoadedInstance, ModelInstance } from '../backends/backend.ts';
+import { sessionSettingsFromConfig } from '../backends/session-settings.ts';
+import {
+  autoCompleteModelConfig,
+  normalizeModelConfig,
+  parseModelConfig,
+  validateModelConfig,
+} from '../config/index.ts';
+import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.ts';
+import { VersionStatistics } from '../metrics/version-statistics.ts';
+import type { ServerMetrics } from '../metrics/server-metrics.ts';
+import { fileExists, type ModelFolder } from '../repository/model-folder.ts';
+import { createScheduler } from '../scheduler/index.ts';
+import { CONFIG_TYPE_TO_DATATYPE } from '../tensor/datatype.ts';
+import { Errors } from './errors.ts';
+import { warmUp } from './warmup.ts';
+import type { InputSpec, LoadedVersion, OutputSpec } from './loaded-version.ts';
+
+export interface LoaderOptions {
+  readonly backend: Backend;
+  readonly metrics: ServerMetrics;
+  readonly logger: Logger;
+  readonly strictModelConfig: boolean;
+  readonly allowCpuFallback: boolean;
+  readonly gpuIds: readonly number[];
+}
+
+/** The model's config as written (parsed, not yet completed); undefined when there is no config.pbtxt. */
+export function readConfig(folder: ModelFolder, options: Pick<LoaderOptions, 'strictModelConfig'>): ModelConfig | undefined {
+  if (folder.configText === undefined) {
+    if (options.strictModelConfig) {
+      throw Errors.invalidArg(
+        `model '${folder.name}' has no config.pbtxt; it is required with --strict-model-config=true`,
+      );
+    }
+    return undefined;
+  }
+  const config = parseModelConfig(folder.configText, folder.configPath);
+  if (config.name !== '' && config.name !== folder.name) {
+    throw Errors.invalidArg(
+      `model '${folder.name}': config.pbtxt names the model '${config.name}', which must match its folder name`,
+    );
+  }
+  return { ...config, name: folder.name };
+}
+
+/** Loads one version: first instance, then config completion and validation, then the rest. */
+export async function loadVersion(
+  folder: ModelFolder,
+  written: ModelConfig | undefined,
+  version: number,
+  options: LoaderOptions,
+): Promise<LoadedVersion> {
+  const gpuAvailable = options.gpuIds.length > 0;
+  const base = normalizeModelConfig(written ?? emptyConfig(folder.name), { gpuAvailable });
+  const modelPath = join(folder.dir, String(version), base.default_model_filename ?? 'model.onnx');
+  if (!(await fileExists(modelPath))) {
+    throw Errors.invalidArg(`model '${folder.name}' version ${version}: model file ${modelPath} not found`);
+  }
+  const settings = sessionSettingsFromConfig(base);
+  const placements = instancePlacements(base.instance_group ?? [], options.gpuIds);
+  const create = (placement: Placement) =>
+    options.backend.createInstance({
+      modelName: folder.name,
+      modelPath,
+      device: placement.device,
+      deviceId: placement.deviceId,
+      allowCpuFallback: options.allowCpuFallback,
+      sessionOptions: settings,
+    });
+
+  const first = await create(placements[0]!);
+  const created: LoadedInstance[] = [first];
+  try {
+    const completed = options.strictModelConfig ? base : autoCompleteModelConfig(written, first.io, folder.name);
+    const config = normalizeModelConfig(completed, { gpuAvailable });
+    validateModelConfig(config, first.io);
+    created.push(...(await Promise.all(placements.slice(1).map(create))));
+    await warmUp(config, folder.dir, created.map((c) => c.instance), config.output.map((o) => o.name));
+    if (first.fallbackReason) {
+      options.logger.warn(
+        { model: folder.name, version, reason: first.fallbackReason },
+        'KIND_GPU model runs on CPU (--allow-cpu-fallback)',
+      );
+    }
+    return assemble(folder.name, String(version), config, created, options.metrics);
+  } catch (error) {
+    await Promise.all(created.map((c) => c.instance.close()));
+    throw error;
+  }
+}
+
+interface Placement {
+  readonly device: 'cpu' | 'cuda';
+  readonly deviceId: number;
+}
+
+/** One entry per instance: Triton places `count` instances on each listed GPU of a KIND_GPU group. */
+function instancePlacements(groups: readonly ModelInstanceGroup[], gpuIds: readonly number[]): Placement[] {
+  const placements: Placement[] = [];
+  for (const group of groups) {
+    const count = group.count ?? 1;
+    if (group.kind === 'KIND_GPU') {
+      const ids = group.gpus && group.gpus.length > 0 ? group.gpus : [gpuIds[0] ?? 0];
+      for (const deviceId of ids) for (let i = 0; i < count; i++) placements.push({ device: 'cuda', deviceId });
+    } else {
+      for (let i = 0; i < count; i++) placements.push({ device: 'cpu', deviceId: 0 });
+    }
+  }
+  return placements.length > 0 ? placements : [{ device: 'cpu', deviceId: 0 }];
+}
+
+function emptyConfig(name: string): ModelConfig {
+  return { name, max_batch_size: 0, input: [], output: [] };
+}
+
+function assemble(
+  modelName: string,
+  version: string,
+  config: ModelConfig,
+  created: readonly LoadedInstance[],
+  metrics: ServerMetrics,
+): LoadedVersion {
+  const inputs: InputSpec[] = config.input.map((input) => ({
+    name: input.name,
+    datatype: CONFIG_TYPE_TO_DATATYPE[input.data_type]!,
+    dims: input.dims,
+    modelDims: input.reshape?.shape,
+    optional: input.optional ?? false,
+  }));
+  const outputs: OutputSpec[] = config.output.map((output) => ({
+    name: output.name,
+    datatype: CONFIG_TYPE_TO_DATATYPE[output.data_type]!,
+    dims: output.dims,
+    reshaped: output.reshape !== undefined,
+  }));
+  const instances: ModelInstance[] = created.map((c) => c.instance);
+  const stats = new VersionStatistics(modelName, version, metrics);
+  const outputNames = outputs.map((o) => o.name);
+  const first = created[0]!;
+  return {
+    modelName,
+    version,
+    config,
+    maxBatchSize: config.max_batch_size,
+    inputs,
+    inputsByName: new Map(inputs.map((i) => [i.name, i])),
+    outputs,
+    outputsByName: new Map(outputs.map((o) => [o.name, o])),
+    instances,
+    scheduler: createScheduler({ config, instances, outputNames, stats }),
+    stats,
+    executionProvider: first.executionProvider,
+    fallbackReason: first.fallbackReason,
+  };
+}

@@ -1,0 +1,379 @@
+import type { Logger } from 'pino';
+import { parseModelConfig, printModelConfig } from '../config/index.ts';
+import type { ModelConfig } from '../config/model-config.ts';
+import { fingerprintFolder, fingerprintText } from '../repository/fingerprint.ts';
+import type { ModelFolder } from '../repository/model-folder.ts';
+import type { ModelSource } from '../repository/model-source.ts';
+import { selectVersions } from '../repository/version-policy.ts';
+import { join } from 'node:path';
+import { Errors, InferenceServerError, toInferenceServerError } from './errors.ts';
+import type { LoadedVersion } from './loaded-version.ts';
+import { loadVersion, readConfig, type LoaderOptions } from './model-loader.ts';
+import type { ModelState, RepositoryIndexEntry } from './types.ts';
+
+export type ModelControlMode = 'none' | 'poll' | 'explicit';
+
+export interface ModelManagerOptions extends LoaderOptions {
+  readonly controlMode: ModelControlMode;
+  /** explicit mode: models loaded at start-up ('*' = all). */
+  readonly startupModels: readonly string[];
+}
+
+interface ServingVersion {
+  readonly loaded: LoadedVersion;
+  /** Identity of what it was loaded from (config text + version folder contents). */
+  readonly fingerprint: string;
+}
+
+interface ModelEntry {
+  readonly name: string;
+  state: ModelState;
+  reason: string | undefined;
+  /** Whether the server is meant to serve it (readiness counts only these). */
+  wanted: boolean;
+  serving: Map<string, ServingVersion>;
+  failedVersions: Map<string, string>;
+  /** What each failed version was loaded from: not retried until it changes. */
+  failedFingerprints: Map<string, string>;
+  folder: ModelFolder | undefined;
+  /** Serialises loads of one model. */
+  busy: Promise<void>;
+}
+
+const NOT_ALLOWED_IN_POLL = 'explicit model load / unload is not allowed if polling is enabled';
+
+/**
+ * Owns every model's lifecycle: finding models in the repositories, loading versions beside
+ * the serving ones, switching traffic, draining and unloading. Knows nothing of protocols.
+ */
+export class ModelManager {
+  private readonly models = new Map<string, ModelEntry>();
+  private polling: NodeJS.Timeout | undefined;
+  private pollInFlight: Promise<void> | undefined;
+
+  constructor(
+    private readonly sources: readonly ModelSource[],
+    private readonly options: ModelManagerOptions,
+  ) {}
+
+  private get logger(): Logger {
+    return this.options.logger;
+  }
+
+  get controlMode(): ModelControlMode {
+    return this.options.controlMode;
+  }
+
+  /** Start-up load: every model (none, poll) or the --load-model ones (explicit). */
+  async start(): Promise<void> {
+    const folders = await this.scan();
+    const wanted =
+      this.options.controlMode !== 'explicit' || this.options.startupModels.includes('*')
+        ? [...folders.keys()]
+        : [...this.options.startupModels];
+    await Promise.all(
+      wanted.map((name) => {
+        const folder = folders.get(name);
+        if (!folder) {
+          this.markFailed(name, `model '${name}' was not found in any model repository`);
+          return Promise.resolve();
+        }
+        return this.reconcile(folder);
+      }),
+    );
+  }
+
+  /** poll mode: look at the repositories every `intervalMs`; polls never overlap. */
+  startPolling(intervalMs: number): void {
+    this.polling = setInterval(() => {
+      if (this.pollInFlight) return;
+      this.pollInFlight = this.pollOnce().finally(() => (this.pollInFlight = undefined));
+    }, intervalMs);
+    this.polling.unref();
+  }
+
+  /** One poll: load what is new or changed, unload what disappeared. Errors never touch serving models. */
+  async pollOnce(): Promise<void> {
+    let folders: Map<string, ModelFolder>;
+    try {
+      folders = await this.scan();
+    } catch (error) {
+      this.logger.warn({ err: toInferenceServerError(error).message }, 'repository poll failed; serving continues');
+      return;
+    }
+    const work: Promise<void>[] = [];
+    for (const folder of folders.values()) work.push(this.reconcile(folder));
+    for (const entry of this.models.values()) {
+      if (entry.wanted && entry.folder && !folders.has(entry.name)) work.push(this.unloadEntry(entry, 'removed from the repository'));
+    }
+    await Promise.all(work);
+  }
+
+  /** Repository extension: load (or reload) a model, optionally with a JSON config override. */
+  async load(name: string, configJson?: string): Promise<void> {
+    if (this.options.controlMode === 'poll') throw Errors.unavailable(NOT_ALLOWED_IN_POLL);
+    if (this.options.controlMode === 'none') throw Errors.unavailable(`explicit model load / unload is not allowed in model control mode NONE`);
+    const override = configJson === undefined ? undefined : configFromJson(name, configJson);
+    const folders = await this.scan();
+    const folder = folders.get(name);
+    if (!folder) throw Errors.invalidArg(`failed to load '${name}': model '${name}' was not found in any model repository`);
+    await this.reconcile(folder, override, true);
+    const entry = this.models.get(name)!;
+    if (entry.serving.size === 0) throw Errors.invalidArg(`failed to load '${name}': ${entry.reason ?? 'no version loaded'}`);
+    if (entry.failedVersions.size > 0) {
+      throw Errors.invalidArg(`failed to load '${name}': ${[...entry.failedVersions.values()].join('; ')}`);
+    }
+  }
+
+  async unload(name: string): Promise<void> {
+    if (this.options.controlMode === 'poll') throw Errors.unavailable(NOT_ALLOWED_IN_POLL);
+    if (this.options.controlMode === 'none') throw Errors.unavailable(`explicit model load / unload is not allowed in model control mode NONE`);
+    const entry = this.models.get(name);
+    if (!entry) throw Errors.invalidArg(`failed to unload '${name}', no version is available`);
+    await this.unloadEntry(entry, 'unloaded');
+  }
+
+  private async scan(): Promise<Map<string, ModelFolder>> {
+    const folders = new Map<string, ModelFolder>();
+    for (const source of this.sources) {
+      for (const folder of await source.listModels()) {
+        if (folders.has(folder.name)) {
+          throw Errors.invalidArg(`model '${folder.name}' appears in more than one model repository`);
+        }
+        folders.set(folder.name, folder);
+      }
+    }
+    return folders;
+  }
+
+  /** Serialised per model: two loads of one model never interleave. */
+  private reconcile(folder: ModelFolder, override?: ModelConfig, forceReload = false): Promise<void> {
+    const entry = this.entryFor(folder.name);
+    const run = entry.busy.then(() => this.reconcileNow(entry, folder, override, forceReload));
+    entry.busy = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Loads the versions the policy selects that are new or changed, beside the serving ones;
+   * switches traffic to them; then drains and closes what they replace. A version that fails
+   * leaves whatever serves untouched.
+   */
+  private async reconcileNow(entry: ModelEntry, folder: ModelFolder, override: ModelConfig | undefined, forceReload: boolean): Promise<void> {
+    const started = process.hrtime.bigint();
+    entry.folder = folder;
+    entry.wanted = true;
+    let written: ModelConfig | undefined;
+    let wanted: number[];
+    try {
+      written = override ?? readConfig(folder, this.options);
+      wanted = selectVersions(folder.versions, written?.version_policy);
+      if (wanted.length === 0) throw Errors.invalidArg(`model '${folder.name}' has no version folder that its version policy selects`);
+    } catch (error) {
+      this.recordFailure(entry, toInferenceServerError(error).message);
+      return;
+    }
+    const configPrint = override ? printModelConfig(override) : folder.configText;
+    const fingerprints = await Promise.all(
+      wanted.map(async (v) => `${fingerprintText(configPrint)}:${await fingerprintFolder(join(folder.dir, String(v))).catch(() => 'missing')}`),
+    );
+    const unchangedFailure = (v: number, i: number) => !forceReload && entry.failedFingerprints.get(String(v)) === fingerprints[i];
+    const toLoad = wanted.filter(
+      (v, i) => (forceReload || entry.serving.get(String(v))?.fingerprint !== fingerprints[i]) && !unchangedFailure(v, i),
+    );
+    // Nothing new to try: the earlier failure stays reported and nothing is reloaded.
+    if (toLoad.length === 0 && wanted.some(unchangedFailure)) return;
+
+    if (entry.serving.size === 0) entry.state = 'LOADING';
+    const results = await Promise.allSettled(toLoad.map((v) => loadVersion(folder, written, v, this.options)));
+    const failed = new Map<string, string>();
+    const failedFingerprints = new Map<string, string>();
+    const next = new Map<string, ServingVersion>();
+    for (const v of wanted) {
+      const key = String(v);
+      const i = toLoad.indexOf(v);
+      if (i < 0) {
+        next.set(key, entry.serving.get(key)!);
+        continue;
+      }
+      const result = results[i]!;
+      if (result.status === 'fulfilled') next.set(key, { loaded: result.value, fingerprint: fingerprints[wanted.indexOf(v)]! });
+      else {
+        failed.set(key, toInferenceServerError(result.reason).message);
+        failedFingerprints.set(key, fingerprints[wanted.indexOf(v)]!);
+      }
+    }
+    for (const [version, reason] of failed) {
+      this.logger.error({ model: folder.name, version, reason }, 'model version failed to load');
+      this.options.metrics.modelLoadFailures.labels({ model: folder.name, version }).inc();
+      // Keep serving what served before under this version number, or any old version, rather than nothing.
+      const previous = entry.serving.get(version);
+      if (previous) next.set(version, previous);
+    }
+    if (next.size === 0 && entry.serving.size > 0) {
+      for (const [version, served] of entry.serving) next.set(version, served);
+    }
+    const retired = [...entry.serving.values()].filter((s) => ![...next.values()].includes(s));
+    entry.serving = next;
+    entry.failedVersions = failed;
+    entry.failedFingerprints = failedFingerprints;
+    entry.state = next.size > 0 ? 'READY' : 'UNAVAILABLE';
+    entry.reason = failed.size > 0 ? [...failed.entries()].map(([v, r]) => `version ${v}: ${r}`).join('; ') : undefined;
+
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    for (const { loaded } of next.values()) {
+      if (!toLoad.includes(Number(loaded.version)) || failed.has(loaded.version)) continue;
+      this.options.metrics.modelLoadDurationSeconds.labels({ model: loaded.modelName, version: loaded.version }).set(seconds);
+      this.options.metrics.modelState
+        .labels({ model: loaded.modelName, version: loaded.version, execution_provider: loaded.executionProvider })
+        .set(1);
+      this.logger.info(
+        { model: loaded.modelName, version: loaded.version, executionProvider: loaded.executionProvider, instances: loaded.instances.length, loadSeconds: seconds },
+        'model version ready',
+      );
+    }
+    await Promise.all(retired.map((s) => this.retire(s.loaded)));
+  }
+
+  private recordFailure(entry: ModelEntry, reason: string): void {
+    entry.reason = reason;
+    if (entry.serving.size === 0) entry.state = 'UNAVAILABLE';
+    this.logger.error({ model: entry.name, reason, stillServing: [...entry.serving.keys()] }, 'model failed to load');
+  }
+
+  private markFailed(name: string, reason: string): void {
+    const entry = this.entryFor(name);
+    entry.wanted = true;
+    this.recordFailure(entry, reason);
+  }
+
+  private async unloadEntry(entry: ModelEntry, reason: string): Promise<void> {
+    const run = entry.busy.then(async () => {
+      const retired = [...entry.serving.values()];
+      entry.serving = new Map();
+      entry.failedVersions = new Map();
+      entry.failedFingerprints = new Map();
+      entry.state = 'UNAVAILABLE';
+      entry.reason = reason;
+      entry.wanted = false;
+      await Promise.all(retired.map((s) => this.retire(s.loaded)));
+      this.logger.info({ model: entry.name, reason }, 'model unloaded');
+    });
+    entry.busy = run.catch(() => undefined);
+    return run;
+  }
+
+  private entryFor(name: string): ModelEntry {
+    let entry = this.models.get(name);
+    if (!entry) {
+      entry = {
+        name, state: 'UNKNOWN', reason: undefined, wanted: false, serving: new Map(), failedVersions: new Map(),
+        failedFingerprints: new Map(), folder: undefined, busy: Promise.resolve(),
+      };
+      this.models.set(name, entry);
+    }
+    return entry;
+  }
+
+  /** Lets in-flight requests finish, then closes the instances. */
+  private async retire(version: LoadedVersion): Promise<void> {
+    this.options.metrics.modelState
+      .labels({ model: version.modelName, version: version.version, execution_provider: version.executionProvider })
+      .set(0);
+    await version.scheduler.drain();
+    await Promise.all(version.instances.map((i) => i.close()));
+  }
+
+  /** The version a request addresses: the given one, or the highest ready one. Throws Triton's errors. */
+  resolve(modelName: string, modelVersion?: string): LoadedVersion {
+    const entry = this.models.get(modelName);
+    if (!entry) throw Errors.unknownModel(modelName);
+    if (modelVersion !== undefined && modelVersion !== '') {
+      const v = entry.serving.get(modelVersion);
+      if (!v) throw Errors.unknownVersion(modelName, modelVersion);
+      return v.loaded;
+    }
+    let best: LoadedVersion | undefined;
+    for (const { loaded } of entry.serving.values()) if (!best || Number(loaded.version) > Number(best.version)) best = loaded;
+    if (!best) throw Errors.modelNotReady(modelName, entry.reason);
+    return best;
+  }
+
+  isKnown(modelName: string): boolean {
+    return this.models.has(modelName);
+  }
+
+  isModelReady(modelName: string, modelVersion?: string): boolean {
+    const entry = this.models.get(modelName);
+    if (!entry || entry.serving.size === 0) return false;
+    if (modelVersion !== undefined && modelVersion !== '') return entry.serving.has(modelVersion);
+    return true;
+  }
+
+  readyVersions(modelName: string): string[] {
+    const entry = this.models.get(modelName);
+    if (!entry) return [];
+    return [...entry.serving.keys()].sort((a, b) => Number(a) - Number(b));
+  }
+
+  /** Ready when every model the server is meant to serve has a ready version. */
+  allReady(): boolean {
+    for (const entry of this.models.values()) if (entry.wanted && entry.state !== 'READY') return false;
+    return true;
+  }
+
+  configOf(modelName: string, modelVersion?: string): ModelConfig {
+    return this.resolve(modelName, modelVersion).config;
+  }
+
+  loadedVersions(): LoadedVersion[] {
+    return [...this.models.values()].flatMap((e) => [...e.serving.values()].map((s) => s.loaded));
+  }
+
+  index(readyOnly: boolean): RepositoryIndexEntry[] {
+    const rows: RepositoryIndexEntry[] = [];
+    for (const entry of [...this.models.values()].sort((a, b) => a.name.localeCompare(b.name))) {
+      for (const version of entry.serving.keys()) rows.push({ name: entry.name, version, state: 'READY', reason: '' });
+      if (readyOnly) continue;
+      for (const [version, reason] of entry.failedVersions) {
+        if (!entry.serving.has(version)) rows.push({ name: entry.name, version, state: 'UNAVAILABLE', reason });
+      }
+      if (entry.serving.size === 0 && entry.failedVersions.size === 0) {
+        rows.push({ name: entry.name, state: entry.state, reason: entry.reason ?? '' });
+      } else if (entry.serving.size > 0 && entry.reason && entry.failedVersions.size === 0) {
+        // A config that no longer parses: the old version serves on, and the index says why nothing newer does.
+        rows.push({ name: entry.name, state: 'UNAVAILABLE', reason: entry.reason });
+      }
+    }
+    return rows;
+  }
+
+  /** Stops polling, drains and closes every loaded version. */
+  async close(): Promise<void> {
+    if (this.polling) clearInterval(this.polling);
+    await this.pollInFlight;
+    const all = this.loadedVersions();
+    for (const entry of this.models.values()) entry.serving = new Map();
+    await Promise.all(all.map((v) => this.retire(v)));
+  }
+}
+
+/** The repository extension's config override: model configuration JSON, checked like config.pbtxt. */
+function configFromJson(name: string, json: string): ModelConfig {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch (error) {
+    throw Errors.invalidArg(`failed to load '${name}': the config parameter is not valid JSON: ${(error as Error).message}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw Errors.invalidArg(`failed to load '${name}': the config parameter must be a JSON object`);
+  }
+  try {
+    const config = parseModelConfig(printModelConfig({ input: [], output: [], max_batch_size: 0, ...(parsed as object), name } as ModelConfig), `${name} (load config override)`);
+    return config;
+  } catch (error) {
+    if (error instanceof InferenceServerError) throw Errors.invalidArg(`failed to load '${name}': ${error.message}`);
+    throw error;
+  }
+}

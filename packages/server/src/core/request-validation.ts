@@ -1,0 +1,135 @@
+import { ELEMENT_BYTE_SIZE } from '../tensor/datatype.ts';
+import { countBytesElements } from '../tensor/bytes-codec.ts';
+import { elementCount, formatShape } from '../tensor/shape.ts';
+import type { ParameterValue, Tensor } from '../tensor/tensor.ts';
+import { Errors } from './errors.ts';
+import type { LoadedVersion } from './loaded-version.ts';
+import type { InferenceRequest } from './types.ts';
+
+export interface ValidatedRequest {
+  /** One tensor per model input, in config order, shaped as the model receives it. */
+  readonly inputs: Tensor[];
+  readonly batchSize: number;
+  /** Outputs to return, in the order asked; all config outputs when none were asked. */
+  readonly outputNames: string[];
+  readonly priority: number;
+  readonly timeoutMicroseconds: number;
+}
+
+/**
+ * Checks a request against the model's config, once, for both protocols: names, datatypes,
+ * shapes, batch size, byte sizes, requested outputs and scheduling parameters.
+ */
+export function validateRequest(request: InferenceRequest, model: LoadedVersion): ValidatedRequest {
+  const name = model.modelName;
+  const byName = new Map<string, Tensor>();
+  for (const input of request.inputs) {
+    if (byName.has(input.name)) throw Errors.invalidArg(`input '${input.name}' appears more than once in the request for model '${name}'`);
+    if (!model.inputsByName.has(input.name)) {
+      throw Errors.invalidArg(`unexpected inference input '${input.name}' for model '${name}'`);
+    }
+    byName.set(input.name, input);
+  }
+  const missing = model.inputs.filter((spec) => !spec.optional && !byName.has(spec.name)).map((s) => `'${s.name}'`);
+  if (missing.length > 0) {
+    throw Errors.invalidArg(
+      `expected ${model.inputs.length} inputs but got ${request.inputs.length} inputs for model '${name}'; missing ${missing.join(', ')}`,
+    );
+  }
+
+  const batching = model.maxBatchSize > 0;
+  let batchSize: number | undefined;
+  const inputs: Tensor[] = [];
+  for (const spec of model.inputs) {
+    const tensor = byName.get(spec.name);
+    if (!tensor) continue;
+    if (tensor.datatype !== spec.datatype) {
+      throw Errors.invalidArg(
+        `inference input '${spec.name}' data-type is '${tensor.datatype}', but model '${name}' expects '${spec.datatype}'`,
+      );
+    }
+    const expected = batching ? [-1, ...spec.dims] : spec.dims;
+    if (!shapeMatches(tensor.shape, expected)) {
+      throw Errors.invalidArg(
+        `unexpected shape for input '${spec.name}' for model '${name}'. Expected ${formatShape(expected)}, got ${formatShape(tensor.shape)}`,
+      );
+    }
+    if (batching) {
+      const b = tensor.shape[0]!;
+      if (b < 1 || b > model.maxBatchSize) {
+        throw Errors.invalidArg(
+          `inference request batch-size must be <= ${model.maxBatchSize} for '${name}', got ${b} for input '${spec.name}'`,
+        );
+      }
+      if (batchSize !== undefined && b !== batchSize) {
+        throw Errors.invalidArg(`inputs of a request to model '${name}' disagree on the batch size (${batchSize} and ${b} for input '${spec.name}')`);
+      }
+      batchSize = b;
+    }
+    checkByteSize(tensor, name);
+    const shape = spec.modelDims ? (batching ? [tensor.shape[0]!, ...spec.modelDims] : [...spec.modelDims]) : tensor.shape;
+    if (spec.modelDims && elementCount(shape) !== elementCount(tensor.shape)) {
+      throw Errors.invalidArg(
+        `input '${spec.name}' of model '${name}' cannot be reshaped from ${formatShape(tensor.shape)} to ${formatShape(shape)}`,
+      );
+    }
+    inputs.push(shape === tensor.shape ? tensor : { ...tensor, shape });
+  }
+
+  const outputNames = requestedOutputs(request, model);
+  return {
+    inputs,
+    batchSize: batchSize ?? 1,
+    outputNames,
+    priority: nonNegativeInteger(request.parameters['priority'], 'priority', name),
+    timeoutMicroseconds: nonNegativeInteger(request.parameters['timeout'], 'timeout', name),
+  };
+}
+
+function shapeMatches(shape: readonly number[], expected: readonly number[]): boolean {
+  if (shape.length !== expected.length) return false;
+  for (let i = 0; i < shape.length; i++) if (expected[i] !== -1 && expected[i] !== shape[i]) return false;
+  return true;
+}
+
+function checkByteSize(tensor: Tensor, model: string): void {
+  const count = elementCount(tensor.shape);
+  if (tensor.datatype === 'BYTES') {
+    const found = countBytesElements(tensor.data, tensor.name);
+    if (found !== count) {
+      throw Errors.invalidArg(
+        `input '${tensor.name}' of model '${model}' has ${found} BYTES elements, but its shape ${formatShape(tensor.shape)} needs ${count}`,
+      );
+    }
+    return;
+  }
+  const expected = count * ELEMENT_BYTE_SIZE[tensor.datatype];
+  if (tensor.data.byteLength !== expected) {
+    throw Errors.invalidArg(
+      `input '${tensor.name}' of model '${model}' has ${tensor.data.byteLength} bytes of data, but shape ${formatShape(tensor.shape)} of ${tensor.datatype} needs ${expected}`,
+    );
+  }
+}
+
+function requestedOutputs(request: InferenceRequest, model: LoadedVersion): string[] {
+  if (!request.outputs || request.outputs.length === 0) return model.outputs.map((o) => o.name);
+  const seen = new Set<string>();
+  for (const output of request.outputs) {
+    if (!model.outputsByName.has(output.name)) {
+      throw Errors.invalidArg(`unexpected inference output '${output.name}' for model '${model.modelName}'`);
+    }
+    if (seen.has(output.name)) {
+      throw Errors.invalidArg(`output '${output.name}' is requested more than once for model '${model.modelName}'`);
+    }
+    seen.add(output.name);
+  }
+  return [...seen];
+}
+
+function nonNegativeInteger(value: ParameterValue | undefined, key: string, model: string): number {
+  if (value === undefined) return 0;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw Errors.invalidArg(`request parameter '${key}' for model '${model}' must be a non-negative integer, got ${JSON.stringify(value)}`);
+  }
+  return value;
+}

@@ -1,0 +1,112 @@
+import type { ModelConfig } from '../config/model-config.ts';
+import type { DataType } from '../tensor/datatype.ts';
+import type { Parameters, Tensor } from '../tensor/tensor.ts';
+
+/** One inference request, decoded from either protocol; tensors are views on the wire buffer. */
+export interface InferenceRequest {
+  readonly id?: string;
+  readonly modelName: string;
+  /** Empty or absent: the version chosen by the model's version policy (the highest ready). */
+  readonly modelVersion?: string;
+  readonly inputs: Tensor[];
+  /** Absent or empty: every output of the model. */
+  readonly outputs?: RequestedOutput[];
+  /** Request-level parameters, e.g. `priority`, `timeout` (microseconds), `binary_data_output`. */
+  readonly parameters: Parameters;
+}
+
+export interface RequestedOutput {
+  readonly name: string;
+  readonly parameters: Parameters;
+}
+
+export interface InferenceResponse {
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly id?: string;
+  readonly outputs: Tensor[];
+  readonly parameters?: Parameters;
+}
+
+export interface TensorMetadata {
+  readonly name: string;
+  readonly datatype: DataType;
+  /** -1 for a variable dimension; with max_batch_size > 0 the first entry is the batch (-1). */
+  readonly shape: number[];
+}
+
+export interface ServerMetadata {
+  readonly name: string;
+  readonly version: string;
+  readonly extensions: string[];
+}
+
+export interface ModelMetadata {
+  readonly name: string;
+  readonly versions: string[];
+  readonly platform: string;
+  readonly inputs: TensorMetadata[];
+  readonly outputs: TensorMetadata[];
+  /** Batchwise extension: where the model really runs, e.g. ['CUDAExecutionProvider']. */
+  readonly parameters?: Parameters;
+}
+
+export type ModelState = 'UNKNOWN' | 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
+
+export interface RepositoryIndexEntry {
+  readonly name: string;
+  readonly version?: string;
+  readonly state?: ModelState;
+  readonly reason?: string;
+}
+
+export interface DurationStat {
+  count: number;
+  ns: number;
+}
+
+/** Triton's statistics extension shape (JSON field names as Triton writes them). */
+export interface ModelStatistics {
+  name: string;
+  version: string;
+  last_inference: number;
+  inference_count: number;
+  execution_count: number;
+  inference_stats: {
+    success: DurationStat;
+    fail: DurationStat;
+    queue: DurationStat;
+    compute_input: DurationStat;
+    compute_infer: DurationStat;
+    compute_output: DurationStat;
+    cache_hit: DurationStat;
+    cache_miss: DurationStat;
+  };
+  batch_stats: {
+    batch_size: number;
+    compute_input: DurationStat;
+    compute_infer: DurationStat;
+    compute_output: DurationStat;
+  }[];
+  memory_usage: unknown[];
+}
+
+/**
+ * What both frontends (http/, grpc/) call. One instance is shared by both, so validation,
+ * scheduling and statistics follow one path whatever the protocol.
+ */
+export interface InferenceService {
+  isLive(): boolean;
+  isReady(): boolean;
+  serverMetadata(): ServerMetadata;
+  /** false for unknown models as well as for known models without a ready version. */
+  isModelReady(modelName: string, modelVersion?: string): boolean;
+  /** Throws InferenceServerError (unknown model, unknown version). */
+  modelMetadata(modelName: string, modelVersion?: string): ModelMetadata;
+  modelConfig(modelName: string, modelVersion?: string): ModelConfig;
+  infer(request: InferenceRequest): Promise<InferenceResponse>;
+  statistics(modelName?: string, modelVersion?: string): ModelStatistics[];
+  repositoryIndex(readyOnly: boolean): RepositoryIndexEntry[];
+  loadModel(modelName: string, options?: { config?: string }): Promise<void>;
+  unloadModel(modelName: string, options?: { unloadDependents?: boolean }): Promise<void>;
+}

@@ -1,0 +1,59 @@
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { InferenceService } from '../core/index.ts';
+import { isInferenceServerError } from '../core/index.ts';
+import type { RestrictionTable } from '../access/restricted-api.ts';
+import { registerRestrictedApiHook } from './restricted-api-hook.ts';
+import { registerHealthRoutes } from './routes/health.ts';
+import { registerInferRoutes } from './routes/infer.ts';
+import { registerModelRoutes } from './routes/models.ts';
+import { registerRepositoryRoutes } from './routes/repository.ts';
+import { httpStatusOf } from './status.ts';
+
+export interface HttpFrontendOptions {
+  readonly logger: Logger;
+  /** Largest request body accepted, bytes; larger ones get 413 before they are read whole. */
+  readonly maxBodyBytes: number;
+  /** Time allowed for a client to send a whole request, ms (slow clients get cut off). */
+  readonly requestTimeoutMs: number;
+  /** API groups that need a header (--http-restricted-api); empty = all open. */
+  readonly restrictions: RestrictionTable;
+}
+
+/** The KServe v2 REST protocol and its Triton extensions, on fastify. */
+export function createHttpFrontend(service: InferenceService, options: HttpFrontendOptions): FastifyInstance {
+  const app: FastifyInstance = Fastify({
+    loggerInstance: options.logger.child({ frontend: 'http' }) as FastifyBaseLogger,
+    // Per-request log lines would dominate the logs at thousands of requests per second.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: options.maxBodyBytes,
+    requestTimeout: options.requestTimeoutMs,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  });
+  // Every body is taken as raw bytes: infer bodies may carry binary tensors after the JSON.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: options.maxBodyBytes }, (_req, body, done) =>
+    done(null, body),
+  );
+
+  app.setErrorHandler((error: FastifyError | Error, _request, reply) => {
+    if (isInferenceServerError(error)) {
+      void reply.code(httpStatusOf(error.code)).send({ error: error.message });
+      return;
+    }
+    const status = 'statusCode' in error && typeof error.statusCode === 'number' ? error.statusCode : 500;
+    if (status >= 500) options.logger.error({ err: error }, 'unexpected error in HTTP frontend');
+    void reply.code(status).send({ error: error.message });
+  });
+  app.setNotFoundHandler((request, reply) => {
+    void reply.code(404).send({ error: `no route for ${request.method} ${request.url}` });
+  });
+
+  registerRestrictedApiHook(app, options.restrictions);
+  registerHealthRoutes(app, service);
+  registerModelRoutes(app, service);
+  registerInferRoutes(app, service);
+  registerRepositoryRoutes(app, service);
+  return app;
+}

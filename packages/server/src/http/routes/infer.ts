@@ -1,0 +1,35 @@
+import type { FastifyInstance } from 'fastify';
+import type { InferenceService } from '../../core/index.ts';
+import { decodeHttpInferRequest, encodeHttpInferResponse } from '../infer-codec.ts';
+
+interface ModelParams {
+  model: string;
+  version?: string;
+}
+
+const HEADER_LENGTH = 'inference-header-content-length';
+
+export function registerInferRoutes(app: FastifyInstance, service: InferenceService): void {
+  const handler = async (
+    request: { params: ModelParams; body: unknown; headers: Record<string, string | string[] | undefined> },
+    reply: import('fastify').FastifyReply,
+  ) => {
+    const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+    const headerLength = request.headers[HEADER_LENGTH];
+    const inferRequest = decodeHttpInferRequest(
+      body,
+      Array.isArray(headerLength) ? headerLength[0] : headerLength,
+      request.params.model,
+      request.params.version,
+    );
+    const response = await service.infer(inferRequest);
+    const encoded = encodeHttpInferResponse(response, inferRequest);
+    if (encoded.headerLength !== undefined) void reply.header('Inference-Header-Content-Length', encoded.headerLength);
+    return reply
+      .code(200)
+      .type(encoded.contentType)
+      .send(encoded.chunks.length === 1 ? encoded.chunks[0] : Buffer.concat(encoded.chunks));
+  };
+  app.post<{ Params: ModelParams }>('/v2/models/:model/infer', { config: { apiGroup: 'inference' } }, handler);
+  app.post<{ Params: ModelParams }>('/v2/models/:model/versions/:version/infer', { config: { apiGroup: 'inference' } }, handler);
+}

@@ -1,0 +1,38 @@
+import type { FastifyInstance } from 'fastify';
+import { Errors, type InferenceService } from '../../core/index.ts';
+
+/** Optional JSON body of a repository request, e.g. `{"ready": true}` or `{"parameters": {...}}`. */
+function jsonBody(body: unknown): Record<string, unknown> {
+  if (!Buffer.isBuffer(body) || body.length === 0) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch (error) {
+    throw Errors.invalidArg(`failed to parse the request JSON buffer: ${(error as Error).message}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw Errors.invalidArg('the request body must be a JSON object');
+  }
+  return parsed as Record<string, unknown>;
+}
+
+export function registerRepositoryRoutes(app: FastifyInstance, service: InferenceService): void {
+  app.post('/v2/repository/index', { config: { apiGroup: 'model-repository' } }, async (request) => {
+    const ready = jsonBody(request.body)['ready'];
+    return service.repositoryIndex(ready === true);
+  });
+  app.post<{ Params: { model: string } }>('/v2/repository/models/:model/load', { config: { apiGroup: 'model-repository' } }, async (request, reply) => {
+    const parameters = (jsonBody(request.body)['parameters'] ?? {}) as Record<string, unknown>;
+    const config = parameters['config'];
+    if (config !== undefined && typeof config !== 'string') {
+      throw Errors.invalidArg("load parameter 'config' must be a string holding the model configuration JSON");
+    }
+    await service.loadModel(request.params.model, config === undefined ? {} : { config });
+    return reply.code(200).send();
+  });
+  app.post<{ Params: { model: string } }>('/v2/repository/models/:model/unload', { config: { apiGroup: 'model-repository' } }, async (request, reply) => {
+    const parameters = (jsonBody(request.body)['parameters'] ?? {}) as Record<string, unknown>;
+    await service.unloadModel(request.params.model, { unloadDependents: parameters['unload_dependents'] === true });
+    return reply.code(200).send();
+  });
+}

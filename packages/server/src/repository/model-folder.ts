@@ -1,0 +1,41 @@
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+
+/** A model as it sits in a Triton-layout repository: `<repo>/<model>/config.pbtxt`, `<repo>/<model>/<version>/`. */
+export interface ModelFolder {
+  readonly name: string;
+  readonly dir: string;
+  /** config.pbtxt text, or undefined when the folder has none (auto-complete may supply it). */
+  readonly configText: string | undefined;
+  readonly configPath: string;
+  /** Numeric version subfolders, ascending. */
+  readonly versions: readonly number[];
+}
+
+const VERSION_DIR = /^[0-9]+$/;
+
+/** Lists the model folders of a local repository (hidden entries are ignored). */
+export async function scanRepository(root: string): Promise<ModelFolder[]> {
+  const entries = await readdir(root, { withFileTypes: true });
+  const names = entries.filter((e) => e.isDirectory() && !e.name.startsWith('.')).map((e) => e.name).sort();
+  return Promise.all(names.map((name) => readModelFolder(join(root, name), name)));
+}
+
+export async function readModelFolder(dir: string, name: string): Promise<ModelFolder> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  const versions = entries
+    .filter((e) => e.isDirectory() && VERSION_DIR.test(e.name))
+    .map((e) => Number(e.name))
+    .filter((v) => Number.isSafeInteger(v))
+    .sort((a, b) => a - b);
+  const configPath = join(dir, 'config.pbtxt');
+  const configText = await readFile(configPath, 'utf8').catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return undefined;
+    throw error;
+  });
+  return { name, dir, configText, configPath, versions };
+}
+
+export async function fileExists(path: string): Promise<boolean> {
+  return stat(path).then((s) => s.isFile(), () => false);
+}

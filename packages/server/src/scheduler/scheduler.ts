@@ -1,0 +1,35 @@
+import type { ModelInstance } from '../backends/backend.ts';
+import type { ModelConfig } from '../config/model-config.ts';
+import type { VersionStatistics } from '../metrics/version-statistics.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+
+/** A request admitted to a model's queue: inputs already validated against the config. */
+export interface QueuedRequest {
+  /** One tensor per model input, in config order; batch dimension first when max_batch_size > 0. */
+  readonly inputs: readonly Tensor[];
+  /** Samples in this request (its first dimension); 1 for models without batching. */
+  readonly batchSize: number;
+  /** Priority level; 0 means the model's default. */
+  readonly priority: number;
+  /** Queue timeout in microseconds; 0 means the model's default policy. */
+  readonly timeoutMicroseconds: number;
+  /** process.hrtime.bigint() when the request arrived at the server. */
+  readonly arrivalNs: bigint;
+}
+
+/** Queues requests of one model version and runs them on that version's instances. */
+export interface Scheduler {
+  /** Resolves with one tensor per config output (this request's rows only). */
+  enqueue(request: QueuedRequest): Promise<Tensor[]>;
+  /** Requests queued or executing. */
+  readonly pendingCount: number;
+  /** Resolves once nothing is queued or executing. */
+  drain(): Promise<void>;
+}
+
+export interface SchedulerContext {
+  readonly config: ModelConfig;
+  readonly instances: readonly ModelInstance[];
+  readonly outputNames: readonly string[];
+  readonly stats: VersionStatistics;
+}

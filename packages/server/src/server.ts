@@ -1,0 +1,152 @@
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { pino, type Logger } from 'pino';
+import type { FastifyInstance } from 'fastify';
+import { parseRestrictions } from './access/restricted-api.ts';
+import { visibleGpuIds } from './backends/gpu-detect.ts';
+import { onnxRuntimeBackend } from './backends/onnxruntime/onnxruntime-backend.ts';
+import { CoreInferenceService } from './core/inference-service.ts';
+import { ModelManager, type ModelControlMode } from './core/model-manager.ts';
+import { folderSource } from './repository/model-source.ts';
+import type { InferenceService } from './core/types.ts';
+import { createGrpcFrontend } from './grpc/server.ts';
+import { createHttpFrontend } from './http/http-frontend.ts';
+import { createMetricsEndpoint } from './metrics/metrics-endpoint.ts';
+import { ServerMetrics } from './metrics/server-metrics.ts';
+import { EmfWriter } from './metrics/emf-writer.ts';
+import { MemoryGuard } from './memory/memory-guard.ts';
+import { resolveMemoryBudgetBytes } from './memory/memory-budget.ts';
+
+export interface ServerOptions {
+  readonly modelRepositories: readonly string[];
+  /** Address every frontend binds; default 0.0.0.0. */
+  readonly host?: string;
+  /** 0 picks a free port. */
+  readonly httpPort?: number;
+  readonly grpcPort?: number;
+  readonly metricsPort?: number;
+  readonly allowHttp?: boolean;
+  readonly allowGrpc?: boolean;
+  readonly allowMetrics?: boolean;
+  readonly strictModelConfig?: boolean;
+  /** @default 'none' */
+  readonly modelControlMode?: ModelControlMode;
+  /** poll mode: seconds between repository polls. @default 15 */
+  readonly repositoryPollSecs?: number;
+  /** explicit mode: models to load at start-up ('*' = all). */
+  readonly loadModels?: readonly string[];
+  readonly allowCpuFallback?: boolean;
+  readonly maxBodyBytes?: number;
+  readonly requestTimeoutMs?: number;
+  readonly grpcMaxMessageBytes?: number;
+  /** Triton syntax `<api>[,<api>...]:<key>=<value>`, one entry per flag. */
+  readonly httpRestrictedApi?: readonly string[];
+  readonly grpcRestrictedProtocol?: readonly string[];
+  /** Bytes ("12G"), a fraction of the container limit ("0.8"), or absent: 80% of the container (or machine) memory. */
+  readonly memoryLimit?: string;
+  /** Write CloudWatch embedded-metric-format lines to stdout every 10 s. */
+  readonly cloudwatchMetrics?: boolean;
+  /** The ServiceName dimension of those metrics. @default 'batchwise' */
+  readonly cloudwatchServiceName?: string;
+  readonly logger?: Logger;
+  readonly logLevel?: string;
+}
+
+export interface RunningServer {
+  readonly httpPort: number;
+  readonly grpcPort: number;
+  readonly metricsPort: number;
+  readonly service: InferenceService;
+  readonly metrics: ServerMetrics;
+  readonly logger: Logger;
+  close(): Promise<void>;
+}
+
+export const DEFAULT_MAX_BODY_BYTES = 256 * 1024 * 1024;
+
+/** Loads the repositories and starts the enabled frontends. Ports of 0 are resolved in the result. */
+export async function startServer(options: ServerOptions): Promise<RunningServer> {
+  const logger = options.logger ?? pino({ level: options.logLevel ?? 'info', base: { service: 'batchwise' } });
+  const host = options.host ?? '0.0.0.0';
+  // Parsed before anything starts, so a bad flag stops the server instead of leaving an API open.
+  const httpRestrictions = parseRestrictions(options.httpRestrictedApi ?? []);
+  const grpcRestrictions = parseRestrictions(options.grpcRestrictedProtocol ?? [], 'triton-grpc-protocol-');
+  const metrics = new ServerMetrics();
+  const models = new ModelManager(options.modelRepositories.map(folderSource), {
+    controlMode: options.modelControlMode ?? 'none',
+    startupModels: options.loadModels ?? [],
+    backend: onnxRuntimeBackend,
+    metrics,
+    logger,
+    strictModelConfig: options.strictModelConfig ?? false,
+    allowCpuFallback: options.allowCpuFallback ?? false,
+    gpuIds: visibleGpuIds(),
+  });
+  const memoryBudgetBytes = resolveMemoryBudgetBytes(options.memoryLimit);
+  const service = new CoreInferenceService(models, new MemoryGuard(memoryBudgetBytes, metrics));
+  const emf = options.cloudwatchMetrics
+    ? new EmfWriter(metrics, { serviceName: options.cloudwatchServiceName ?? 'batchwise' })
+    : undefined;
+  emf?.start();
+
+  let http: FastifyInstance | undefined;
+  let grpc: ReturnType<typeof createGrpcFrontend> | undefined;
+  let metricsServer: Server | undefined;
+  let httpPort = 0;
+  let grpcPort = 0;
+  let metricsPort = 0;
+
+  // Frontends listen before models load, so liveness is visible while loading (not ready yet).
+  if (options.allowHttp ?? true) {
+    http = createHttpFrontend(service, {
+      logger,
+      maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+      requestTimeoutMs: options.requestTimeoutMs ?? 60_000,
+      restrictions: httpRestrictions,
+    });
+    await http.listen({ host, port: options.httpPort ?? 8000 });
+    httpPort = (http.server.address() as AddressInfo).port;
+  }
+  if (options.allowGrpc ?? true) {
+    grpc = createGrpcFrontend(service, {
+      logger,
+      ...(options.grpcMaxMessageBytes !== undefined && { maxMessageBytes: options.grpcMaxMessageBytes }),
+    });
+    grpcPort = await grpc.listen(host, options.grpcPort ?? 8001);
+  }
+  if (options.allowMetrics ?? true) {
+    metricsServer = createMetricsEndpoint(metrics.registry);
+    await new Promise<void>((resolve, reject) => {
+      metricsServer!.once('error', reject).listen(options.metricsPort ?? 8002, host, () => resolve());
+    });
+    metricsPort = (metricsServer.address() as AddressInfo).port;
+  }
+  logger.info(
+    { httpPort, grpcPort, metricsPort, repositories: options.modelRepositories, memoryBudgetBytes },
+    'listening; loading models',
+  );
+
+  await models.start();
+  if (options.modelControlMode === 'poll') models.startPolling((options.repositoryPollSecs ?? 15) * 1000);
+  service.setReady(true);
+  logger.info({ ready: service.isReady(), models: service.repositoryIndex(false) }, 'model repository loaded');
+
+  return {
+    httpPort,
+    grpcPort,
+    metricsPort,
+    service,
+    metrics,
+    logger,
+    async close() {
+      service.setReady(false);
+      await Promise.all([
+        http?.close(),
+        grpc?.close(5_000),
+        metricsServer && new Promise<void>((resolve) => metricsServer!.close(() => resolve())),
+      ]);
+      await models.close();
+      await emf?.stop();
+    },
+  };
+}

@@ -1,0 +1,10 @@
+/** Number of elements in a tensor of this (fully specified) shape. */
+export function elementCount(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+export function formatShape(shape: readonly number[]): string {
+  return `[${shape.join(',')}]`;
+}

@@ -1,0 +1,218 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { identity } from '@batchwise/modelgen';
+import { EXAMPLES, makeRepository } from './support/repository.ts';
+import { isReady, postBinary, postJson, splitBinaryResponse, startTestServer } from './support/server.ts';
+
+type Server = Awaited<ReturnType<typeof startTestServer>>;
+
+const INPUT0 = Array.from({ length: 16 }, (_, i) => i);
+const INPUT1 = Array.from({ length: 16 }, () => 1);
+
+describe('HTTP inference on the example repository', () => {
+  let server: Server;
+  beforeAll(async () => {
+    server = await startTestServer([EXAMPLES]);
+  });
+  afterAll(() => server.close());
+
+  it('is live and ready once every example model loaded', async () => {
+    expect((await fetch(`${server.url}/v2/health/live`)).status).toBe(200);
+    expect(await isReady(server.url)).toBe(true);
+  });
+
+  it('answers server and model metadata', async () => {
+    const meta = await (await fetch(`${server.url}/v2`)).json();
+    expect(meta.name).toBe('batchwise');
+    expect(meta.extensions).toContain('binary_tensor_data');
+    const simple = await (await fetch(`${server.url}/v2/models/simple`)).json();
+    expect(simple).toMatchObject({
+      name: 'simple',
+      versions: ['1'],
+      platform: 'onnxruntime_onnx',
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32', shape: [-1, 16] },
+        { name: 'INPUT1', datatype: 'INT32', shape: [-1, 16] },
+      ],
+      outputs: [
+        { name: 'OUTPUT0', datatype: 'INT32', shape: [-1, 16] },
+        { name: 'OUTPUT1', datatype: 'INT32', shape: [-1, 16] },
+      ],
+      parameters: { execution_provider: 'CPUExecutionProvider' },
+    });
+    expect((await fetch(`${server.url}/v2/models/simple/versions/1/ready`)).status).toBe(200);
+    expect((await fetch(`${server.url}/v2/models/simple/versions/7/ready`)).status).toBe(400);
+  });
+
+  it('returns the config, completed for the model without config.pbtxt', async () => {
+    const config = await (await fetch(`${server.url}/v2/models/simple/config`)).json();
+    expect(config).toMatchObject({ name: 'simple', max_batch_size: 8 });
+    expect(config.input[0]).toMatchObject({ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] });
+    const auto = await (await fetch(`${server.url}/v2/models/autocomplete_fp32/config`)).json();
+    expect(auto).toMatchObject({ name: 'autocomplete_fp32', max_batch_size: 4, dynamic_batching: {} });
+    expect(auto.input[0]).toMatchObject({ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [4] });
+  });
+
+  it('adds and subtracts with JSON tensors (nested and flat data)', async () => {
+    const { status, json } = await postJson(`${server.url}/v2/models/simple/infer`, {
+      id: 'req-1',
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: [INPUT0] },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: INPUT1 },
+      ],
+    });
+    expect(status).toBe(200);
+    expect(json).toMatchObject({ model_name: 'simple', model_version: '1', id: 'req-1' });
+    const out = Object.fromEntries(json.outputs.map((o: any) => [o.name, o]));
+    expect(out.OUTPUT0).toMatchObject({ datatype: 'INT32', shape: [1, 16], data: INPUT0.map((x) => x + 1) });
+    expect(out.OUTPUT1.data).toEqual(INPUT0.map((x) => x - 1));
+  });
+
+  it('gives the same numbers in the binary tensor extension, and filters outputs', async () => {
+    const a = Int32Array.from(INPUT0);
+    const b = Int32Array.from(INPUT1);
+    const response = await postBinary(
+      `${server.url}/v2/models/simple/infer`,
+      {
+        inputs: [
+          { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
+          { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
+        ],
+        outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }],
+      },
+      [new Uint8Array(a.buffer), new Uint8Array(b.buffer)],
+    );
+    expect(response.status).toBe(200);
+    const { json, binary } = splitBinaryResponse(response);
+    expect(json.outputs).toHaveLength(1);
+    expect(json.outputs[0]).toMatchObject({ name: 'OUTPUT0', shape: [1, 16], parameters: { binary_data_size: 64 } });
+    const sums = new Int32Array(binary.buffer.slice(binary.byteOffset, binary.byteOffset + 64));
+    expect([...sums]).toEqual(INPUT0.map((x) => x + 1));
+  });
+
+  it('returns every output binary when binary_data_output is set', async () => {
+    const response = await postBinary(
+      `${server.url}/v2/models/simple/infer`,
+      {
+        parameters: { binary_data_output: true },
+        inputs: [
+          { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
+          { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: INPUT1 },
+        ],
+      },
+      [new Uint8Array(Int32Array.from(INPUT0).buffer)],
+    );
+    const { json, binary } = splitBinaryResponse(response);
+    expect(json.outputs.map((o: any) => o.parameters.binary_data_size)).toEqual([64, 64]);
+    expect(binary.length).toBe(128);
+  });
+
+  it('round-trips BYTES through the identity model in JSON and binary', async () => {
+    const { status, json } = await postJson(`${server.url}/v2/models/identity_bytes/infer`, {
+      inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [2, 1], data: ['hello', 'wörld'] }],
+    });
+    expect(status).toBe(200);
+    expect(json.outputs[0]).toMatchObject({ datatype: 'BYTES', shape: [2, 1], data: ['hello', 'wörld'] });
+  });
+
+  it('exports Triton metrics after traffic', async () => {
+    const text = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
+    expect(text).toMatch(/nv_inference_request_success\{model="simple",version="1"\} [1-9]/);
+    expect(text).toMatch(/nv_inference_count\{model="simple",version="1"\} [1-9]/);
+    expect(text).toContain('nv_inference_compute_infer_duration_us{model="simple",version="1"}');
+    expect(text).toContain('batchwise_inference_request_duration_seconds_bucket');
+    expect(text).toMatch(/nv_cpu_memory_used_bytes [1-9]/);
+  });
+});
+
+const DATATYPES = ['BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'FP32', 'FP64', 'BYTES'] as const;
+
+function sampleData(datatype: (typeof DATATYPES)[number]): { json: unknown[] | undefined; bytes: Uint8Array } {
+  switch (datatype) {
+    case 'BOOL':
+      return { json: [true, false, true, true], bytes: Uint8Array.from([1, 0, 1, 1]) };
+    case 'UINT8':
+      return { json: [0, 1, 254, 255], bytes: Uint8Array.from([0, 1, 254, 255]) };
+    case 'INT8':
+      return { json: [-128, -1, 0, 127], bytes: new Uint8Array(Int8Array.from([-128, -1, 0, 127]).buffer) };
+    case 'UINT16':
+      return { json: [0, 1, 65534, 65535], bytes: new Uint8Array(Uint16Array.from([0, 1, 65534, 65535]).buffer) };
+    case 'INT16':
+      return { json: [-32768, -1, 0, 32767], bytes: new Uint8Array(Int16Array.from([-32768, -1, 0, 32767]).buffer) };
+    case 'UINT32':
+      return { json: [0, 1, 4294967294, 4294967295], bytes: new Uint8Array(Uint32Array.from([0, 1, 4294967294, 4294967295]).buffer) };
+    case 'INT32':
+      return { json: [-2147483648, -1, 0, 2147483647], bytes: new Uint8Array(Int32Array.from([-2147483648, -1, 0, 2147483647]).buffer) };
+    case 'UINT64':
+      return { json: [0, 1, 2 ** 40, Number.MAX_SAFE_INTEGER], bytes: new Uint8Array(BigUint64Array.from([0n, 1n, 2n ** 40n, 2n ** 53n - 1n]).buffer) };
+    case 'INT64':
+      return { json: [-(2 ** 40), -1, 0, Number.MAX_SAFE_INTEGER], bytes: new Uint8Array(BigInt64Array.from([-(2n ** 40n), -1n, 0n, 2n ** 53n - 1n]).buffer) };
+    case 'FP16':
+      // 1.0, -2.0, 0.5, 65504 as IEEE half bit patterns; FP16 travels binary only.
+      return { json: undefined, bytes: new Uint8Array(Uint16Array.from([0x3c00, 0xc000, 0x3800, 0x7bff]).buffer) };
+    case 'FP32':
+      return { json: [1.5, -2.25, 0, 2 ** 100], bytes: new Uint8Array(Float32Array.from([1.5, -2.25, 0, 2 ** 100]).buffer) };
+    case 'FP64':
+      return { json: [1.5, -2.25, 1e-300, 1e300], bytes: new Uint8Array(Float64Array.from([1.5, -2.25, 1e-300, 1e300]).buffer) };
+    case 'BYTES': {
+      const parts = ['a', '', 'zwölf', 'x'.repeat(300)].map((s) => Buffer.from(s));
+      const framed = parts.flatMap((p) => {
+        const len = Buffer.alloc(4);
+        len.writeUInt32LE(p.length);
+        return [len, p];
+      });
+      return { json: ['a', '', 'zwölf', 'x'.repeat(300)], bytes: new Uint8Array(Buffer.concat(framed)) };
+    }
+  }
+}
+
+describe('every datatype through JSON and binary', () => {
+  let server: Server;
+  let removeRepo: () => Promise<void>;
+  beforeAll(async () => {
+    const repo = await makeRepository(
+      DATATYPES.map((dt) => ({ name: `id_${dt.toLowerCase()}`, model: identity(dt, [4]) })),
+    );
+    removeRepo = repo.remove;
+    server = await startTestServer([repo.dir]);
+  });
+  afterAll(async () => {
+    await server.close();
+    await removeRepo();
+  });
+
+  for (const datatype of DATATYPES) {
+    const sample = sampleData(datatype);
+    it(`${datatype} in binary`, async () => {
+      const response = await postBinary(
+        `${server.url}/v2/models/id_${datatype.toLowerCase()}/infer`,
+        {
+          inputs: [{ name: 'INPUT0', datatype, shape: [1, 4], parameters: { binary_data_size: sample.bytes.length } }],
+          outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }],
+        },
+        [sample.bytes],
+      );
+      expect(response.status, response.body.toString()).toBe(200);
+      const { json, binary } = splitBinaryResponse(response);
+      expect(json.outputs[0]).toMatchObject({ name: 'OUTPUT0', datatype, shape: [1, 4] });
+      expect(Buffer.compare(binary, Buffer.from(sample.bytes))).toBe(0);
+    });
+    if (sample.json) {
+      it(`${datatype} in JSON`, async () => {
+        const { status, json } = await postJson(`${server.url}/v2/models/id_${datatype.toLowerCase()}/infer`, {
+          inputs: [{ name: 'INPUT0', datatype, shape: [1, 4], data: sample.json }],
+        });
+        expect(status, JSON.stringify(json)).toBe(200);
+        expect(json.outputs[0]).toMatchObject({ datatype, shape: [1, 4], data: sample.json });
+      });
+    } else {
+      it(`${datatype} in JSON is refused: it travels binary only`, async () => {
+        const { status, json } = await postJson(`${server.url}/v2/models/id_${datatype.toLowerCase()}/infer`, {
+          inputs: [{ name: 'INPUT0', datatype, shape: [1, 4], data: [1, 2, 3, 4] }],
+        });
+        expect(status).toBe(400);
+        expect(json.error).toContain('INPUT0');
+        expect(await isReady(server.url)).toBe(true);
+      });
+    }
+  }
+});

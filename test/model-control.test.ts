@@ -1,0 +1,150 @@
+import { cp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { identity, serializeModel } from '@batchwise/modelgen';
+import { makeRepository } from './support/repository.ts';
+import { postJson, startTestServer } from './support/server.ts';
+
+type Server = Awaited<ReturnType<typeof startTestServer>>;
+
+const config = (name: string, extra = '') => `
+name: "${name}"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+${extra}`;
+
+const infer = (server: Server, model: string) =>
+  postJson(`${server.url}/v2/models/${model}/infer`, {
+    inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }],
+  });
+
+const index = async (server: Server) => (await postJson(`${server.url}/v2/repository/index`, {})).json as any[];
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('condition not met in time');
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0)) await c();
+});
+
+async function start(models: Parameters<typeof makeRepository>[0], options: Parameters<typeof startTestServer>[1]) {
+  const repo = await makeRepository(models);
+  const server = await startTestServer([repo.dir], options);
+  cleanups.push(async () => {
+    await server.close();
+    await repo.remove();
+  });
+  return { repo, server };
+}
+
+describe('explicit model control', () => {
+  it('loads only --load-model at start-up, then loads and unloads over HTTP', async () => {
+    const { server } = await start(
+      [
+        { name: 'a', model: identity('FP32', [4]), config: config('a') },
+        { name: 'b', model: identity('FP32', [4]), config: config('b') },
+      ],
+      { modelControlMode: 'explicit', loadModels: ['a'] },
+    );
+    expect((await fetch(`${server.url}/v2/models/a/ready`)).status).toBe(200);
+    expect((await fetch(`${server.url}/v2/models/b/ready`)).status).toBe(400);
+    expect((await fetch(`${server.url}/v2/health/ready`)).status).toBe(200);
+
+    expect((await postJson(`${server.url}/v2/repository/models/b/load`, {})).status).toBe(200);
+    expect((await infer(server, 'b')).status).toBe(200);
+
+    expect((await postJson(`${server.url}/v2/repository/models/a/unload`, {})).status).toBe(200);
+    expect((await fetch(`${server.url}/v2/models/a/ready`)).status).toBe(400);
+    expect((await index(server)).find((r) => r.name === 'a')).toMatchObject({ state: 'UNAVAILABLE', reason: 'unloaded' });
+    expect((await fetch(`${server.url}/v2/health/ready`)).status).toBe(200);
+  });
+
+  it('loads with a JSON config override and refuses an unknown model', async () => {
+    const { server } = await start([{ name: 'a', model: identity('FP32', [4]), config: config('a') }], {
+      modelControlMode: 'explicit',
+    });
+    const override = JSON.stringify({ max_batch_size: 2, input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [4] }], output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [4] }] });
+    const loaded = await postJson(`${server.url}/v2/repository/models/a/load`, { parameters: { config: override } });
+    expect(loaded.status).toBe(200);
+    expect((await (await fetch(`${server.url}/v2/models/a/config`)).json()).max_batch_size).toBe(2);
+    const missing = await postJson(`${server.url}/v2/repository/models/nope/load`, {});
+    expect(missing.status).toBe(400);
+    expect(missing.json.error).toMatch(/nope/);
+  });
+
+  it('runs model_warmup before a version is ready, and a failing warmup fails the load', async () => {
+    const warm = config('warm', 'model_warmup [ { name: "zeros" batch_size: 2 inputs { key: "INPUT0" value: { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]');
+    const cold = config('cold', 'model_warmup [ { name: "wrong" batch_size: 1 inputs { key: "INPUT0" value: { data_type: TYPE_FP32 dims: [ 5 ] zero_data: true } } } ]');
+    const { server } = await start(
+      [
+        { name: 'warm', model: identity('FP32', [4]), config: warm },
+        { name: 'cold', model: identity('FP32', [4]), config: cold },
+      ],
+      { modelControlMode: 'explicit', loadModels: ['*'] },
+    );
+    expect((await fetch(`${server.url}/v2/models/warm/ready`)).status).toBe(200);
+    const row = (await index(server)).find((r) => r.name === 'cold');
+    expect(row.state).toBe('UNAVAILABLE');
+    expect(row.reason).toMatch(/warmup sample 'wrong'/);
+  });
+});
+
+describe('poll mode', () => {
+  it('refuses explicit load and unload with Triton\'s message', async () => {
+    const { server } = await start([{ name: 'a', model: identity('FP32', [4]), config: config('a') }], {
+      modelControlMode: 'poll',
+      repositoryPollSecs: 1,
+    });
+    const { status, json } = await postJson(`${server.url}/v2/repository/models/a/load`, {});
+    expect(status).toBe(503);
+    expect(json.error).toBe('explicit model load / unload is not allowed if polling is enabled');
+  });
+
+  it('switches to a new version without failing a request, and keeps serving when a bad version arrives', async () => {
+    const { repo, server } = await start([{ name: 'm', model: identity('FP32', [4]), config: config('m') }], {
+      modelControlMode: 'poll',
+      repositoryPollSecs: 1,
+    });
+    let stop = false;
+    const failures: string[] = [];
+    let served = 0;
+    const load = (async () => {
+      while (!stop) {
+        const r = await infer(server, 'm');
+        if (r.status !== 200) failures.push(JSON.stringify(r.json));
+        served++;
+      }
+    })();
+
+    await mkdir(join(repo.dir, 'm', '2'));
+    await writeFile(join(repo.dir, 'm', '2', 'model.onnx'), serializeModel(identity('FP32', [4])));
+    await waitFor(async () => (await infer(server, 'm')).json?.model_version === '2');
+
+    // A corrupt version 3: version 2 must keep serving, the failure must be visible.
+    await mkdir(join(repo.dir, 'm', '3'));
+    await writeFile(join(repo.dir, 'm', '3', 'model.onnx'), Buffer.from('not an onnx model'));
+    await waitFor(async () => (await index(server)).some((r) => r.version === '3' && r.state === 'UNAVAILABLE'));
+    expect((await infer(server, 'm')).json.model_version).toBe('2');
+    const metrics = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
+    expect(metrics).toMatch(/batchwise_model_load_failures_total\{model="m",version="3"\} [1-9]/);
+
+    // The fix arrives: polling carries on and picks it up.
+    await rm(join(repo.dir, 'm', '3'), { recursive: true });
+    await mkdir(join(repo.dir, 'm', '4'));
+    await cp(join(repo.dir, 'm', '2', 'model.onnx'), join(repo.dir, 'm', '4', 'model.onnx'));
+    await waitFor(async () => (await infer(server, 'm')).json?.model_version === '4');
+
+    stop = true;
+    await load;
+    expect(failures).toEqual([]);
+    expect(served).toBeGreaterThan(10);
+  });
+});

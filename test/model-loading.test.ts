@@ -1,0 +1,133 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fixedBatchModel, identity, simpleAddSub } from '@batchwise/modelgen';
+import { makeRepository } from './support/repository.ts';
+import { isReady, postJson, startTestServer } from './support/server.ts';
+
+type Server = Awaited<ReturnType<typeof startTestServer>>;
+
+const fp32Config = (name: string, extra = '') => `
+name: "${name}"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+${extra}`;
+
+describe('a model that fails to load is reported while the others serve', () => {
+  let server: Server;
+  let remove: () => Promise<void>;
+  beforeAll(async () => {
+    const repo = await makeRepository([
+      { name: 'good', model: identity('FP32', [4]), config: fp32Config('good') },
+      {
+        name: 'wrong_tensor',
+        model: identity('FP32', [4]),
+        config: fp32Config('wrong_tensor').replace('name: "INPUT0"', 'name: "IMAGE"'),
+      },
+      { name: 'wrong_type', model: identity('FP32', [4]), config: fp32Config('wrong_type').replace('TYPE_FP32', 'TYPE_INT32') },
+      { name: 'bad_syntax', model: identity('FP32', [4]), config: 'name: "bad_syntax"\nmax_batch_size: 8\ninput [ { name: \n' },
+      { name: 'fixed_first_dim', model: fixedBatchModel(), config: fp32Config('fixed_first_dim') },
+      { name: 'on_gpu', model: identity('FP32', [4]), config: fp32Config('on_gpu', 'instance_group [ { kind: KIND_GPU } ]') },
+      { name: 'two_instances', model: simpleAddSub(), config: undefined },
+      { name: 'custom_file', model: identity('FP32', [4]), fileName: 'net.onnx', config: fp32Config('custom_file', 'default_model_filename: "net.onnx"') },
+      { name: 'two_versions', model: identity('FP32', [4]), versions: [1, 2] },
+    ]);
+    remove = repo.remove;
+    server = await startTestServer([repo.dir]);
+  });
+  afterAll(async () => {
+    await server.close();
+    await remove();
+  });
+
+  const reasonOf = async (name: string): Promise<string> => {
+    const { json } = await postJson(`${server.url}/v2/repository/index`, {});
+    const row = json.find((r: any) => r.name === name);
+    expect(row, `index row for ${name}`).toBeDefined();
+    expect(row.state).toBe('UNAVAILABLE');
+    return row.reason;
+  };
+
+  it('serves the good ones, and the server is live but not ready', async () => {
+    expect((await fetch(`${server.url}/v2/models/good/ready`)).status).toBe(200);
+    expect((await fetch(`${server.url}/v2/health/live`)).status).toBe(200);
+    expect(await isReady(server.url)).toBe(false);
+    const { status } = await postJson(`${server.url}/v2/models/good/infer`, {
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }],
+    });
+    expect(status).toBe(200);
+  });
+
+  it('names the tensor a config gets wrong', async () => {
+    expect(await reasonOf('wrong_tensor')).toMatch(/IMAGE/);
+    expect(await reasonOf('wrong_type')).toMatch(/INPUT0/);
+  });
+
+  it('points to the line and column of a syntax error', async () => {
+    expect(await reasonOf('bad_syntax')).toMatch(/config\.pbtxt:\d+:\d+/);
+  });
+
+  it('refuses max_batch_size > 0 on a model without a batch dimension', async () => {
+    expect(await reasonOf('fixed_first_dim')).toMatch(/batch/i);
+  });
+
+  it('fails a KIND_GPU model without CUDA, saying why, instead of silently using the CPU', async () => {
+    const reason = await reasonOf('on_gpu');
+    expect(reason).toMatch(/KIND_GPU requires the CUDA execution provider/);
+    expect(reason).toMatch(/--allow-cpu-fallback/);
+    const { status, json } = await postJson(`${server.url}/v2/models/on_gpu/infer`, {
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }],
+    });
+    expect(status).toBe(404);
+    expect(json.error).toMatch(/on_gpu/);
+  });
+
+  it('auto-completes a model without config.pbtxt and honours default_model_filename', async () => {
+    expect((await fetch(`${server.url}/v2/models/two_instances/ready`)).status).toBe(200);
+    expect((await fetch(`${server.url}/v2/models/custom_file/ready`)).status).toBe(200);
+  });
+
+  it('serves the latest version by default (version policy latest 1)', async () => {
+    const meta = await (await fetch(`${server.url}/v2/models/two_versions`)).json();
+    expect(meta.versions).toEqual(['2']);
+    expect((await fetch(`${server.url}/v2/models/two_versions/versions/1/ready`)).status).toBe(400);
+  });
+});
+
+describe('--allow-cpu-fallback runs a KIND_GPU model on CPU, visibly', () => {
+  let server: Server;
+  let remove: () => Promise<void>;
+  beforeAll(async () => {
+    const repo = await makeRepository([
+      { name: 'on_gpu', model: identity('FP32', [4]), config: fp32Config('on_gpu', 'instance_group [ { kind: KIND_GPU count: 2 } ]') },
+    ]);
+    remove = repo.remove;
+    server = await startTestServer([repo.dir], { allowCpuFallback: true });
+  });
+  afterAll(async () => {
+    await server.close();
+    await remove();
+  });
+
+  it('loads, shows the real provider and why', async () => {
+    const meta = await (await fetch(`${server.url}/v2/models/on_gpu`)).json();
+    expect(meta.parameters.execution_provider).toBe('CPUExecutionProvider');
+    expect(meta.parameters.cpu_fallback_reason).toMatch(/CUDA/);
+    const text = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
+    expect(text).toContain('batchwise_model_ready{model="on_gpu",version="1",execution_provider="CPUExecutionProvider"} 1');
+  });
+});
+
+describe('--strict-model-config', () => {
+  it('refuses a model without config.pbtxt', async () => {
+    const repo = await makeRepository([{ name: 'bare', model: identity('FP32', [4]) }]);
+    const server = await startTestServer([repo.dir], { strictModelConfig: true });
+    try {
+      const { json } = await postJson(`${server.url}/v2/repository/index`, {});
+      expect(json[0]).toMatchObject({ name: 'bare', state: 'UNAVAILABLE' });
+      expect(json[0].reason).toMatch(/strict-model-config/);
+    } finally {
+      await server.close();
+      await repo.remove();
+    }
+  });
+});

@@ -1,0 +1,32 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { serializeModel, type IModelProto } from '@batchwise/modelgen';
+
+export interface RepositoryModel {
+  readonly name: string;
+  readonly model: IModelProto;
+  /** config.pbtxt text; omitted for auto-complete. */
+  readonly config?: string;
+  /** @default [1] */
+  readonly versions?: readonly number[];
+  /** @default 'model.onnx' */
+  readonly fileName?: string;
+}
+
+/** A throw-away Triton-layout repository of generated models. */
+export async function makeRepository(models: readonly RepositoryModel[]): Promise<{ dir: string; remove(): Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'batchwise-repo-'));
+  for (const m of models) {
+    const bytes = serializeModel(m.model);
+    await mkdir(join(dir, m.name), { recursive: true });
+    if (m.config !== undefined) await writeFile(join(dir, m.name, 'config.pbtxt'), m.config);
+    for (const v of m.versions ?? [1]) {
+      await mkdir(join(dir, m.name, String(v)), { recursive: true });
+      await writeFile(join(dir, m.name, String(v), m.fileName ?? 'model.onnx'), bytes);
+    }
+  }
+  return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
+}
+
+export const EXAMPLES = new URL('../../examples/model_repository', import.meta.url).pathname;
