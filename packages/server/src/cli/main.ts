@@ -1,12 +1,14 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
 import { SERVER_VERSION } from '../core/inference-service.ts';
+import { doctorCommand } from './doctor.ts';
 import { serveCommand } from './serve.ts';
 
 const program = new Command('batchwise')
   .description('Batchwise: a Triton-compatible batching inference server on ONNX Runtime')
   .version(SERVER_VERSION)
-  .addCommand(serveCommand());
+  .addCommand(serveCommand())
+  .addCommand(doctorCommand());
 
 program.parseAsync(process.argv).catch((error: Error) => {
   process.stderr.write(`${JSON.stringify({ level: 'fatal', msg: error.message })}\n`);

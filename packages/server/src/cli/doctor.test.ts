@@ -1,0 +1,23 @@
+import { describe, expect, it } from 'vitest';
+import { visibleGpuIds } from '../backends/gpu-detect.ts';
+import { runDoctor } from './doctor.ts';
+
+describe('batchwise doctor', () => {
+  it.skipIf(visibleGpuIds().length > 0)('fails plainly when a GPU is expected and none is usable', async () => {
+    const checks = await runDoctor({ expectGpu: true, amiFamily: 'al2023', json: false });
+    const failed = checks.filter((c) => c.required && !c.ok).map((c) => c.name);
+    expect(failed).toEqual(['gpu-visible', 'cuda-execution-provider']);
+    expect(checks.find((c) => c.name === 'cuda-execution-provider')?.detail).toMatch(/ONNXRUNTIME_NODE_INSTALL=cuda12/);
+  });
+
+  it('passes on a CPU host when no GPU is expected, and checks the memory budget', async () => {
+    const checks = await runDoctor({ expectGpu: false, amiFamily: 'al2023', json: false });
+    expect(checks.filter((c) => c.required && !c.ok)).toEqual([]);
+    expect(checks.find((c) => c.name === 'memory-budget')?.detail).toMatch(/budget \d+ bytes/);
+  });
+
+  it('reports a bad --memory-limit as a failed check', async () => {
+    const checks = await runDoctor({ expectGpu: false, amiFamily: 'al2023', json: false, memoryLimit: 'lots' });
+    expect(checks.find((c) => c.name === 'memory-budget')).toMatchObject({ ok: false, required: true });
+  });
+});
