@@ -18,6 +18,8 @@ export interface ExecutionResult {
 export interface ModelInstance {
   execute(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult>;
   close(): Promise<void>;
+  /** Set by the owner: called once if the instance gives up after repeated crashes. */
+  onFatal: ((error: Error) => void) | undefined;
 }
 
 export interface InstanceOptions {

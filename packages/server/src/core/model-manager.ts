@@ -197,7 +197,12 @@ export class ModelManager {
         continue;
       }
       const result = results[i]!;
-      if (result.status === 'fulfilled') next.set(key, { loaded: result.value, fingerprint: fingerprints[wanted.indexOf(v)]! });
+      if (result.status === 'fulfilled') {
+        next.set(key, { loaded: result.value, fingerprint: fingerprints[wanted.indexOf(v)]! });
+        for (const instance of result.value.instances) {
+          instance.onFatal = (error) => void this.failServingVersion(entry, result.value, error.message);
+        }
+      }
       else {
         failed.set(key, toInferenceServerError(result.reason).message);
         failedFingerprints.set(key, fingerprints[wanted.indexOf(v)]!);
@@ -233,6 +238,19 @@ export class ModelManager {
       );
     }
     await Promise.all(retired.map((s) => this.retire(s.loaded)));
+  }
+
+  /** An instance gave up after repeated crashes: the version stops serving, with the reason. */
+  private async failServingVersion(entry: ModelEntry, version: LoadedVersion, reason: string): Promise<void> {
+    const serving = entry.serving.get(version.version);
+    if (serving?.loaded !== version) return;
+    entry.serving.delete(version.version);
+    entry.failedVersions.set(version.version, reason);
+    entry.failedFingerprints.set(version.version, serving.fingerprint);
+    entry.reason = `version ${version.version}: ${reason}`;
+    if (entry.serving.size === 0) entry.state = 'UNAVAILABLE';
+    this.logger.error({ model: entry.name, version: version.version, reason }, 'model version unavailable after repeated instance crashes');
+    await this.retire(version).catch(() => undefined);
   }
 
   private recordFailure(entry: ModelEntry, reason: string): void {

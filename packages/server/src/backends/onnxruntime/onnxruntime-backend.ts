@@ -20,23 +20,40 @@ interface PendingRun {
   reject(error: Error): void;
 }
 
-/** Main-thread handle of one worker thread that owns one ONNX Runtime session. */
+/** Crashes tolerated in CRASH_WINDOW_MS before an instance gives up and stays failed. */
+const MAX_CRASHES = 3;
+const CRASH_WINDOW_MS = 60_000;
+
+/**
+ * Main-thread handle of one worker thread that owns one ONNX Runtime session. A worker that
+ * dies (native crash, out of memory inside ONNX Runtime) fails only the batch it was running
+ * and is replaced; repeated deaths leave the instance failed with the reason.
+ */
 class WorkerInstance implements ModelInstance {
   private nextId = 0;
   private readonly pending = new Map<number, PendingRun>();
-  private exitError: Error | undefined;
+  private fatalError: Error | undefined;
+  private closing = false;
+  private crashes: number[] = [];
+  private replacement: Promise<void> | undefined;
 
   constructor(
-    private readonly worker: Worker,
+    private worker: Worker,
+    private readonly init: WorkerInit,
     private readonly modelName: string,
   ) {
-    worker.on('message', (message: FromWorker) => this.onMessage(message));
-    worker.on('error', (error) => this.failAll(error));
-    worker.on('exit', (code) => this.failAll(new Error(`model instance of '${modelName}' exited (code ${code})`)));
+    this.attach(worker);
   }
 
-  execute(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult> {
-    if (this.exitError) return Promise.reject(this.exitError);
+  private attach(worker: Worker): void {
+    worker.on('message', (message: FromWorker) => this.onMessage(message));
+    worker.on('error', (error) => this.onDeath(worker, error.message));
+    worker.on('exit', (code) => this.onDeath(worker, `exited with code ${code}`));
+  }
+
+  async execute(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult> {
+    if (this.replacement) await this.replacement;
+    if (this.fatalError) throw this.fatalError;
     const id = this.nextId++;
     const wire: WireTensor[] = inputs.map((t) => ({
       name: t.name,
@@ -52,13 +69,20 @@ class WorkerInstance implements ModelInstance {
   }
 
   async close(): Promise<void> {
-    if (this.exitError) return;
-    const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
+    this.closing = true;
+    if (this.fatalError) return;
+    const worker = this.worker;
+    const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
     const message: ToWorker = { type: 'close' };
-    this.worker.postMessage(message);
-    const timer = setTimeout(() => void this.worker.terminate(), 5_000);
+    worker.postMessage(message);
+    const timer = setTimeout(() => void worker.terminate(), 5_000);
     await exited;
     clearTimeout(timer);
+  }
+
+  /** Test hook: kills the worker thread as a native crash would. */
+  crashForTesting(): Promise<number> {
+    return this.worker.terminate();
   }
 
   private onMessage(message: FromWorker): void {
@@ -81,55 +105,93 @@ class WorkerInstance implements ModelInstance {
     });
   }
 
-  private failAll(error: Error): void {
-    this.exitError ??= new Error(`model instance of '${this.modelName}' failed: ${error.message}`);
-    for (const run of this.pending.values()) run.reject(this.exitError);
+  private onDeath(worker: Worker, how: string): void {
+    if (worker !== this.worker || this.closing) return;
+    const error = new Error(`model instance of '${this.modelName}' crashed (${how}); the batch it was running failed`);
+    for (const run of this.pending.values()) run.reject(error);
     this.pending.clear();
+    const now = Date.now();
+    this.crashes = [...this.crashes.filter((t) => now - t < CRASH_WINDOW_MS), now];
+    if (this.crashes.length > MAX_CRASHES) {
+      this.fatalError = new Error(
+        `model instance of '${this.modelName}' crashed ${this.crashes.length} times in ${CRASH_WINDOW_MS / 1000} s (last: ${how}); not restarted`,
+      );
+      this.onFatal?.(this.fatalError);
+      return;
+    }
+    this.replacement = waitUntilLoaded(spawnWorker(this.init)).then(
+      (fresh) => {
+        this.worker = fresh;
+        this.attach(fresh);
+        this.replacement = undefined;
+      },
+      (reloadError: Error) => {
+        this.fatalError = new Error(`model instance of '${this.modelName}' could not be restarted: ${reloadError.message}`);
+        this.replacement = undefined;
+        this.onFatal?.(this.fatalError);
+      },
+    );
   }
+
+  /** Called once when the instance gives up (set by whoever owns the instance). */
+  onFatal: ((error: Error) => void) | undefined;
+}
+
+interface Loaded {
+  readonly io: Extract<FromWorker, { type: 'loaded' }>['io'];
+  readonly executionProvider: string;
+  readonly fallbackReason?: string;
+}
+
+/** Resolves once the worker opened its session; rejects with its load error. */
+function waitUntilLoaded(worker: Worker): Promise<Worker & { loaded: Loaded }> {
+  return new Promise((resolve, reject) => {
+    const cleanup = () => {
+      worker.off('message', onMessage);
+      worker.off('error', onError);
+      worker.off('exit', onExit);
+    };
+    const onError = (error: Error) => {
+      cleanup();
+      reject(error);
+    };
+    const onExit = (code: number) => {
+      cleanup();
+      reject(new Error(`model instance exited during load (code ${code})`));
+    };
+    const onMessage = (message: FromWorker) => {
+      if (message.type === 'load-failed') {
+        cleanup();
+        void worker.terminate();
+        reject(new Error(message.message));
+      } else if (message.type === 'loaded') {
+        cleanup();
+        resolve(Object.assign(worker, { loaded: message }));
+      }
+    };
+    worker.on('message', onMessage);
+    worker.on('error', onError);
+    worker.on('exit', onExit);
+  });
 }
 
 export const onnxRuntimeBackend: Backend = {
   name: 'onnxruntime',
-  createInstance(options: InstanceOptions): Promise<LoadedInstance> {
-    const worker = spawnWorker({
+  async createInstance(options: InstanceOptions): Promise<LoadedInstance> {
+    const init: WorkerInit = {
       modelPath: options.modelPath,
       device: options.device,
       deviceId: options.deviceId,
       allowCpuFallback: options.allowCpuFallback,
       settings: options.sessionOptions,
-    });
-    return new Promise<LoadedInstance>((resolve, reject) => {
-      const onError = (error: Error) => {
-        cleanup();
-        reject(error);
-      };
-      const onExit = (code: number) => {
-        cleanup();
-        reject(new Error(`model instance exited during load (code ${code})`));
-      };
-      const onMessage = (message: FromWorker) => {
-        if (message.type === 'load-failed') {
-          cleanup();
-          void worker.terminate();
-          reject(new Error(message.message));
-        } else if (message.type === 'loaded') {
-          cleanup();
-          resolve({
-            instance: new WorkerInstance(worker, options.modelName),
-            io: message.io,
-            executionProvider: message.executionProvider,
-            ...(message.fallbackReason !== undefined && { fallbackReason: message.fallbackReason }),
-          });
-        }
-      };
-      const cleanup = () => {
-        worker.off('message', onMessage);
-        worker.off('error', onError);
-        worker.off('exit', onExit);
-      };
-      worker.on('message', onMessage);
-      worker.on('error', onError);
-      worker.on('exit', onExit);
-    });
+    };
+    const worker = await waitUntilLoaded(spawnWorker(init));
+    const { io, executionProvider, fallbackReason } = worker.loaded;
+    return {
+      instance: new WorkerInstance(worker, init, options.modelName),
+      io,
+      executionProvider,
+      ...(fallbackReason !== undefined && { fallbackReason }),
+    };
   },
 };
