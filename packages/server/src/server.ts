@@ -59,7 +59,12 @@ export interface RunningServer {
   readonly service: InferenceService;
   readonly metrics: ServerMetrics;
   readonly logger: Logger;
-  close(): Promise<void>;
+  /**
+   * Graceful stop: readiness goes false at once (load balancers stop sending), requests are
+   * still admitted for `graceMs` while they notice, then listeners close, every admitted
+   * request completes, streams end, and models unload.
+   */
+  close(options?: { graceMs?: number }): Promise<void>;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 256 * 1024 * 1024;
@@ -138,8 +143,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     service,
     metrics,
     logger,
-    async close() {
+    async close({ graceMs = 0 } = {}) {
       service.setReady(false);
+      if (graceMs > 0) {
+        logger.info({ graceMs }, 'not ready; still admitting requests while load balancers notice');
+        await new Promise((resolve) => setTimeout(resolve, graceMs));
+      }
       await Promise.all([
         http?.close(),
         grpc?.close(5_000),

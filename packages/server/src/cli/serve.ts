@@ -21,6 +21,7 @@ interface ServeFlags {
   grpcRestrictedProtocol?: string[];
   httpMaxBodyBytes: number;
   exitTimeoutSecs: number;
+  shutdownGraceSecs: number;
   memoryLimit?: string;
   cloudwatchMetrics: boolean;
   cloudwatchServiceName: string;
@@ -74,6 +75,12 @@ export function serveCommand(): Command {
     )
     .option('--cloudwatch-metrics [bool]', 'write CloudWatch embedded-metric-format lines to stdout every 10 s (also BATCHWISE_CLOUDWATCH_METRICS=1)', parseBool, process.env['BATCHWISE_CLOUDWATCH_METRICS'] === '1')
     .option('--cloudwatch-service-name <name>', 'ServiceName dimension of the CloudWatch metrics', 'batchwise')
+    .option(
+      '--shutdown-grace-secs <secs>',
+      'on SIGTERM: readiness goes false at once, requests are still admitted this long (so the load balancer can deregister), then draining starts',
+      (v) => Number(v),
+      5,
+    )
     .option('--exit-timeout-secs <secs>', 'on SIGTERM, time allowed for in-flight requests before a forced exit', parsePositiveInteger, 30)
     .action(async (flags: ServeFlags) => {
       const server = await startServer({
@@ -111,7 +118,16 @@ export function serveCommand(): Command {
           process.exit(1);
         }, flags.exitTimeoutSecs * 1000);
         force.unref();
-        void server.close().then(() => process.exit(0));
+        void server.close({ graceMs: flags.shutdownGraceSecs * 1000 }).then(
+          () => {
+            server.logger.info('drained; exiting');
+            process.exit(0);
+          },
+          (error: Error) => {
+            server.logger.error({ err: error.message }, 'error while shutting down');
+            process.exit(1);
+          },
+        );
       };
       process.on('SIGTERM', () => stop('SIGTERM'));
       process.on('SIGINT', () => stop('SIGINT'));
