@@ -1,0 +1,248 @@
+import {
+  Metadata,
+  credentials as grpcCredentials,
+  type ChannelCredentials,
+  type ChannelOptions,
+  type Client,
+  type ClientDuplexStream,
+  type ServiceError,
+} from '@grpc/grpc-js';
+import { BatchwiseClientError } from './errors.ts';
+import { loadClientConstructors } from './grpc-protos.ts';
+import { fromRawBytes, toRawBytes } from './tensor-data.ts';
+import type {
+  DataType,
+  InferenceClient,
+  InferRequest,
+  InferResult,
+  InferStream,
+  ModelMetadata,
+  ModelStatistics,
+  Parameters,
+  RepositoryIndexEntry,
+  ServerMetadata,
+  StreamResponse,
+} from './types.ts';
+
+export interface GrpcClientOptions {
+  /** `host:port`, e.g. `localhost:8001`. */
+  readonly url: string;
+  /** @default insecure (plain HTTP/2) */
+  readonly credentials?: ChannelCredentials;
+  /** Deadline of each unary call. @default 60_000 */
+  readonly timeoutMs?: number;
+  /** Largest message sent or received; the server's default limit. @default 256 MiB */
+  readonly maxMessageBytes?: number;
+  /**
+   * Interval of client keepalive pings, also on idle connections. Off by default: Triton
+   * (grpc C++) answers unexpected pings with GOAWAY unless started with its keepalive
+   * flags; Batchwise accepts them. 30_000 keeps connections open through an ALB (60 s).
+   */
+  readonly keepaliveTimeMs?: number;
+  /** Metadata sent with every call, e.g. the key of a Triton `--grpc-restricted-protocol`. */
+  readonly metadata?: Readonly<Record<string, string>>;
+  /** Extra channel options, applied last. */
+  readonly channelOptions?: ChannelOptions;
+  /** Folder of grpc_service.proto, health.proto and model_config.proto. */
+  readonly protoDir?: string;
+}
+
+interface InferParameterWire {
+  parameter_choice?: string;
+  bool_param?: boolean;
+  int64_param?: number;
+  string_param?: string;
+  double_param?: number;
+  uint64_param?: number;
+}
+
+interface ModelInferResponseWire {
+  model_name: string;
+  model_version: string;
+  id: string;
+  parameters: Record<string, InferParameterWire>;
+  outputs: { name: string; datatype: string; shape: number[] }[];
+  raw_output_contents: Buffer[];
+}
+
+type Unary = (request: unknown, metadata: Metadata, options: { deadline: Date }, callback: (error: ServiceError | null, response: unknown) => void) => void;
+
+/** Client of Batchwise's (and Triton's) inference.GRPCInferenceService. */
+export class GrpcClient implements InferenceClient {
+  private readonly client: Client & Record<string, unknown>;
+  private readonly health: Client & Record<string, unknown>;
+  private readonly timeoutMs: number;
+  private readonly metadata: Metadata;
+
+  constructor(options: GrpcClientOptions) {
+    const constructors = loadClientConstructors(options.protoDir);
+    const maxMessageBytes = options.maxMessageBytes ?? 256 * 1024 * 1024;
+    const channelOptions: ChannelOptions = {
+      'grpc.max_receive_message_length': maxMessageBytes,
+      'grpc.max_send_message_length': maxMessageBytes,
+      ...(options.keepaliveTimeMs !== undefined && {
+        'grpc.keepalive_time_ms': options.keepaliveTimeMs,
+        'grpc.keepalive_permit_without_calls': 1,
+      }),
+      ...options.channelOptions,
+    };
+    const creds = options.credentials ?? grpcCredentials.createInsecure();
+    this.client = new constructors.inference(options.url, creds, channelOptions) as Client & Record<string, unknown>;
+    // Health checks ride on the inference client's channel: one connection.
+    this.health = new constructors.health(options.url, creds, { ...channelOptions, channelOverride: this.client.getChannel() }) as Client & Record<string, unknown>;
+    this.timeoutMs = options.timeoutMs ?? 60_000;
+    this.metadata = new Metadata();
+    for (const [key, value] of Object.entries(options.metadata ?? {})) this.metadata.set(key, value);
+  }
+
+  async isServerLive(): Promise<boolean> {
+    return (await this.call<{ live: boolean }>('ServerLive', {})).live;
+  }
+
+  async isServerReady(): Promise<boolean> {
+    return (await this.call<{ ready: boolean }>('ServerReady', {})).ready;
+  }
+
+  async isModelReady(model: string, version?: string): Promise<boolean> {
+    return (await this.call<{ ready: boolean }>('ModelReady', { name: model, version: version ?? '' })).ready;
+  }
+
+  serverMetadata(): Promise<ServerMetadata> {
+    return this.call<ServerMetadata>('ServerMetadata', {});
+  }
+
+  modelMetadata(model: string, version?: string): Promise<ModelMetadata> {
+    return this.call<ModelMetadata>('ModelMetadata', { name: model, version: version ?? '' });
+  }
+
+  async modelConfig(model: string, version?: string): Promise<Record<string, unknown>> {
+    return (await this.call<{ config: Record<string, unknown> }>('ModelConfig', { name: model, version: version ?? '' })).config;
+  }
+
+  async infer(request: InferRequest): Promise<InferResult> {
+    return decodeResponse(await this.call<ModelInferResponseWire>('ModelInfer', encodeRequest(request)));
+  }
+
+  streamInfer(): InferStream {
+    const open = this.client['ModelStreamInfer'] as (metadata: Metadata) => ClientDuplexStream<unknown, unknown>;
+    const call = open.call(this.client, this.metadata.clone());
+    const responses = async function* (): AsyncGenerator<StreamResponse> {
+      try {
+        for await (const message of call as AsyncIterable<{ error_message: string; infer_response: ModelInferResponseWire | null }>) {
+          if (message.error_message !== '') {
+            const id = message.infer_response?.id;
+            yield { ok: false, error: new BatchwiseClientError(message.error_message), ...(id ? { id } : {}) };
+          } else {
+            yield { ok: true, result: decodeResponse(message.infer_response!) };
+          }
+        }
+      } catch (error) {
+        throw toClientError(error);
+      }
+    };
+    return {
+      write: (request) => void call.write(encodeRequest(request)),
+      end: () => void call.end(),
+      cancel: () => call.cancel(),
+      [Symbol.asyncIterator]: responses,
+    };
+  }
+
+  async modelStatistics(model?: string, version?: string): Promise<ModelStatistics[]> {
+    return (await this.call<{ model_stats: ModelStatistics[] }>('ModelStatistics', { name: model ?? '', version: version ?? '' })).model_stats;
+  }
+
+  async repositoryIndex(options: { ready?: boolean } = {}): Promise<RepositoryIndexEntry[]> {
+    const r = await this.call<{ models: RepositoryIndexEntry[] }>('RepositoryIndex', { repository_name: '', ready: options.ready ?? false });
+    return r.models;
+  }
+
+  async loadModel(model: string, options: { config?: string } = {}): Promise<void> {
+    const parameters = options.config === undefined ? {} : { config: { string_param: options.config } };
+    await this.call('RepositoryModelLoad', { repository_name: '', model_name: model, parameters });
+  }
+
+  async unloadModel(model: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
+    const parameters = { unload_dependents: { bool_param: options.unloadDependents ?? false } };
+    await this.call('RepositoryModelUnload', { repository_name: '', model_name: model, parameters });
+  }
+
+  /** grpc.health.v1 Check: '' is the server, any other name a model. */
+  async healthCheck(service = ''): Promise<'UNKNOWN' | 'SERVING' | 'NOT_SERVING' | 'SERVICE_UNKNOWN'> {
+    return (await this.call<{ status: 'SERVING' }>('Check', { service }, this.health)).status;
+  }
+
+  async close(): Promise<void> {
+    this.health.close();
+    this.client.close();
+  }
+
+  private call<T>(method: string, request: unknown, client = this.client): Promise<T> {
+    const fn = client[method] as Unary;
+    return new Promise((resolve, reject) => {
+      fn.call(client, request, this.metadata.clone(), { deadline: new Date(Date.now() + this.timeoutMs) }, (error, response) => {
+        if (error) reject(toClientError(error));
+        else resolve(response as T);
+      });
+    });
+  }
+}
+
+function toClientError(error: unknown): BatchwiseClientError {
+  if (error instanceof BatchwiseClientError) return error;
+  const e = error as Partial<ServiceError>;
+  return new BatchwiseClientError(e.details || e.message || String(error), typeof e.code === 'number' ? { grpcCode: e.code } : {});
+}
+
+/** Inputs always go as raw_input_contents: one exact little-endian buffer per input. */
+function encodeRequest(request: InferRequest): unknown {
+  return {
+    model_name: request.model,
+    model_version: request.version ?? '',
+    id: request.id ?? '',
+    parameters: toWireParameters(request.parameters),
+    inputs: request.inputs.map((i) => ({
+      name: i.name,
+      datatype: i.datatype,
+      shape: [...i.shape],
+      parameters: toWireParameters(i.parameters),
+    })),
+    outputs: (request.outputs ?? []).map((o) =>
+      typeof o === 'string' ? { name: o } : { name: o.name, parameters: toWireParameters(o.parameters) },
+    ),
+    raw_input_contents: request.inputs.map((i) => toRawBytes(i.name, i.datatype, i.data)),
+  };
+}
+
+function toWireParameters(parameters: Parameters | undefined): Record<string, InferParameterWire> {
+  const out: Record<string, InferParameterWire> = {};
+  for (const [key, value] of Object.entries(parameters ?? {})) {
+    if (typeof value === 'boolean') out[key] = { bool_param: value };
+    else if (typeof value === 'string') out[key] = { string_param: value };
+    else out[key] = Number.isSafeInteger(value) ? { int64_param: value } : { double_param: value };
+  }
+  return out;
+}
+
+function decodeResponse(r: ModelInferResponseWire): InferResult {
+  if (r.raw_output_contents.length !== r.outputs.length) {
+    throw new BatchwiseClientError(`response has ${r.outputs.length} outputs but ${r.raw_output_contents.length} raw_output_contents`);
+  }
+  const parameters: Parameters = {};
+  for (const [key, p] of Object.entries(r.parameters)) {
+    const value = p.parameter_choice ? p[p.parameter_choice as keyof InferParameterWire] : undefined;
+    if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') parameters[key] = value;
+  }
+  return {
+    modelName: r.model_name,
+    modelVersion: r.model_version,
+    ...(r.id !== '' && { id: r.id }),
+    ...(Object.keys(parameters).length > 0 && { parameters }),
+    outputs: r.outputs.map((o, n) => ({
+      name: o.name,
+      datatype: o.datatype as DataType,
+      shape: o.shape,
+      data: fromRawBytes(o.name, o.datatype as DataType, r.raw_output_contents[n]!),
+    })),
+  };
+}

@@ -1,0 +1,141 @@
+import { Pool } from 'undici';
+import { BatchwiseClientError } from './errors.ts';
+import { decodeHttpInferResponse, encodeHttpInferRequest, HEADER_LENGTH } from './http-infer-codec.ts';
+import type {
+  InferenceClient,
+  InferRequest,
+  InferResult,
+  InferStream,
+  ModelMetadata,
+  ModelStatistics,
+  RepositoryIndexEntry,
+  ServerMetadata,
+} from './types.ts';
+
+export interface HttpClientOptions {
+  /** e.g. `http://localhost:8000`. */
+  readonly url: string;
+  /** Keep-alive connections kept to the server. @default 16 */
+  readonly connections?: number;
+  /** Time allowed for each response (headers and body). @default 60_000 */
+  readonly timeoutMs?: number;
+  /** Headers sent with every request, e.g. the key of a Triton `--http-restricted-api`. */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+type Method = 'GET' | 'POST';
+
+/** KServe v2 HTTP/REST client, JSON and binary tensor extension, over an undici Pool. */
+export class HttpClient implements InferenceClient {
+  private readonly pool: Pool;
+  private readonly timeoutMs: number;
+  private readonly headers: Readonly<Record<string, string>>;
+
+  constructor(options: HttpClientOptions) {
+    this.headers = options.headers ?? {};
+    this.pool = new Pool(options.url, { connections: options.connections ?? 16 });
+    this.timeoutMs = options.timeoutMs ?? 60_000;
+  }
+
+  isServerLive(): Promise<boolean> {
+    return this.probe('/v2/health/live');
+  }
+
+  isServerReady(): Promise<boolean> {
+    return this.probe('/v2/health/ready');
+  }
+
+  isModelReady(model: string, version?: string): Promise<boolean> {
+    return this.probe(`${modelPath(model, version)}/ready`);
+  }
+
+  async serverMetadata(): Promise<ServerMetadata> {
+    return (await this.json('GET', '/v2')) as ServerMetadata;
+  }
+
+  async modelMetadata(model: string, version?: string): Promise<ModelMetadata> {
+    return (await this.json('GET', modelPath(model, version))) as ModelMetadata;
+  }
+
+  async modelConfig(model: string, version?: string): Promise<Record<string, unknown>> {
+    return (await this.json('GET', `${modelPath(model, version)}/config`)) as Record<string, unknown>;
+  }
+
+  async infer(request: InferRequest): Promise<InferResult> {
+    const { headers, body } = encodeHttpInferRequest(request);
+    const response = await this.send('POST', `${modelPath(request.model, request.version)}/infer`, body, headers);
+    const header = response.headers[HEADER_LENGTH];
+    return decodeHttpInferResponse(response.body, Array.isArray(header) ? header[0] : header);
+  }
+
+  streamInfer(): InferStream {
+    throw new BatchwiseClientError('streaming inference needs the gRPC client: KServe v2 HTTP has no stream');
+  }
+
+  async modelStatistics(model?: string, version?: string): Promise<ModelStatistics[]> {
+    const path = model === undefined ? '/v2/models/stats' : `${modelPath(model, version)}/stats`;
+    return ((await this.json('GET', path)) as { model_stats: ModelStatistics[] }).model_stats;
+  }
+
+  async repositoryIndex(options: { ready?: boolean } = {}): Promise<RepositoryIndexEntry[]> {
+    return (await this.json('POST', '/v2/repository/index', { ready: options.ready ?? false })) as RepositoryIndexEntry[];
+  }
+
+  async loadModel(model: string, options: { config?: string } = {}): Promise<void> {
+    const parameters = options.config === undefined ? {} : { config: options.config };
+    await this.send('POST', `/v2/repository/models/${encodeURIComponent(model)}/load`, JSON.stringify({ parameters }));
+  }
+
+  async unloadModel(model: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
+    const parameters = { unload_dependents: options.unloadDependents ?? false };
+    await this.send('POST', `/v2/repository/models/${encodeURIComponent(model)}/unload`, JSON.stringify({ parameters }));
+  }
+
+  close(): Promise<void> {
+    return this.pool.close();
+  }
+
+  private async probe(path: string): Promise<boolean> {
+    const response = await this.request('GET', path);
+    await response.body.dump();
+    return response.statusCode === 200;
+  }
+
+  private async json(method: Method, path: string, body?: unknown): Promise<unknown> {
+    const response = await this.send(method, path, body === undefined ? undefined : JSON.stringify(body));
+    return JSON.parse(response.body.toString('utf8'));
+  }
+
+  /** A request whose non-2xx answer becomes a BatchwiseClientError with the server's message. */
+  private async send(method: Method, path: string, body?: string | Buffer, headers: Record<string, string> = {}) {
+    const response = await this.request(method, path, body, body !== undefined && !headers['content-type'] ? { ...headers, 'content-type': 'application/json' } : headers);
+    const bytes = Buffer.from(await response.body.arrayBuffer());
+    if (response.statusCode < 200 || response.statusCode >= 300) {
+      throw new BatchwiseClientError(errorMessage(bytes, response.statusCode), { httpStatus: response.statusCode });
+    }
+    return { headers: response.headers, body: bytes };
+  }
+
+  private async request(method: Method, path: string, body?: string | Buffer, headers: Record<string, string> = {}) {
+    try {
+      return await this.pool.request({ method, path, body, headers: { ...this.headers, ...headers }, headersTimeout: this.timeoutMs, bodyTimeout: this.timeoutMs });
+    } catch (error) {
+      throw new BatchwiseClientError(`${method} ${path} failed: ${(error as Error).message}`);
+    }
+  }
+}
+
+function modelPath(model: string, version?: string): string {
+  const base = `/v2/models/${encodeURIComponent(model)}`;
+  return version === undefined || version === '' ? base : `${base}/versions/${encodeURIComponent(version)}`;
+}
+
+function errorMessage(body: Buffer, status: number): string {
+  try {
+    const parsed = JSON.parse(body.toString('utf8')) as { error?: unknown };
+    if (typeof parsed.error === 'string') return parsed.error;
+  } catch {
+    // not JSON: fall through
+  }
+  return body.byteLength > 0 ? body.toString('utf8') : `HTTP ${status}`;
+}

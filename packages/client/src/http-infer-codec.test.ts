@@ -1,0 +1,52 @@
+import { describe, expect, it } from 'vitest';
+import { decodeHttpInferResponse, encodeHttpInferRequest } from './http-infer-codec.ts';
+
+describe('encodeHttpInferRequest', () => {
+  it('binary: JSON header with binary_data_size, then the tensors; asks for binary outputs', () => {
+    const { headers, body } = encodeHttpInferRequest({
+      model: 'm',
+      inputs: [{ name: 'A', datatype: 'INT32', shape: [1, 2], data: [1, 2] }],
+    });
+    const length = Number(headers['inference-header-content-length']);
+    expect(JSON.parse(body.subarray(0, length).toString())).toEqual({
+      parameters: { binary_data_output: true },
+      inputs: [{ name: 'A', shape: [1, 2], datatype: 'INT32', parameters: { binary_data_size: 8 } }],
+    });
+    expect([...body.subarray(length)]).toEqual([1, 0, 0, 0, 2, 0, 0, 0]);
+  });
+
+  it('JSON: data inline, requested outputs without binary_data', () => {
+    const { headers, body } = encodeHttpInferRequest({
+      model: 'm',
+      id: 'r',
+      binary: false,
+      parameters: { priority: 1 },
+      outputs: ['O'],
+      inputs: [{ name: 'A', datatype: 'INT64', shape: [1], data: [2n ** 60n] }],
+    });
+    expect(headers['content-type']).toBe('application/json');
+    expect(body.toString()).toBe(
+      '{"id":"r","parameters":{"priority":1},"outputs":[{"name":"O"}],"inputs":[{"name":"A","shape":[1],"datatype":"INT64","data":[1152921504606846976]}]}',
+    );
+  });
+});
+
+describe('decodeHttpInferResponse', () => {
+  it('reads binary outputs in order and JSON outputs inline', () => {
+    const header = Buffer.from(
+      JSON.stringify({
+        model_name: 'm',
+        model_version: '1',
+        outputs: [
+          { name: 'A', datatype: 'FP32', shape: [1], parameters: { binary_data_size: 4 } },
+          { name: 'B', datatype: 'INT32', shape: [2], data: [3, 4] },
+          { name: 'C', datatype: 'BYTES', shape: [1], parameters: { binary_data_size: 6 } },
+        ],
+      }),
+    );
+    const body = Buffer.concat([header, Buffer.from(Float32Array.of(2.5).buffer), Buffer.from([2, 0, 0, 0, 104, 105])]);
+    const r = decodeHttpInferResponse(body, String(header.byteLength));
+    expect(r.modelVersion).toBe('1');
+    expect(r.outputs.map((o) => o.data)).toEqual([Float32Array.of(2.5), Int32Array.of(3, 4), [new Uint8Array(Buffer.from('hi'))]]);
+  });
+});

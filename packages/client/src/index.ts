@@ -1,0 +1,8 @@
+export { BatchwiseClientError } from './errors.ts';
+export { HttpClient, type HttpClientOptions } from './http-client.ts';
+export { GrpcClient, type GrpcClientOptions } from './grpc-client.ts';
+/** gRPC status codes, to compare with BatchwiseClientError.grpcCode. */
+export { status as GrpcStatus } from '@grpc/grpc-js';
+export { DEFAULT_PROTO_DIR } from './grpc-protos.ts';
+export { deserializeBytes, serializeBytes } from './tensor-data.ts';
+export type * from './types.ts';

@@ -1,0 +1,155 @@
+/** KServe v2 datatype strings. */
+export type DataType =
+  | 'BOOL' | 'UINT8' | 'UINT16' | 'UINT32' | 'UINT64' | 'INT8' | 'INT16' | 'INT32' | 'INT64'
+  | 'FP16' | 'FP32' | 'FP64' | 'BF16' | 'BYTES';
+
+export type TypedArray =
+  | Uint8Array | Uint16Array | Uint32Array | BigUint64Array
+  | Int8Array | Int16Array | Int32Array | BigInt64Array
+  | Float32Array | Float64Array;
+
+/**
+ * Input elements, row-major. Numeric types: a typed array (used as is when it is the
+ * datatype's own array type), or numbers (bigints too for INT64/UINT64). BOOL: booleans
+ * or 0/1. BYTES: strings (UTF-8) or byte arrays. FP16/BF16: a Uint16Array of bit patterns.
+ */
+export type InputData = TypedArray | readonly (number | bigint)[] | readonly boolean[] | readonly (string | Uint8Array)[];
+
+/**
+ * Output elements: the datatype's typed array (BOOL: Uint8Array of 0/1, INT64:
+ * BigInt64Array, FP16/BF16: Uint16Array of bit patterns); BYTES: one Uint8Array per element.
+ */
+export type OutputData = TypedArray | Uint8Array[];
+
+export type ParameterValue = string | number | boolean;
+export type Parameters = Record<string, ParameterValue>;
+
+export interface InferInput {
+  readonly name: string;
+  readonly datatype: DataType;
+  readonly shape: readonly number[];
+  readonly data: InputData;
+  readonly parameters?: Parameters;
+}
+
+export interface InferRequestedOutput {
+  readonly name: string;
+  readonly parameters?: Parameters;
+}
+
+export interface InferRequest {
+  readonly model: string;
+  /** Absent: the version the model's version policy picks. */
+  readonly version?: string;
+  readonly id?: string;
+  readonly inputs: readonly InferInput[];
+  /** Absent: every output of the model. */
+  readonly outputs?: readonly (string | InferRequestedOutput)[];
+  /** e.g. `priority`, `timeout` (microseconds). */
+  readonly parameters?: Parameters;
+  /**
+   * HTTP only: send and receive tensors with the binary tensor extension (exact and fast)
+   * instead of JSON arrays. FP16/BF16 need it. @default true
+   */
+  readonly binary?: boolean;
+}
+
+export interface InferOutput {
+  readonly name: string;
+  readonly datatype: DataType;
+  readonly shape: number[];
+  readonly data: OutputData;
+}
+
+export interface InferResult {
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly id?: string;
+  readonly parameters?: Parameters;
+  readonly outputs: InferOutput[];
+}
+
+export interface TensorMetadata {
+  readonly name: string;
+  readonly datatype: string;
+  readonly shape: number[];
+}
+
+export interface ServerMetadata {
+  readonly name: string;
+  readonly version: string;
+  readonly extensions: string[];
+}
+
+export interface ModelMetadata {
+  readonly name: string;
+  readonly versions: string[];
+  readonly platform: string;
+  readonly inputs: TensorMetadata[];
+  readonly outputs: TensorMetadata[];
+}
+
+export interface RepositoryIndexEntry {
+  readonly name: string;
+  readonly version?: string;
+  readonly state?: string;
+  readonly reason?: string;
+}
+
+export interface DurationStat {
+  readonly count: number;
+  readonly ns: number;
+}
+
+/** Triton's statistics shape (field names as Triton's JSON writes them). */
+export interface ModelStatistics {
+  readonly name: string;
+  readonly version: string;
+  readonly last_inference: number;
+  readonly inference_count: number;
+  readonly execution_count: number;
+  readonly inference_stats: Record<
+    'success' | 'fail' | 'queue' | 'compute_input' | 'compute_infer' | 'compute_output' | 'cache_hit' | 'cache_miss',
+    DurationStat
+  >;
+  readonly batch_stats: {
+    readonly batch_size: number;
+    readonly compute_input: DurationStat;
+    readonly compute_infer: DurationStat;
+    readonly compute_output: DurationStat;
+  }[];
+}
+
+/** One answer on an inference stream: a result, or the error of one request. */
+export type StreamResponse =
+  | { readonly ok: true; readonly result: InferResult }
+  | { readonly ok: false; readonly error: Error; readonly id?: string };
+
+export interface InferStream extends AsyncIterable<StreamResponse> {
+  /** Sends one request; its answer comes through iteration, matched by `id`. */
+  write(request: InferRequest): void;
+  /** No more requests: iteration ends once every answer has arrived. */
+  end(): void;
+  cancel(): void;
+}
+
+/** What the HTTP and the gRPC clients both offer. */
+export interface InferenceClient {
+  isServerLive(): Promise<boolean>;
+  isServerReady(): Promise<boolean>;
+  isModelReady(model: string, version?: string): Promise<boolean>;
+  serverMetadata(): Promise<ServerMetadata>;
+  modelMetadata(model: string, version?: string): Promise<ModelMetadata>;
+  /** The model's config (model_config.proto field names). */
+  modelConfig(model: string, version?: string): Promise<Record<string, unknown>>;
+  infer(request: InferRequest): Promise<InferResult>;
+  /** gRPC only; the HTTP client throws. */
+  streamInfer(): InferStream;
+  /** All models' statistics when `model` is absent. */
+  modelStatistics(model?: string, version?: string): Promise<ModelStatistics[]>;
+  repositoryIndex(options?: { ready?: boolean }): Promise<RepositoryIndexEntry[]>;
+  /** `config`: a model config as JSON that replaces the repository's config.pbtxt. */
+  loadModel(model: string, options?: { config?: string }): Promise<void>;
+  unloadModel(model: string, options?: { unloadDependents?: boolean }): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,102 @@
+import { describe, expect, it } from 'vitest';
+import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
+import type { ModelInferRequestWire } from './wire-types.ts';
+
+const request = (over: Partial<ModelInferRequestWire>): ModelInferRequestWire => ({
+  model_name: 'm',
+  model_version: '',
+  id: '',
+  parameters: {},
+  inputs: [],
+  outputs: [],
+  raw_input_contents: [],
+  ...over,
+});
+
+describe('decodeInferRequest', () => {
+  it('raw inputs stay views on the message, in order', () => {
+    const a = Buffer.from([1, 0, 0, 0]);
+    const b = Buffer.from([2, 0, 0, 0]);
+    const r = decodeInferRequest(
+      request({
+        id: 'r1',
+        model_version: '3',
+        inputs: [
+          { name: 'A', datatype: 'INT32', shape: ['1'] },
+          { name: 'B', datatype: 'INT32', shape: ['1'] },
+        ],
+        raw_input_contents: [a, b],
+        outputs: [{ name: 'O', parameters: { classification: { parameter_choice: 'int64_param', int64_param: '2' } } }],
+        parameters: { priority: { parameter_choice: 'uint64_param', uint64_param: '1' } },
+      }),
+    );
+    expect(r).toMatchObject({ id: 'r1', modelName: 'm', modelVersion: '3', parameters: { priority: 1 } });
+    expect(r.inputs[0]!.data).toBe(a);
+    expect(r.inputs[1]!.data).toBe(b);
+    expect(r.inputs[0]!.shape).toEqual([1]);
+    expect(r.outputs).toEqual([{ name: 'O', parameters: { classification: 2 } }]);
+  });
+
+  it('empty id and version are absent', () => {
+    const r = decodeInferRequest(request({}));
+    expect('id' in r).toBe(false);
+    expect('modelVersion' in r).toBe(false);
+  });
+
+  it('typed contents become raw bytes', () => {
+    const r = decodeInferRequest(
+      request({ inputs: [{ name: 'A', datatype: 'FP32', shape: ['2'], contents: { fp32_contents: [1, 2] } }] }),
+    );
+    expect([...r.inputs[0]!.data]).toEqual([...new Uint8Array(Float32Array.of(1, 2).buffer)]);
+  });
+
+  it.each([
+    [
+      'raw for only some inputs',
+      request({
+        inputs: [
+          { name: 'A', datatype: 'INT32', shape: ['1'] },
+          { name: 'B', datatype: 'INT32', shape: ['1'] },
+        ],
+        raw_input_contents: [Buffer.alloc(4)],
+      }),
+      /raw_input_contents has 1 entries but the request has 2 inputs/,
+    ],
+    [
+      'raw and contents together',
+      request({
+        inputs: [{ name: 'A', datatype: 'INT32', shape: ['1'], contents: { int_contents: [1] } }],
+        raw_input_contents: [Buffer.alloc(4)],
+      }),
+      /input 'A' has contents while raw_input_contents is used/,
+    ],
+    ['an unknown datatype', request({ inputs: [{ name: 'A', datatype: 'FLOAT', shape: ['1'] }] }), "input 'A' has invalid datatype 'FLOAT'"],
+    ['no data', request({ inputs: [{ name: 'A', datatype: 'INT32', shape: ['2'] }] }), /input 'A' has no data: send it in raw_input_contents or in contents.int_contents/],
+    ['a negative dimension', request({ inputs: [{ name: 'A', datatype: 'INT32', shape: ['-1'] }], raw_input_contents: [Buffer.alloc(0)] }), /shape of input 'A' has an invalid dimension -1/],
+  ])('rejects %s', (_what, msg, message) => {
+    expect(() => decodeInferRequest(msg)).toThrow(message);
+  });
+
+  it('shared memory parameters are unsupported', () => {
+    const msg = request({
+      inputs: [{ name: 'A', datatype: 'INT32', shape: ['0'], parameters: { shared_memory_region: { parameter_choice: 'string_param', string_param: 'r' } } }],
+    });
+    expect(() => decodeInferRequest(msg)).toThrow(expect.objectContaining({ code: 'UNSUPPORTED' }));
+  });
+});
+
+describe('encodeInferResponse', () => {
+  it('outputs always in raw_output_contents', () => {
+    const data = Uint8Array.of(1, 2, 3, 4);
+    expect(
+      encodeInferResponse({ modelName: 'm', modelVersion: '1', outputs: [{ name: 'O', datatype: 'INT32', shape: [1], data }] }),
+    ).toEqual({
+      model_name: 'm',
+      model_version: '1',
+      id: '',
+      parameters: {},
+      outputs: [{ name: 'O', datatype: 'INT32', shape: [1] }],
+      raw_output_contents: [data],
+    });
+  });
+});

@@ -1,0 +1,41 @@
+import { fileURLToPath } from 'node:url';
+import { loadPackageDefinition, type GrpcObject, type ServiceDefinition } from '@grpc/grpc-js';
+import { loadSync, type Options } from '@grpc/proto-loader';
+
+/** packages/server/proto: the one home of Batchwise's .proto files. */
+export const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url));
+
+/**
+ * longs as String: int64/uint64 values (INT64 contents, statistics counters) survive beyond
+ * 2^53; code that needs numbers converts where the range is known to be safe.
+ */
+export const PROTO_LOADER_OPTIONS: Options = {
+  keepCase: true,
+  longs: String,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+};
+
+export interface ServiceDefinitions {
+  readonly inference: ServiceDefinition;
+  readonly health: ServiceDefinition;
+}
+
+export function loadServiceDefinitions(protoDir: string = PROTO_DIR): ServiceDefinitions {
+  const definition = loadSync(['grpc_service.proto', 'health.proto'], {
+    ...PROTO_LOADER_OPTIONS,
+    includeDirs: [protoDir],
+  });
+  const root = loadPackageDefinition(definition);
+  return {
+    inference: serviceOf(root, ['inference', 'GRPCInferenceService']),
+    health: serviceOf(root, ['grpc', 'health', 'v1', 'Health']),
+  };
+}
+
+function serviceOf(root: GrpcObject, path: string[]): ServiceDefinition {
+  let node: unknown = root;
+  for (const part of path) node = (node as Record<string, unknown>)[part];
+  return (node as { service: ServiceDefinition }).service;
+}

@@ -1,0 +1,92 @@
+import { Server, ServerCredentials } from '@grpc/grpc-js';
+import { pino, type Logger } from 'pino';
+import type { RestrictionTable } from '../access/restricted-api.ts';
+import type { InferenceService } from '../core/index.ts';
+import { healthHandlers } from './health.ts';
+import { inferenceServiceHandlers } from './inference-handlers.ts';
+import { loadServiceDefinitions } from './protos.ts';
+import { restrictHandlers } from './restrictions.ts';
+import type { DrainableStream } from './stream-infer.ts';
+
+export interface GrpcFrontendOptions {
+  /**
+   * Largest message received or sent. grpc-js's 4 MiB receive default is too small for an
+   * image batch; Triton's 2 GiB invites host-memory OOM kills. 256 MiB holds a batch of
+   * 64×3×512×512 FP32 (201 MB) and matches the HTTP body limit.
+   * @default 256 MiB
+   */
+  readonly maxMessageBytes?: number;
+  /**
+   * Interval of server keepalive pings. Below the ALB's 60 s idle timeout, so idle
+   * connections behind it stay open and dead peers are found.
+   * @default 30_000
+   */
+  readonly keepaliveTimeMs?: number;
+  /** How long a ping may go unanswered before the connection is closed. @default 20_000 */
+  readonly keepaliveTimeoutMs?: number;
+  /**
+   * --grpc-restricted-protocol: API groups whose RPCs need a metadata key and value.
+   * grpc.health.v1 stays open (load balancers cannot send metadata). @default none
+   */
+  readonly restrictions?: RestrictionTable;
+  /** @default a silent logger */
+  readonly logger?: Logger;
+}
+
+export interface GrpcFrontend {
+  /** Binds and serves; resolves to the bound port (useful with port 0). */
+  listen(host: string, port: number): Promise<number>;
+  /**
+   * Stops accepting calls and connections, lets in-flight calls finish and ends open
+   * streams once their in-flight requests are answered; cancels what is left after graceMs.
+   */
+  close(graceMs: number): Promise<void>;
+}
+
+export const DEFAULT_GRPC_MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
+
+export function createGrpcFrontend(service: InferenceService, options: GrpcFrontendOptions = {}): GrpcFrontend {
+  const logger = options.logger ?? pino({ level: 'silent' });
+  const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_GRPC_MAX_MESSAGE_BYTES;
+  // grpc-js servers do not police client pings (no ping strikes / too_many_pings), so
+  // clients may keep alive without calls, e.g. grpc.keepalive_permit_without_calls.
+  const server = new Server({
+    'grpc.max_receive_message_length': maxMessageBytes,
+    'grpc.max_send_message_length': maxMessageBytes,
+    'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? 30_000,
+    'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? 20_000,
+  });
+  const streams = new Set<DrainableStream>();
+  const definitions = loadServiceDefinitions();
+  server.addService(
+    definitions.inference,
+    restrictHandlers(inferenceServiceHandlers(service, streams, logger), options.restrictions ?? new Map()),
+  );
+  server.addService(definitions.health, healthHandlers(service, logger));
+
+  return {
+    listen(host, port) {
+      const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+      return new Promise((resolve, reject) => {
+        server.bindAsync(address, ServerCredentials.createInsecure(), (error, bound) => {
+          if (error) reject(error);
+          else resolve(bound);
+        });
+      });
+    },
+    close(graceMs) {
+      for (const stream of [...streams]) stream.drain();
+      return new Promise((resolve) => {
+        const force = setTimeout(() => {
+          logger.warn({ graceMs }, 'gRPC calls still open after the grace period: cancelling them');
+          server.forceShutdown();
+          resolve();
+        }, graceMs);
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          resolve();
+        });
+      });
+    },
+  };
+}

@@ -1,0 +1,30 @@
+import { status } from '@grpc/grpc-js';
+import { describe, expect, it } from 'vitest';
+import { InferenceServerError, type ErrorCode } from '../core/index.ts';
+import { grpcStatusOf, toServiceError } from './status.ts';
+
+describe('grpcStatusOf', () => {
+  it.each([
+    ['INVALID_ARG', status.INVALID_ARGUMENT],
+    ['NOT_FOUND', status.NOT_FOUND],
+    ['UNAVAILABLE', status.UNAVAILABLE],
+    ['UNSUPPORTED', status.UNIMPLEMENTED],
+    ['INTERNAL', status.INTERNAL],
+    ['ALREADY_EXISTS', status.ALREADY_EXISTS],
+    ['UNKNOWN', status.UNKNOWN],
+    ['CANCELLED', status.CANCELLED],
+  ] as [ErrorCode, status][])('%s -> %s', (code, expected) => {
+    expect(grpcStatusOf(code)).toBe(expected);
+  });
+});
+
+describe('toServiceError', () => {
+  it('keeps the message as details', () => {
+    const e = toServiceError(new InferenceServerError('NOT_FOUND', 'no such model'));
+    expect(e.code).toBe(status.NOT_FOUND);
+    expect(e.details).toBe('no such model');
+  });
+  it('anything else is INTERNAL', () => {
+    expect(toServiceError(new TypeError('boom'))).toMatchObject({ code: status.INTERNAL, details: 'boom' });
+  });
+});

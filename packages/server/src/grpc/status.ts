@@ -1,0 +1,35 @@
+import { Metadata, status } from '@grpc/grpc-js';
+import type { ServerErrorResponse } from '@grpc/grpc-js';
+import { toInferenceServerError, type ErrorCode } from '../core/index.ts';
+
+/** The gRPC status of each error code, as Triton's gRPC frontend maps them. */
+export function grpcStatusOf(code: ErrorCode): status {
+  switch (code) {
+    case 'INVALID_ARG':
+      return status.INVALID_ARGUMENT;
+    case 'NOT_FOUND':
+      return status.NOT_FOUND;
+    case 'UNAVAILABLE':
+      return status.UNAVAILABLE;
+    case 'UNSUPPORTED':
+      return status.UNIMPLEMENTED;
+    case 'INTERNAL':
+      return status.INTERNAL;
+    case 'ALREADY_EXISTS':
+      return status.ALREADY_EXISTS;
+    case 'UNKNOWN':
+      return status.UNKNOWN;
+    case 'CANCELLED':
+      return status.CANCELLED;
+  }
+}
+
+/** Anything thrown by a handler, as the error a grpc-js callback or stream takes. */
+export function toServiceError(error: unknown): ServerErrorResponse {
+  const e = toInferenceServerError(error);
+  return Object.assign(new Error(e.message), {
+    code: grpcStatusOf(e.code),
+    details: e.message,
+    metadata: new Metadata(),
+  });
+}

@@ -1,0 +1,92 @@
+import type { handleBidiStreamingCall } from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import { Errors, toInferenceServerError, type InferenceService } from '../core/index.ts';
+import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
+import type { ModelInferRequestWire, ModelStreamInferResponseWire } from './wire-types.ts';
+
+/** An open ModelStreamInfer call, as the frontend's shutdown sees it. */
+export interface DrainableStream {
+  /** Stop admitting requests; end the stream once those in flight are answered. */
+  drain(): void;
+}
+
+/**
+ * ModelStreamInfer: every request is run as it arrives (so requests of one stream batch
+ * together), and each response is written when it completes, carrying the request's id.
+ * A failed request is answered with `error_message` and the stream goes on.
+ */
+export function streamInferHandler(
+  service: InferenceService,
+  streams: Set<DrainableStream>,
+  logger: Logger,
+): handleBidiStreamingCall<ModelInferRequestWire, ModelStreamInferResponseWire> {
+  return (call) => {
+    let pending = 0;
+    let inputEnded = false;
+    let draining = false;
+    let finished = false;
+
+    const finish = () => {
+      if (finished) return;
+      finished = true;
+      streams.delete(stream);
+      call.end();
+    };
+    const maybeFinish = () => {
+      if (pending === 0 && (inputEnded || draining)) finish();
+    };
+    const stream: DrainableStream = {
+      drain() {
+        draining = true;
+        maybeFinish();
+      },
+    };
+    streams.add(stream);
+
+    const write = (response: ModelStreamInferResponseWire) => {
+      if (!finished && !call.cancelled) call.write(response);
+    };
+    const fail = (msg: ModelInferRequestWire, error: unknown) => {
+      const e = toInferenceServerError(error);
+      logger.debug({ method: 'ModelStreamInfer', code: e.code, err: e.message }, 'stream request failed');
+      write({
+        error_message: e.message,
+        infer_response: { model_name: msg.model_name, model_version: msg.model_version, id: msg.id, parameters: {}, outputs: [], raw_output_contents: [] },
+      });
+    };
+
+    call.on('data', (msg: ModelInferRequestWire) => {
+      if (finished) return;
+      if (draining) return fail(msg, Errors.shuttingDown());
+      let request;
+      try {
+        request = decodeInferRequest(msg);
+      } catch (error) {
+        return fail(msg, error);
+      }
+      pending++;
+      service
+        .infer(request)
+        .then(
+          (response) => write({ error_message: '', infer_response: encodeInferResponse(response) }),
+          (error: unknown) => fail(msg, error),
+        )
+        .finally(() => {
+          pending--;
+          maybeFinish();
+        });
+    });
+    call.on('end', () => {
+      inputEnded = true;
+      maybeFinish();
+    });
+    call.on('cancelled', () => {
+      finished = true;
+      streams.delete(stream);
+    });
+    call.on('error', () => {
+      finished = true;
+      streams.delete(stream);
+    });
+  };
+}
