@@ -115,6 +115,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   if (options.allowGrpc ?? true) {
     grpc = createGrpcFrontend(service, {
       logger,
+      restrictions: grpcRestrictions,
       ...(options.grpcMaxMessageBytes !== undefined && { maxMessageBytes: options.grpcMaxMessageBytes }),
     });
     grpcPort = await grpc.listen(host, options.grpcPort ?? 8001);

@@ -1,5 +1,5 @@
 import { ELEMENT_BYTE_SIZE } from '../tensor/datatype.ts';
-import { countBytesElements } from '../tensor/bytes-codec.ts';
+import { countBytesElements, deserializeBytesElements } from '../tensor/bytes-codec.ts';
 import { elementCount, formatShape } from '../tensor/shape.ts';
 import type { ParameterValue, Tensor } from '../tensor/tensor.ts';
 import { Errors } from './errors.ts';
@@ -95,6 +95,7 @@ function shapeMatches(shape: readonly number[], expected: readonly number[]): bo
 function checkByteSize(tensor: Tensor, model: string): void {
   const count = elementCount(tensor.shape);
   if (tensor.datatype === 'BYTES') {
+    checkText(tensor, model);
     const found = countBytesElements(tensor.data, tensor.name);
     if (found !== count) {
       throw Errors.invalidArg(
@@ -109,6 +110,27 @@ function checkByteSize(tensor: Tensor, model: string): void {
       `input '${tensor.name}' of model '${model}' has ${tensor.data.byteLength} bytes of data, but shape ${formatShape(tensor.shape)} of ${tensor.datatype} needs ${expected}`,
     );
   }
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** ONNX Runtime string tensors hold text: bytes that would not survive unchanged are refused here, before batching. */
+function checkText(tensor: Tensor, model: string): void {
+  deserializeBytesElements(tensor.data, tensor.name).forEach((element, i) => {
+    let ok = !element.includes(0);
+    if (ok) {
+      try {
+        strictUtf8.decode(element);
+      } catch {
+        ok = false;
+      }
+    }
+    if (!ok) {
+      throw Errors.invalidArg(
+        `element ${i} of BYTES input '${tensor.name}' of model '${model}' is not NUL-free UTF-8 text, which ONNX Runtime string tensors require`,
+      );
+    }
+  });
 }
 
 function requestedOutputs(request: InferenceRequest, model: LoadedVersion): string[] {

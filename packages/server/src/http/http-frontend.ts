@@ -1,9 +1,11 @@
+import { createServer } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { InferenceService } from '../core/index.ts';
 import { isInferenceServerError } from '../core/index.ts';
 import type { RestrictionTable } from '../access/restricted-api.ts';
 import { registerRestrictedApiHook } from './restricted-api-hook.ts';
+import { registerContentEncoding } from './content-encoding.ts';
 import { registerHealthRoutes } from './routes/health.ts';
 import { registerInferRoutes } from './routes/infer.ts';
 import { registerModelRoutes } from './routes/models.ts';
@@ -27,7 +29,13 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
     // Per-request log lines would dominate the logs at thousands of requests per second.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: options.maxBodyBytes,
-    requestTimeout: options.requestTimeoutMs,
+    // Node checks request timeouts every connectionsCheckingInterval (30 s by default):
+    // checking every second makes a slow client's cut-off prompt.
+    serverFactory: (handler) =>
+      createServer(
+        { requestTimeout: options.requestTimeoutMs, connectionsCheckingInterval: Math.min(1000, options.requestTimeoutMs) },
+        handler,
+      ),
     return503OnClosing: true,
     forceCloseConnections: 'idle',
   });
@@ -42,6 +50,10 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
       void reply.code(httpStatusOf(error.code)).send({ error: error.message });
       return;
     }
+    if ('code' in error && typeof error.code === 'string' && error.code.startsWith('Z_')) {
+      void reply.code(400).send({ error: `request body could not be decompressed: ${error.message}` });
+      return;
+    }
     const status = 'statusCode' in error && typeof error.statusCode === 'number' ? error.statusCode : 500;
     if (status >= 500) options.logger.error({ err: error }, 'unexpected error in HTTP frontend');
     void reply.code(status).send({ error: error.message });
@@ -51,6 +63,7 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
   });
 
   registerRestrictedApiHook(app, options.restrictions);
+  registerContentEncoding(app);
   registerHealthRoutes(app, service);
   registerModelRoutes(app, service);
   registerInferRoutes(app, service);

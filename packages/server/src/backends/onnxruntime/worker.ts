@@ -77,8 +77,16 @@ async function run(session: ort.InferenceSession, id: number, inputs: WireTensor
 function toOrtTensor(input: WireTensor): ort.Tensor {
   const shape = input.shape as number[];
   if (input.datatype === 'BYTES') {
-    const decoder = new TextDecoder();
-    const strings = deserializeBytesElements(new Uint8Array(input.buffer), input.name).map((e: Uint8Array) => decoder.decode(e));
+    // ONNX Runtime string tensors hold text: refuse what would not survive the trip unchanged.
+    const decoder = new TextDecoder('utf-8', { fatal: true });
+    const strings = deserializeBytesElements(new Uint8Array(input.buffer), input.name).map((e: Uint8Array, i: number) => {
+      if (e.includes(0)) throw new Error(`element ${i} of BYTES input '${input.name}' contains a NUL byte, which ONNX Runtime string tensors cannot hold`);
+      try {
+        return decoder.decode(e);
+      } catch {
+        throw new Error(`element ${i} of BYTES input '${input.name}' is not valid UTF-8, which ONNX Runtime string tensors require`);
+      }
+    });
     return new ort.Tensor('string', strings, shape);
   }
   const ortType = ORT_TYPE_OF[input.datatype];

@@ -1,0 +1,131 @@
+import { connect } from 'node:net';
+import { gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { identity } from '@batchwise/modelgen';
+import { EXAMPLES, makeRepository } from './support/repository.ts';
+import { isReady, postBinary, startTestServer } from './support/server.ts';
+
+type Server = Awaited<ReturnType<typeof startTestServer>>;
+
+const row = Array.from({ length: 16 }, (_, i) => i);
+const simpleBody = (input1: Record<string, unknown> = {}) =>
+  JSON.stringify({
+    inputs: [
+      { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: row },
+      { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: row, ...input1 },
+    ],
+  });
+
+async function send(url: string, body: string | Buffer, headers: Record<string, string> = {}) {
+  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  const text = await response.text();
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = { raw: text };
+  }
+  return { status: response.status, json };
+}
+
+describe('hostile input over HTTP: a 4xx naming the problem, and the server stays ready', () => {
+  let server: Server;
+  let remove: () => Promise<void>;
+  let simple: string;
+  let bytesModel: string;
+  beforeAll(async () => {
+    const repo = await makeRepository([{ name: 'id_bytes', model: identity('BYTES', [2]) }]);
+    remove = repo.remove;
+    server = await startTestServer([EXAMPLES, repo.dir], { maxBodyBytes: 1024 * 1024, requestTimeoutMs: 1500 });
+    simple = `${server.url}/v2/models/simple/infer`;
+    bytesModel = `${server.url}/v2/models/id_bytes/infer`;
+  });
+  afterAll(async () => {
+    await server.close();
+    await remove();
+  });
+
+  const cases: [string, () => Promise<{ status: number; json: any }>, number, RegExp][] = [
+    ['truncated JSON', () => send(simple, simpleBody().slice(0, 40)), 400, /JSON/],
+    ['JSON nested thousands deep', () => send(simple, `{"inputs": ${'['.repeat(5000)}${']'.repeat(5000)}}`), 400, /./],
+    [
+      'data nested thousands deep',
+      () => send(simple, simpleBody({ data: JSON.parse(`${'['.repeat(3000)}1${']'.repeat(3000)}`) })),
+      400,
+      /INPUT1/,
+    ],
+    ['a negative header length', () => postBinary(simple, {}, [], '-5').then(asJson), 400, /Inference-Header-Content-Length/],
+    ['a header length that is not a number', () => postBinary(simple, {}, [], 'ten').then(asJson), 400, /Inference-Header-Content-Length/],
+    [
+      'BYTES length prefixes that run past the end',
+      () =>
+        postBinary(
+          bytesModel,
+          { inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 2], parameters: { binary_data_size: 9 } }] },
+          [Uint8Array.from([1, 0, 0, 0, 0x61, 200, 0, 0, 0])],
+        ).then(asJson),
+      400,
+      /INPUT0/,
+    ],
+    ['a negative dimension', () => send(simple, simpleBody({ shape: [1, -16] })), 400, /INPUT1/],
+    ['a huge dimension', () => send(simple, simpleBody({ shape: [1, 2 ** 52] })), 400, /INPUT1/],
+    [
+      'an element count whose byte size overflows',
+      () => send(simple, simpleBody({ shape: [65536, 65536, 65536], parameters: { binary_data_size: 4 }, data: undefined })),
+      400,
+      /INPUT1/,
+    ],
+    ['FP16 in JSON', () => send(simple, simpleBody({ datatype: 'FP16' })), 400, /FP16/],
+    ['an unknown datatype', () => send(simple, simpleBody({ datatype: 'COMPLEX64' })), 400, /COMPLEX64/],
+    [
+      'duplicate input names',
+      () => send(simple, JSON.stringify({ inputs: [JSON.parse(simpleBody()).inputs[0], JSON.parse(simpleBody()).inputs[0]] })),
+      400,
+      /INPUT0/,
+    ],
+    [
+      'duplicate output names',
+      () => send(simple, JSON.stringify({ ...JSON.parse(simpleBody()), outputs: [{ name: 'OUTPUT0' }, { name: 'OUTPUT0' }] })),
+      400,
+      /OUTPUT0/,
+    ],
+    ['a body over the limit', () => send(simple, Buffer.alloc(2 * 1024 * 1024, 0x20)), 413, /./],
+    ['an unsupported content encoding', () => send(simple, simpleBody(), { 'content-encoding': 'br' }), 415, /Content-Encoding 'br'/],
+    ['a corrupt gzip body', () => send(simple, Buffer.from('not gzip'), { 'content-encoding': 'gzip' }), 400, /decompress/],
+  ];
+
+  for (const [what, run, status, message] of cases) {
+    it(what, async () => {
+      const { status: got, json } = await run();
+      expect(got, JSON.stringify(json)).toBe(status);
+      expect(json.error).toMatch(message);
+      expect(await isReady(server.url)).toBe(true);
+    });
+  }
+
+  it('accepts a gzip-compressed body, as Triton clients send it', async () => {
+    const { status, json } = await send(simple, gzipSync(simpleBody()), { 'content-encoding': 'gzip' });
+    expect(status).toBe(200);
+    expect(json.outputs[0].data).toEqual(row.map((x) => 2 * x));
+  });
+
+  it('cuts off a slow client that never finishes its body', async () => {
+    const started = Date.now();
+    const answer = await new Promise<string>((resolve) => {
+      const socket = connect(server.httpPort, '127.0.0.1', () => {
+        socket.write(`POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"inputs":`);
+      });
+      let data = '';
+      socket.on('data', (d) => (data += d));
+      socket.on('close', () => resolve(data));
+      socket.on('error', () => resolve(data));
+    });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(answer === '' || /^HTTP\/1.1 408/.test(answer)).toBe(true);
+    expect(await isReady(server.url)).toBe(true);
+  });
+});
+
+async function asJson(r: { status: number; body: Buffer }) {
+  return { status: r.status, json: JSON.parse(r.body.toString() || '{}') };
+}
