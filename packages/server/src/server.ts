@@ -7,7 +7,7 @@ import { visibleGpuIds } from './backends/gpu-detect.ts';
 import { onnxRuntimeBackend } from './backends/onnxruntime/onnxruntime-backend.ts';
 import { CoreInferenceService } from './core/inference-service.ts';
 import { ModelManager, type ModelControlMode } from './core/model-manager.ts';
-import { folderSource } from './repository/model-source.ts';
+import { modelSourceFor } from './repository/model-source.ts';
 import type { InferenceService } from './core/types.ts';
 import { createGrpcFrontend } from './grpc/server.ts';
 import { createHttpFrontend } from './http/http-frontend.ts';
@@ -77,7 +77,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const httpRestrictions = parseRestrictions(options.httpRestrictedApi ?? []);
   const grpcRestrictions = parseRestrictions(options.grpcRestrictedProtocol ?? [], 'triton-grpc-protocol-');
   const metrics = new ServerMetrics();
-  const models = new ModelManager(options.modelRepositories.map(folderSource), {
+  const models = new ModelManager(options.modelRepositories.map((location) => modelSourceFor(location, { logger })), {
     controlMode: options.modelControlMode ?? 'none',
     startupModels: options.loadModels ?? [],
     backend: onnxRuntimeBackend,

@@ -5,6 +5,7 @@ import { fingerprintFolder, fingerprintText } from '../repository/fingerprint.ts
 import type { ModelFolder } from '../repository/model-folder.ts';
 import type { ModelSource } from '../repository/model-source.ts';
 import { selectVersions } from '../repository/version-policy.ts';
+import { withBackoff } from '../repository/backoff.ts';
 import { join } from 'node:path';
 import { Errors, InferenceServerError, toInferenceServerError } from './errors.ts';
 import type { LoadedVersion } from './loaded-version.ts';
@@ -49,6 +50,7 @@ const NOT_ALLOWED_IN_POLL = 'explicit model load / unload is not allowed if poll
 export class ModelManager {
   private readonly models = new Map<string, ModelEntry>();
   private polling: NodeJS.Timeout | undefined;
+  private readonly stopping = new AbortController();
   private pollInFlight: Promise<void> | undefined;
 
   constructor(
@@ -66,7 +68,12 @@ export class ModelManager {
 
   /** Start-up load: every model (none, poll) or the --load-model ones (explicit). */
   async start(): Promise<void> {
-    const folders = await this.scan();
+    // An unreachable repository at start-up is retried: the server is live, not ready, meanwhile.
+    const folders = await withBackoff(() => this.scan(), {
+      logger: this.logger,
+      what: `listing ${this.sources.map((s) => s.location).join(', ')}`,
+      signal: this.stopping.signal,
+    });
     const wanted =
       this.options.controlMode !== 'explicit' || this.options.startupModels.includes('*')
         ? [...folders.keys()]
@@ -368,6 +375,7 @@ export class ModelManager {
 
   /** Stops polling, drains and closes every loaded version. */
   async close(): Promise<void> {
+    this.stopping.abort(new Error('server is shutting down'));
     if (this.polling) clearInterval(this.polling);
     await this.pollInFlight;
     const all = this.loadedVersions();

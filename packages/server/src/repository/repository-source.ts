@@ -1,0 +1,76 @@
+import { createHash } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { S3Client } from '@aws-sdk/client-s3';
+import type { Logger } from 'pino';
+import { LocalRepository } from './local-repository.ts';
+import { parseRepositoryLocation, type RepositoryLocation } from './repository-url.ts';
+import type { S3ClientOptions } from './s3-client.ts';
+import { S3Repository } from './s3-repository.ts';
+import type { ModelListing, RepositorySnapshot } from './snapshot.ts';
+
+export interface LocalizeOptions {
+  /**
+   * The model's entry of a snapshot just taken by `list()`: saves a listing request and
+   * pins what is downloaded to what the poll saw. @default - the model's prefix is listed
+   */
+  readonly listing?: ModelListing;
+  /** Remove version folders of the local copy that are not in `versions`. @default true */
+  readonly prune?: boolean;
+}
+
+/**
+ * Where models come from, the same way for a local folder and an S3 prefix: `list()` is one
+ * cheap look that change detection compares (fingerprints of keys, sizes and ETags);
+ * `localize()` makes a model's config and chosen versions available as a local folder in
+ * Triton layout, each version folder complete or absent.
+ */
+export interface RepositorySource {
+  readonly kind: 'local' | 's3';
+  /** The location as given (for logs, the repository index, errors). */
+  readonly location: string;
+  list(): Promise<RepositorySnapshot>;
+  /** config.pbtxt of a model, or undefined when it has none (auto-complete). */
+  readConfigText(modelName: string, listing?: ModelListing): Promise<string | undefined>;
+  /**
+   * Returns the local model folder (`<dir>/config.pbtxt`, `<dir>/<version>/...`). A local
+   * repository returns its own folder; S3 downloads into `cacheDir` (or the source's).
+   */
+  localize(modelName: string, versions: readonly number[], cacheDir?: string, options?: LocalizeOptions): Promise<string>;
+}
+
+export class RepositoryError extends Error {
+  override readonly name = 'RepositoryError';
+  constructor(
+    readonly code: 'NOT_FOUND' | 'INTEGRITY' | 'INVALID',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface RepositorySourceOptions {
+  readonly logger: Logger;
+  /** Local cache of remote repositories. @default - `<tmpdir>/batchwise-cache/<hash of the location>` */
+  readonly cacheDir?: string;
+  /** Parallel downloads per localize. @default 8 */
+  readonly concurrency?: number;
+  readonly s3?: S3ClientOptions;
+  /** An S3 client to use instead of creating one (tests, sharing). */
+  readonly s3Client?: S3Client;
+}
+
+export function createRepositorySource(location: string | RepositoryLocation, options: RepositorySourceOptions): RepositorySource {
+  const parsed = typeof location === 'string' ? parseRepositoryLocation(location) : location;
+  if (parsed.kind === 'local') return new LocalRepository(parsed.path);
+  const cacheDir =
+    options.cacheDir ??
+    join(tmpdir(), 'batchwise-cache', createHash('sha256').update(parsed.url).digest('hex').slice(0, 16));
+  return new S3Repository(parsed, {
+    logger: options.logger,
+    cacheDir,
+    ...(options.concurrency !== undefined && { concurrency: options.concurrency }),
+    ...(options.s3 !== undefined && { clientOptions: options.s3 }),
+    ...(options.s3Client !== undefined && { client: options.s3Client }),
+  });
+}

@@ -1,0 +1,39 @@
+import { S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
+import type { S3RepositoryLocation } from './repository-url.ts';
+
+export interface S3ClientOptions {
+  /**
+   * Static credentials (tests). @default - the SDK's default provider chain: environment,
+   * shared config and SSO profiles, web identity (GitHub OIDC), ECS task role, EC2 instance role.
+   */
+  readonly credentials?: S3ClientConfig['credentials'];
+  /** @default - AWS_REGION, else AWS_DEFAULT_REGION (as Triton reads it), else the SDK's profile; 'us-east-1' with an explicit endpoint */
+  readonly region?: string;
+  /** SDK attempts per request (its own retries with backoff). @default 3 */
+  readonly maxAttempts?: number;
+}
+
+/**
+ * One S3 client for a repository location. Checksums are computed and validated only when
+ * the operation requires them: with stream bodies the SDK's default (aws-chunked framing
+ * with trailing CRC) is stored verbatim into objects by some S3-compatible servers. Integrity
+ * is checked by us instead: Content-MD5 on upload, size and MD5 ETag on download.
+ */
+export function createS3Client(location: S3RepositoryLocation, options: S3ClientOptions = {}): S3Client {
+  const region =
+    options.region ??
+    process.env.AWS_REGION ??
+    process.env.AWS_DEFAULT_REGION ??
+    (location.endpoint !== undefined ? 'us-east-1' : undefined);
+  return new S3Client({
+    ...(region !== undefined && { region }),
+    ...(location.endpoint !== undefined && { endpoint: location.endpoint }),
+    forcePathStyle: location.forcePathStyle,
+    // A bucket in another region than the client's answers with a redirect; follow it.
+    followRegionRedirects: location.endpoint === undefined,
+    ...(options.credentials !== undefined && { credentials: options.credentials }),
+    ...(options.maxAttempts !== undefined && { maxAttempts: options.maxAttempts }),
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
+}

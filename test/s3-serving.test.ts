@@ -1,0 +1,108 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import S3rver from 's3rver';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { identity, serializeModel } from '@batchwise/modelgen';
+import { postJson, startTestServer } from './support/server.ts';
+
+const BUCKET = 'models';
+const CONFIG = `
+name: "m"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+`;
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs: number): Promise<number> {
+  const started = Date.now();
+  while (Date.now() - started < timeoutMs) {
+    if (await check()) return Date.now() - started;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`condition not met within ${timeoutMs} ms`);
+}
+
+describe('serving from S3 (s3rver on 127.0.0.1) in poll mode', () => {
+  let dir: string;
+  let s3: S3rver;
+  let port: number;
+  let client: S3Client;
+  let server: Awaited<ReturnType<typeof startTestServer>>;
+  const startS3 = async (p = 0) => {
+    s3 = new S3rver({ address: '127.0.0.1', port: p, silent: true, directory: join(dir, 's3'), configureBuckets: [{ name: BUCKET }] });
+    port = ((await s3.run()) as { port: number }).port;
+  };
+  const put = (key: string, body: Uint8Array | string) =>
+    client.send(new PutObjectCommand({ Bucket: BUCKET, Key: `prod/${key}`, Body: body }));
+  const infer = () =>
+    postJson(`${server.url}/v2/models/m/infer`, { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }] });
+  const index = async () => (await postJson(`${server.url}/v2/repository/index`, {})).json as any[];
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'batchwise-s3serve-'));
+    await startS3();
+    // The server finds credentials through the SDK's default provider chain, as an ECS task role would.
+    process.env['AWS_ACCESS_KEY_ID'] = 'S3RVER';
+    process.env['AWS_SECRET_ACCESS_KEY'] = 'S3RVER';
+    process.env['AWS_REGION'] = 'us-east-1';
+    client = new S3Client({
+      endpoint: `http://127.0.0.1:${port}`,
+      forcePathStyle: true,
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+      requestChecksumCalculation: 'WHEN_REQUIRED',
+      responseChecksumValidation: 'WHEN_REQUIRED',
+    });
+    await put('m/config.pbtxt', CONFIG);
+    await put('m/1/model.onnx', serializeModel(identity('FP32', [4])));
+    server = await startTestServer([`s3://127.0.0.1:${port}/${BUCKET}/prod`], { modelControlMode: 'poll', repositoryPollSecs: 1 });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await s3?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('serves the model it downloaded', async () => {
+    const { status, json } = await infer();
+    expect(status).toBe(200);
+    expect(json.model_version).toBe('1');
+  });
+
+  it('serves a newly uploaded version within two poll intervals, without failing a request', async () => {
+    let stop = false;
+    const failures: unknown[] = [];
+    const load = (async () => {
+      while (!stop) {
+        const r = await infer();
+        if (r.status !== 200) failures.push(r.json);
+      }
+    })();
+    await put('m/2/model.onnx', serializeModel(identity('FP32', [4])));
+    const tookMs = await waitFor(async () => (await infer()).json?.model_version === '2', 10_000);
+    stop = true;
+    await load;
+    expect(failures).toEqual([]);
+    expect(tookMs).toBeLessThan(2 * 1000 + 1500);
+  });
+
+  it('keeps serving when a corrupt version arrives, shows why, and picks up the next good one', async () => {
+    await put('m/3/model.onnx', Buffer.from('truncated upload'));
+    await waitFor(async () => (await index()).some((r) => r.version === '3' && r.state === 'UNAVAILABLE'), 10_000);
+    expect((await infer()).json.model_version).toBe('2');
+    await put('m/4/model.onnx', serializeModel(identity('FP32', [4])));
+    await waitFor(async () => (await infer()).json?.model_version === '4', 10_000);
+  });
+
+  it('keeps serving while S3 is down, and resumes polling when it is back', async () => {
+    await s3.close();
+    await new Promise((r) => setTimeout(r, 2500));
+    expect((await infer()).status).toBe(200);
+    expect((await fetch(`${server.url}/v2/health/ready`)).status).toBe(200);
+    await startS3(port);
+    await put('m/5/model.onnx', serializeModel(identity('FP32', [4])));
+    await waitFor(async () => (await infer()).json?.model_version === '5', 15_000);
+  });
+});
