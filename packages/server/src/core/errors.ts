@@ -18,8 +18,9 @@ export class InferenceServerError extends Error {
   constructor(
     readonly code: ErrorCode,
     message: string,
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(message, options);
   }
 }
 
@@ -59,5 +60,5 @@ export const Errors = {
 export function toInferenceServerError(e: unknown): InferenceServerError {
   if (isInferenceServerError(e)) return e;
   const message = e instanceof Error ? e.message : String(e);
-  return new InferenceServerError('INTERNAL', message);
+  return new InferenceServerError('INTERNAL', message, { cause: e });
 }

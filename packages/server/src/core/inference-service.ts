@@ -4,6 +4,7 @@ import { Errors, toInferenceServerError } from './errors.ts';
 import type { LoadedVersion } from './loaded-version.ts';
 import type { ModelManager } from './model-manager.ts';
 import { MemoryGuard } from '../memory/memory-guard.ts';
+import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
 import { validateRequest } from './request-validation.ts';
 import type {
   InferenceRequest,
@@ -90,13 +91,20 @@ export class CoreInferenceService implements InferenceService {
       model.stats.recordFailure({ arrivalNs }, 'OTHER');
       throw toInferenceServerError(error);
     }
-    const outputs = await model.scheduler.enqueue({
+    const outputs = await model.scheduler
+      .enqueue({
       inputs: validated.inputs,
       batchSize: validated.batchSize,
       priority: validated.priority,
-      timeoutMicroseconds: validated.timeoutMicroseconds,
-      arrivalNs,
-    });
+        timeoutMicroseconds: validated.timeoutMicroseconds,
+        arrivalNs,
+      })
+      .catch((error: unknown) => {
+        if (error instanceof GpuOutOfMemoryError || (error as { cause?: unknown })?.cause instanceof GpuOutOfMemoryError) {
+          model.stats.recordGpuOutOfMemory();
+        }
+        throw toInferenceServerError(error);
+      });
     return {
       modelName: model.modelName,
       modelVersion: model.version,

@@ -85,6 +85,7 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  readonly gpuOutOfMemory = this.counter('batchwise_gpu_out_of_memory_total', 'Requests failed by a GPU (CUDA) out-of-memory during their batch');
   readonly memoryRejections = new Counter({
     name: 'batchwise_memory_rejections_total',
     help: 'Requests refused because admitting them would exceed the memory budget',

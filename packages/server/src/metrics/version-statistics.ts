@@ -49,6 +49,7 @@ export class VersionStatistics {
       computeSeconds: metrics.computeDurationSeconds.labels(labels),
       batchSize: metrics.batchSize.labels(labels),
       pending: metrics.pendingRequests.labels(labels),
+      gpuOutOfMemory: metrics.gpuOutOfMemory.labels(labels),
     };
   }
 
@@ -104,6 +105,11 @@ export class VersionStatistics {
       this.failureCounters.set(reason, counter);
     }
     counter.inc();
+  }
+
+  /** A request whose batch failed with a GPU out-of-memory (also counted as a BACKEND failure). */
+  recordGpuOutOfMemory(): void {
+    this.m.gpuOutOfMemory.inc();
   }
 
   setPending(count: number): void {

@@ -1,6 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { Backend, ExecutionResult, InstanceOptions, LoadedInstance, ModelInstance } from '../backend.ts';
+import { GpuOutOfMemoryError, isGpuOutOfMemory } from '../gpu-oom.ts';
 import type { FromWorker, ToWorker, WireTensor, WorkerInit } from './protocol.ts';
 import { ownBuffer, transferListOf } from './protocol.ts';
 
@@ -91,7 +92,11 @@ class WorkerInstance implements ModelInstance {
     if (!run) return;
     this.pending.delete(message.id);
     if (message.type === 'run-failed') {
-      run.reject(new Error(message.message));
+      run.reject(
+        isGpuOutOfMemory(message.message)
+          ? new GpuOutOfMemoryError(`GPU out of memory while running model '${this.modelName}': ${message.message}`)
+          : new Error(message.message),
+      );
       return;
     }
     run.resolve({
