@@ -1,4 +1,6 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { pino } from 'pino';
+import { modelsCommand } from '../packages/server/src/cli/models/index.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
@@ -105,4 +107,34 @@ describe('serving from S3 (s3rver on 127.0.0.1) in poll mode', () => {
     await put('m/5/model.onnx', serializeModel(identity('FP32', [4])));
     await waitFor(async () => (await infer()).json?.model_version === '5', 15_000);
   });
+  it('follows `batchwise models promote` and `rollback` under load without failing a request', async () => {
+    const location = `s3://127.0.0.1:${port}/${BUCKET}/prod`;
+    const models = (args: string[]) => {
+      const command = modelsCommand({ write: () => undefined, logger: pino({ level: 'silent' }) });
+      command.exitOverride();
+      return command.parseAsync(args, { from: 'user' });
+    };
+    const artifact = join(dir, 'candidate.onnx');
+    await writeFile(artifact, serializeModel(identity('FP32', [4])));
+    let stop = false;
+    const failures: unknown[] = [];
+    const load = (async () => {
+      while (!stop) {
+        const r = await infer();
+        if (r.status !== 200) failures.push(r.json);
+      }
+    })();
+    try {
+      // Versions 1-5 exist: the promotion uploads 6 and points the config at it.
+      await models(['promote', '--model-repository', location, '--model', 'm', '--file', artifact, '--actor', 'ci']);
+      await waitFor(async () => (await infer()).json?.model_version === '6', 10_000);
+      await models(['rollback', '--model-repository', location, '--model', 'm']);
+      await waitFor(async () => (await infer()).json?.model_version !== '6', 10_000);
+    } finally {
+      stop = true;
+      await load;
+    }
+    expect(failures).toEqual([]);
+  });
+
 });

@@ -2,13 +2,15 @@
 import { Command } from 'commander';
 import { SERVER_VERSION } from '../core/inference-service.ts';
 import { doctorCommand } from './doctor.ts';
+import { modelsCommand } from './models/index.ts';
 import { serveCommand } from './serve.ts';
 
 const program = new Command('batchwise')
   .description('Batchwise: a Triton-compatible batching inference server on ONNX Runtime')
   .version(SERVER_VERSION)
   .addCommand(serveCommand())
-  .addCommand(doctorCommand());
+  .addCommand(doctorCommand())
+  .addCommand(modelsCommand());
 
 program.parseAsync(process.argv).catch((error: Error) => {
   process.stderr.write(`${JSON.stringify({ level: 'fatal', msg: error.message })}\n`);

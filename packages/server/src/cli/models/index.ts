@@ -1,0 +1,150 @@
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { pino, type Logger } from 'pino';
+import { parsePositiveInteger } from '../flags.ts';
+import { listModelStatus, promoteModel, rollbackModel, type ModelStatus, type VersionChange } from './promotion.ts';
+import { waitForServedVersion } from './wait-for-server.ts';
+
+export { promoteModel, rollbackModel, listModelStatus, type ModelStatus, type VersionChange } from './promotion.ts';
+export { validateArtifact, ArtifactRejectedError } from './validate-artifact.ts';
+export { waitForServedVersion } from './wait-for-server.ts';
+
+export interface ModelsCommandIO {
+  /** Where results go (tables, JSON). @default process.stdout */
+  readonly write?: (text: string) => void;
+  /** Structured logs (progress, steps). @default pino JSON on stderr */
+  readonly logger?: Logger;
+}
+
+interface CommonFlags {
+  modelRepository: string;
+  logLevel: string;
+  json?: boolean;
+}
+
+interface ChangeFlags extends CommonFlags {
+  model: string;
+  actor?: string;
+  message?: string;
+  serverUrl?: string;
+  wait?: boolean;
+  waitTimeoutSecs: number;
+  waitIntervalSecs: number;
+  apiKeyHeader: string;
+  apiKey?: string;
+}
+
+function parseVersion(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError(`expected a version number >= 1, got '${value}'`);
+  return n;
+}
+
+function commonOptions(command: Command): Command {
+  return command
+    .requiredOption('--model-repository <location>', 'repository: a local folder, s3://bucket/prefix, s3://host:port/bucket/prefix or s3://https://host:port/bucket/prefix')
+    .option('--json', 'print the result as JSON')
+    .addOption(new Option('--log-level <level>', 'log level of the JSON logs on stderr').choices(['debug', 'info', 'warn', 'error']).default('info'));
+}
+
+function changeOptions(command: Command): Command {
+  return commonOptions(command)
+    .requiredOption('--model <name>', 'model name (its folder in the repository)')
+    .option('--actor <who>', 'who makes the change, for the history (default: $GITHUB_ACTOR, else the OS user)')
+    .option('--message <text>', 'why, for the history')
+    .option('--server-url <url>', 'server (or load balancer) to check the served version on, e.g. http://alb:8000')
+    .option('--wait', 'after the change, wait until --server-url reports the new version as the one served')
+    .option('--wait-timeout-secs <n>', 'give up waiting after this long', parsePositiveInteger, 600)
+    .option('--wait-interval-secs <n>', 'seconds between checks', parsePositiveInteger, 2)
+    .option('--api-key-header <name>', 'header carrying the API key, when the server restricts its APIs', 'batchwise-key')
+    .addOption(new Option('--api-key <key>', 'API key for --server-url').env('BATCHWISE_API_KEY'));
+}
+
+/** `batchwise models promote | rollback | list`: talks to the repository only; --wait reads the server. */
+export function modelsCommand(io: ModelsCommandIO = {}): Command {
+  const write = io.write ?? ((text: string) => void process.stdout.write(text));
+  const loggerFor = (flags: CommonFlags): Logger =>
+    io.logger ?? pino({ level: flags.logLevel, base: { service: 'batchwise', command: 'models' } }, pino.destination(2));
+
+  const afterChange = async (flags: ChangeFlags, change: VersionChange, logger: Logger): Promise<void> => {
+    if (flags.wait) {
+      if (!flags.serverUrl) throw new Error('--wait needs --server-url');
+      await waitForServedVersion({
+        serverUrl: flags.serverUrl, model: change.model, version: change.version, logger,
+        timeoutSeconds: flags.waitTimeoutSecs, intervalSeconds: flags.waitIntervalSecs,
+        ...(flags.apiKey && { headers: { [flags.apiKeyHeader]: flags.apiKey } }),
+      });
+    }
+    if (flags.json) write(`${JSON.stringify(change)}\n`);
+    else {
+      const verb = change.record.action === 'promote' ? 'promoted' : 'rolled back';
+      write(`${verb} '${change.model}': now serving version ${change.version} (was ${change.from ?? 'none'})\n`);
+    }
+  };
+
+  const models = new Command('models').description('Promote, roll back and list model versions in a model repository');
+
+  models.addCommand(
+    changeOptions(new Command('promote'))
+      .description('Validate an ONNX artifact against the model config, upload it as the next version, then make it the serving version in one step')
+      .requiredOption('--file <model.onnx>', 'the ONNX artifact')
+      .action(async (flags: ChangeFlags & { file: string }) => {
+        const logger = loggerFor(flags);
+        const change = await promoteModel({
+          repository: flags.modelRepository, model: flags.model, file: flags.file, logger,
+          ...(flags.actor !== undefined && { actor: flags.actor }), ...(flags.message !== undefined && { message: flags.message }),
+        });
+        await afterChange(flags, change, logger);
+      }),
+  );
+
+  models.addCommand(
+    changeOptions(new Command('rollback'))
+      .description('Serve the version that served before the current one again (one step), recorded in the history')
+      .option('--to <version>', 'roll back to this version instead', parseVersion)
+      .action(async (flags: ChangeFlags & { to?: number }) => {
+        const logger = loggerFor(flags);
+        const change = await rollbackModel({
+          repository: flags.modelRepository, model: flags.model, logger,
+          ...(flags.to !== undefined && { toVersion: flags.to }),
+          ...(flags.actor !== undefined && { actor: flags.actor }), ...(flags.message !== undefined && { message: flags.message }),
+        });
+        await afterChange(flags, change, logger);
+      }),
+  );
+
+  models.addCommand(
+    commonOptions(new Command('list'))
+      .description('Show the versions of each model, which one serves, and who promoted what when')
+      .option('--model <name>', 'only this model')
+      .action(async (flags: CommonFlags & { model?: string }) => {
+        const logger = loggerFor(flags);
+        const status = await listModelStatus({ repository: flags.modelRepository, logger, ...(flags.model && { model: flags.model }) });
+        write(flags.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status));
+      }),
+  );
+  return models;
+}
+
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n') + '\n';
+}
+
+export function formatStatus(status: readonly ModelStatus[]): string {
+  const out: string[] = [
+    table([
+      ['MODEL', 'VERSIONS', 'SERVING', 'POLICY'],
+      ...status.map((s) => [s.model, s.versions.join(',') || '-', s.serving.join(',') || '-', s.error ? `error: ${s.error}` : s.policy]),
+    ]),
+  ];
+  for (const s of status.filter((m) => m.history.length > 0)) {
+    out.push(`\nhistory of ${s.model}:\n`);
+    out.push(
+      table([
+        ['WHEN', 'ACTION', 'VERSION', 'FROM', 'ACTOR', 'MESSAGE'],
+        ...s.history.map((r) => [r.at, r.action, String(r.version), r.from === null ? '-' : String(r.from), r.actor, r.message ?? '']),
+      ]),
+    );
+  }
+  return out.join('');
+}

@@ -1,0 +1,190 @@
+import { userInfo } from 'node:os';
+import type { Logger } from 'pino';
+import { RepositoryError } from '../../repository/repository-source.ts';
+import {
+  readConfigWithHistory, rollbackTarget, servingVersions, writeConfigWithHistory,
+  type ConfigWithHistory, type PromotionRecord,
+} from '../../repository/promotion-history.ts';
+import { openRepositoryStore, type RepositoryStore } from '../../repository/repository-store.ts';
+import type { S3ClientOptions } from '../../repository/s3-client.ts';
+import type { ModelListing } from '../../repository/snapshot.ts';
+import { validateArtifact } from './validate-artifact.ts';
+
+export interface RepositoryAccess {
+  /** Local folder or s3:// location. */
+  readonly repository: string;
+  readonly logger: Logger;
+  readonly s3?: S3ClientOptions;
+}
+
+export interface PromoteOptions extends RepositoryAccess {
+  readonly model: string;
+  /** The ONNX artifact to promote. */
+  readonly file: string;
+  /** @default - $GITHUB_ACTOR (with the workflow run), else the OS user */
+  readonly actor?: string;
+  readonly message?: string;
+}
+
+export interface VersionChange {
+  readonly model: string;
+  readonly version: number;
+  readonly from: number | null;
+  readonly record: PromotionRecord;
+}
+
+export interface RollbackOptions extends RepositoryAccess {
+  readonly model: string;
+  /** Roll back to this version instead of the previous one in the history. */
+  readonly toVersion?: number;
+  readonly actor?: string;
+  readonly message?: string;
+}
+
+export interface ModelStatus {
+  readonly model: string;
+  /** Versions present in the repository. */
+  readonly versions: number[];
+  /** Versions the config's version_policy serves. */
+  readonly serving: number[];
+  readonly policy: string;
+  readonly history: PromotionRecord[];
+  /** Why the config could not be read, if it could not. */
+  readonly error?: string;
+}
+
+export function defaultActor(): string {
+  const gh = process.env.GITHUB_ACTOR;
+  if (gh) {
+    const run = process.env.GITHUB_RUN_ID ? ` (${process.env.GITHUB_REPOSITORY ?? 'github'} run ${process.env.GITHUB_RUN_ID})` : '';
+    return `${gh}${run}`;
+  }
+  try {
+    return userInfo().username;
+  } catch {
+    return 'unknown';
+  }
+}
+
+async function loadModel(store: RepositoryStore, model: string) {
+  const stored = await store.readConfig(model);
+  if (!stored) {
+    throw new RepositoryError(
+      'NOT_FOUND',
+      `model '${model}' has no config.pbtxt in ${store.location}; promotion needs the model's config (add ${model}/config.pbtxt first)`,
+    );
+  }
+  let parsed: ConfigWithHistory;
+  try {
+    parsed = readConfigWithHistory(stored.text, `${model}/config.pbtxt`);
+  } catch (error) {
+    throw new RepositoryError('INVALID', `config.pbtxt of '${model}' in ${store.location} is not valid: ${(error as Error).message}`);
+  }
+  if (parsed.config.name && parsed.config.name !== model) {
+    throw new RepositoryError('INVALID', `config.pbtxt of '${model}' names the model '${parsed.config.name}'`);
+  }
+  const snapshot = await store.source.list();
+  const listing = snapshot.models.find((m) => m.name === model);
+  return { stored, parsed, listing };
+}
+
+function presentVersions(listing: ModelListing | undefined): number[] {
+  return (listing?.versions ?? []).map((v) => v.version);
+}
+
+function single(versions: number[]): number | null {
+  return versions.length === 1 ? versions[0]! : versions.length > 0 ? Math.max(...versions) : null;
+}
+
+/**
+ * Validates the artifact against the model's config, uploads it as version max+1 (the version
+ * is complete before anything points to it), then rewrites config.pbtxt in one step to serve
+ * exactly that version, recording the change in its history.
+ */
+export async function promoteModel(options: PromoteOptions): Promise<VersionChange> {
+  const { logger, model } = options;
+  const store = openRepositoryStore(options.repository, { logger, ...(options.s3 && { s3: options.s3 }) });
+  const { stored, parsed, listing } = await loadModel(store, model);
+
+  logger.info({ model, file: options.file }, 'validating artifact in ONNX Runtime against the model config');
+  const io = await validateArtifact(options.file, parsed.config, model);
+  logger.info({ model, inputs: io.inputs.map((t) => t.name), outputs: io.outputs.map((t) => t.name) }, 'artifact is valid');
+
+  const present = presentVersions(listing);
+  const before = single(servingVersions(parsed.config, present));
+  const version = Math.max(0, ...present, ...parsed.history.map((r) => r.version)) + 1;
+  const fileName = parsed.config.default_model_filename || 'model.onnx';
+  const { bytes, sha256 } = await store.uploadVersion(model, version, fileName, options.file, logger);
+  logger.info({ model, version, bytes, sha256 }, 'version uploaded; switching the serving version');
+
+  const record: PromotionRecord = {
+    action: 'promote', version, from: before, at: new Date().toISOString(), actor: options.actor || defaultActor(),
+    ...(options.message && { message: options.message }), sha256, bytes,
+  };
+  await store.replaceConfig(model, writeConfigWithHistory(parsed, version, [...parsed.history, record]), stored.revision);
+  logger.info({ model, version, from: before }, `model '${model}' now serves version ${version}`);
+  return { model, version, from: before, record };
+}
+
+/** Points the model back at the version that served before (or `toVersion`), in one step. */
+export async function rollbackModel(options: RollbackOptions): Promise<VersionChange> {
+  const { logger, model } = options;
+  const store = openRepositoryStore(options.repository, { logger, ...(options.s3 && { s3: options.s3 }) });
+  const { stored, parsed, listing } = await loadModel(store, model);
+  const present = presentVersions(listing);
+  const serving = servingVersions(parsed.config, present);
+  const current = serving.length === 1 ? serving[0] : undefined;
+  let target = options.toVersion;
+  if (target === undefined) {
+    target = rollbackTarget(parsed.history, current);
+    if (target === undefined) {
+      throw new RepositoryError(
+        'INVALID',
+        current === undefined || parsed.history.length === 0
+          ? `model '${model}' has no promotion history to roll back through (serving ${serving.join(', ') || 'nothing'}); use --to <version>`
+          : `no earlier version of '${model}' to roll back to from version ${current} (history: ${parsed.history.map((r) => `${r.action} ${r.version}`).join(', ')}); use --to <version>`,
+      );
+    }
+  }
+  if (!present.includes(target)) {
+    throw new RepositoryError('NOT_FOUND', `cannot roll back '${model}' to version ${target}: it is no longer in ${store.location} (present: ${present.join(', ') || 'none'})`);
+  }
+  if (target === current) throw new RepositoryError('INVALID', `model '${model}' already serves version ${target}`);
+  const record: PromotionRecord = {
+    action: 'rollback', version: target, from: current ?? null, at: new Date().toISOString(),
+    actor: options.actor || defaultActor(), ...(options.message && { message: options.message }),
+  };
+  await store.replaceConfig(model, writeConfigWithHistory(parsed, target, [...parsed.history, record]), stored.revision);
+  logger.info({ model, version: target, from: current }, `model '${model}' rolled back to version ${target}`);
+  return { model, version: target, from: current ?? null, record };
+}
+
+function describePolicy(parsed: ConfigWithHistory): string {
+  const p = parsed.config.version_policy;
+  if (p?.all) return 'all';
+  if (p?.specific) return `specific [${(p.specific.versions ?? []).join(', ')}]`;
+  return `latest ${p?.latest?.num_versions ?? 1}`;
+}
+
+/** Versions, serving versions and promotion history of one model or all of them (one listing). */
+export async function listModelStatus(options: RepositoryAccess & { readonly model?: string }): Promise<ModelStatus[]> {
+  const store = openRepositoryStore(options.repository, { logger: options.logger, ...(options.s3 && { s3: options.s3 }) });
+  const snapshot = await store.source.list();
+  const names = options.model ? [options.model] : snapshot.models.map((m) => m.name);
+  if (options.model && !snapshot.models.some((m) => m.name === options.model)) {
+    throw new RepositoryError('NOT_FOUND', `model '${options.model}' not found in ${store.location}`);
+  }
+  return Promise.all(
+    names.map(async (name): Promise<ModelStatus> => {
+      const versions = presentVersions(snapshot.models.find((m) => m.name === name));
+      const stored = await store.readConfig(name);
+      if (!stored) return { model: name, versions, serving: versions.slice(-1), policy: 'latest 1 (no config.pbtxt)', history: [] };
+      try {
+        const parsed = readConfigWithHistory(stored.text, `${name}/config.pbtxt`);
+        return { model: name, versions, serving: servingVersions(parsed.config, versions), policy: describePolicy(parsed), history: parsed.history };
+      } catch (error) {
+        return { model: name, versions, serving: [], policy: 'unknown', history: [], error: (error as Error).message };
+      }
+    }),
+  );
+}

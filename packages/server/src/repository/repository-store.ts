@@ -1,0 +1,206 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { Logger } from 'pino';
+import { LocalRepository } from './local-repository.ts';
+import { ProgressLog } from './progress.ts';
+import { RepositoryError, type RepositorySource } from './repository-source.ts';
+import { parseRepositoryLocation, type RepositoryLocation, type S3RepositoryLocation } from './repository-url.ts';
+import { createS3Client, type S3ClientOptions } from './s3-client.ts';
+import { S3Repository } from './s3-repository.ts';
+import { unquoteEtag } from './snapshot.ts';
+
+/** config.pbtxt as stored, with the token that a conditional rewrite checks. */
+export interface StoredConfig {
+  readonly text: string;
+  /** S3 ETag or local mtime; passed back to `replaceConfig` for optimistic concurrency. */
+  readonly revision: string;
+}
+
+/**
+ * Write access to a repository, for promotion: the single-object pointer rewrite and the
+ * upload of a new version that becomes visible only whole.
+ */
+export interface RepositoryStore {
+  readonly source: RepositorySource;
+  readonly location: string;
+  readConfig(model: string): Promise<StoredConfig | undefined>;
+  /**
+   * Replaces config.pbtxt in one atomic step (S3: one PutObject, conditional on `revision`
+   * where the server supports If-Match; local: write a temp file, rename over).
+   */
+  replaceConfig(model: string, text: string, revision: string): Promise<void>;
+  /**
+   * Uploads `file` as `<model>/<version>/<fileName>`; refuses when the version exists.
+   * Local: staged in a hidden folder and renamed into place. S3: one PutObject with
+   * Content-MD5, checked afterwards with HeadObject.
+   */
+  uploadVersion(model: string, version: number, fileName: string, file: string, logger: Logger): Promise<{ bytes: number; sha256: string }>;
+}
+
+export interface RepositoryStoreOptions {
+  readonly logger: Logger;
+  readonly s3?: S3ClientOptions;
+  readonly s3Client?: S3Client;
+}
+
+/** Largest object a single PutObject may create. */
+export const MAX_SINGLE_PUT_BYTES = 5 * 1024 ** 3;
+
+export function openRepositoryStore(location: string | RepositoryLocation, options: RepositoryStoreOptions): RepositoryStore {
+  const parsed = typeof location === 'string' ? parseRepositoryLocation(location) : location;
+  if (parsed.kind === 'local') return new LocalStore(parsed.path);
+  return new S3Store(parsed, options);
+}
+
+async function hashFile(path: string): Promise<{ md5: Buffer; sha256: string; bytes: number }> {
+  const md5 = createHash('md5');
+  const sha = createHash('sha256');
+  let bytes = 0;
+  for await (const chunk of createReadStream(path)) {
+    md5.update(chunk as Buffer);
+    sha.update(chunk as Buffer);
+    bytes += (chunk as Buffer).length;
+  }
+  return { md5: md5.digest(), sha256: sha.digest('hex'), bytes };
+}
+
+function progressStream(progress: ProgressLog): Transform {
+  return new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      progress.add(chunk.length);
+      callback(null, chunk);
+    },
+  });
+}
+
+class LocalStore implements RepositoryStore {
+  readonly source: LocalRepository;
+  constructor(readonly location: string) {
+    this.source = new LocalRepository(location);
+  }
+
+  async readConfig(model: string): Promise<StoredConfig | undefined> {
+    const path = join(this.location, model, 'config.pbtxt');
+    try {
+      const [text, s] = await Promise.all([readFile(path, 'utf8'), stat(path)]);
+      return { text, revision: `mtime:${s.mtimeMs}:${s.size}` };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+  }
+
+  async replaceConfig(model: string, text: string, revision: string): Promise<void> {
+    const current = await this.readConfig(model);
+    if (current?.revision !== revision) {
+      throw new RepositoryError('INVALID', `config.pbtxt of '${model}' changed while promoting; run the command again`);
+    }
+    const path = join(this.location, model, 'config.pbtxt');
+    const temp = join(this.location, model, `.config.pbtxt.${randomBytes(4).toString('hex')}`);
+    await writeFile(temp, text);
+    await rename(temp, path);
+  }
+
+  async uploadVersion(model: string, version: number, fileName: string, file: string, logger: Logger) {
+    const modelDir = join(this.location, model);
+    const target = join(modelDir, String(version));
+    if (await stat(target).then(() => true, () => false)) {
+      throw new RepositoryError('INVALID', `version ${version} of '${model}' already exists in ${this.location}`);
+    }
+    const { sha256, bytes } = await hashFile(file);
+    const staging = join(modelDir, `.promote-${version}-${randomBytes(4).toString('hex')}`);
+    await mkdir(staging, { recursive: true });
+    try {
+      const progress = new ProgressLog({ logger, msg: 'uploading model version', totalBytes: bytes, fields: { model, version, file } });
+      await pipeline(createReadStream(file), progressStream(progress), createWriteStream(join(staging, fileName)));
+      progress.finish();
+      await rename(staging, target);
+    } catch (error) {
+      await rm(staging, { recursive: true, force: true });
+      throw error;
+    }
+    return { bytes, sha256 };
+  }
+}
+
+class S3Store implements RepositoryStore {
+  readonly source: S3Repository;
+  readonly location: string;
+  private readonly client: S3Client;
+  constructor(private readonly target: S3RepositoryLocation, options: RepositoryStoreOptions) {
+    this.client = options.s3Client ?? createS3Client(target, options.s3);
+    this.location = target.url;
+    this.source = new S3Repository(target, { logger: options.logger, cacheDir: '', client: this.client });
+  }
+
+  private key(model: string, rest: string): string {
+    return `${this.target.prefix}${model}/${rest}`;
+  }
+
+  async readConfig(model: string): Promise<StoredConfig | undefined> {
+    try {
+      const res = await this.client.send(new GetObjectCommand({ Bucket: this.target.bucket, Key: this.key(model, 'config.pbtxt') }));
+      return { text: await res.Body!.transformToString('utf8'), revision: unquoteEtag(res.ETag) };
+    } catch (error) {
+      const e = error as { name?: string; $metadata?: { httpStatusCode?: number } };
+      if (e.name === 'NoSuchKey' || e.$metadata?.httpStatusCode === 404) return undefined;
+      throw error;
+    }
+  }
+
+  async replaceConfig(model: string, text: string, revision: string): Promise<void> {
+    const body = Buffer.from(text, 'utf8');
+    await this.client.send(
+      new PutObjectCommand({
+        Bucket: this.target.bucket,
+        Key: this.key(model, 'config.pbtxt'),
+        Body: body,
+        ContentLength: body.length,
+        ContentMD5: createHash('md5').update(body).digest('base64'),
+        ContentType: 'text/plain; charset=utf-8',
+        // Conditional write (S3 since 2024): a concurrent promotion makes this fail instead of
+        // silently losing one of the two. Servers without conditional writes ignore it.
+        IfMatch: `"${revision}"`,
+      }),
+    );
+  }
+
+  async uploadVersion(model: string, version: number, fileName: string, file: string, logger: Logger) {
+    const key = this.key(model, `${version}/${fileName}`);
+    const { md5, sha256, bytes } = await hashFile(file);
+    if (bytes > MAX_SINGLE_PUT_BYTES) {
+      throw new RepositoryError('INVALID', `${file} is ${bytes} bytes; one S3 PutObject takes at most 5 GiB`);
+    }
+    const progress = new ProgressLog({ logger, msg: 'uploading model version', totalBytes: bytes, fields: { model, version, key } });
+    const body = createReadStream(file).pipe(progressStream(progress));
+    await this.client.send(
+      new PutObjectCommand({
+        Bucket: this.target.bucket,
+        Key: key,
+        Body: body,
+        ContentLength: bytes,
+        // S3 refuses the object unless these bytes arrived: no truncated upload is stored.
+        ContentMD5: md5.toString('base64'),
+        ContentType: 'application/octet-stream',
+        IfNoneMatch: '*',
+        Metadata: { 'batchwise-sha256': sha256 },
+      }),
+    );
+    progress.finish();
+    const head = await this.client.send(new HeadObjectCommand({ Bucket: this.target.bucket, Key: key }));
+    const etag = unquoteEtag(head.ETag);
+    if (head.ContentLength !== bytes || (etag !== '' && etag !== md5.toString('hex'))) {
+      throw new RepositoryError(
+        'INTEGRITY',
+        `s3://${this.target.bucket}/${key} holds ${head.ContentLength} bytes with ETag ${etag} after the upload; ` +
+          `expected ${bytes} bytes with MD5 ${md5.toString('hex')}`,
+      );
+    }
+    return { bytes, sha256 };
+  }
+}
