@@ -1,9 +1,9 @@
-import { DirectScheduler } from './direct-scheduler.ts';
+import { BatchingScheduler } from './batching-scheduler.ts';
 import type { Scheduler, SchedulerContext } from './scheduler.ts';
 
 export type { QueuedRequest, Scheduler, SchedulerContext } from './scheduler.ts';
 
-/** The scheduler a model's config asks for. */
+/** The scheduler a model's config asks for: dynamic batching, or each request alone. */
 export function createScheduler(context: SchedulerContext): Scheduler {
-  return new DirectScheduler(context);
+  return new BatchingScheduler(context);
 }

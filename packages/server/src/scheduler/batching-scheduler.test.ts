@@ -1,0 +1,282 @@
+import { describe, expect, it } from 'vitest';
+import type { ModelConfig } from '../config/model-config.ts';
+import { ServerMetrics } from '../metrics/server-metrics.ts';
+import { VersionStatistics } from '../metrics/version-statistics.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import { BatchingScheduler } from './batching-scheduler.ts';
+import { FakeClock, RecordingInstance } from './test-support.ts';
+
+function setup(dynamic: Record<string, unknown> | undefined, { instances = 1, maxBatchSize = 8, autoFinish = false } = {}) {
+  const config: ModelConfig = {
+    name: 'm',
+    max_batch_size: maxBatchSize,
+    input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [1] }],
+    output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [1] }],
+    ...(dynamic !== undefined && { dynamic_batching: dynamic }),
+  };
+  const clock = new FakeClock();
+  const models = Array.from({ length: instances }, () => new RecordingInstance(autoFinish));
+  const stats = new VersionStatistics('m', '1', new ServerMetrics({ processMetrics: false }));
+  const scheduler = new BatchingScheduler({ config, instances: models, outputNames: ['OUTPUT0'], stats }, undefined, clock);
+  const settled: { value: number[] | string; at: bigint }[] = [];
+  const send = (values: number[], extra: { priority?: number; timeoutMicroseconds?: number; width?: number } = {}) => {
+    const width = extra.width ?? 1;
+    const input: Tensor = {
+      name: 'INPUT0',
+      datatype: 'FP32',
+      shape: [values.length / width, width],
+      data: new Uint8Array(Float32Array.from(values).buffer),
+    };
+    const promise = scheduler.enqueue({
+      inputs: [input],
+      batchSize: values.length / width,
+      priority: extra.priority ?? 0,
+      timeoutMicroseconds: extra.timeoutMicroseconds ?? 0,
+      arrivalNs: clock.nowNs(),
+    });
+    const record = promise.then(
+      (outputs) => settled.push({ value: Array.from(new Float32Array(outputs[0]!.data.slice().buffer)), at: clock.nowNs() }),
+      (error: Error) => settled.push({ value: error.message, at: clock.nowNs() }),
+    );
+    return { promise, record };
+  };
+  const flush = () => new Promise((r) => setTimeout(r, 0));
+  return { scheduler, clock, models, stats, send, settled, flush };
+}
+
+describe('without dynamic_batching', () => {
+  it('runs each request alone, in arrival order, on the next free instance', async () => {
+    const { models, send, flush } = setup(undefined, { instances: 2 });
+    send([1]);
+    send([2]);
+    send([3]);
+    expect(models[0]!.batches).toEqual([[1]]);
+    expect(models[1]!.batches).toEqual([[2]]);
+    models[1]!.finish();
+    await flush();
+    expect(models[1]!.batches).toEqual([[2], [3]]);
+  });
+});
+
+describe('dynamic batching', () => {
+  it('sends at once when nobody waits (delay 0), and batches what queued while busy', async () => {
+    const { models, send, flush, settled } = setup({});
+    send([1]);
+    expect(models[0]!.batches).toEqual([[1]]);
+    send([2]);
+    send([3]);
+    send([4]);
+    models[0]!.finish();
+    await flush();
+    expect(models[0]!.batches).toEqual([[1], [2, 3, 4]]);
+    models[0]!.finish();
+    await flush();
+    expect(settled.map((s) => s.value)).toEqual([[2], [3], [4], [5]]);
+  });
+
+  it('waits at most max_queue_delay from the oldest request, then sends what there is', async () => {
+    const { models, send, clock } = setup({ max_queue_delay_microseconds: 1000 });
+    send([1]);
+    clock.advanceMs(0.6);
+    send([2]);
+    expect(models[0]!.batches).toEqual([]);
+    clock.advanceMs(0.3);
+    expect(models[0]!.batches).toEqual([]);
+    clock.advanceMs(0.1);
+    expect(models[0]!.batches).toEqual([[1, 2]]);
+  });
+
+  it('sends at once when the maximum batch can be formed', () => {
+    const { models, send } = setup({ max_queue_delay_microseconds: 1_000_000 }, { maxBatchSize: 4 });
+    send([1, 2]);
+    send([3]);
+    expect(models[0]!.batches).toEqual([]);
+    send([4]);
+    expect(models[0]!.batches).toEqual([[1, 2, 3, 4]]);
+  });
+
+  it('sends at once when a preferred size can be formed, preferring the largest', async () => {
+    const { models, send, clock, flush } = setup({ max_queue_delay_microseconds: 1_000_000, preferred_batch_size: [2, 4] });
+    send([1]);
+    expect(models[0]!.batches).toEqual([]);
+    send([2]);
+    expect(models[0]!.batches).toEqual([[1, 2]]);
+    send([3]);
+    send([4, 5]);
+    send([6]);
+    models[0]!.finish();
+    await flush();
+    expect(models[0]!.batches[1]).toEqual([3, 4, 5, 6]);
+    clock.advanceMs(0);
+  });
+
+  it('keeps multi-sample requests whole: one that does not fit waits for the next batch', async () => {
+    const { models, send, flush } = setup({}, { maxBatchSize: 4 });
+    send([0]);
+    send([1, 2, 3]);
+    send([4, 5]);
+    models[0]!.finish();
+    await flush();
+    expect(models[0]!.batches).toEqual([[0], [1, 2, 3]]);
+    models[0]!.finish();
+    await flush();
+    expect(models[0]!.batches[2]).toEqual([4, 5]);
+  });
+
+  it('never batches requests whose shapes differ', async () => {
+    const { models, send, flush, settled } = setup({}, { maxBatchSize: 8 });
+    send([0]);
+    send([1, 2], { width: 2 });
+    send([3]);
+    models[0]!.finish();
+    await flush();
+    expect(models[0]!.batches[1]).toEqual([1, 2]);
+    models[0]!.finish();
+    await flush();
+    expect(models[0]!.batches[2]).toEqual([3]);
+    models[0]!.finish();
+    await flush();
+    expect(settled.map((s) => s.value)).toEqual([[1], [2, 3], [4]]);
+  });
+
+  it('serves higher priority levels first and refuses an out-of-range priority', async () => {
+    const { models, send, flush, settled } = setup({ priority_levels: 3, default_priority_level: 2 }, { maxBatchSize: 2 });
+    send([0]);
+    send([1], { priority: 3 });
+    send([2]);
+    send([3], { priority: 1 });
+    send([9], { priority: 4 });
+    await flush();
+    expect(settled.map((s) => s.value)).toContainEqual(expect.stringMatching(/priority 4 is out of range/));
+    models[0]!.finish();
+    await flush();
+    expect(models[0]!.batches[1]).toEqual([3, 2]);
+    models[0]!.finish();
+    await flush();
+    expect(models[0]!.batches[2]).toEqual([1]);
+  });
+
+  it('rejects at once when the queue is full', async () => {
+    const { send, flush, settled, stats } = setup({ default_queue_policy: { max_queue_size: 2 } });
+    send([0]);
+    send([1]);
+    send([2]);
+    send([3]);
+    await flush();
+    expect(settled.map((s) => s.value)).toEqual(['Exceeds maximum queue size']);
+    expect(stats.snapshot().inference_stats.fail.count).toBe(1);
+  });
+
+  it('times a request out at its deadline even while every instance is busy (REJECT)', async () => {
+    const { models, send, clock, flush, settled } = setup({
+      default_queue_policy: { default_timeout_microseconds: 5000, timeout_action: 'REJECT' },
+    });
+    send([0]);
+    send([1]);
+    clock.advanceMs(4.9);
+    await flush();
+    expect(settled).toEqual([]);
+    clock.advanceMs(0.1);
+    await flush();
+    expect(settled).toEqual([{ value: 'Request timeout expired', at: 5_000_000n }]);
+    expect(models[0]!.running).toBe(1);
+  });
+
+  it('uses the request timeout only when the policy allows overriding it', async () => {
+    const allowed = setup({ default_queue_policy: { allow_timeout_override: true, default_timeout_microseconds: 100_000 } });
+    allowed.send([0]);
+    allowed.send([1], { timeoutMicroseconds: 1000 });
+    allowed.clock.advanceMs(1);
+    await allowed.flush();
+    expect(allowed.settled.map((s) => s.value)).toEqual(['Request timeout expired']);
+
+    const denied = setup({ default_queue_policy: { allow_timeout_override: false } });
+    denied.send([0]);
+    denied.send([1], { timeoutMicroseconds: 1000 });
+    denied.clock.advanceMs(10);
+    await denied.flush();
+    expect(denied.settled).toEqual([]);
+  });
+
+  it('DELAY: an expired request is served after those still in time, not rejected', async () => {
+    const { models, send, clock, flush, settled } = setup(
+      { default_queue_policy: { default_timeout_microseconds: 1000, timeout_action: 'DELAY', allow_timeout_override: true } },
+      { maxBatchSize: 1 },
+    );
+    send([0]);
+    send([1]);
+    clock.advanceMs(2);
+    send([2], { timeoutMicroseconds: 1_000_000 });
+    models[0]!.finish();
+    await flush();
+    models[0]!.finish();
+    await flush();
+    models[0]!.finish();
+    await flush();
+    expect(models[0]!.batches).toEqual([[0], [2], [1]]);
+    expect(settled.every((s) => Array.isArray(s.value))).toBe(true);
+  });
+
+  it('preserve_ordering delivers responses in arrival order across instances', async () => {
+    const { models, send, flush, settled } = setup({ preserve_ordering: true }, { instances: 2, maxBatchSize: 1 });
+    send([0]);
+    send([1]);
+    models[1]!.finish();
+    await flush();
+    expect(settled).toEqual([]);
+    models[0]!.finish();
+    await flush();
+    expect(settled.map((s) => s.value)).toEqual([[1], [2]]);
+  });
+
+  it('keeps every instance busy: the next batch forms while one runs', async () => {
+    const { models, send } = setup({}, { instances: 3, maxBatchSize: 4 });
+    for (let i = 0; i < 5; i++) send([i]);
+    expect(models.map((m) => m.batches)).toEqual([[[0]], [[1]], [[2]]]);
+  });
+
+  it('fails every request of a failed batch and carries on', async () => {
+    const { models, send, flush, settled, stats } = setup({}, { maxBatchSize: 4 });
+    send([0]);
+    send([1]);
+    send([2]);
+    models[0]!.failNext = true;
+    models[0]!.finish();
+    await flush();
+    expect(models[0]!.batches[1]).toEqual([1, 2]);
+    models[0]!.finish();
+    await flush();
+    send([3]);
+    models[0]!.finish();
+    await flush();
+    expect(settled.map((s) => s.value)).toEqual([[1], 'boom', 'boom', [4]]);
+    expect(stats.snapshot().inference_stats.fail.count).toBe(2);
+  });
+
+  it('counts statistics as Triton does', async () => {
+    const { models, send, flush, stats } = setup({}, { maxBatchSize: 8, autoFinish: true });
+    const all = [send([0]), send([1, 2]), send([3])];
+    await Promise.all(all.map((r) => r.record));
+    await flush();
+    const s = stats.snapshot();
+    expect(s.inference_stats.success.count).toBe(3);
+    expect(s.inference_count).toBe(4);
+    expect(s.execution_count).toBe(models[0]!.batches.length);
+    expect(s.batch_stats.map((b) => b.batch_size)).toEqual([1, 3]);
+    expect(s.inference_stats.compute_infer.ns).toBe(3 * 5000);
+  });
+
+  it('drain resolves once nothing is queued or running', async () => {
+    const { scheduler, models, send, flush } = setup({});
+    send([0]);
+    send([1]);
+    let drained = false;
+    void scheduler.drain().then(() => (drained = true));
+    models[0]!.finish();
+    await flush();
+    expect(drained).toBe(false);
+    models[0]!.finish();
+    await flush();
+    expect(drained).toBe(true);
+  });
+});
