@@ -1,12 +1,14 @@
 import { Errors, type InferenceRequest, type InferenceResponse, type RequestedOutput } from '../core/index.ts';
+import { checkedElementCount, expectedByteSize, validateShape } from '../tensor/byte-size.ts';
 import { countBytesElements } from '../tensor/bytes-codec.ts';
-import { ELEMENT_BYTE_SIZE, isDataType } from '../tensor/datatype.ts';
+import { isDataType } from '../tensor/datatype.ts';
+import { describeValue } from '../tensor/describe-value.ts';
 import { decodeJsonTensorData, encodeJsonTensorData } from '../tensor/json-codec.ts';
-import { elementCount, formatShape } from '../tensor/shape.ts';
+import { formatShape } from '../tensor/shape.ts';
 import type { Parameters, Tensor } from '../tensor/tensor.ts';
 
-const MAX_DIMS = 64;
-const MAX_BYTES = 2 ** 31;
+export const HEADER_LENGTH_HEADER = 'Inference-Header-Content-Length';
+const SHARED_MEMORY_UNSUPPORTED = 'shared memory is not supported by Batchwise';
 
 type Json = Record<string, unknown>;
 
@@ -20,67 +22,80 @@ export function decodeHttpInferRequest(
   modelName: string,
   modelVersion: string | undefined,
 ): InferenceRequest {
-  let jsonLength = body.length;
-  if (headerLength !== undefined) {
-    const n = Number(headerLength);
-    if (!/^\d+$/.test(headerLength.trim()) || !Number.isSafeInteger(n) || n > body.length) {
-      throw Errors.invalidArg(
-        `Inference-Header-Content-Length (${headerLength}) must be a non-negative integer no larger than the body (${body.length} bytes)`,
-      );
-    }
-    jsonLength = n;
-  }
+  const jsonLength = headerLength === undefined ? body.length : parseHeaderLength(headerLength, body.length);
   const header = parseJson(body.subarray(0, jsonLength));
-  let binaryOffset = jsonLength;
 
   const rawInputs = header['inputs'];
   if (!Array.isArray(rawInputs)) throw Errors.invalidArg("the request must have an 'inputs' array");
   const names = new Set<string>();
-  const inputs: Tensor[] = rawInputs.map((raw: unknown, i) => {
-    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw Errors.invalidArg(`input ${i} must be a JSON object`);
-    const input = raw as Json;
+  let binaryOffset = jsonLength;
+  const inputs = rawInputs.map((raw: unknown, i): Tensor => {
+    const input = jsonObject(raw, `input ${i}`);
     const name = input['name'];
     if (typeof name !== 'string' || name === '') throw Errors.invalidArg(`input ${i} must have a non-empty string 'name'`);
     if (names.has(name)) throw Errors.invalidArg(`input '${name}' appears more than once`);
     names.add(name);
     const datatype = input['datatype'];
-    if (!isDataType(datatype)) throw Errors.invalidArg(`input '${name}' has unknown datatype ${JSON.stringify(datatype)}`);
-    const shape = parseShape(name, input['shape']);
+    if (!isDataType(datatype)) throw Errors.invalidArg(`input '${name}' has unknown datatype ${describeValue(datatype)}`);
+    if (input['shape'] === undefined) throw Errors.invalidArg(`input '${name}' must have a 'shape' array`);
+    const shape = validateShape(input['shape'], name);
     const parameters = parameterObject(input['parameters'], `parameters of input '${name}'`);
+    if ('shared_memory_region' in parameters) throw Errors.unsupported(`input '${name}': ${SHARED_MEMORY_UNSUPPORTED}`);
     const binarySize = parameters['binary_data_size'];
-    if (binarySize !== undefined) {
-      if (typeof binarySize !== 'number' || !Number.isSafeInteger(binarySize) || binarySize < 0) {
-        throw Errors.invalidArg(`binary_data_size of input '${name}' must be a non-negative integer`);
-      }
-      if (input['data'] !== undefined) throw Errors.invalidArg(`input '${name}' has both 'data' and binary_data_size`);
-      if (binaryOffset + binarySize > body.length) {
+    const hasData = input['data'] !== undefined;
+    if (binarySize === undefined) {
+      if (!hasData) throw Errors.invalidArg(`input '${name}' has neither 'data' nor a binary_data_size parameter`);
+      return { name, datatype, shape, data: decodeJsonTensorData(name, datatype, shape, input['data']) };
+    }
+    if (typeof binarySize !== 'number' || !Number.isSafeInteger(binarySize) || binarySize < 0) {
+      throw Errors.invalidArg(`binary_data_size of input '${name}' must be a non-negative integer, got ${describeValue(binarySize)}`);
+    }
+    if (hasData) throw Errors.invalidArg(`input '${name}' has both 'data' and a binary_data_size parameter`);
+    if (datatype !== 'BYTES') {
+      const expected = expectedByteSize(datatype, shape, name);
+      if (binarySize !== expected) {
         throw Errors.invalidArg(
-          `input '${name}' declares binary_data_size ${binarySize}, but only ${body.length - binaryOffset} bytes of binary data remain`,
+          `input '${name}' has binary_data_size ${binarySize}, but shape ${formatShape(shape)} of ${datatype} needs ${expected} bytes`,
         );
       }
-      const data = new Uint8Array(body.buffer, body.byteOffset + binaryOffset, binarySize);
-      binaryOffset += binarySize;
-      checkBinarySize(name, datatype, shape, data);
-      return { name, datatype, shape, data };
     }
-    if (input['data'] === undefined) throw Errors.invalidArg(`input '${name}' has neither 'data' nor binary_data_size`);
-    return { name, datatype, shape, data: decodeJsonTensorData(name, datatype, shape, input['data']) };
+    if (binarySize > body.length - binaryOffset) {
+      throw Errors.invalidArg(
+        `input '${name}' declares binary_data_size ${binarySize}, but only ${body.length - binaryOffset} bytes of binary data remain`,
+      );
+    }
+    const data = new Uint8Array(body.buffer, body.byteOffset + binaryOffset, binarySize);
+    binaryOffset += binarySize;
+    if (datatype === 'BYTES') checkBytesElementCount(name, shape, data);
+    return { name, datatype, shape, data };
   });
   if (binaryOffset !== body.length) {
-    throw Errors.invalidArg(`${body.length - binaryOffset} bytes of binary data follow the inputs that no input claims`);
+    throw Errors.invalidArg(`${body.length - binaryOffset} bytes of binary data follow the inputs and no input claims them`);
   }
 
-  const outputs = parseOutputs(header['outputs']);
   const id = header['id'];
-  if (id !== undefined && typeof id !== 'string') throw Errors.invalidArg("'id' must be a string");
+  if (id !== undefined && typeof id !== 'string') throw Errors.invalidArg(`'id' must be a string, got ${describeValue(id)}`);
+  const parameters = parameterObject(header['parameters'], 'request parameters');
+  checkBoolean(parameters, 'binary_data_output', 'request parameters');
+  const outputs = parseOutputs(header['outputs']);
   return {
     ...(id !== undefined && { id }),
     modelName,
     ...(modelVersion !== undefined && { modelVersion }),
     inputs,
-    outputs,
-    parameters: parameterObject(header['parameters'], 'request parameters'),
+    ...(outputs !== undefined && { outputs }),
+    parameters,
   };
+}
+
+function parseHeaderLength(value: string, bodyLength: number): number {
+  const n = /^\s*\d+\s*$/.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n) || n > bodyLength) {
+    throw Errors.invalidArg(
+      `${HEADER_LENGTH_HEADER} (${describeValue(value)}) must be a non-negative integer no larger than the body (${bodyLength} bytes)`,
+    );
+  }
+  return n;
 }
 
 function parseJson(bytes: Buffer): Json {
@@ -91,68 +106,65 @@ function parseJson(bytes: Buffer): Json {
     throw Errors.invalidArg(`failed to parse the request JSON buffer: ${(error as Error).message}`);
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw Errors.invalidArg('the request body must be a JSON object');
+    throw Errors.invalidArg(`the request JSON must be an object, got ${describeValue(parsed)}`);
   }
   return parsed as Json;
 }
 
-function parseShape(name: string, shape: unknown): number[] {
-  if (!Array.isArray(shape)) throw Errors.invalidArg(`input '${name}' must have a 'shape' array`);
-  if (shape.length > MAX_DIMS) throw Errors.invalidArg(`input '${name}' has ${shape.length} dimensions; at most ${MAX_DIMS} are supported`);
-  let count = 1;
-  for (const d of shape) {
-    if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0) {
-      throw Errors.invalidArg(`shape of input '${name}' must hold non-negative integers, got ${JSON.stringify(shape)}`);
-    }
-    count *= d;
-    if (count > MAX_BYTES) throw Errors.invalidArg(`shape ${formatShape(shape)} of input '${name}' is too large`);
+function jsonObject(raw: unknown, what: string): Json {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw Errors.invalidArg(`${what} must be a JSON object, got ${describeValue(raw)}`);
   }
-  return shape as number[];
+  return raw as Json;
 }
 
-function checkBinarySize(name: string, datatype: Tensor['datatype'], shape: number[], data: Uint8Array): void {
-  if (datatype === 'BYTES') {
-    const found = countBytesElements(data, name);
-    if (found !== elementCount(shape)) {
-      throw Errors.invalidArg(`input '${name}' holds ${found} BYTES elements, but shape ${formatShape(shape)} needs ${elementCount(shape)}`);
-    }
-    return;
-  }
-  const expected = elementCount(shape) * ELEMENT_BYTE_SIZE[datatype];
-  if (data.byteLength !== expected) {
-    throw Errors.invalidArg(
-      `input '${name}' has binary_data_size ${data.byteLength}, but shape ${formatShape(shape)} of ${datatype} needs ${expected} bytes`,
-    );
+function checkBytesElementCount(name: string, shape: readonly number[], data: Uint8Array): void {
+  const expected = checkedElementCount(shape, name);
+  const found = countBytesElements(data, name);
+  if (found !== expected) {
+    throw Errors.invalidArg(`input '${name}' holds ${found} BYTES elements, but shape ${formatShape(shape)} needs ${expected}`);
   }
 }
 
 function parseOutputs(raw: unknown): RequestedOutput[] | undefined {
   if (raw === undefined) return undefined;
-  if (!Array.isArray(raw)) throw Errors.invalidArg("'outputs' must be an array");
+  if (!Array.isArray(raw)) throw Errors.invalidArg(`'outputs' must be an array, got ${describeValue(raw)}`);
   const seen = new Set<string>();
-  return raw.map((o: unknown, i) => {
-    if (typeof o !== 'object' || o === null) throw Errors.invalidArg(`output ${i} must be a JSON object`);
-    const name = (o as Json)['name'];
+  return raw.map((o: unknown, i): RequestedOutput => {
+    const output = jsonObject(o, `output ${i}`);
+    const name = output['name'];
     if (typeof name !== 'string' || name === '') throw Errors.invalidArg(`output ${i} must have a non-empty string 'name'`);
     if (seen.has(name)) throw Errors.invalidArg(`output '${name}' is requested more than once`);
     seen.add(name);
-    const parameters = parameterObject((o as Json)['parameters'], `parameters of output '${name}'`);
-    if (parameters['classification'] !== undefined) {
+    const what = `parameters of output '${name}'`;
+    // Checked before the parameter types: classification is an object in Triton's clients.
+    const rawParameters = output['parameters'];
+    if (typeof rawParameters === 'object' && rawParameters !== null && 'classification' in rawParameters) {
       throw Errors.unsupported(`output '${name}': the classification extension is not supported by Batchwise yet`);
     }
+    const parameters = parameterObject(rawParameters, what);
+    if ('shared_memory_region' in parameters) throw Errors.unsupported(`output '${name}': ${SHARED_MEMORY_UNSUPPORTED}`);
+    checkBoolean(parameters, 'binary_data', what);
     return { name, parameters };
   });
 }
 
 function parameterObject(raw: unknown, what: string): Parameters {
   if (raw === undefined || raw === null) return {};
-  if (typeof raw !== 'object' || Array.isArray(raw)) throw Errors.invalidArg(`${what} must be a JSON object`);
-  for (const [key, value] of Object.entries(raw)) {
+  const object = jsonObject(raw, what);
+  for (const [key, value] of Object.entries(object)) {
     if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') {
-      throw Errors.invalidArg(`${what}: '${key}' must be a string, number or boolean`);
+      throw Errors.invalidArg(`${what}: '${key}' must be a string, number or boolean, got ${describeValue(value)}`);
     }
   }
-  return raw as Parameters;
+  return object as Parameters;
+}
+
+function checkBoolean(parameters: Parameters, key: string, what: string): void {
+  const value = parameters[key];
+  if (value !== undefined && typeof value !== 'boolean') {
+    throw Errors.invalidArg(`${what}: '${key}' must be true or false, got ${describeValue(value)}`);
+  }
 }
 
 export interface EncodedHttpResponse {
@@ -164,12 +176,13 @@ export interface EncodedHttpResponse {
 
 /** Encodes an infer response; binary outputs are appended as they are (no JSON, no copies). */
 export function encodeHttpInferResponse(response: InferenceResponse, request: InferenceRequest): EncodedHttpResponse {
-  const requested = new Map((request.outputs ?? []).map((o) => [o.name, o.parameters]));
-  const binaryDefault = request.parameters['binary_data_output'] === true;
+  const requested = new Map((request.outputs ?? []).map((o) => [o.name, o.parameters['binary_data']]));
+  const binaryByDefault = request.parameters['binary_data_output'] === true;
   const binaryChunks: Buffer[] = [];
   const outputs = response.outputs.map((tensor) => {
-    const asked = requested.get(tensor.name)?.['binary_data'];
-    const binary = tensor.datatype === 'FP16' || tensor.datatype === 'BF16' || asked === true || (asked === undefined && binaryDefault);
+    const asked = requested.get(tensor.name);
+    const binary =
+      tensor.datatype === 'FP16' || tensor.datatype === 'BF16' || asked === true || (asked !== false && binaryByDefault);
     const base = { name: tensor.name, datatype: tensor.datatype, shape: tensor.shape };
     if (!binary) return { ...base, data: encodeJsonTensorData(tensor) };
     binaryChunks.push(Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength));

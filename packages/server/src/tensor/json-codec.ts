@@ -1,16 +1,22 @@
 import { Errors } from '../core/errors.ts';
-import { serializeBytesElements, bytesElementsToStrings } from './bytes-codec.ts';
+import { checkedElementCount, MAX_DIMENSIONS, validateShape } from './byte-size.ts';
+import { bytesElementsToStrings, serializeBytesElements } from './bytes-codec.ts';
 import { ELEMENT_BYTE_SIZE, TYPED_ARRAY_OF, type DataType } from './datatype.ts';
-import { elementCount } from './shape.ts';
+import { describeValue } from './describe-value.ts';
 import type { Tensor } from './tensor.ts';
+import { typedArrayOf } from './typed-view.ts';
 
-const INTEGER_RANGE: Partial<Record<DataType, [number, number]>> = {
+const INTEGER_RANGE: Partial<Record<DataType, readonly [number, number]>> = {
   UINT8: [0, 255], INT8: [-128, 127], UINT16: [0, 65535], INT16: [-32768, 32767],
   UINT32: [0, 4294967295], INT32: [-2147483648, 2147483647],
+  // JSON numbers are doubles: 64-bit integers are exact only within the safe range.
   UINT64: [0, Number.MAX_SAFE_INTEGER], INT64: [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
 };
 
-/** Flattens nested JSON arrays iteratively, so absurd nesting cannot exhaust the stack. */
+/**
+ * Flattens nested arrays iteratively (no recursion, so no stack to exhaust); nesting deeper
+ * than any allowed shape is refused.
+ */
 function flatten(name: string, data: unknown): unknown[] {
   if (!Array.isArray(data)) return [data];
   const out: unknown[] = [];
@@ -23,7 +29,9 @@ function flatten(name: string, data: unknown): unknown[] {
     }
     const value = top.array[top.index++];
     if (Array.isArray(value)) {
-      if (stack.length >= 64) throw Errors.invalidArg(`data of input '${name}' is nested more than 64 levels deep`);
+      if (stack.length >= MAX_DIMENSIONS) {
+        throw Errors.invalidArg(`data of input '${name}' is nested more than ${MAX_DIMENSIONS} levels deep`);
+      }
       stack.push({ array: value, index: 0 });
     } else {
       out.push(value);
@@ -32,47 +40,56 @@ function flatten(name: string, data: unknown): unknown[] {
   return out;
 }
 
-/** Decodes a JSON `data` field into raw little-endian bytes of the datatype. */
+/** Decodes the JSON `data` of an input (nested or flat) into raw little-endian bytes. */
 export function decodeJsonTensorData(name: string, datatype: DataType, shape: readonly number[], data: unknown): Uint8Array {
   if (datatype === 'FP16' || datatype === 'BF16') {
     throw Errors.invalidArg(`datatype ${datatype} of input '${name}' must be sent as binary data, not JSON`);
   }
+  const expected = checkedElementCount(validateShape(shape, name), name);
   const values = flatten(name, data);
-  const expected = elementCount(shape);
   if (values.length !== expected) {
     throw Errors.invalidArg(`unexpected number of elements for input '${name}': expected ${expected}, got ${values.length}`);
   }
   if (datatype === 'BYTES') {
-    const strings = values.map((v, i) => {
-      if (typeof v !== 'string') throw Errors.invalidArg(`element ${i} of BYTES input '${name}' must be a string, got ${typeof v}`);
-      return v;
-    });
-    return serializeBytesElements(strings);
+    for (let i = 0; i < values.length; i++) {
+      if (typeof values[i] !== 'string') {
+        throw Errors.invalidArg(`element ${i} of BYTES input '${name}' must be a string, got ${describeValue(values[i])}`);
+      }
+    }
+    return serializeBytesElements(values as string[]);
   }
   const bytes = new Uint8Array(expected * ELEMENT_BYTE_SIZE[datatype]);
   if (datatype === 'BOOL') {
-    values.forEach((v, i) => {
-      if (typeof v !== 'boolean') throw Errors.invalidArg(`element ${i} of BOOL input '${name}' must be true or false, got ${JSON.stringify(v)}`);
+    for (let i = 0; i < values.length; i++) {
+      const v = values[i];
+      if (typeof v !== 'boolean') {
+        throw Errors.invalidArg(`element ${i} of BOOL input '${name}' must be true or false, got ${describeValue(v)}`);
+      }
       bytes[i] = v ? 1 : 0;
-    });
+    }
     return bytes;
   }
-  const ArrayType = TYPED_ARRAY_OF[datatype];
-  const target = new ArrayType(bytes.buffer, 0, expected);
   const range = INTEGER_RANGE[datatype];
-  const big = datatype === 'INT64' || datatype === 'UINT64';
+  const target = new TYPED_ARRAY_OF[datatype](bytes.buffer, 0, expected);
+  const bigTarget = datatype === 'INT64' || datatype === 'UINT64' ? (target as BigInt64Array | BigUint64Array) : undefined;
+  const numberTarget = target as Exclude<typeof target, BigInt64Array | BigUint64Array>;
   for (let i = 0; i < values.length; i++) {
     const v = values[i];
-    if (typeof v !== 'number') throw Errors.invalidArg(`element ${i} of ${datatype} input '${name}' must be a number, got ${JSON.stringify(v) ?? typeof v}`);
-    if (range && (!Number.isInteger(v) || v < range[0] || v > range[1])) {
-      throw Errors.invalidArg(`element ${i} of input '${name}' (${v}) is not a valid ${datatype}`);
+    if (typeof v !== 'number' || !Number.isFinite(v)) {
+      throw Errors.invalidArg(`element ${i} of ${datatype} input '${name}' must be a finite number, got ${describeValue(v)}`);
     }
-    (target as unknown as (number | bigint)[])[i] = big ? BigInt(v) : v;
+    if (range && (!Number.isInteger(v) || v < range[0] || v > range[1])) {
+      throw Errors.invalidArg(
+        `element ${i} of input '${name}' (${v}) is not a valid ${datatype}: expected an integer in [${range[0]}, ${range[1]}]`,
+      );
+    }
+    if (bigTarget) bigTarget[i] = BigInt(v);
+    else numberTarget[i] = v;
   }
   return bytes;
 }
 
-/** Encodes a tensor's elements as a flat JSON array. FP16/BF16 must travel binary. */
+/** A tensor's elements as a flat JSON array. FP16/BF16 cannot be JSON: send them binary. */
 export function encodeJsonTensorData(tensor: Tensor): unknown[] {
   const { datatype, name } = tensor;
   if (datatype === 'FP16' || datatype === 'BF16') {
@@ -80,9 +97,17 @@ export function encodeJsonTensorData(tensor: Tensor): unknown[] {
   }
   if (datatype === 'BYTES') return bytesElementsToStrings(tensor.data, name);
   if (datatype === 'BOOL') return Array.from(tensor.data, (b) => b !== 0);
-  const ArrayType = TYPED_ARRAY_OF[datatype];
-  const aligned = tensor.data.byteOffset % ArrayType.BYTES_PER_ELEMENT === 0 ? tensor.data : tensor.data.slice();
-  const view = new ArrayType(aligned.buffer, aligned.byteOffset, aligned.byteLength / ArrayType.BYTES_PER_ELEMENT);
-  if (datatype === 'INT64' || datatype === 'UINT64') return Array.from(view as BigInt64Array, (v) => Number(v));
-  return Array.from(view as Float32Array);
+  const view = typedArrayOf(tensor);
+  if (view instanceof BigInt64Array || view instanceof BigUint64Array) {
+    return Array.from(view, (v: bigint, i) => {
+      const n = Number(v);
+      if (!Number.isSafeInteger(n)) {
+        throw Errors.unsupported(
+          `element ${i} of ${datatype} output '${name}' (${v}) cannot be written exactly as a JSON number: request the output as binary data`,
+        );
+      }
+      return n;
+    });
+  }
+  return Array.from(view as Exclude<typeof view, BigInt64Array | BigUint64Array>);
 }

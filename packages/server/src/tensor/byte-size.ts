@@ -1,0 +1,56 @@
+import { Errors } from '../core/errors.ts';
+import { ELEMENT_BYTE_SIZE, type DataType } from './datatype.ts';
+import { describeValue } from './describe-value.ts';
+import { formatShape } from './shape.ts';
+
+export type FixedSizeDataType = Exclude<DataType, 'BYTES'>;
+
+/** The largest tensor the server accepts, in bytes (and so in elements). */
+export const MAX_TENSOR_BYTE_SIZE = 2 ** 31;
+export const MAX_DIMENSIONS = 64;
+
+/**
+ * Checks that every dimension is an integer in [0, MAX_TENSOR_BYTE_SIZE] and that there are
+ * at most MAX_DIMENSIONS of them; returns the shape typed as numbers.
+ */
+export function validateShape(shape: unknown, tensorName: string): number[] {
+  if (!Array.isArray(shape)) throw Errors.invalidArg(`shape of tensor '${tensorName}' must be an array of integers`);
+  if (shape.length > MAX_DIMENSIONS) {
+    throw Errors.invalidArg(`shape of tensor '${tensorName}' has ${shape.length} dimensions; at most ${MAX_DIMENSIONS} are supported`);
+  }
+  for (let i = 0; i < shape.length; i++) {
+    const d: unknown = shape[i];
+    if (typeof d !== 'number' || !Number.isInteger(d) || d < 0) {
+      throw Errors.invalidArg(`shape of tensor '${tensorName}': dimension ${i} must be a non-negative integer, got ${describeValue(d)}`);
+    }
+    if (d > MAX_TENSOR_BYTE_SIZE) {
+      throw Errors.invalidArg(`shape of tensor '${tensorName}': dimension ${i} (${d}) exceeds the limit of ${MAX_TENSOR_BYTE_SIZE}`);
+    }
+  }
+  return shape as number[];
+}
+
+/** Element count of a validated shape; too many elements is an INVALID_ARG naming the tensor. */
+export function checkedElementCount(shape: readonly number[], tensorName: string): number {
+  if (shape.includes(0)) return 0;
+  let n = 1;
+  for (const d of shape) {
+    n *= d;
+    // Checked at each step: the product stays exact (both factors <= 2^31) and never reaches Infinity.
+    if (n > MAX_TENSOR_BYTE_SIZE) {
+      throw Errors.invalidArg(`shape ${formatShape(shape)} of tensor '${tensorName}' has too many elements (limit ${MAX_TENSOR_BYTE_SIZE})`);
+    }
+  }
+  return n;
+}
+
+/** Byte size of a fixed-size tensor; over MAX_TENSOR_BYTE_SIZE is an INVALID_ARG naming the tensor. */
+export function expectedByteSize(datatype: FixedSizeDataType, shape: readonly number[], tensorName: string): number {
+  const bytes = checkedElementCount(shape, tensorName) * ELEMENT_BYTE_SIZE[datatype];
+  if (bytes > MAX_TENSOR_BYTE_SIZE) {
+    throw Errors.invalidArg(
+      `tensor '${tensorName}' of datatype ${datatype} and shape ${formatShape(shape)} would take ${bytes} bytes; the limit is ${MAX_TENSOR_BYTE_SIZE}`,
+    );
+  }
+  return bytes;
+}
