@@ -99,6 +99,14 @@ describe('autoCompleteModelConfig', () => {
       .dynamic_batching).toEqual({ max_queue_delay_microseconds: 5 });
   });
 
+  it('turns batching on by default, unless the config opts out with batchwise_dynamic_batching', () => {
+    expect(autoCompleteModelConfig(parseModelConfig('max_batch_size: 8'), batchable, 'm').dynamic_batching).toEqual({});
+    const optedOut = parseModelConfig(
+      'max_batch_size: 8 parameters { key: "batchwise_dynamic_batching" value: { string_value: "false" } }',
+    );
+    expect(autoCompleteModelConfig(optedOut, batchable, 'm').dynamic_batching).toBeUndefined();
+  });
+
   it('keeps given name, backend and platform', () => {
     const given: ModelConfig = { name: 'n', backend: 'python', platform: 'p', max_batch_size: 0, input: [], output: [] };
     expect(autoCompleteModelConfig(given, batchable, 'folder')).toMatchObject({ name: 'n', backend: 'python', platform: 'p' });

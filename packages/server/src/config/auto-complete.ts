@@ -7,6 +7,12 @@ import { hasBatchDim } from './shape-rules.ts';
 export const DEFAULT_MAX_BATCH_SIZE = 4;
 
 /**
+ * `parameters { key: "batchwise_dynamic_batching" value: { string_value: "false" } }` keeps a
+ * model that could batch unbatched (batching is on by default otherwise).
+ */
+export const DYNAMIC_BATCHING_PARAMETER = 'batchwise_dynamic_batching';
+
+/**
  * Completes a config from the model file, as Triton's onnxruntime backend does with
  * --strict-model-config=false. Differences, on purpose: batching is turned on
  * (`dynamic_batching {}`) whenever the result batches, and max_batch_size is not
@@ -37,7 +43,8 @@ export function autoCompleteModelConfig(
   out.input = completeTensors(out.input, modelInputs, batched);
   out.output = completeTensors(out.output, io.outputs, batched);
 
-  if (batched && !out.dynamic_batching && !out.sequence_batching && !out.ensemble_scheduling) {
+  const optedOut = out.parameters?.[DYNAMIC_BATCHING_PARAMETER]?.string_value.trim().toLowerCase() === 'false';
+  if (batched && !optedOut && !out.dynamic_batching && !out.sequence_batching && !out.ensemble_scheduling) {
     out.dynamic_batching = {};
   }
   return out;

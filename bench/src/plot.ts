@@ -1,0 +1,61 @@
+export interface Series {
+  readonly name: string;
+  /** x: throughput (infer/s), y: latency (ms). */
+  readonly points: readonly { readonly x: number; readonly y: number }[];
+}
+
+const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b'];
+
+/** A small latency-versus-throughput line chart as standalone SVG. */
+export function latencyThroughputSvg(title: string, series: readonly Series[], yLabel = 'latency (ms)'): string {
+  const width = 720;
+  const height = 440;
+  const m = { left: 70, right: 180, top: 40, bottom: 55 };
+  const all = series.flatMap((s) => s.points);
+  const maxX = niceMax(Math.max(1, ...all.map((p) => p.x)));
+  const maxY = niceMax(Math.max(1, ...all.map((p) => p.y)));
+  const px = (x: number) => m.left + (x / maxX) * (width - m.left - m.right);
+  const py = (y: number) => height - m.bottom - (y / maxY) * (height - m.top - m.bottom);
+  const parts: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="12">`,
+    `<rect width="${width}" height="${height}" fill="white"/>`,
+    `<text x="${width / 2 - m.right / 2}" y="22" text-anchor="middle" font-size="15">${escape(title)}</text>`,
+  ];
+  for (let i = 0; i <= 5; i++) {
+    const x = (maxX / 5) * i;
+    const y = (maxY / 5) * i;
+    parts.push(`<line x1="${px(x)}" y1="${py(0)}" x2="${px(x)}" y2="${py(maxY)}" stroke="#eee"/>`);
+    parts.push(`<line x1="${px(0)}" y1="${py(y)}" x2="${px(maxX)}" y2="${py(y)}" stroke="#eee"/>`);
+    parts.push(`<text x="${px(x)}" y="${py(0) + 18}" text-anchor="middle">${format(x)}</text>`);
+    parts.push(`<text x="${px(0) - 8}" y="${py(y) + 4}" text-anchor="end">${format(y)}</text>`);
+  }
+  parts.push(`<line x1="${px(0)}" y1="${py(0)}" x2="${px(maxX)}" y2="${py(0)}" stroke="black"/>`);
+  parts.push(`<line x1="${px(0)}" y1="${py(0)}" x2="${px(0)}" y2="${py(maxY)}" stroke="black"/>`);
+  parts.push(`<text x="${(px(0) + px(maxX)) / 2}" y="${height - 12}" text-anchor="middle">throughput (infer/s)</text>`);
+  parts.push(`<text transform="translate(18 ${(py(0) + py(maxY)) / 2}) rotate(-90)" text-anchor="middle">${escape(yLabel)}</text>`);
+  series.forEach((s, i) => {
+    const color = COLORS[i % COLORS.length];
+    const pts = [...s.points].sort((a, b) => a.x - b.x);
+    parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts.map((p) => `${px(p.x).toFixed(1)},${py(p.y).toFixed(1)}`).join(' ')}"/>`);
+    for (const p of pts) parts.push(`<circle cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}" r="3" fill="${color}"/>`);
+    const ly = m.top + 10 + i * 20;
+    parts.push(`<line x1="${width - m.right + 15}" y1="${ly}" x2="${width - m.right + 40}" y2="${ly}" stroke="${color}" stroke-width="2"/>`);
+    parts.push(`<text x="${width - m.right + 46}" y="${ly + 4}">${escape(s.name)}</text>`);
+  });
+  parts.push('</svg>');
+  return `${parts.join('\n')}\n`;
+}
+
+function niceMax(v: number): number {
+  const power = 10 ** Math.floor(Math.log10(v));
+  for (const step of [1, 2, 2.5, 5, 10]) if (step * power >= v) return step * power;
+  return 10 * power;
+}
+
+function format(v: number): string {
+  return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+}
+
+function escape(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;');
+}

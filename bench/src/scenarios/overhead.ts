@@ -1,0 +1,66 @@
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { identity } from '@batchwise/modelgen';
+import { measure, type LoadResult, type WindowOptions } from '../load-generator.ts';
+import { table, writeResult } from '../report.ts';
+import { startServerProcess } from '../server-process.ts';
+import { benchRepository, cachedModel, fp32Config, inferRequest, type Protocol } from '../workload.ts';
+
+const WIDTH = 16;
+
+async function startEcho(): Promise<{ url: string; stop(): void }> {
+  const script = new URL('../echo-server.ts', import.meta.url).pathname;
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).once('line', (line) => resolve((JSON.parse(line) as { port: number }).port));
+    child.once('exit', (code) => reject(new Error(`echo server exited (${code})`)));
+  });
+  return { url: `http://127.0.0.1:${port}`, stop: () => child.kill('SIGTERM') };
+}
+
+/**
+ * The server's own cost per request: a 16-float identity over HTTP binary (and gRPC when
+ * asked) against a bare fastify endpoint that echoes the same bytes.
+ */
+export async function runOverhead(options: {
+  concurrency: number;
+  windows: WindowOptions;
+  protocols?: readonly Protocol[];
+  log: (line: string) => void;
+  name?: string;
+}): Promise<{ results: LoadResult[]; ratios: Record<string, number> }> {
+  const { log, concurrency } = options;
+  const file = await cachedModel('identity-fp32-16', () => identity('FP32', [WIDTH]), log);
+  const repo = await benchRepository('overhead', [
+    { name: 'tiny', modelFile: file, config: fp32Config('tiny', { width: WIDTH, maxBatchSize: 64, batching: false }) },
+  ]);
+  const results: LoadResult[] = [];
+  const echo = await startEcho();
+  try {
+    const { send, client } = inferRequest({ httpUrl: echo.url, grpcAddress: '' }, 'http-binary', 'tiny', WIDTH, concurrency);
+    results.push(await measure('fastify echo http-binary', send, { concurrency }, { ...options.windows, log }));
+    await client.close();
+  } finally {
+    echo.stop();
+  }
+  const server = await startServerProcess(['--model-repository', repo]);
+  try {
+    for (const protocol of options.protocols ?? ['http-binary']) {
+      const { send, client } = inferRequest(server, protocol, 'tiny', WIDTH, concurrency);
+      results.push(await measure(`batchwise ${protocol}`, send, { concurrency }, { ...options.windows, log }));
+      await client.close();
+    }
+  } finally {
+    await server.stop();
+  }
+  const echoResult = results[0]!;
+  const ratios: Record<string, number> = {};
+  for (const r of results.slice(1)) ratios[`${r.label.replace('batchwise ', '')}_vs_echo`] = r.throughput / echoResult.throughput;
+  const grpc = results.find((r) => r.label === 'batchwise grpc');
+  const http = results.find((r) => r.label === 'batchwise http-binary');
+  if (grpc && http) ratios['grpc_vs_http_binary'] = grpc.throughput / http.throughput;
+  log(`\n${table(['target', 'infer/s', 'p50 ms', 'p99 ms', 'errors'], results.map((r) => [r.label, r.throughput, r.latencyMs.p50, r.latencyMs.p99, r.errors]))}\n`);
+  for (const [k, v] of Object.entries(ratios)) log(`${k}: ${v.toFixed(2)}`);
+  await writeResult(options.name ?? 'overhead', { concurrency, results, ratios });
+  return { results, ratios };
+}

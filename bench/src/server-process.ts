@@ -1,0 +1,63 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+
+const CLI = new URL('../../packages/server/src/cli/main.ts', import.meta.url).pathname;
+const ROOT = new URL('../..', import.meta.url).pathname;
+
+export interface ServerProcess {
+  readonly httpUrl: string;
+  readonly grpcAddress: string;
+  readonly metricsUrl: string;
+  /** Peak resident memory seen in the server's metrics, bytes (sampled by `sampleRss`). */
+  stop(): Promise<number | null>;
+  readonly child: ChildProcess;
+}
+
+/**
+ * The real `batchwise serve` in its own process, on ephemeral loopback ports, so the load
+ * generator does not share the server's event loop. Resolves once every model is loaded.
+ */
+export async function startServerProcess(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', CLI, 'serve', '--http-address', '127.0.0.1', '--http-port', '0', '--grpc-port', '0', '--metrics-port', '0', ...args],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
+  );
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  let stderr = '';
+  child.stderr!.on('data', (d) => (stderr += d));
+  const ports = await new Promise<{ http: number; grpc: number; metrics: number }>((resolve, reject) => {
+    let seen: { http: number; grpc: number; metrics: number } | undefined;
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      let entry: Record<string, unknown>;
+      try {
+        entry = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        return;
+      }
+      if (typeof entry['httpPort'] === 'number') {
+        seen = { http: entry['httpPort'], grpc: entry['grpcPort'] as number, metrics: entry['metricsPort'] as number };
+      }
+      if (entry['msg'] === 'model repository loaded' && seen) resolve(seen);
+      if (typeof entry['level'] === 'number' && entry['level'] >= 50) process.stderr.write(`server: ${line}\n`);
+    });
+    void exited.then((code) => reject(new Error(`server exited (${code}) before it was ready: ${stderr.slice(-2000)}`)));
+  });
+  return {
+    child,
+    httpUrl: `http://127.0.0.1:${ports.http}`,
+    grpcAddress: `127.0.0.1:${ports.grpc}`,
+    metricsUrl: `http://127.0.0.1:${ports.metrics}/metrics`,
+    async stop() {
+      child.kill('SIGTERM');
+      return exited;
+    },
+  };
+}
+
+/** Reads one gauge or counter (without labels) from a Prometheus text page. */
+export async function scrapeMetric(metricsUrl: string, name: string): Promise<number | undefined> {
+  const text = await (await fetch(metricsUrl)).text();
+  const match = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
+  return match ? Number(match[1]) : undefined;
+}

@@ -1,0 +1,78 @@
+import { link, mkdir, rm, stat, writeFile, copyFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { GrpcClient, HttpClient, type InferenceClient } from '@batchwise/client';
+import { writeModel, type IModelProto } from '@batchwise/modelgen';
+import type { SendRequest } from './load-generator.ts';
+
+export const CACHE_DIR = new URL('../.cache/', import.meta.url).pathname;
+
+/** Generates a model into the cache once (large models are never committed). */
+export async function cachedModel(name: string, build: () => IModelProto, log: (l: string) => void): Promise<string> {
+  const path = join(CACHE_DIR, 'models', `${name}.onnx`);
+  const exists = await stat(path).then(() => true, () => false);
+  if (!exists) {
+    log(`generating ${name} ...`);
+    const bytes = await writeModel(path, build());
+    log(`generated ${name}: ${(bytes / 1e6).toFixed(1)} MB`);
+  }
+  return path;
+}
+
+export interface RepositoryEntry {
+  readonly name: string;
+  readonly modelFile: string;
+  readonly config: string;
+}
+
+/** A Triton-layout repository in the cache; model files are hard links, not copies. */
+export async function benchRepository(scenario: string, entries: readonly RepositoryEntry[]): Promise<string> {
+  const dir = join(CACHE_DIR, 'repos', scenario);
+  await rm(dir, { recursive: true, force: true });
+  for (const entry of entries) {
+    await mkdir(join(dir, entry.name, '1'), { recursive: true });
+    await writeFile(join(dir, entry.name, 'config.pbtxt'), entry.config);
+    const target = join(dir, entry.name, '1', 'model.onnx');
+    await link(entry.modelFile, target).catch(() => copyFile(entry.modelFile, target));
+  }
+  return dir;
+}
+
+export function fp32Config(name: string, options: { width: number; maxBatchSize: number; batching: boolean; delayUs?: number; threads?: number }): string {
+  return [
+    `name: "${name}"`,
+    `max_batch_size: ${options.maxBatchSize}`,
+    `input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ ${options.width} ] } ]`,
+    `output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${options.width} ] } ]`,
+    `instance_group [ { kind: KIND_CPU count: 1 } ]`,
+    // Batching is on by default in Batchwise: "off" has to be asked for.
+    options.batching
+      ? `dynamic_batching { max_queue_delay_microseconds: ${options.delayUs ?? 0} }`
+      : 'parameters { key: "batchwise_dynamic_batching" value: { string_value: "false" } }',
+    options.threads ? `parameters { key: "intra_op_thread_count" value: { string_value: "${options.threads}" } }` : '',
+  ].join('\n');
+}
+
+export type Protocol = 'http-binary' | 'http-json' | 'grpc';
+
+export interface Target {
+  readonly httpUrl: string;
+  readonly grpcAddress: string;
+}
+
+/** A client of the chosen protocol and a request that sends one sample of `width` floats. */
+export function inferRequest(target: Target, protocol: Protocol, model: string, width: number, connections: number): { send: SendRequest; client: InferenceClient } {
+  const client: InferenceClient =
+    protocol === 'grpc'
+      ? new GrpcClient({ url: target.grpcAddress })
+      : new HttpClient({ url: target.httpUrl, connections });
+  const data = Float32Array.from({ length: width }, (_, i) => (i % 13) / 13);
+  const binary = protocol !== 'http-json';
+  const send: SendRequest = async () => {
+    await client.infer({
+      model,
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, width], data }],
+      ...(protocol !== 'grpc' && { binary }),
+    });
+  };
+  return { send, client };
+}
