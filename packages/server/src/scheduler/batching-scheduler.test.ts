@@ -6,13 +6,18 @@ import type { Tensor } from '../tensor/tensor.ts';
 import { BatchingScheduler } from './batching-scheduler.ts';
 import { FakeClock, RecordingInstance } from './test-support.ts';
 
-function setup(dynamic: Record<string, unknown> | undefined, { instances = 1, maxBatchSize = 8, autoFinish = false } = {}) {
+function setup(
+  dynamic: Record<string, unknown> | undefined,
+  { instances = 1, maxBatchSize = 8, autoFinish = false, adaptive = false } = {},
+) {
   const config: ModelConfig = {
     name: 'm',
     max_batch_size: maxBatchSize,
     input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [1] }],
     output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [1] }],
     ...(dynamic !== undefined && { dynamic_batching: dynamic }),
+    // Triton's documented semantics by default; the adaptive delay has its own test.
+    ...(!adaptive && { parameters: { batchwise_adaptive_queue_delay: { string_value: 'false' } } }),
   };
   const clock = new FakeClock();
   const models = Array.from({ length: instances }, () => new RecordingInstance(autoFinish));
@@ -84,6 +89,31 @@ describe('dynamic batching', () => {
     expect(models[0]!.batches).toEqual([]);
     clock.advanceMs(0.1);
     expect(models[0]!.batches).toEqual([[1, 2]]);
+  });
+
+  it('adaptive delay: does not wait when the next request is not expected before the delay ends', async () => {
+    const { models, send, clock, flush } = setup({ max_queue_delay_microseconds: 1000 }, { adaptive: true });
+    send([1]);
+    expect(models[0]!.batches).toEqual([]);
+    clock.advanceMs(1);
+    expect(models[0]!.batches).toEqual([[1]]);
+    models[0]!.finish();
+    await flush();
+    clock.advanceMs(5);
+    // Requests 5 ms apart: waiting 1 ms for company would only add latency.
+    send([2]);
+    expect(models[0]!.batches).toEqual([[1], [2]]);
+  });
+
+  it('adaptive delay: still waits when requests arrive closer together than the delay', () => {
+    const { models, send, clock } = setup({ max_queue_delay_microseconds: 1000 }, { adaptive: true });
+    for (let i = 0; i < 5; i++) {
+      send([i]);
+      clock.advanceMs(0.1);
+    }
+    expect(models[0]!.batches).toEqual([]);
+    clock.advanceMs(0.6);
+    expect(models[0]!.batches).toEqual([[0, 1, 2, 3, 4]]);
   });
 
   it('sends at once when the maximum batch can be formed', () => {

@@ -13,6 +13,11 @@ export interface BatchingOptions {
   readonly maxBatchSize: number;
   readonly preferredBatchSizes: readonly number[];
   readonly maxQueueDelayNs: bigint;
+  /**
+   * Send before max_queue_delay when the next request is not expected in time (on unless
+   * the model sets `batchwise_adaptive_queue_delay: "false"`).
+   */
+  readonly adaptiveDelay: boolean;
   readonly preserveOrdering: boolean;
   /** 0: one level. Otherwise levels 1..n, 1 served first. */
   readonly priorityLevels: number;
@@ -30,6 +35,7 @@ export function batchingOptionsFromConfig(context: SchedulerContext): BatchingOp
     maxBatchSize: Math.max(1, config.max_batch_size),
     preferredBatchSizes: [...(db?.preferred_batch_size ?? [])].sort((a, b) => b - a),
     maxQueueDelayNs: BigInt(db?.max_queue_delay_microseconds ?? 0) * 1000n,
+    adaptiveDelay: config.parameters?.['batchwise_adaptive_queue_delay']?.string_value.trim().toLowerCase() !== 'false',
     preserveOrdering: db?.preserve_ordering ?? false,
     priorityLevels: levels,
     defaultPriorityLevel: levels > 0 ? db?.default_priority_level || levels : 1,
@@ -68,6 +74,9 @@ export class BatchingScheduler implements Scheduler {
   private nextToDeliver = 0;
   private readonly finished = new Map<number, () => void>();
   private delayTimer: unknown;
+  /** Smoothed time between arrivals: whether waiting for company is worth it. */
+  private interArrivalNs: number | undefined;
+  private lastArrivalNs: bigint | undefined;
   private idleWaiters: (() => void)[] = [];
 
   constructor(
@@ -109,6 +118,7 @@ export class BatchingScheduler implements Scheduler {
       }
       queue.push(waiting);
       this.queued++;
+      this.noteArrival(request.arrivalNs);
       this.dispatch();
     });
   }
@@ -116,6 +126,14 @@ export class BatchingScheduler implements Scheduler {
   drain(): Promise<void> {
     if (this.pendingCount === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private noteArrival(arrivalNs: bigint): void {
+    if (this.lastArrivalNs !== undefined) {
+      const gap = Math.max(0, Number(arrivalNs - this.lastArrivalNs));
+      this.interArrivalNs = this.interArrivalNs === undefined ? gap : 0.8 * this.interArrivalNs + 0.2 * gap;
+    }
+    this.lastArrivalNs = arrivalNs;
   }
 
   private onTimeout(waiting: Waiting, policy: ModelQueuePolicy): void {
@@ -181,8 +199,14 @@ export class BatchingScheduler implements Scheduler {
       if (n >= 0) return candidates.slice(0, n + 1);
     }
     const oldest = candidates.reduce((a, b) => (a.request.arrivalNs < b.request.arrivalNs ? a : b));
-    const waitedNs = this.clock.nowNs() - oldest.request.arrivalNs;
+    const now = this.clock.nowNs();
+    const waitedNs = now - oldest.request.arrivalNs;
     if (waitedNs >= maxQueueDelayNs) return candidates;
+    // "At most" max_queue_delay: when the next request is not expected before the delay ends
+    // (a lone client, light traffic), waiting only adds latency, so the batch goes now.
+    if (this.options.adaptiveDelay && this.interArrivalNs !== undefined && BigInt(Math.round(this.interArrivalNs)) > maxQueueDelayNs - waitedNs) {
+      return candidates;
+    }
     this.delayTimer = this.clock.setTimeout(() => {
       this.delayTimer = undefined;
       this.dispatch();
