@@ -13,7 +13,12 @@ const scenario = args.find((a) => !a.startsWith('--')) ?? 'all';
 const log = (line: string) => process.stdout.write(`${line}\n`);
 const windows = smoke ? SMOKE_WINDOWS : FULL_WINDOWS;
 const model = smoke ? SMOKE_MODEL : FULL_MODEL;
-const concurrencies = smoke ? [1, 4] : [1, 2, 4, 8, 16, 32];
+const concurrencyArg = args.find((a) => a.startsWith('--concurrency='));
+const concurrencies = concurrencyArg
+  ? concurrencyArg.slice('--concurrency='.length).split(',').map(Number)
+  : smoke
+    ? [1, 4]
+    : [1, 2, 4, 8, 16, 32];
 
 const scenarios: Record<string, () => Promise<unknown>> = {
   batching: () => runBatching({ model, concurrencies, windows, log }),

@@ -14,6 +14,8 @@ export interface BatchingModel {
 export const FULL_MODEL: BatchingModel = { layers: 4, width: 2048 };
 export const SMOKE_MODEL: BatchingModel = { layers: 2, width: 256 };
 export const THREADS = 2;
+/** max_queue_delay_microseconds of the batching-on configuration (BENCH_DELAY_US overrides). */
+export const DELAY_US = Number(process.env['BENCH_DELAY_US'] ?? 1000);
 
 export interface Point {
   readonly model: string;
@@ -43,7 +45,7 @@ export async function runBatching(options: {
   const file = await cachedModel(label, () => mlp({ layers: model.layers, width: model.width }), log);
   const repo = await benchRepository('batching', [
     { name: 'mlp_off', modelFile: file, config: fp32Config('mlp_off', { width: model.width, maxBatchSize: 64, batching: false, threads: THREADS }) },
-    { name: 'mlp_on', modelFile: file, config: fp32Config('mlp_on', { width: model.width, maxBatchSize: 64, batching: true, delayUs: 1000, threads: THREADS }) },
+    { name: 'mlp_on', modelFile: file, config: fp32Config('mlp_on', { width: model.width, maxBatchSize: 64, batching: true, delayUs: DELAY_US, threads: THREADS }) },
   ]);
   const server = await startServerProcess(['--model-repository', repo]);
   const points: Point[] = [];
