@@ -1,17 +1,18 @@
-import { deserializeBytesElements } from '../tensor/bytes-codec.ts';
+import { Errors } from '../core/errors.ts';
 import { elementCount } from '../tensor/shape.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
 /**
- * One contiguous buffer per input for a batch: each request's rows copied once with
- * `Uint8Array.set`, shape [sum of batch sizes, ...dims]. BYTES concatenate as they are
- * (each element carries its own length).
+ * One contiguous buffer per input for a batch: each request's bytes copied once with
+ * `Uint8Array.set`, shape [sum of batch sizes, ...dims]. BYTES concatenate as they are (each
+ * element carries its own length). A batch of one is copied too: the buffer then belongs to
+ * the batch alone, so the backend can transfer it to its worker without detaching memory a
+ * caller still holds (a received body, a pooled buffer).
  */
 export function assembleBatch(requests: readonly (readonly Tensor[])[], batchSizes: readonly number[]): Tensor[] {
-  const first = requests[0]!;
-  if (requests.length === 1) return [...first];
-  const total = batchSizes.reduce((a, b) => a + b, 0);
-  return first.map((input, i) => {
+  let total = 0;
+  for (const size of batchSizes) total += size;
+  return requests[0]!.map((input, i) => {
     let bytes = 0;
     for (const r of requests) bytes += r[i]!.data.byteLength;
     const data = new Uint8Array(bytes);
@@ -24,48 +25,63 @@ export function assembleBatch(requests: readonly (readonly Tensor[])[], batchSiz
   });
 }
 
-/** Splits batched outputs back into each request's rows, as views (no copies). */
+/** Splits batched outputs back into each request's rows, as views on the output buffers (no copies). */
 export function splitOutputs(outputs: readonly Tensor[], batchSizes: readonly number[]): Tensor[][] {
   if (batchSizes.length === 1) return [[...outputs]];
-  const total = batchSizes.reduce((a, b) => a + b, 0);
+  let total = 0;
+  for (const size of batchSizes) total += size;
   const perRequest: Tensor[][] = batchSizes.map(() => []);
   for (const output of outputs) {
     const rows = output.shape[0] ?? 0;
     if (rows !== total) {
-      throw new Error(`output '${output.name}' has ${rows} rows for a batch of ${total}: the model does not batch along its first dimension`);
+      throw Errors.internal(
+        `output '${output.name}' has ${rows} rows for a batch of ${total}: the model does not batch along its first dimension`,
+      );
     }
-    const rowBoundaries = byteOffsetsOfRows(output, total);
+    const boundaries = output.datatype === 'BYTES' ? bytesRowBoundaries(output, total) : fixedRowBoundaries(output, total);
     let row = 0;
-    batchSizes.forEach((size, i) => {
-      const start = rowBoundaries[row]!;
-      const end = rowBoundaries[row + size]!;
+    for (let i = 0; i < batchSizes.length; i++) {
+      const size = batchSizes[i]!;
       perRequest[i]!.push({
         name: output.name,
         datatype: output.datatype,
         shape: [size, ...output.shape.slice(1)],
-        data: output.data.subarray(start, end),
+        data: output.data.subarray(boundaries[row]!, boundaries[row + size]!),
       });
       row += size;
-    });
+    }
   }
   return perRequest;
 }
 
-/** Byte offset where each row starts, plus the end: rows+1 entries. */
-function byteOffsetsOfRows(tensor: Tensor, rows: number): number[] {
+/** Byte offset where each row starts, then the end: rows+1 entries. */
+function fixedRowBoundaries(tensor: Tensor, rows: number): number[] {
+  const rowBytes = tensor.data.byteLength / rows;
+  if (!Number.isInteger(rowBytes)) {
+    throw Errors.internal(`output '${tensor.name}' has ${tensor.data.byteLength} bytes, not a whole number of its ${rows} rows`);
+  }
   const offsets = new Array<number>(rows + 1);
-  if (tensor.datatype !== 'BYTES') {
-    const rowBytes = rows === 0 ? 0 : tensor.data.byteLength / rows;
-    for (let r = 0; r <= rows; r++) offsets[r] = r * rowBytes;
-    return offsets;
-  }
-  const perRow = rows === 0 ? 0 : elementCount(tensor.shape) / rows;
-  const elements = deserializeBytesElements(tensor.data, tensor.name);
-  const base = tensor.data.byteOffset;
+  for (let r = 0; r <= rows; r++) offsets[r] = r * rowBytes;
+  return offsets;
+}
+
+/** The same for BYTES: one walk over the length prefixes, noting where each row ends. */
+function bytesRowBoundaries(tensor: Tensor, rows: number): number[] {
+  const { data } = tensor;
+  const perRow = elementCount(tensor.shape) / rows;
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  const offsets = new Array<number>(rows + 1);
   offsets[0] = 0;
+  const malformed = () =>
+    Errors.internal(`BYTES output '${tensor.name}' does not hold the ${elementCount(tensor.shape)} elements its shape declares`);
+  let offset = 0;
   for (let r = 1; r <= rows; r++) {
-    const last = elements[r * perRow - 1];
-    offsets[r] = last ? last.byteOffset + last.byteLength - base : offsets[r - 1]!;
+    for (let e = 0; e < perRow; e++) {
+      if (offset + 4 > data.byteLength) throw malformed();
+      offset += 4 + view.getUint32(offset, true);
+    }
+    offsets[r] = offset;
   }
+  if (offset !== data.byteLength) throw malformed();
   return offsets;
 }

@@ -16,8 +16,7 @@ function setup(
     input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [1] }],
     output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [1] }],
     ...(dynamic !== undefined && { dynamic_batching: dynamic }),
-    // Triton's documented semantics by default; the adaptive delay has its own test.
-    ...(!adaptive && { parameters: { batchwise_adaptive_queue_delay: { string_value: 'false' } } }),
+    ...(adaptive && { parameters: { batchwise_adaptive_queue_delay: { string_value: 'true' } } }),
   };
   const clock = new FakeClock();
   const models = Array.from({ length: instances }, () => new RecordingInstance(autoFinish));

@@ -1,5 +1,10 @@
 import type { ExecutionResult, ModelInstance } from '../backends/backend.ts';
+import type { ModelConfig } from '../config/model-config.ts';
+import type { InferenceServerError } from '../core/errors.ts';
+import { ServerMetrics } from '../metrics/server-metrics.ts';
+import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import { BatchingScheduler } from './batching-scheduler.ts';
 import type { Clock } from './clock.ts';
 
 /** A clock the test moves by hand. */
@@ -72,4 +77,41 @@ export class RecordingInstance implements ModelInstance {
     this.pending.shift()?.();
   }
   async close(): Promise<void> {}
+}
+
+/**
+ * A BatchingScheduler on a fake clock over `instances` RecordingInstances of a model with one
+ * FP32 input of `width` (default 1) and max_batch_size 8 unless the config says otherwise.
+ * `send` enqueues values and records how each request settled, and when.
+ */
+export function schedulerHarness(config: Partial<ModelConfig>, { instances = 1 } = {}) {
+  const full: ModelConfig = {
+    name: 'm',
+    max_batch_size: 8,
+    input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+    output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+    ...config,
+  };
+  const clock = new FakeClock();
+  const models = Array.from({ length: instances }, () => new RecordingInstance());
+  const metrics = new ServerMetrics({ processMetrics: false });
+  const stats = new VersionStatistics('m', '1', metrics);
+  const scheduler = new BatchingScheduler({ config: full, instances: models, outputNames: ['OUTPUT0'], stats }, undefined, clock);
+  const settled: { name: string; value: number[] | string; at: bigint }[] = [];
+  const send = (name: string, values: number[], extra: { priority?: number; timeoutMicroseconds?: number } = {}) => {
+    const data = new Uint8Array(Float32Array.from(values).buffer);
+    const promise = scheduler.enqueue({
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [values.length, 1], data }],
+      batchSize: values.length,
+      priority: extra.priority ?? 0,
+      timeoutMicroseconds: extra.timeoutMicroseconds ?? 0,
+      arrivalNs: clock.nowNs(),
+    });
+    return promise.then(
+      (outputs) => void settled.push({ name, value: Array.from(new Float32Array(outputs[0]!.data.slice().buffer)), at: clock.nowNs() }),
+      (error: InferenceServerError) => void settled.push({ name, value: `${error.code}: ${error.message}`, at: clock.nowNs() }),
+    );
+  };
+  const pendingGauge = async () => (await metrics.pendingRequests.get()).values[0]?.value;
+  return { scheduler, clock, models, stats, send, settled, pendingGauge, flush: () => new Promise((r) => setTimeout(r, 0)) };
 }

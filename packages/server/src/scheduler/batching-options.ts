@@ -1,0 +1,44 @@
+import type { ModelConfig, ModelQueuePolicy } from '../config/model-config.ts';
+
+/** What the batcher does, decided once from the config at load time. */
+export interface BatchingOptions {
+  /** false: every request runs alone (no dynamic_batching); true: Triton's dynamic batcher. */
+  readonly dynamic: boolean;
+  /** Samples per batch; 1 for models without batching. */
+  readonly maxBatchSize: number;
+  /** Never empty: Triton uses [max_batch_size] when the config lists none. */
+  readonly preferredBatchSizes: ReadonlySet<number>;
+  readonly maxPreferredBatchSize: number;
+  readonly maxQueueDelayNs: bigint;
+  /**
+   * Send before max_queue_delay when the next request is not expected in time. Opt-in with
+   * the model parameter `batchwise_adaptive_queue_delay: "true"`; off, Triton's semantics.
+   */
+  readonly adaptiveDelay: boolean;
+  readonly preserveOrdering: boolean;
+  /** 0: priorities are not configured and a request's priority is ignored. Otherwise levels 1..n, 1 served first. */
+  readonly priorityLevels: number;
+  readonly defaultPriorityLevel: number;
+  readonly defaultQueuePolicy: ModelQueuePolicy;
+  readonly priorityQueuePolicy: ReadonlyMap<number, ModelQueuePolicy>;
+}
+
+export function batchingOptionsFromConfig(config: ModelConfig): BatchingOptions {
+  const db = config.dynamic_batching;
+  const levels = db?.priority_levels ?? 0;
+  const maxBatchSize = Math.max(1, config.max_batch_size);
+  const preferred = new Set(db?.preferred_batch_size?.length ? db.preferred_batch_size : [maxBatchSize]);
+  return {
+    dynamic: db !== undefined && config.max_batch_size > 0,
+    maxBatchSize,
+    preferredBatchSizes: preferred,
+    maxPreferredBatchSize: Math.max(...preferred),
+    maxQueueDelayNs: BigInt(db?.max_queue_delay_microseconds ?? 0) * 1000n,
+    adaptiveDelay: config.parameters?.['batchwise_adaptive_queue_delay']?.string_value.trim().toLowerCase() === 'true',
+    preserveOrdering: db?.preserve_ordering ?? false,
+    priorityLevels: levels,
+    defaultPriorityLevel: levels > 0 ? db?.default_priority_level || levels : 1,
+    defaultQueuePolicy: db?.default_queue_policy ?? {},
+    priorityQueuePolicy: new Map(Object.entries(db?.priority_queue_policy ?? {}).map(([k, v]) => [Number(k), v])),
+  };
+}

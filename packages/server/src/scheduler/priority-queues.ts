@@ -1,0 +1,89 @@
+import type { ModelQueuePolicy } from '../config/model-config.ts';
+import { Errors } from '../core/errors.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import type { BatchingOptions } from './batching-options.ts';
+import type { QueuedRequest } from './scheduler.ts';
+import { WaitingList, type Linked } from './waiting-list.ts';
+
+/** A request in a queue, with the promise it settles. */
+export interface Waiting extends Linked<Waiting> {
+  readonly request: QueuedRequest;
+  readonly level: PriorityLevel;
+  readonly resolve: (outputs: Tensor[]) => void;
+  readonly reject: (error: Error) => void;
+  /** The queue-timeout timer while one is armed. */
+  timer: unknown;
+}
+
+/** One priority level: its queue policy, its FIFO, and (DELAY action) its expired requests. */
+export class PriorityLevel {
+  readonly waiting = new WaitingList<Waiting>();
+  /** Past their timeout under timeout_action DELAY: served after this level's requests still in time, as Triton does. */
+  readonly delayed = new WaitingList<Waiting>();
+  private readonly maxQueueSize: number;
+
+  constructor(readonly policy: ModelQueuePolicy) {
+    this.maxQueueSize = policy.max_queue_size ?? 0;
+  }
+
+  get full(): boolean {
+    return this.maxQueueSize > 0 && this.waiting.length + this.delayed.length >= this.maxQueueSize;
+  }
+
+  /** Triton: the request's own timeout when the policy allows overriding and it set one, else the default; 0 = none. */
+  timeoutMicroseconds(request: QueuedRequest): number {
+    if (this.policy.allow_timeout_override && request.timeoutMicroseconds > 0) return request.timeoutMicroseconds;
+    return this.policy.default_timeout_microseconds ?? 0;
+  }
+}
+
+/** The queues of one model version, one per priority level, level 1 served first. */
+export class PriorityQueues {
+  private readonly levels: PriorityLevel[];
+  private count = 0;
+
+  constructor(private readonly options: BatchingOptions) {
+    this.levels = Array.from(
+      { length: Math.max(1, options.priorityLevels) },
+      (_, i) => new PriorityLevel(options.priorityQueuePolicy.get(i + 1) ?? options.defaultQueuePolicy),
+    );
+  }
+
+  get size(): number {
+    return this.count;
+  }
+
+  /** The level for a request's priority (0: the default level). Without priority levels configured, priority is ignored. */
+  levelOf(priority: number): PriorityLevel {
+    const { priorityLevels, defaultPriorityLevel } = this.options;
+    if (priorityLevels === 0 || priority === 0) return this.levels[defaultPriorityLevel - 1]!;
+    if (priority > priorityLevels) {
+      throw Errors.invalidArg(`request priority ${priority} is out of range: the model has priority levels 1..${priorityLevels}`);
+    }
+    return this.levels[priority - 1]!;
+  }
+
+  add(waiting: Waiting): void {
+    waiting.level.waiting.push(waiting);
+    this.count++;
+  }
+
+  /** Takes a request out of whichever queue holds it; false when it is in none. */
+  remove(waiting: Waiting): boolean {
+    if (!waiting.list?.remove(waiting)) return false;
+    this.count--;
+    return true;
+  }
+
+  /** DELAY action: the request stays queued, behind every request of its level that is still in time. */
+  delay(waiting: Waiting): void {
+    if (waiting.level.waiting.remove(waiting)) waiting.level.delayed.push(waiting);
+  }
+
+  *inServingOrder(): Generator<Waiting> {
+    for (const level of this.levels) {
+      yield* level.waiting;
+      yield* level.delayed;
+    }
+  }
+}
