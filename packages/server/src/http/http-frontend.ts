@@ -62,6 +62,11 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
     void reply.code(404).send({ error: `no route for ${request.method} ${request.url}` });
   });
 
+  // While the server is not ready (shutting down), every response closes its connection, so
+  // clients open new ones (refused once listeners close) instead of racing a closing socket.
+  app.addHook('onSend', async (_request, reply) => {
+    if (!service.isReady()) void reply.header('connection', 'close');
+  });
   registerRestrictedApiHook(app, options.restrictions);
   registerContentEncoding(app);
   registerHealthRoutes(app, service);
