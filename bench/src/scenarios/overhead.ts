@@ -32,7 +32,7 @@ export async function runOverhead(options: {
   const { log, concurrency } = options;
   const file = await cachedModel('identity-fp32-16', () => identity('FP32', [WIDTH]), log);
   const repo = await benchRepository('overhead', [
-    { name: 'tiny', modelFile: file, config: fp32Config('tiny', { width: WIDTH, maxBatchSize: 64, batching: false }) },
+    { name: 'tiny', modelFile: file, config: fp32Config('tiny', { width: WIDTH, maxBatchSize: 64, batching: true, delayUs: 0 }) },
   ]);
   const results: LoadResult[] = [];
   const echo = await startEcho();

@@ -12,6 +12,7 @@ export class MemoryGuard {
   private accounted = 0;
   /** Resident memory when nothing was in flight: models, runtime, code. */
   private baselineBytes: number;
+  private baselineAtMs = 0;
 
   constructor(
     readonly budgetBytes: number,
@@ -34,7 +35,14 @@ export class MemoryGuard {
 
   /** Charges `bytes` or throws the over-budget error; the caller must release exactly once. */
   admit(bytes: number): () => void {
-    if (this.accounted === 0) this.baselineBytes = this.rss();
+    // Re-measured when idle, at most every 100 ms: reading RSS costs a system call.
+    if (this.accounted === 0) {
+      const now = Date.now();
+      if (now - this.baselineAtMs >= 100) {
+        this.baselineBytes = this.rss();
+        this.baselineAtMs = now;
+      }
+    }
     if (!this.wouldFit(bytes)) {
       this.metrics.memoryRejections.inc();
       throw Errors.unavailable(
