@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identity, slowModel } from '@batchwise/modelgen';
 import { makeRepository } from './support/repository.ts';
-import { postJson, startTestServer } from './support/server.ts';
+import { postJson, startTestServer, getJson } from './support/server.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 
@@ -55,7 +55,7 @@ dynamic_batching { max_queue_delay_microseconds: 20000 }`,
       expect(r.status).toBe(200);
       expect(r.json.outputs[0].data).toEqual(requests[i]);
     });
-    const stats = (await (await fetch(`${server.url}/v2/models/batched/stats`)).json()).model_stats[0];
+    const stats = (await getJson(`${server.url}/v2/models/batched/stats`)).model_stats[0];
     expect(stats.inference_count).toBe(24);
     expect(stats.execution_count).toBeLessThan(24);
     expect(Math.max(...stats.batch_stats.map((b: any) => b.batch_size))).toBeGreaterThan(1);

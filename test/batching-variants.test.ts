@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identity } from '@batchwise/modelgen';
 import { makeRepository } from './support/repository.ts';
-import { postJson, startTestServer } from './support/server.ts';
+import { postJson, startTestServer, getJson } from './support/server.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 
@@ -52,7 +52,7 @@ dynamic_batching { priority_levels: 2 default_priority_level: 2 }`,
       expect(r.json.outputs[0].shape).toEqual([1, requests[i]!.length]);
       expect(r.json.outputs[0].data).toEqual(requests[i]);
     });
-    const stats = (await (await fetch(`${server.url}/v2/models/text/stats`)).json()).model_stats[0];
+    const stats = (await getJson(`${server.url}/v2/models/text/stats`)).model_stats[0];
     expect(stats.inference_count).toBe(20);
     expect(stats.execution_count).toBeLessThan(20);
     expect(Math.max(...stats.batch_stats.map((b: { batch_size: number }) => b.batch_size))).toBeGreaterThan(1);

@@ -96,7 +96,7 @@ describe('bad input gets a 400 naming the problem, and the server stays ready', 
   it('answers unknown routes with a JSON 404', async () => {
     const response = await fetch(`${server.url}/v3/nothing`);
     expect(response.status).toBe(404);
-    expect((await response.json()).error).toBeTypeOf('string');
+    expect(((await response.json()) as { error: unknown }).error).toBeTypeOf('string');
   });
 
   it('counts failed requests in the failure metric', async () => {

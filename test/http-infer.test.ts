@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identity } from '@batchwise/modelgen';
 import { EXAMPLES, makeRepository } from './support/repository.ts';
-import { isReady, postBinary, postJson, splitBinaryResponse, startTestServer } from './support/server.ts';
+import { isReady, postBinary, postJson, splitBinaryResponse, startTestServer, getJson } from './support/server.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 
@@ -21,10 +21,10 @@ describe('HTTP inference on the example repository', () => {
   });
 
   it('answers server and model metadata', async () => {
-    const meta = await (await fetch(`${server.url}/v2`)).json();
+    const meta = await getJson(`${server.url}/v2`);
     expect(meta.name).toBe('batchwise');
     expect(meta.extensions).toContain('binary_tensor_data');
-    const simple = await (await fetch(`${server.url}/v2/models/simple`)).json();
+    const simple = await getJson(`${server.url}/v2/models/simple`);
     expect(simple).toMatchObject({
       name: 'simple',
       versions: ['1'],
@@ -44,10 +44,10 @@ describe('HTTP inference on the example repository', () => {
   });
 
   it('returns the config, completed for the model without config.pbtxt', async () => {
-    const config = await (await fetch(`${server.url}/v2/models/simple/config`)).json();
+    const config = await getJson(`${server.url}/v2/models/simple/config`);
     expect(config).toMatchObject({ name: 'simple', max_batch_size: 8 });
     expect(config.input[0]).toMatchObject({ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] });
-    const auto = await (await fetch(`${server.url}/v2/models/autocomplete_fp32/config`)).json();
+    const auto = await getJson(`${server.url}/v2/models/autocomplete_fp32/config`);
     expect(auto).toMatchObject({ name: 'autocomplete_fp32', max_batch_size: 4, dynamic_batching: {} });
     expect(auto.input[0]).toMatchObject({ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [4] });
   });

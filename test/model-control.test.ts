@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { identity, serializeModel } from '@batchwise/modelgen';
 import { makeRepository } from './support/repository.ts';
-import { postJson, startTestServer } from './support/server.ts';
+import { postJson, startTestServer, getJson } from './support/server.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 
@@ -74,7 +74,7 @@ describe('explicit model control', () => {
     const override = JSON.stringify({ max_batch_size: 2, input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [4] }], output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [4] }] });
     const loaded = await postJson(`${server.url}/v2/repository/models/a/load`, { parameters: { config: override } });
     expect(loaded.status).toBe(200);
-    expect((await (await fetch(`${server.url}/v2/models/a/config`)).json()).max_batch_size).toBe(2);
+    expect((await getJson(`${server.url}/v2/models/a/config`)).max_batch_size).toBe(2);
     const missing = await postJson(`${server.url}/v2/repository/models/nope/load`, {});
     expect(missing.status).toBe(400);
     expect(missing.json.error).toMatch(/nope/);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixedBatchModel, identity, simpleAddSub } from '@batchwise/modelgen';
 import { makeRepository } from './support/repository.ts';
-import { isReady, postJson, startTestServer } from './support/server.ts';
+import { isReady, postJson, startTestServer, getJson } from './support/server.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 
@@ -87,7 +87,7 @@ describe('a model that fails to load is reported while the others serve', () => 
   });
 
   it('serves the latest version by default (version policy latest 1)', async () => {
-    const meta = await (await fetch(`${server.url}/v2/models/two_versions`)).json();
+    const meta = await getJson(`${server.url}/v2/models/two_versions`);
     expect(meta.versions).toEqual(['2']);
     expect((await fetch(`${server.url}/v2/models/two_versions/versions/1/ready`)).status).toBe(400);
   });
@@ -109,7 +109,7 @@ describe('--allow-cpu-fallback runs a KIND_GPU model on CPU, visibly', () => {
   });
 
   it('loads, shows the real provider and why', async () => {
-    const meta = await (await fetch(`${server.url}/v2/models/on_gpu`)).json();
+    const meta = await getJson(`${server.url}/v2/models/on_gpu`);
     expect(meta.parameters.execution_provider).toBe('CPUExecutionProvider');
     expect(meta.parameters.cpu_fallback_reason).toMatch(/CUDA/);
     const text = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
@@ -129,5 +129,54 @@ describe('--strict-model-config', () => {
       await server.close();
       await repo.remove();
     }
+  });
+});
+
+describe('version policies and session settings', () => {
+  let server: Server;
+  let remove: () => Promise<void>;
+  beforeAll(async () => {
+    const policy = (name: string, p: string, extra = '') => fp32Config(name, `version_policy: { ${p} }\n${extra}`);
+    const repo = await makeRepository([
+      { name: 'all', model: identity('FP32', [4]), versions: [1, 2, 3], config: policy('all', 'all: {}') },
+      { name: 'latest2', model: identity('FP32', [4]), versions: [1, 2, 3], config: policy('latest2', 'latest: { num_versions: 2 }') },
+      { name: 'specific', model: identity('FP32', [4]), versions: [1, 2, 3], config: policy('specific', 'specific: { versions: [ 1, 3 ] }') },
+      {
+        name: 'tuned',
+        model: identity('FP32', [4]),
+        config: fp32Config(
+          'tuned',
+          `parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
+parameters { key: "gpu_mem_limit" value: { string_value: "1073741824" } }
+optimization { graph { level: 1 } }`,
+        ),
+      },
+    ]);
+    remove = repo.remove;
+    server = await startTestServer([repo.dir]);
+  });
+  afterAll(async () => {
+    await server.close();
+    await remove();
+  });
+
+  const versions = async (name: string) => (await getJson(`${server.url}/v2/models/${name}`)).versions;
+
+  it('serves every version (all), the newest N (latest), or the listed ones (specific)', async () => {
+    expect(await versions('all')).toEqual(['1', '2', '3']);
+    expect(await versions('latest2')).toEqual(['2', '3']);
+    expect(await versions('specific')).toEqual(['1', '3']);
+    const { json } = await postJson(`${server.url}/v2/models/specific/versions/1/infer`, {
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }],
+    });
+    expect(json.model_version).toBe('1');
+  });
+
+  it('applies session settings and says which it could not apply', async () => {
+    const meta = await getJson(`${server.url}/v2/models/tuned`);
+    expect(meta.parameters.gpu_mem_limit).toMatch(/not applied/);
+    expect((await postJson(`${server.url}/v2/models/tuned/infer`, {
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }],
+    })).status).toBe(200);
   });
 });

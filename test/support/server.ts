@@ -56,3 +56,8 @@ export function splitBinaryResponse(response: { headers: Headers; body: Buffer }
 export async function isReady(url: string): Promise<boolean> {
   return (await fetch(`${url}/v2/health/ready`)).status === 200;
 }
+
+/** GET a JSON document (typed loosely: tests assert on its shape). */
+export async function getJson(url: string): Promise<any> {
+  return (await fetch(url)).json();
+}

@@ -62,6 +62,7 @@ export class CoreInferenceService implements InferenceService {
       parameters: {
         execution_provider: model.executionProvider,
         ...(model.fallbackReason !== undefined && { cpu_fallback_reason: model.fallbackReason }),
+        ...model.unappliedSettings,
       },
     };
   }

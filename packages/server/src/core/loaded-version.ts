@@ -38,4 +38,6 @@ export interface LoadedVersion {
   readonly stats: VersionStatistics;
   readonly executionProvider: string;
   readonly fallbackReason: string | undefined;
+  /** Settings from the config that could not be applied, by name, with the reason (shown in metadata). */
+  readonly unappliedSettings: Readonly<Record<string, string>>;
 }

@@ -85,7 +85,12 @@ export async function loadVersion(
         'KIND_GPU model runs on CPU (--allow-cpu-fallback)',
       );
     }
-    return assemble(folder.name, String(version), config, created, options.metrics);
+    const unapplied: Record<string, string> = {};
+    if (settings.gpuMemLimitBytes !== undefined) {
+      unapplied['gpu_mem_limit'] = `${settings.gpuMemLimitBytes} bytes not applied: onnxruntime-node 1.30 passes only the device id to the CUDA execution provider`;
+      options.logger.warn({ model: folder.name, version }, unapplied['gpu_mem_limit']);
+    }
+    return assemble(folder.name, String(version), config, created, options.metrics, unapplied);
   } catch (error) {
     await Promise.all(created.map((c) => c.instance.close()));
     throw error;
@@ -122,6 +127,7 @@ function assemble(
   config: ModelConfig,
   created: readonly LoadedInstance[],
   metrics: ServerMetrics,
+  unappliedSettings: Record<string, string>,
 ): LoadedVersion {
   const inputs: InputSpec[] = config.input.map((input) => ({
     name: input.name,
@@ -154,5 +160,6 @@ function assemble(
     stats,
     executionProvider: first.executionProvider,
     fallbackReason: first.fallbackReason,
+    unappliedSettings,
   };
 }
