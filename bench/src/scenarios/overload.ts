@@ -38,7 +38,7 @@ export async function runOverload(options: {
     const rate = Math.max(10, Math.round(saturated.throughput * 4));
     log(`saturated at ${saturated.throughput.toFixed(0)} infer/s; offering ${rate} requests/s for ${options.durationMs / 1000} s`);
 
-    const client = new HttpClient({ url: server.httpUrl, connections: 256 });
+    const client = new HttpClient({ url: server.httpUrl, connections: 512 });
     const data = new Float32Array(model.width).fill(0.5);
     const ok: number[] = [];
     const rejected: number[] = [];
@@ -54,9 +54,20 @@ export async function runOverload(options: {
       }
     })();
     const inFlight = new Set<Promise<void>>();
+    // The generator itself must not queue without bound: past this many outstanding requests a
+    // due request is counted as not sent (the server never saw it) rather than queued client-side.
+    const maxOutstanding = 512;
+    let notSent = 0;
     const begin = performance.now();
     let next = begin;
     while (performance.now() - begin < options.durationMs) {
+      next += 1000 / rate;
+      if (inFlight.size >= maxOutstanding) {
+        notSent++;
+        const wait = next - performance.now();
+        if (wait > 0) await sleep(wait);
+        continue;
+      }
       const started = performance.now();
       const p = client
         .infer({ model: 'mlp', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, model.width], data }] })
@@ -69,7 +80,6 @@ export async function runOverload(options: {
         )
         .finally(() => inFlight.delete(p));
       inFlight.add(p);
-      next += 1000 / rate;
       const wait = next - performance.now();
       if (wait > 0) await sleep(wait);
     }
@@ -85,6 +95,7 @@ export async function runOverload(options: {
       succeeded: ok.length,
       rejected503: rejected.length,
       failedOther: failed.length,
+      notSentByGenerator: notSent,
       firstFailure: failed[0],
       okLatencyMs: summarize(ok),
       rejectedLatencyMs: summarize(rejected),
@@ -96,6 +107,7 @@ export async function runOverload(options: {
       ['succeeded', ok.length, result.okLatencyMs.p50, result.okLatencyMs.p99],
       ['rejected 503', rejected.length, result.rejectedLatencyMs.p50, result.rejectedLatencyMs.p99],
       ['failed otherwise', failed.length, '', ''],
+      ['not sent (generator at 512 outstanding)', notSent, '', ''],
     ])}`);
     log(`peak RSS ${(peakRss / 2 ** 20).toFixed(0)} MiB of a ${(budget / 2 ** 20).toFixed(0)} MiB budget; not ready in ${notReady} samples`);
     await writeResult('overload', result);
