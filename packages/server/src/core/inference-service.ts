@@ -114,6 +114,10 @@ export class CoreInferenceService implements InferenceService {
     };
   }
 
+  assertAdmissible(bodyBytes: number): void {
+    this.memory.assertFits(MemoryGuard.chargeFor(bodyBytes));
+  }
+
   statistics(modelName?: string, modelVersion?: string): ModelStatistics[] {
     if (modelName === undefined || modelName === '') {
       return this.models.loadedVersions().map((v) => v.stats.snapshot());

@@ -105,6 +105,11 @@ export interface InferenceService {
   modelMetadata(modelName: string, modelVersion?: string): ModelMetadata;
   modelConfig(modelName: string, modelVersion?: string): ModelConfig;
   infer(request: InferenceRequest): Promise<InferenceResponse>;
+  /**
+   * Throws the over-budget error when a request body of this size could not be admitted now,
+   * so a frontend can refuse it before reading it.
+   */
+  assertAdmissible(bodyBytes: number): void;
   statistics(modelName?: string, modelVersion?: string): ModelStatistics[];
   repositoryIndex(readyOnly: boolean): RepositoryIndexEntry[];
   loadModel(modelName: string, options?: { config?: string }): Promise<void>;

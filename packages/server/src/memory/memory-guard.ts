@@ -28,28 +28,20 @@ export class MemoryGuard {
     return inputBytes * 3;
   }
 
-  /** Whether `bytes` more would fit now (for refusing a body before reading it). */
+  /** Whether `bytes` more would fit now. */
   wouldFit(bytes: number): boolean {
     return this.accounted + bytes <= this.budgetBytes - this.baselineBytes;
   }
 
+  /** Throws the over-budget error when `bytes` would not fit now; charges nothing. */
+  assertFits(bytes: number): void {
+    this.refreshBaseline();
+    if (!this.wouldFit(bytes)) throw this.overBudget(bytes);
+  }
+
   /** Charges `bytes` or throws the over-budget error; the caller must release exactly once. */
   admit(bytes: number): () => void {
-    // Re-measured when idle, at most every 100 ms: reading RSS costs a system call.
-    if (this.accounted === 0) {
-      const now = Date.now();
-      if (now - this.baselineAtMs >= 100) {
-        this.baselineBytes = this.rss();
-        this.baselineAtMs = now;
-      }
-    }
-    if (!this.wouldFit(bytes)) {
-      this.metrics.memoryRejections.inc();
-      throw Errors.unavailable(
-        `server is over its memory budget: admitting this request (${bytes} bytes) would exceed --memory-limit ` +
-          `${this.budgetBytes} bytes (in use at rest ${this.baselineBytes}, held by requests in flight ${this.accounted}); retry later`,
-      );
-    }
+    this.assertFits(bytes);
     this.accounted += bytes;
     this.metrics.memoryAccountedBytes.set(this.accounted);
     let released = false;
@@ -59,5 +51,23 @@ export class MemoryGuard {
       this.accounted -= bytes;
       this.metrics.memoryAccountedBytes.set(this.accounted);
     };
+  }
+
+  /** Re-measured when idle, at most every 100 ms: reading RSS costs a system call. */
+  private refreshBaseline(): void {
+    if (this.accounted !== 0) return;
+    const now = Date.now();
+    if (now - this.baselineAtMs >= 100) {
+      this.baselineBytes = this.rss();
+      this.baselineAtMs = now;
+    }
+  }
+
+  private overBudget(bytes: number): Error {
+    this.metrics.memoryRejections.inc();
+    return Errors.unavailable(
+      `server is over its memory budget: admitting this request (${bytes} bytes) would exceed --memory-limit ` +
+        `${this.budgetBytes} bytes (in use at rest ${this.baselineBytes}, held by requests in flight ${this.accounted}); retry later`,
+    );
   }
 }

@@ -30,6 +30,12 @@ export function registerInferRoutes(app: FastifyInstance, service: InferenceServ
       .type(encoded.contentType)
       .send(encoded.chunks.length === 1 ? encoded.chunks[0] : Buffer.concat(encoded.chunks));
   };
-  app.post<{ Params: ModelParams }>('/v2/models/:model/infer', { config: { apiGroup: 'inference' } }, handler);
-  app.post<{ Params: ModelParams }>('/v2/models/:model/versions/:version/infer', { config: { apiGroup: 'inference' } }, handler);
+  // A body that could not be admitted is refused from its Content-Length, before it is read.
+  const onRequest = async (request: { headers: Record<string, string | string[] | undefined> }) => {
+    const length = Number(request.headers['content-length']);
+    if (Number.isFinite(length) && length > 0) service.assertAdmissible(length);
+  };
+  const options = { config: { apiGroup: 'inference' as const }, onRequest };
+  app.post<{ Params: ModelParams }>('/v2/models/:model/infer', options, handler);
+  app.post<{ Params: ModelParams }>('/v2/models/:model/versions/:version/infer', options, handler);
 }
