@@ -40,7 +40,8 @@ describe('restricted API groups (Triton flag syntax)', () => {
     for (const [group, path, body, header, key] of cases) {
       it(`${group}: the right key works, a wrong or missing key gets 403 naming the header`, async () => {
         expect((await http(path, { [header]: key }, body)).status).toBe(200);
-        for (const headers of [{}, { [header]: `${key}x` }, { [header]: '' }]) {
+        const wrong: Record<string, string>[] = [{}, { [header]: `${key}x` }, { [header]: '' }];
+        for (const headers of wrong) {
           const refused = await http(path, headers, body);
           expect(refused.status).toBe(403);
           expect(JSON.parse(refused.text).error).toBe(`This API is restricted, expecting header '${header}'`);
@@ -81,7 +82,8 @@ describe('restricted API groups (Triton flag syntax)', () => {
     it('inference: right key works; wrong or missing key is refused with UNAVAILABLE naming the header', async () => {
       const ok = await inferWith(client({ 'triton-grpc-protocol-infer-key': 'letmein' }));
       expect(Array.from(ok.outputs[0]!.data as Int32Array)).toEqual(new Array(16).fill(3));
-      for (const metadata of [{}, { 'triton-grpc-protocol-infer-key': 'nope' }, { 'infer-key': 'letmein' }]) {
+      const refused: Record<string, string>[] = [{}, { 'triton-grpc-protocol-infer-key': 'nope' }, { 'infer-key': 'letmein' }];
+      for (const metadata of refused) {
         const error = await inferWith(client(metadata)).catch((e: unknown) => e);
         expect(error).toBeInstanceOf(BatchwiseClientError);
         expect((error as BatchwiseClientError).grpcCode).toBe(GrpcStatus.UNAVAILABLE);
