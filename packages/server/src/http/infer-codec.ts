@@ -23,7 +23,7 @@ export function decodeHttpInferRequest(
   modelVersion: string | undefined,
 ): InferenceRequest {
   const jsonLength = headerLength === undefined ? body.length : parseHeaderLength(headerLength, body.length);
-  const header = parseJson(body.subarray(0, jsonLength));
+  const header = parseJsonObject(body.subarray(0, jsonLength));
 
   const rawInputs = header['inputs'];
   if (!Array.isArray(rawInputs)) throw Errors.invalidArg("the request must have an 'inputs' array");
@@ -98,7 +98,8 @@ function parseHeaderLength(value: string, bodyLength: number): number {
   return n;
 }
 
-function parseJson(bytes: Buffer): Json {
+/** A JSON object from a request body, or a 400 that says what was wrong. */
+export function parseJsonObject(bytes: Buffer): Json {
   let parsed: unknown;
   try {
     parsed = JSON.parse(bytes.toString('utf8'));

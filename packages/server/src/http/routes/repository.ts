@@ -1,19 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { Errors, type InferenceService } from '../../core/index.ts';
+import { parseJsonObject } from '../infer-codec.ts';
 
 /** Optional JSON body of a repository request, e.g. `{"ready": true}` or `{"parameters": {...}}`. */
 function jsonBody(body: unknown): Record<string, unknown> {
   if (!Buffer.isBuffer(body) || body.length === 0) return {};
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body.toString('utf8'));
-  } catch (error) {
-    throw Errors.invalidArg(`failed to parse the request JSON buffer: ${(error as Error).message}`);
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw Errors.invalidArg('the request body must be a JSON object');
-  }
-  return parsed as Record<string, unknown>;
+  return parseJsonObject(body);
 }
 
 export function registerRepositoryRoutes(app: FastifyInstance, service: InferenceService): void {
