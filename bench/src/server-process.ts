@@ -8,9 +8,12 @@ export interface ServerProcess {
   readonly httpUrl: string;
   readonly grpcAddress: string;
   readonly metricsUrl: string;
-  /** Peak resident memory seen in the server's metrics, bytes (sampled by `sampleRss`). */
+  /** Sends SIGTERM and resolves with the exit code. */
   stop(): Promise<number | null>;
   readonly child: ChildProcess;
+  /** Every JSON log line the server printed so far. */
+  readonly logs: Record<string, unknown>[];
+  readonly exited: Promise<number | null>;
 }
 
 /**
@@ -26,6 +29,7 @@ export async function startServerProcess(args: readonly string[], env: NodeJS.Pr
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
+  const logs: Record<string, unknown>[] = [];
   const ports = await new Promise<{ http: number; grpc: number; metrics: number }>((resolve, reject) => {
     let seen: { http: number; grpc: number; metrics: number } | undefined;
     createInterface({ input: child.stdout! }).on('line', (line) => {
@@ -35,6 +39,7 @@ export async function startServerProcess(args: readonly string[], env: NodeJS.Pr
       } catch {
         return;
       }
+      logs.push(entry);
       if (typeof entry['httpPort'] === 'number') {
         seen = { http: entry['httpPort'], grpc: entry['grpcPort'] as number, metrics: entry['metricsPort'] as number };
       }
@@ -45,6 +50,8 @@ export async function startServerProcess(args: readonly string[], env: NodeJS.Pr
   });
   return {
     child,
+    logs,
+    exited,
     httpUrl: `http://127.0.0.1:${ports.http}`,
     grpcAddress: `127.0.0.1:${ports.grpc}`,
     metricsUrl: `http://127.0.0.1:${ports.metrics}/metrics`,
