@@ -1,8 +1,8 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { identity } from '@batchwise/modelgen';
+import { identity, mlp } from '@batchwise/modelgen';
 import { makeRepository } from './support/repository.ts';
-import { isReady, postBinary, startTestServer } from './support/server.ts';
+import { isReady, postBinary, postJson, startTestServer } from './support/server.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 const MiB = 1024 * 1024;
@@ -63,5 +63,31 @@ describe('memory budget admission control', () => {
     expect(await metric('batchwise_memory_rejections_total')).toBe(1);
     expect(await metric('batchwise_memory_accounted_bytes')).toBe(0);
     expect(await metric('batchwise_memory_budget_bytes')).toBeGreaterThan(256 * MiB);
+  });
+});
+
+describe('a model whose footprint does not fit the budget', () => {
+  it('fails to load with the figures, and the others serve', async () => {
+    const big = `name: "big"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 2048 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2048 ] } ]
+instance_group [ { kind: KIND_CPU count: 16 } ]`;
+    const repo = await makeRepository([
+      { name: 'big', model: mlp({ layers: 2, width: 2048 }), config: big },
+      { name: 'small', model: identity('FP32', [4]) },
+    ]);
+    // 16 instances of a 33 MB model need about 540 MB; the budget leaves about 256 MiB.
+    const server = await startTestServer([repo.dir], { memoryLimit: String(process.memoryUsage.rss() + 256 * MiB) });
+    try {
+      const { json } = await postJson(`${server.url}/v2/repository/index`, {});
+      const row = json.find((r: { name: string }) => r.name === 'big');
+      expect(row.state).toBe('UNAVAILABLE');
+      expect(row.reason).toMatch(/needs about \d+ bytes of host memory .* x 16 CPU instances\) but only \d+ bytes of the memory budget/);
+      expect((await fetch(`${server.url}/v2/models/small/ready`)).status).toBe(200);
+    } finally {
+      await server.close();
+      await repo.remove();
+    }
   });
 });

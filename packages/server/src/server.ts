@@ -77,6 +77,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const httpRestrictions = parseRestrictions(options.httpRestrictedApi ?? []);
   const grpcRestrictions = parseRestrictions(options.grpcRestrictedProtocol ?? [], 'triton-grpc-protocol-');
   const metrics = new ServerMetrics();
+  const memoryBudgetBytes = resolveMemoryBudgetBytes(options.memoryLimit);
+  const memory = new MemoryGuard(memoryBudgetBytes, metrics);
   const models = new ModelManager(options.modelRepositories.map((location) => modelSourceFor(location, { logger })), {
     controlMode: options.modelControlMode ?? 'none',
     startupModels: options.loadModels ?? [],
@@ -86,9 +88,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     strictModelConfig: options.strictModelConfig ?? false,
     allowCpuFallback: options.allowCpuFallback ?? false,
     gpuIds: visibleGpuIds(),
+    freeMemoryBytes: () => memory.freeBytes(),
   });
-  const memoryBudgetBytes = resolveMemoryBudgetBytes(options.memoryLimit);
-  const service = new CoreInferenceService(models, new MemoryGuard(memoryBudgetBytes, metrics));
+  const service = new CoreInferenceService(models, memory);
   const emf = options.cloudwatchMetrics
     ? new EmfWriter(metrics, { serviceName: options.cloudwatchServiceName ?? 'batchwise' })
     : undefined;

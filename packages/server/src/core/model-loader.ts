@@ -1,3 +1,4 @@
+import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Backend, LoadedInstance, ModelInstance } from '../backends/backend.ts';
@@ -25,6 +26,8 @@ export interface LoaderOptions {
   readonly strictModelConfig: boolean;
   readonly allowCpuFallback: boolean;
   readonly gpuIds: readonly number[];
+  /** Host memory the budget has left; a version that would not fit fails to load instead. */
+  readonly freeMemoryBytes?: () => number;
 }
 
 /** The model's config as written (parsed, not yet completed); undefined when there is no config.pbtxt. */
@@ -61,6 +64,7 @@ export async function loadVersion(
   }
   const settings = sessionSettingsFromConfig(base);
   const placements = instancePlacements(base.instance_group ?? [], options.gpuIds);
+  await checkFootprint(folder.name, version, modelPath, placements, options);
   const create = (placement: Placement) =>
     options.backend.createInstance({
       modelName: folder.name,
@@ -94,6 +98,32 @@ export async function loadVersion(
   } catch (error) {
     await Promise.all(created.map((c) => c.instance.close()));
     throw error;
+  }
+}
+
+/**
+ * Each CPU session holds its own copy of the weights, so a version needs about its file size
+ * per CPU instance (GPU instances keep theirs in device memory). A version that would not fit
+ * in what the memory budget has left fails to load with the figures, rather than starving the
+ * models already serving.
+ */
+async function checkFootprint(
+  model: string,
+  version: number,
+  modelPath: string,
+  placements: readonly Placement[],
+  options: LoaderOptions,
+): Promise<void> {
+  if (!options.freeMemoryBytes) return;
+  const fileBytes = (await stat(modelPath)).size;
+  const cpuInstances = placements.filter((p) => p.device === 'cpu').length;
+  const estimate = fileBytes * cpuInstances;
+  const free = options.freeMemoryBytes();
+  if (estimate > free) {
+    throw Errors.invalidArg(
+      `model '${model}' version ${version} needs about ${estimate} bytes of host memory (${fileBytes} bytes of weights x ${cpuInstances} CPU instances) ` +
+        `but only ${Math.max(0, free)} bytes of the memory budget (--memory-limit) are free`,
+    );
   }
 }
 

@@ -28,6 +28,11 @@ export class MemoryGuard {
     return inputBytes * 3;
   }
 
+  /** Budget not used by the process now nor held by requests in flight, bytes. */
+  freeBytes(): number {
+    return this.budgetBytes - this.rss() - this.accounted;
+  }
+
   /** Whether `bytes` more would fit now. */
   wouldFit(bytes: number): boolean {
     return this.accounted + bytes <= this.budgetBytes - this.baselineBytes;
