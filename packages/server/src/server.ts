@@ -14,6 +14,7 @@ import { createHttpFrontend } from './http/http-frontend.ts';
 import { createMetricsEndpoint } from './metrics/metrics-endpoint.ts';
 import { ServerMetrics } from './metrics/server-metrics.ts';
 import { EmfWriter } from './metrics/emf-writer.ts';
+import { startGpuMonitor } from './metrics/gpu-monitor.ts';
 import { MemoryGuard } from './memory/memory-guard.ts';
 import { resolveMemoryBudgetBytes } from './memory/memory-budget.ts';
 
@@ -95,6 +96,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     ? new EmfWriter(metrics, { serviceName: options.cloudwatchServiceName ?? 'batchwise' })
     : undefined;
   emf?.start();
+  const stopGpuMonitor = visibleGpuIds().length > 0 ? startGpuMonitor(metrics, logger) : undefined;
 
   let http: FastifyInstance | undefined;
   let grpc: ReturnType<typeof createGrpcFrontend> | undefined;
@@ -159,6 +161,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       ]);
       await models.close();
       await emf?.stop();
+      stopGpuMonitor?.();
     },
   };
 }

@@ -74,6 +74,18 @@ export class ServerMetrics {
     labelNames: ['gpu_uuid'],
     registers: [this.registry],
   });
+  readonly gpuUtilization = new Gauge({
+    name: 'nv_gpu_utilization',
+    help: 'GPU utilization rate [0.0 - 1.0)',
+    labelNames: ['gpu_uuid'],
+    registers: [this.registry],
+  });
+  readonly gpuMemoryTotalBytes = new Gauge({
+    name: 'nv_gpu_memory_total_bytes',
+    help: 'GPU total memory, in bytes',
+    labelNames: ['gpu_uuid'],
+    registers: [this.registry],
+  });
   readonly memoryBudgetBytes = new Gauge({
     name: 'batchwise_memory_budget_bytes',
     help: 'Host memory the server allows itself (--memory-limit); 0 when unlimited',
