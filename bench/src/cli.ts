@@ -1,46 +1,90 @@
 /**
- * `pnpm bench <scenario> [--smoke]`: batching | limit | overhead | grpc | overload | shutdown | all.
+ * `pnpm bench <scenario...> [options]`: batching | limit | overhead | grpc | overload | shutdown | all.
  * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg.
  */
-import { FULL_WINDOWS, SMOKE_WINDOWS } from './load-generator.ts';
+import { FULL_WINDOWS, SMOKE_WINDOWS, type WindowOptions } from './load-generator.ts';
 import { FULL_MODEL, SMOKE_MODEL, runBatching } from './scenarios/batching.ts';
 import { runLimit } from './scenarios/limit.ts';
 import { runOverhead } from './scenarios/overhead.ts';
 import { runOverload } from './scenarios/overload.ts';
 import { runShutdown } from './scenarios/shutdown.ts';
+import type { Protocol } from './workload.ts';
+
+const USAGE = `usage: pnpm bench <scenario...> [options]
+
+scenarios (several run in order; 'all' runs every one):
+  batching   4x2048 FP32 MLP, batching off and on, HTTP binary, concurrency 1..32
+  limit      the same model in-process (ONNX Runtime, same threads) at the batch sizes
+             the last batching run formed; compares the server with it
+  overhead   16-float identity over HTTP binary vs a bare fastify echo
+  grpc       gRPC vs HTTP binary on the tiny model and on the batching model (c=16)
+  overload   4x the saturated rate for 60 s: 503s, memory, readiness
+  shutdown   SIGTERM under load: nothing admitted is lost
+
+options:
+  --smoke                  tiny model and windows (also BENCH_SMOKE=1); results named smoke-*
+  --concurrency=1,2,4      closed-loop sweep (batching)
+  --rate=100,200           open-loop sweep in requests/s (batching; alone, instead of the
+                           closed-loop sweep; outstanding requests bounded to 256)
+  --arrivals=poisson       open-loop arrivals: poisson (default) or constant
+  --protocol=http-binary   http-binary, http-json, grpc; comma-separated for several (batching)
+  --window-ms=2000         measurement window; --max-windows=6; --tolerance=0.1
+  BENCH_DELAY_US=1000      max_queue_delay_microseconds of the batching-on configuration`;
 
 const args = process.argv.slice(2);
+if (args.includes('--help') || args.includes('-h')) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
+const option = (name: string): string | undefined => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+const list = (name: string): number[] | undefined => option(name)?.split(',').map(Number);
 const smoke = args.includes('--smoke') || process.env['BENCH_SMOKE'] === '1';
-const scenario = args.find((a) => !a.startsWith('--')) ?? 'all';
+const prefix = smoke ? 'smoke-' : '';
 const log = (line: string) => process.stdout.write(`${line}\n`);
-const windows = smoke ? SMOKE_WINDOWS : FULL_WINDOWS;
+const base = smoke ? SMOKE_WINDOWS : FULL_WINDOWS;
+const windows: WindowOptions = {
+  ...base,
+  windowMs: Number(option('window-ms') ?? base.windowMs),
+  maxWindows: Number(option('max-windows') ?? base.maxWindows),
+  tolerance: Number(option('tolerance') ?? base.tolerance),
+};
 const model = smoke ? SMOKE_MODEL : FULL_MODEL;
-const concurrencyArg = args.find((a) => a.startsWith('--concurrency='));
-const concurrencies = concurrencyArg
-  ? concurrencyArg.slice('--concurrency='.length).split(',').map(Number)
-  : smoke
-    ? [1, 4]
-    : [1, 2, 4, 8, 16, 32];
+const rates = list('rate');
+// --rate alone sweeps rates only; with --concurrency too, both.
+const concurrencies = list('concurrency') ?? (rates ? [] : smoke ? [1, 4] : [1, 2, 4, 8, 16, 32]);
+const arrivals = option('arrivals') ?? 'poisson';
+const protocols = (option('protocol')?.split(',') ?? ['http-binary']) as Protocol[];
+for (const p of protocols) if (!['http-binary', 'http-json', 'grpc'].includes(p)) fail(`unknown protocol '${p}'`);
+if (arrivals !== 'poisson' && arrivals !== 'constant') fail(`unknown arrivals '${arrivals}'`);
+for (const n of [...concurrencies, ...(rates ?? []), windows.windowMs, windows.maxWindows]) {
+  if (!(n > 0)) fail(`expected positive numbers, got ${n}`);
+}
 
 const scenarios: Record<string, () => Promise<unknown>> = {
-  batching: () => runBatching({ model, concurrencies, windows, log }),
-  limit: () => runLimit({ model, durationMs: smoke ? 100 : 1500, log }),
-  overhead: () => runOverhead({ concurrency: smoke ? 4 : 16, windows, log }),
+  batching: () => runBatching({ model, concurrencies, ...(rates && { rates, arrivals }), windows, protocols, log, name: `${prefix}batching` }),
+  limit: () =>
+    runLimit({ model, durationMs: smoke ? 100 : 1500, log, name: `${prefix}limit`, batchingName: `${prefix}batching` }),
+  overhead: () => runOverhead({ concurrency: smoke ? 4 : 16, windows, log, name: `${prefix}overhead` }),
   overload: () => runOverload({ model, durationMs: smoke ? 1000 : 60_000, memoryLimit: smoke ? '0.8' : '2G', windows, log }),
   shutdown: () => runShutdown({ model, concurrency: smoke ? 4 : 16, loadMs: smoke ? 500 : 3000, log }),
   grpc: async () => {
-    await runOverhead({ concurrency: smoke ? 4 : 16, windows, protocols: ['http-binary', 'grpc'], log, name: 'grpc-tiny' });
-    await runBatching({ model, concurrencies: smoke ? [4] : [16], windows, protocols: ['http-binary', 'grpc'], log, name: 'grpc-batching' });
+    await runOverhead({ concurrency: smoke ? 4 : 16, windows, protocols: ['http-binary', 'grpc'], log, name: `${prefix}grpc-tiny` });
+    await runBatching({ model, concurrencies: smoke ? [4] : [16], windows, protocols: ['http-binary', 'grpc'], log, name: `${prefix}grpc-batching` });
   },
 };
 
+function fail(message: string): never {
+  process.stderr.write(`${message}\n\n${USAGE}\n`);
+  process.exit(2);
+}
+
 async function main(): Promise<void> {
-  const chosen = scenario === 'all' ? ['batching', 'limit', 'overhead', 'grpc', 'overload', 'shutdown'] : [scenario];
+  const named = args.filter((a) => !a.startsWith('-'));
+  const chosen = named.length === 0 || named.includes('all') ? ['batching', 'limit', 'overhead', 'grpc', 'overload', 'shutdown'] : named;
+  for (const name of chosen) if (!scenarios[name]) fail(`unknown scenario '${name}'`);
   for (const name of chosen) {
-    const run = scenarios[name];
-    if (!run) throw new Error(`unknown scenario '${name}'; choose one of ${Object.keys(scenarios).join(', ')}, all`);
     log(`== ${name}${smoke ? ' (smoke)' : ''} ==`);
-    await run();
+    await scenarios[name]!();
   }
 }
 

@@ -1,7 +1,9 @@
 export interface Series {
   readonly name: string;
-  /** x: throughput (infer/s), y: latency (ms). */
-  readonly points: readonly { readonly x: number; readonly y: number }[];
+  /** x: throughput (infer/s), y: latency (ms); `label` is written beside the point (e.g. c=16). */
+  readonly points: readonly { readonly x: number; readonly y: number; readonly label?: string }[];
+  /** Drawn dashed (e.g. the open-loop sweep beside the closed-loop one). */
+  readonly dashed?: boolean;
 }
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b'];
@@ -36,10 +38,14 @@ export function latencyThroughputSvg(title: string, series: readonly Series[], y
   series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length];
     const pts = [...s.points].sort((a, b) => a.x - b.x);
-    parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts.map((p) => `${px(p.x).toFixed(1)},${py(p.y).toFixed(1)}`).join(' ')}"/>`);
-    for (const p of pts) parts.push(`<circle cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}" r="3" fill="${color}"/>`);
+    const dash = s.dashed ? ' stroke-dasharray="6 4"' : '';
+    parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2"${dash} points="${pts.map((p) => `${px(p.x).toFixed(1)},${py(p.y).toFixed(1)}`).join(' ')}"/>`);
+    for (const p of pts) {
+      parts.push(`<circle cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}" r="3" fill="${color}"/>`);
+      if (p.label) parts.push(`<text x="${(px(p.x) + 5).toFixed(1)}" y="${(py(p.y) - 5).toFixed(1)}" font-size="10" fill="${color}">${escape(p.label)}</text>`);
+    }
     const ly = m.top + 10 + i * 20;
-    parts.push(`<line x1="${width - m.right + 15}" y1="${ly}" x2="${width - m.right + 40}" y2="${ly}" stroke="${color}" stroke-width="2"/>`);
+    parts.push(`<line x1="${width - m.right + 15}" y1="${ly}" x2="${width - m.right + 40}" y2="${ly}" stroke="${color}" stroke-width="2"${dash}/>`);
     parts.push(`<text x="${width - m.right + 46}" y="${ly + 4}">${escape(s.name)}</text>`);
   });
   parts.push('</svg>');
@@ -57,5 +63,5 @@ function format(v: number): string {
 }
 
 function escape(text: string): string {
-  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;');
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 }

@@ -1,4 +1,5 @@
 import { mkdir, writeFile } from 'node:fs/promises';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 
 export const RESULTS_DIR = new URL('../results/', import.meta.url).pathname;
@@ -26,4 +27,18 @@ export async function writeResult(name: string, json: unknown, svg?: string): Pr
     await writeFile(files[1]!, svg);
   }
   return files;
+}
+
+/**
+ * What the numbers were measured on. The 1-minute load average at the start tells whether
+ * something else shared the cores (on a 2-core machine anything above ~0.5 skews a run).
+ */
+export function environment(): Record<string, unknown> {
+  return {
+    date: new Date().toISOString(),
+    node: process.version,
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model,
+    loadAverage1m: loadavg()[0],
+  };
 }

@@ -8,22 +8,42 @@ const log = () => undefined;
 
 // Tiny versions of each scenario, so that the benchmark code keeps working; numbers are not checked.
 describe('bench scenarios (smoke)', () => {
-  it('batching: both configurations answer, batches form when batching is on', async () => {
-    const result = await runBatching({ model: SMOKE_MODEL, concurrencies: [4], windows: SMOKE_WINDOWS, log, name: 'smoke-batching' });
-    expect(result.points).toHaveLength(2);
+  it('batching: both configurations answer over every protocol, closed and open loop; batches form when batching is on', async () => {
+    const result = await runBatching({
+      model: SMOKE_MODEL,
+      concurrencies: [16],
+      rates: [200],
+      windows: SMOKE_WINDOWS,
+      protocols: ['http-binary', 'http-json', 'grpc'],
+      log,
+      name: 'smoke-batching',
+    });
+    expect(result.points).toHaveLength(12);
     for (const p of result.points) {
-      expect(p.client.errors).toBe(0);
+      expect(p.client.errors, p.client.firstError).toBe(0);
       expect(p.client.throughput).toBeGreaterThan(0);
+      expect(p.server.requests).toBeGreaterThan(0);
     }
-    const off = result.points.find((p) => p.model === 'mlp_off')!;
-    expect(Object.keys(off.server.batches).map(Number)).toEqual([1]);
-    expect(result.ratios['throughput_on_vs_off_c16']).toBeUndefined();
+    const open = result.points.filter((p) => p.rate === 200);
+    expect(open).toHaveLength(6);
+    for (const p of open) expect(p.client.load).toMatchObject({ rate: 200, arrivals: 'poisson' });
+    for (const p of result.points.filter((p) => p.model === 'mlp_off')) expect(Object.keys(p.server.batches).map(Number)).toEqual([1]);
+    expect(Object.keys(result.ratios).sort()).toEqual([
+      'p99_on_vs_off_c16',
+      'p99_on_vs_off_c16_grpc',
+      'p99_on_vs_off_c16_http_json',
+      'throughput_on_vs_off_c16',
+      'throughput_on_vs_off_c16_grpc',
+      'throughput_on_vs_off_c16_http_json',
+    ]);
   });
 
-  it('limit: runs the model in-process at each batch size', async () => {
-    const { rows } = await runLimit({ model: SMOKE_MODEL, batchSizes: [1, 4], durationMs: 50, log });
-    expect(rows.map((r) => r.batchSize)).toEqual([1, 4]);
+  it('limit: runs the model in-process at each batch size and compares with the batching run', async () => {
+    const { rows, comparison } = await runLimit({ model: SMOKE_MODEL, durationMs: 50, log, name: 'smoke-limit', batchingName: 'smoke-batching' });
+    // The smoke batching run above formed these sizes; the limit measures exactly those.
+    expect(rows.length).toBeGreaterThan(0);
     expect(rows.every((r) => r.samplesPerSecond > 0)).toBe(true);
+    expect(comparison['server_vs_limit']).toBeGreaterThan(0);
   });
 
   it('overhead and gRPC: echo, HTTP binary and gRPC all answer', async () => {

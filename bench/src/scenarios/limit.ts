@@ -2,8 +2,9 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import ort from 'onnxruntime-node';
 import { mlp } from '@batchwise/modelgen';
+import { cpuShare, cpuSnapshot, type CpuShare } from '../cpu-usage.ts';
 import { summarize } from '../stats.ts';
-import { RESULTS_DIR, table, writeResult } from '../report.ts';
+import { environment, RESULTS_DIR, table, writeResult } from '../report.ts';
 import { cachedModel } from '../workload.ts';
 import { THREADS, type BatchingModel, type BatchingResult } from './batching.ts';
 
@@ -11,6 +12,7 @@ export interface LimitRow {
   readonly batchSize: number;
   readonly runMs: number;
   readonly samplesPerSecond: number;
+  readonly cpu?: CpuShare;
 }
 
 /**
@@ -22,11 +24,24 @@ export async function runLimit(options: {
   batchSizes?: readonly number[];
   durationMs: number;
   log: (line: string) => void;
+  /** Result file name. @default 'limit' */
+  name?: string;
+  /** The batching run to compare with (bench/results/<name>.json). @default 'batching' */
+  batchingName?: string;
 }): Promise<{ rows: LimitRow[]; comparison: Record<string, number> }> {
   const { model, log } = options;
+  const env = environment();
   const file = await cachedModel(`mlp-${model.layers}x${model.width}`, () => mlp({ layers: model.layers, width: model.width }), log);
   const session = await ort.InferenceSession.create(file, { executionProviders: ['cpu'], intraOpNumThreads: THREADS });
-  const batching = await readFile(join(RESULTS_DIR, 'batching.json'), 'utf8').then((t) => JSON.parse(t) as BatchingResult, () => undefined);
+  const batchingFile = join(RESULTS_DIR, `${options.batchingName ?? 'batching'}.json`);
+  const label = `mlp-${model.layers}x${model.width}`;
+  const batching = await readFile(batchingFile, 'utf8').then(
+    (t) => JSON.parse(t) as BatchingResult,
+    () => undefined,
+  );
+  if (!batching) log(`no ${batchingFile}: measuring the default batch sizes, nothing to compare with (run the batching scenario first)`);
+  else if (batching.model !== label) throw new Error(`${batchingFile} measured ${batching.model}, not ${label}: run the batching scenario with the same model`);
+  else log(`comparing with ${batchingFile} (measured ${(batching as { environment?: { date?: string } }).environment?.date ?? 'at an unknown date'})`);
   const formed = batching
     ? [...new Set(batching.points.flatMap((p) => Object.keys(p.server.batches).map(Number)))].sort((a, b) => a - b)
     : [];
@@ -36,14 +51,16 @@ export async function runLimit(options: {
     const input = new ort.Tensor('float32', new Float32Array(batchSize * model.width).fill(0.5), [batchSize, model.width]);
     await session.run({ INPUT0: input });
     const times: number[] = [];
+    const cpuBefore = cpuSnapshot([process.pid]);
     const start = performance.now();
     while (performance.now() - start < options.durationMs || times.length < 3) {
       const t0 = performance.now();
       await session.run({ INPUT0: input });
       times.push(performance.now() - t0);
     }
+    const cpu = cpuShare(cpuBefore, cpuSnapshot([process.pid]));
     const runMs = summarize(times).p50;
-    rows.push({ batchSize, runMs, samplesPerSecond: (batchSize * 1000) / runMs });
+    rows.push({ batchSize, runMs, samplesPerSecond: (batchSize * 1000) / runMs, ...(cpu && { cpu }) });
     log(`  in-process batch ${batchSize}: ${runMs.toFixed(2)} ms/run, ${((batchSize * 1000) / runMs).toFixed(0)} samples/s`);
   }
   await session.release();
@@ -69,9 +86,9 @@ export async function runLimit(options: {
       comparison['c1_p50_over_in_process'] = c1.client.latencyMs.p50 / b1.runMs;
     }
   }
-  log(`\n${table(['batch', 'ms/run', 'samples/s'], rows.map((r) => [r.batchSize, r.runMs, r.samplesPerSecond]))}\n`);
+  log(`\n${table(['batch', 'ms/run', 'samples/s', 'other cpu'], rows.map((r) => [r.batchSize, r.runMs, r.samplesPerSecond, r.cpu?.otherCores ?? '']))}\n`);
   for (const [k, v] of Object.entries(comparison)) log(`${k}: ${v.toFixed(3)}`);
-  await writeResult('limit', { model: `mlp-${model.layers}x${model.width}`, threads: THREADS, rows, comparison });
+  await writeResult(options.name ?? 'limit', { model: label, threads: THREADS, environment: env, rows, comparison });
   return { rows, comparison };
 }
 

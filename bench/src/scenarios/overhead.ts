@@ -1,21 +1,34 @@
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { identity } from '@batchwise/modelgen';
-import { measure, type LoadResult, type WindowOptions } from '../load-generator.ts';
-import { table, writeResult } from '../report.ts';
+import { cpuShare, cpuSnapshot, type CpuShare } from '../cpu-usage.ts';
+import { measure, type LoadResult, type MeasureHooks, type WindowOptions } from '../load-generator.ts';
+import { environment, table, writeResult } from '../report.ts';
 import { startServerProcess } from '../server-process.ts';
 import { benchRepository, cachedModel, fp32Config, inferRequest, type Protocol } from '../workload.ts';
 
 const WIDTH = 16;
 
-async function startEcho(): Promise<{ url: string; stop(): void }> {
+/** Hooks that measure the CPU share of the generator and `pid` (and of others) over the windows. */
+function cpuProbe(pid: number, shares: Map<string, CpuShare>, label: string): MeasureHooks {
+  let before: ReturnType<typeof cpuSnapshot>;
+  return {
+    onMeasureStart: async () => void (before = cpuSnapshot([process.pid, pid])),
+    onMeasureEnd: async () => {
+      const share = cpuShare(before, cpuSnapshot([process.pid, pid]));
+      if (share) shares.set(label, share);
+    },
+  };
+}
+
+async function startEcho(): Promise<{ url: string; pid: number; stop(): void }> {
   const script = new URL('../echo-server.ts', import.meta.url).pathname;
   const child = spawn(process.execPath, ['--import', 'tsx', script], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', (line) => resolve((JSON.parse(line) as { port: number }).port));
     child.once('exit', (code) => reject(new Error(`echo server exited (${code})`)));
   });
-  return { url: `http://127.0.0.1:${port}`, stop: () => child.kill('SIGTERM') };
+  return { url: `http://127.0.0.1:${port}`, pid: child.pid!, stop: () => child.kill('SIGTERM') };
 }
 
 /**
@@ -30,15 +43,18 @@ export async function runOverhead(options: {
   name?: string;
 }): Promise<{ results: LoadResult[]; ratios: Record<string, number> }> {
   const { log, concurrency } = options;
+  const env = environment();
   const file = await cachedModel('identity-fp32-16', () => identity('FP32', [WIDTH]), log);
   const repo = await benchRepository('overhead', [
     { name: 'tiny', modelFile: file, config: fp32Config('tiny', { width: WIDTH, maxBatchSize: 64, batching: true, delayUs: 0 }) },
   ]);
   const results: LoadResult[] = [];
+  const cpu = new Map<string, CpuShare>();
   const echo = await startEcho();
   try {
     const { send, client } = inferRequest({ httpUrl: echo.url, grpcAddress: '' }, 'http-binary', 'tiny', WIDTH, concurrency);
-    results.push(await measure('fastify echo http-binary', send, { concurrency }, { ...options.windows, log }));
+    const label = 'fastify echo http-binary';
+    results.push(await measure(label, send, { concurrency }, { ...options.windows, log }, cpuProbe(echo.pid, cpu, label)));
     await client.close();
   } finally {
     echo.stop();
@@ -47,7 +63,8 @@ export async function runOverhead(options: {
   try {
     for (const protocol of options.protocols ?? ['http-binary']) {
       const { send, client } = inferRequest(server, protocol, 'tiny', WIDTH, concurrency);
-      results.push(await measure(`batchwise ${protocol}`, send, { concurrency }, { ...options.windows, log }));
+      const label = `batchwise ${protocol}`;
+      results.push(await measure(label, send, { concurrency }, { ...options.windows, log }, cpuProbe(server.child.pid!, cpu, label)));
       await client.close();
     }
   } finally {
@@ -59,8 +76,13 @@ export async function runOverhead(options: {
   const grpc = results.find((r) => r.label === 'batchwise grpc');
   const http = results.find((r) => r.label === 'batchwise http-binary');
   if (grpc && http) ratios['grpc_vs_http_binary'] = grpc.throughput / http.throughput;
-  log(`\n${table(['target', 'infer/s', 'p50 ms', 'p99 ms', 'errors'], results.map((r) => [r.label, r.throughput, r.latencyMs.p50, r.latencyMs.p99, r.errors]))}\n`);
+  log(
+    `\n${table(
+      ['target', 'infer/s', 'p50 ms', 'p99 ms', 'errors', 'own cpu', 'other cpu'],
+      results.map((r) => [r.label, r.throughput, r.latencyMs.p50, r.latencyMs.p99, r.errors, cpu.get(r.label)?.ownCores ?? '', cpu.get(r.label)?.otherCores ?? '']),
+    )}\n`,
+  );
   for (const [k, v] of Object.entries(ratios)) log(`${k}: ${v.toFixed(2)}`);
-  await writeResult(options.name ?? 'overhead', { concurrency, results, ratios });
+  await writeResult(options.name ?? 'overhead', { concurrency, environment: env, results, cpu: Object.fromEntries(cpu), ratios });
   return { results, ratios };
 }

@@ -1,0 +1,56 @@
+import { readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+
+/**
+ * How busy the machine was with *other* processes during a measurement: on a shared 2-core
+ * machine a run that had another test suite beside it is not comparable with one that did not.
+ * Linux only (/proc); elsewhere every reading is undefined.
+ */
+export interface CpuSnapshot {
+  readonly busyTicks: number;
+  readonly totalTicks: number;
+  readonly ownTicks: number;
+}
+
+export interface CpuShare {
+  /** Cores' worth of CPU used by the benchmark's own processes (generator and server). */
+  readonly ownCores: number;
+  /** Cores' worth of CPU used by everything else: ideally near 0. */
+  readonly otherCores: number;
+  readonly cores: number;
+}
+
+export function cpuSnapshot(pids: readonly number[]): CpuSnapshot | undefined {
+  try {
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal ...
+    const total = fields.slice(0, 8).reduce((a, b) => a + b, 0);
+    const idle = fields[3]! + fields[4]!;
+    let own = 0;
+    for (const pid of pids) {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      // Fields after the command name (which may hold spaces) start at ')'.
+      const after = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      own += Number(after[11]) + Number(after[12]); // utime, stime
+    }
+    return { busyTicks: total - idle, totalTicks: total, ownTicks: own };
+  } catch {
+    return undefined;
+  }
+}
+
+export function cpuShare(before: CpuSnapshot | undefined, after: CpuSnapshot | undefined): CpuShare | undefined {
+  if (!before || !after) return undefined;
+  const cores = cpus().length;
+  const total = after.totalTicks - before.totalTicks;
+  if (total <= 0) return undefined;
+  // /proc/stat sums every core, so total ticks / cores is the elapsed time in ticks.
+  const elapsed = total / cores;
+  const own = (after.ownTicks - before.ownTicks) / elapsed;
+  const busy = (after.busyTicks - before.busyTicks) / elapsed;
+  return { ownCores: round(own), otherCores: round(Math.max(0, busy - own)), cores };
+}
+
+function round(v: number): number {
+  return Math.round(v * 100) / 100;
+}
