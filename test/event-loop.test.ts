@@ -9,7 +9,7 @@ describe('a long model run never blocks the event loop', () => {
   let server: Server;
   let remove: () => Promise<void>;
   beforeAll(async () => {
-    const repo = await makeRepository([{ name: 'slow', model: slowModel({ repeats: 8000, width: 1024 }) }]);
+    const repo = await makeRepository([{ name: 'slow', model: slowModel({ repeats: 12000, width: 1024 }) }]);
     remove = repo.remove;
     server = await startTestServer([repo.dir]);
   });
@@ -38,7 +38,7 @@ describe('a long model run never blocks the event loop', () => {
     const runMs = performance.now() - started;
     expect(response.status).toBe(200);
     // The run must be long enough for the test to mean something, and health far quicker.
-    expect(runMs).toBeGreaterThan(400);
-    expect(Math.max(...healthLatencies)).toBeLessThan(150);
+    expect(runMs).toBeGreaterThan(300);
+    expect(Math.max(...healthLatencies)).toBeLessThan(Math.min(150, runMs / 3));
   });
 });

@@ -11,8 +11,10 @@ export interface BatchingOptions {
   readonly maxPreferredBatchSize: number;
   readonly maxQueueDelayNs: bigint;
   /**
-   * Send before max_queue_delay when the next request is not expected in time. Opt-in with
-   * the model parameter `batchwise_adaptive_queue_delay: "true"`; off, Triton's semantics.
+   * Send before max_queue_delay when the next request is not expected in time: batching adds
+   * no wait when there is nobody to wait for (a lone client, light traffic). On by default;
+   * the model parameter `batchwise_adaptive_queue_delay: "false"` restores Triton's semantics
+   * (always wait out the delay for a batch that could still grow).
    */
   readonly adaptiveDelay: boolean;
   readonly preserveOrdering: boolean;
@@ -34,7 +36,7 @@ export function batchingOptionsFromConfig(config: ModelConfig): BatchingOptions 
     preferredBatchSizes: preferred,
     maxPreferredBatchSize: Math.max(...preferred),
     maxQueueDelayNs: BigInt(db?.max_queue_delay_microseconds ?? 0) * 1000n,
-    adaptiveDelay: config.parameters?.['batchwise_adaptive_queue_delay']?.string_value.trim().toLowerCase() === 'true',
+    adaptiveDelay: config.parameters?.['batchwise_adaptive_queue_delay']?.string_value.trim().toLowerCase() !== 'false',
     preserveOrdering: db?.preserve_ordering ?? false,
     priorityLevels: levels,
     defaultPriorityLevel: levels > 0 ? db?.default_priority_level || levels : 1,

@@ -16,7 +16,8 @@ function setup(
     input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [1] }],
     output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [1] }],
     ...(dynamic !== undefined && { dynamic_batching: dynamic }),
-    ...(adaptive && { parameters: { batchwise_adaptive_queue_delay: { string_value: 'true' } } }),
+    // The adaptive delay is Batchwise's default; most rules here are Triton's strict semantics.
+    ...(!adaptive && { parameters: { batchwise_adaptive_queue_delay: { string_value: 'false' } } }),
   };
   const clock = new FakeClock();
   const models = Array.from({ length: instances }, () => new RecordingInstance(autoFinish));
@@ -90,7 +91,7 @@ describe('dynamic batching', () => {
     expect(models[0]!.batches).toEqual([[1, 2]]);
   });
 
-  it('adaptive delay: does not wait when the next request is not expected before the delay ends', async () => {
+  it('adaptive delay (the default): does not wait when the next request is not expected before the delay ends', async () => {
     const { models, send, clock, flush } = setup({ max_queue_delay_microseconds: 1000 }, { adaptive: true });
     send([1]);
     expect(models[0]!.batches).toEqual([]);
