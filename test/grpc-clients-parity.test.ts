@@ -2,6 +2,7 @@
  * @batchwise/client over gRPC, HTTP binary and HTTP JSON gives identical results for every
  * datatype (identity models generated per datatype).
  */
+import { createConnection, createServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GrpcClient, HttpClient, type InferInput, type InferResult } from '@batchwise/client';
 import { configPbtxt, identity, type TensorDatatype } from '@batchwise/modelgen';
@@ -85,6 +86,39 @@ describe('gRPC and HTTP clients agree on every datatype', () => {
     for await (const answer of stream) if (answer.ok) results.push(answer.result);
     expect(results.map((r) => r.id).sort()).toEqual([...ids].sort());
     for (const r of results) expect(r.outputs[0]!.data).toEqual(Float32Array.of(Number(r.id!.slice(1))));
+  });
+});
+
+describe('GrpcClient channels', () => {
+  it('spreads concurrent infer calls over that many connections', async () => {
+    const repo = await makeRepository([{ name: 'id_fp32', model: identity('FP32', [-1]) }]);
+    const server = await startTestServer([repo.dir]);
+    // A TCP relay in front of the server counts the connections the client opens.
+    let connections = 0;
+    const relay = createServer((socket) => {
+      connections++;
+      const upstream = createConnection(server.grpcPort, '127.0.0.1');
+      socket.pipe(upstream).pipe(socket);
+      socket.on('error', () => upstream.destroy());
+      upstream.on('error', () => socket.destroy());
+    });
+    await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
+    const client = new GrpcClient({ url: `127.0.0.1:${(relay.address() as AddressInfo).port}`, channels: 3 });
+    try {
+      const results = await Promise.all(
+        Array.from({ length: 30 }, (_, i) =>
+          client.infer({ model: 'id_fp32', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 1], data: [i] }] }),
+        ),
+      );
+      expect(results.map((r) => r.outputs[0]!.data[0])).toEqual(Array.from({ length: 30 }, (_, i) => i));
+      expect(connections).toBe(3);
+      expect(() => new GrpcClient({ url: 'localhost:1', channels: 0 })).toThrow(/channels must be a positive integer/);
+    } finally {
+      await client.close();
+      relay.close();
+      await server.close();
+      await repo.remove();
+    }
   });
 });
 

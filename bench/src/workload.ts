@@ -63,7 +63,8 @@ export interface Target {
 export function inferRequest(target: Target, protocol: Protocol, model: string, width: number, connections: number): { send: SendRequest; client: InferenceClient } {
   const client: InferenceClient =
     protocol === 'grpc'
-      ? new GrpcClient({ url: target.grpcAddress })
+      ? // Up to 4 HTTP/2 connections: past that grpc-js gains nothing on these cores (bench/README.md).
+        new GrpcClient({ url: target.grpcAddress, channels: Math.min(4, connections) })
       : new HttpClient({ url: target.httpUrl, connections });
   const data = Float32Array.from({ length: width }, (_, i) => (i % 13) / 13);
   const binary = protocol !== 'http-json';
