@@ -8,7 +8,7 @@ import { runLimit } from './scenarios/limit.ts';
 import { runOverhead } from './scenarios/overhead.ts';
 import { runOverload } from './scenarios/overload.ts';
 import { runShutdown } from './scenarios/shutdown.ts';
-import type { Protocol } from './workload.ts';
+import { PROTOCOLS, type Protocol } from './workload.ts';
 
 const USAGE = `usage: pnpm bench <scenario...> [options]
 
@@ -17,7 +17,8 @@ scenarios (several run in order; 'all' runs every one):
   limit      the same model in-process (ONNX Runtime, same threads) at the batch sizes
              the last batching run formed; compares the server with it
   overhead   16-float identity over HTTP binary vs a bare fastify echo
-  grpc       gRPC vs HTTP binary on the tiny model and on the batching model (c=16)
+  grpc       gRPC (grpc-js client, and a lean pre-encoded node:http2 one) vs HTTP binary
+             on the tiny model; gRPC vs HTTP binary on the batching model (c=16)
   overload   4x the saturated rate for 60 s: 503s, memory, readiness
   shutdown   SIGTERM under load: nothing admitted is lost
 
@@ -27,7 +28,7 @@ options:
   --rate=100,200           open-loop sweep in requests/s (batching; alone, instead of the
                            closed-loop sweep; outstanding requests bounded to 256)
   --arrivals=poisson       open-loop arrivals: poisson (default) or constant
-  --protocol=http-binary   http-binary, http-json, grpc; comma-separated for several (batching)
+  --protocol=http-binary   http-binary, http-json, grpc, grpc-raw; comma-separated for several (batching)
   --window-ms=2000         measurement window; --max-windows=6; --tolerance=0.1
   BENCH_DELAY_US=1000      max_queue_delay_microseconds of the batching-on configuration`;
 
@@ -54,7 +55,7 @@ const rates = list('rate');
 const concurrencies = list('concurrency') ?? (rates ? [] : smoke ? [1, 4] : [1, 2, 4, 8, 16, 32]);
 const arrivals = option('arrivals') ?? 'poisson';
 const protocols = (option('protocol')?.split(',') ?? ['http-binary']) as Protocol[];
-for (const p of protocols) if (!['http-binary', 'http-json', 'grpc'].includes(p)) fail(`unknown protocol '${p}'`);
+for (const p of protocols) if (!PROTOCOLS.includes(p)) fail(`unknown protocol '${p}'`);
 if (arrivals !== 'poisson' && arrivals !== 'constant') fail(`unknown arrivals '${arrivals}'`);
 for (const n of [...concurrencies, ...(rates ?? []), windows.windowMs, windows.maxWindows]) {
   if (!(n > 0)) fail(`expected positive numbers, got ${n}`);
@@ -68,7 +69,7 @@ const scenarios: Record<string, () => Promise<unknown>> = {
   overload: () => runOverload({ model, durationMs: smoke ? 1000 : 60_000, memoryLimit: smoke ? '0.8' : '2G', windows, log }),
   shutdown: () => runShutdown({ model, concurrency: smoke ? 4 : 16, loadMs: smoke ? 500 : 3000, log }),
   grpc: async () => {
-    await runOverhead({ concurrency: smoke ? 4 : 16, windows, protocols: ['http-binary', 'grpc'], log, name: `${prefix}grpc-tiny` });
+    await runOverhead({ concurrency: smoke ? 4 : 16, windows, protocols: ['http-binary', 'grpc', 'grpc-raw'], log, name: `${prefix}grpc-tiny` });
     await runBatching({ model, concurrencies: smoke ? [4] : [16], windows, protocols: ['http-binary', 'grpc'], log, name: `${prefix}grpc-batching` });
   },
 };

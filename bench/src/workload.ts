@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { GrpcClient, HttpClient, type InferenceClient } from '@batchwise/client';
 import { writeModel, type IModelProto } from '@batchwise/modelgen';
 import type { SendRequest } from './load-generator.ts';
+import { encodeFp32InferRequest, rawGrpcInfer } from './raw-grpc.ts';
 
 export const CACHE_DIR = new URL('../.cache/', import.meta.url).pathname;
 
@@ -52,21 +53,37 @@ export function fp32Config(name: string, options: { width: number; maxBatchSize:
   ].join('\n');
 }
 
-export type Protocol = 'http-binary' | 'http-json' | 'grpc';
+/**
+ * `grpc` is @batchwise/client's grpc-js client, as users call the server; `grpc-raw` sends a
+ * pre-encoded ModelInfer over node:http2 (raw-grpc.ts), like perf_analyzer's lean C++ client.
+ */
+export type Protocol = 'http-binary' | 'http-json' | 'grpc' | 'grpc-raw';
+export const PROTOCOLS: readonly Protocol[] = ['http-binary', 'http-json', 'grpc', 'grpc-raw'];
 
 export interface Target {
   readonly httpUrl: string;
   readonly grpcAddress: string;
 }
 
-/** A client of the chosen protocol and a request that sends one sample of `width` floats. */
-export function inferRequest(target: Target, protocol: Protocol, model: string, width: number, connections: number): { send: SendRequest; client: InferenceClient } {
-  const client: InferenceClient =
-    protocol === 'grpc'
-      ? // Up to 4 HTTP/2 connections: past that grpc-js gains nothing on these cores (bench/README.md).
-        new GrpcClient({ url: target.grpcAddress, channels: Math.min(4, connections) })
-      : new HttpClient({ url: target.httpUrl, connections });
+/** @batchwise/client of the protocol, with a connection per concurrent caller (gRPC: up to 4). */
+export function inferClient(target: Target, protocol: 'http-binary' | 'http-json' | 'grpc', connections: number): InferenceClient {
+  return protocol === 'grpc'
+    ? // Up to 4 HTTP/2 connections: past that grpc-js gains nothing on these cores (bench/README.md).
+      new GrpcClient({ url: target.grpcAddress, channels: Math.min(4, connections) })
+    : new HttpClient({ url: target.httpUrl, connections });
+}
+
+/** A request that sends one sample of `width` floats over the protocol, and how to close its connections. */
+export function inferRequest(
+  target: Target,
+  protocol: Protocol,
+  model: string,
+  width: number,
+  connections: number,
+): { send: SendRequest; close(): Promise<void> } {
   const data = Float32Array.from({ length: width }, (_, i) => (i % 13) / 13);
+  if (protocol === 'grpc-raw') return rawGrpcInfer(target.grpcAddress, encodeFp32InferRequest(model, width, data), Math.min(4, connections));
+  const client = inferClient(target, protocol, connections);
   const binary = protocol !== 'http-json';
   const send: SendRequest = async () => {
     await client.infer({
@@ -75,5 +92,5 @@ export function inferRequest(target: Target, protocol: Protocol, model: string, 
       ...(protocol !== 'grpc' && { binary }),
     });
   };
-  return { send, client };
+  return { send, close: () => client.close() };
 }

@@ -46,10 +46,11 @@ describe('bench scenarios (smoke)', () => {
     expect(comparison['server_vs_limit']).toBeGreaterThan(0);
   });
 
-  it('overhead and gRPC: echo, HTTP binary and gRPC all answer', async () => {
-    const { results, ratios } = await runOverhead({ concurrency: 2, windows: SMOKE_WINDOWS, protocols: ['http-binary', 'grpc'], log, name: 'smoke-overhead' });
-    expect(results.map((r) => r.label)).toEqual(['fastify echo http-binary', 'batchwise http-binary', 'batchwise grpc']);
+  it('overhead and gRPC: echo, HTTP binary, gRPC and lean gRPC all answer', async () => {
+    const { results, ratios } = await runOverhead({ concurrency: 2, windows: SMOKE_WINDOWS, protocols: ['http-binary', 'grpc', 'grpc-raw'], log, name: 'smoke-overhead' });
+    expect(results.map((r) => r.label)).toEqual(['fastify echo http-binary', 'batchwise http-binary', 'batchwise grpc', 'batchwise grpc-raw']);
     expect(results.every((r) => r.errors === 0 && r.throughput > 0)).toBe(true);
     expect(ratios['grpc_vs_http_binary']).toBeGreaterThan(0);
+    expect(ratios['grpc_raw_vs_http_binary']).toBeGreaterThan(0);
   });
 });

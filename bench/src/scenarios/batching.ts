@@ -76,7 +76,7 @@ export async function runBatching(options: {
     for (const protocol of options.protocols ?? ['http-binary']) {
       for (const name of ['mlp_off', 'mlp_on']) {
         for (const { load, concurrency, rate, tag } of loads) {
-          const { send, client } = inferRequest(server, protocol, name, model.width, concurrency);
+          const { send, close } = inferRequest(server, protocol, name, model.width, concurrency);
           const pids = [process.pid, server.child.pid!];
           let before: Awaited<ReturnType<typeof readStats>> | undefined;
           let after: typeof before;
@@ -92,7 +92,7 @@ export async function runBatching(options: {
               after = await readStats(server.httpUrl, name);
             },
           });
-          await client.close();
+          await close();
           const cpu = cpuShare(cpuBefore, cpuAfter);
           points.push({ model: name, protocol, concurrency, ...(rate !== undefined && { rate }), client: result, server: breakdown(before!, after!), ...(cpu && { cpu }) });
         }

@@ -52,20 +52,20 @@ export async function runOverhead(options: {
   const cpu = new Map<string, CpuShare>();
   const echo = await startEcho();
   try {
-    const { send, client } = inferRequest({ httpUrl: echo.url, grpcAddress: '' }, 'http-binary', 'tiny', WIDTH, concurrency);
+    const { send, close } = inferRequest({ httpUrl: echo.url, grpcAddress: '' }, 'http-binary', 'tiny', WIDTH, concurrency);
     const label = 'fastify echo http-binary';
     results.push(await measure(label, send, { concurrency }, { ...options.windows, log }, cpuProbe(echo.pid, cpu, label)));
-    await client.close();
+    await close();
   } finally {
     echo.stop();
   }
   const server = await startServerProcess(['--model-repository', repo]);
   try {
     for (const protocol of options.protocols ?? ['http-binary']) {
-      const { send, client } = inferRequest(server, protocol, 'tiny', WIDTH, concurrency);
+      const { send, close } = inferRequest(server, protocol, 'tiny', WIDTH, concurrency);
       const label = `batchwise ${protocol}`;
       results.push(await measure(label, send, { concurrency }, { ...options.windows, log }, cpuProbe(server.child.pid!, cpu, label)));
-      await client.close();
+      await close();
     }
   } finally {
     await server.stop();
@@ -73,9 +73,10 @@ export async function runOverhead(options: {
   const echoResult = results[0]!;
   const ratios: Record<string, number> = {};
   for (const r of results.slice(1)) ratios[`${r.label.replace('batchwise ', '')}_vs_echo`] = r.throughput / echoResult.throughput;
-  const grpc = results.find((r) => r.label === 'batchwise grpc');
   const http = results.find((r) => r.label === 'batchwise http-binary');
-  if (grpc && http) ratios['grpc_vs_http_binary'] = grpc.throughput / http.throughput;
+  for (const grpc of results.filter((r) => r.label.startsWith('batchwise grpc'))) {
+    if (http) ratios[`${grpc.label.replace('batchwise ', '').replace('-', '_')}_vs_http_binary`] = grpc.throughput / http.throughput;
+  }
   log(
     `\n${table(
       ['target', 'infer/s', 'p50 ms', 'p99 ms', 'errors', 'own cpu', 'other cpu'],

@@ -34,7 +34,7 @@ export async function runOverload(options: {
   try {
     const saturation = inferRequest(server, 'http-binary', 'mlp', model.width, 32);
     const saturated = await measure('saturation c=32', saturation.send, { concurrency: 32 }, { ...options.windows, log });
-    await saturation.client.close();
+    await saturation.close();
     const rate = Math.max(10, Math.round(saturated.throughput * 4));
     log(`saturated at ${saturated.throughput.toFixed(0)} infer/s; offering ${rate} requests/s for ${options.durationMs / 1000} s`);
 

@@ -3,7 +3,7 @@ import { mlp } from '@batchwise/modelgen';
 import { sleep } from '../load-generator.ts';
 import { writeResult } from '../report.ts';
 import { startServerProcess } from '../server-process.ts';
-import { benchRepository, cachedModel, fp32Config, inferRequest } from '../workload.ts';
+import { benchRepository, cachedModel, fp32Config, inferClient } from '../workload.ts';
 import { THREADS, type BatchingModel } from './batching.ts';
 
 /**
@@ -18,7 +18,7 @@ export async function runShutdown(options: { model: BatchingModel; concurrency: 
     { name: 'mlp', modelFile: file, config: fp32Config('mlp', { width: model.width, maxBatchSize: 64, batching: true, delayUs: 1000, threads: THREADS }) },
   ]);
   const server = await startServerProcess(['--model-repository', repo, '--shutdown-grace-secs', '1']);
-  const { client } = inferRequest(server, 'http-binary', 'mlp', model.width, options.concurrency);
+  const client = inferClient(server, 'http-binary', options.concurrency);
   const data = new Float32Array(model.width).fill(0.5);
   const outcome = { ok: 0, refused503: 0, connectionRefused: 0, lost: 0, lostMessages: [] as string[] };
   let running = true;

@@ -1,18 +1,29 @@
-/** Smoothed time between request arrivals: whether waiting for company is worth it (adaptive delay). */
+/** Arrivals the estimate averages over: enough to span a whole burst of a closed-loop client pool. */
+const WINDOW = 32;
+
+/**
+ * Mean time between a model's last request arrivals: whether waiting for company is worth
+ * it (the adaptive delay). A mean over a window, not a smoothed last gap: clients that send
+ * in bursts (many requests at once when a batch returns, then nothing while the next runs)
+ * would otherwise read as "nobody coming" right after each burst and shrink batches at load.
+ */
 export class ArrivalGap {
-  private gapNs: number | undefined;
-  private lastArrivalNs: bigint | undefined;
+  private readonly times: bigint[] = [];
+  private next = 0;
 
   note(arrivalNs: bigint): void {
-    if (this.lastArrivalNs !== undefined) {
-      const gap = Math.max(0, Number(arrivalNs - this.lastArrivalNs));
-      this.gapNs = this.gapNs === undefined ? gap : 0.8 * this.gapNs + 0.2 * gap;
-    }
-    this.lastArrivalNs = arrivalNs;
+    if (this.times.length < WINDOW) this.times.push(arrivalNs);
+    else this.times[this.next] = arrivalNs;
+    this.next = (this.next + 1) % WINDOW;
   }
 
   /** The expected gap before the next arrival; undefined before two requests have arrived. */
   get expectedNs(): bigint | undefined {
-    return this.gapNs === undefined ? undefined : BigInt(Math.round(this.gapNs));
+    const n = this.times.length;
+    if (n < 2) return undefined;
+    const newest = this.times[(this.next + n - 1) % n]!;
+    const oldest = n < WINDOW ? this.times[0]! : this.times[this.next]!;
+    const span = newest - oldest;
+    return span > 0n ? span / BigInt(n - 1) : 0n;
   }
 }
