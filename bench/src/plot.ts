@@ -10,9 +10,11 @@ const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b'
 
 /** A small latency-versus-throughput line chart as standalone SVG. */
 export function latencyThroughputSvg(title: string, series: readonly Series[], yLabel = 'latency (ms)'): string {
-  const width = 720;
+  // The legend sits right of the plot, as wide as its longest name (about 7 px a character).
+  const legendWidth = 60 + 7 * Math.max(0, ...series.map((s) => s.name.length));
+  const m = { left: 70, right: Math.max(180, legendWidth), top: 40, bottom: 55 };
+  const width = 540 + m.right;
   const height = 440;
-  const m = { left: 70, right: 180, top: 40, bottom: 55 };
   const all = series.flatMap((s) => s.points);
   const maxX = niceMax(Math.max(1, ...all.map((p) => p.x)));
   const maxY = niceMax(Math.max(1, ...all.map((p) => p.y)));
@@ -28,8 +30,8 @@ export function latencyThroughputSvg(title: string, series: readonly Series[], y
     const y = (maxY / 5) * i;
     parts.push(`<line x1="${px(x)}" y1="${py(0)}" x2="${px(x)}" y2="${py(maxY)}" stroke="#eee"/>`);
     parts.push(`<line x1="${px(0)}" y1="${py(y)}" x2="${px(maxX)}" y2="${py(y)}" stroke="#eee"/>`);
-    parts.push(`<text x="${px(x)}" y="${py(0) + 18}" text-anchor="middle">${format(x)}</text>`);
-    parts.push(`<text x="${px(0) - 8}" y="${py(y) + 4}" text-anchor="end">${format(y)}</text>`);
+    parts.push(`<text x="${px(x)}" y="${py(0) + 18}" text-anchor="middle">${tick(x, maxX / 5)}</text>`);
+    parts.push(`<text x="${px(0) - 8}" y="${py(y) + 4}" text-anchor="end">${tick(y, maxY / 5)}</text>`);
   }
   parts.push(`<line x1="${px(0)}" y1="${py(0)}" x2="${px(maxX)}" y2="${py(0)}" stroke="black"/>`);
   parts.push(`<line x1="${px(0)}" y1="${py(0)}" x2="${px(0)}" y2="${py(maxY)}" stroke="black"/>`);
@@ -58,8 +60,11 @@ function niceMax(v: number): number {
   return 10 * power;
 }
 
-function format(v: number): string {
-  return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+/** Every tick of an axis with the same decimals: as many as its step needs. */
+function tick(v: number, step: number): string {
+  let decimals = 0;
+  while (decimals < 6 && Math.abs(Math.round(step * 10 ** decimals) - step * 10 ** decimals) > 1e-9) decimals++;
+  return v.toFixed(decimals);
 }
 
 function escape(text: string): string {
