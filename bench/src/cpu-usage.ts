@@ -10,6 +10,8 @@ export interface CpuSnapshot {
   readonly busyTicks: number;
   readonly totalTicks: number;
   readonly ownTicks: number;
+  /** CPU ticks of each pid, in the order given. */
+  readonly pidTicks: readonly number[];
 }
 
 export interface CpuShare {
@@ -17,6 +19,8 @@ export interface CpuShare {
   readonly ownCores: number;
   /** Cores' worth of CPU used by everything else: ideally near 0. */
   readonly otherCores: number;
+  /** Cores' worth of CPU used by each pid, in the order given to cpuSnapshot. */
+  readonly pidCores: readonly number[];
   readonly cores: number;
 }
 
@@ -26,14 +30,13 @@ export function cpuSnapshot(pids: readonly number[]): CpuSnapshot | undefined {
     // user nice system idle iowait irq softirq steal ...
     const total = fields.slice(0, 8).reduce((a, b) => a + b, 0);
     const idle = fields[3]! + fields[4]!;
-    let own = 0;
-    for (const pid of pids) {
+    const pidTicks = pids.map((pid) => {
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       // Fields after the command name (which may hold spaces) start at ')'.
       const after = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      own += Number(after[11]) + Number(after[12]); // utime, stime
-    }
-    return { busyTicks: total - idle, totalTicks: total, ownTicks: own };
+      return Number(after[11]) + Number(after[12]); // utime, stime
+    });
+    return { busyTicks: total - idle, totalTicks: total, ownTicks: pidTicks.reduce((a, b) => a + b, 0), pidTicks };
   } catch {
     return undefined;
   }
@@ -48,7 +51,8 @@ export function cpuShare(before: CpuSnapshot | undefined, after: CpuSnapshot | u
   const elapsed = total / cores;
   const own = (after.ownTicks - before.ownTicks) / elapsed;
   const busy = (after.busyTicks - before.busyTicks) / elapsed;
-  return { ownCores: round(own), otherCores: round(Math.max(0, busy - own)), cores };
+  const pidCores = after.pidTicks.map((ticks, i) => round((ticks - (before.pidTicks[i] ?? 0)) / elapsed));
+  return { ownCores: round(own), otherCores: round(Math.max(0, busy - own)), pidCores, cores };
 }
 
 function round(v: number): number {

@@ -5,18 +5,30 @@ import { cpuShare, cpuSnapshot, type CpuShare } from '../cpu-usage.ts';
 import { measure, type LoadResult, type MeasureHooks, type WindowOptions } from '../load-generator.ts';
 import { environment, table, writeResult } from '../report.ts';
 import { startServerProcess } from '../server-process.ts';
+import { breakdown, readStats, type ServerBreakdown } from '../server-stats.ts';
 import { benchRepository, cachedModel, fp32Config, inferRequest, type Protocol } from '../workload.ts';
 
 const WIDTH = 16;
 
-/** Hooks that measure the CPU share of the generator and `pid` (and of others) over the windows. */
-function cpuProbe(pid: number, shares: Map<string, CpuShare>, label: string): MeasureHooks {
-  let before: ReturnType<typeof cpuSnapshot>;
+interface WindowReadings {
+  cpu?: CpuShare;
+  /** Batchwise only: its statistics over the windows (batch size tells how much of the run time a request shares). */
+  server?: ServerBreakdown;
+}
+
+/** Hooks that read, over the measured windows, the CPU of the generator and of `pid`, and the model's statistics where given. */
+function windowProbe(pid: number, readings: Map<string, WindowReadings>, label: string, stats?: { httpUrl: string; model: string }): MeasureHooks {
+  let cpuBefore: ReturnType<typeof cpuSnapshot>;
+  let statsBefore: Awaited<ReturnType<typeof readStats>> | undefined;
   return {
-    onMeasureStart: async () => void (before = cpuSnapshot([process.pid, pid])),
+    onMeasureStart: async () => {
+      if (stats) statsBefore = await readStats(stats.httpUrl, stats.model);
+      cpuBefore = cpuSnapshot([process.pid, pid]);
+    },
     onMeasureEnd: async () => {
-      const share = cpuShare(before, cpuSnapshot([process.pid, pid]));
-      if (share) shares.set(label, share);
+      const cpu = cpuShare(cpuBefore, cpuSnapshot([process.pid, pid]));
+      const server = stats && statsBefore ? breakdown(statsBefore, await readStats(stats.httpUrl, stats.model)) : undefined;
+      readings.set(label, { ...(cpu && { cpu }), ...(server && { server }) });
     },
   };
 }
@@ -49,12 +61,12 @@ export async function runOverhead(options: {
     { name: 'tiny', modelFile: file, config: fp32Config('tiny', { width: WIDTH, maxBatchSize: 64, batching: true, delayUs: 0 }) },
   ]);
   const results: LoadResult[] = [];
-  const cpu = new Map<string, CpuShare>();
+  const readings = new Map<string, WindowReadings>();
   const echo = await startEcho();
   try {
     const { send, close } = inferRequest({ httpUrl: echo.url, grpcAddress: '' }, 'http-binary', 'tiny', WIDTH, concurrency);
     const label = 'fastify echo http-binary';
-    results.push(await measure(label, send, { concurrency }, { ...options.windows, log }, cpuProbe(echo.pid, cpu, label)));
+    results.push(await measure(label, send, { concurrency }, { ...options.windows, log }, windowProbe(echo.pid, readings, label)));
     await close();
   } finally {
     echo.stop();
@@ -64,26 +76,47 @@ export async function runOverhead(options: {
     for (const protocol of options.protocols ?? ['http-binary']) {
       const { send, close } = inferRequest(server, protocol, 'tiny', WIDTH, concurrency);
       const label = `batchwise ${protocol}`;
-      results.push(await measure(label, send, { concurrency }, { ...options.windows, log }, cpuProbe(server.child.pid!, cpu, label)));
+      results.push(await measure(label, send, { concurrency }, { ...options.windows, log }, windowProbe(server.child.pid!, readings, label, { httpUrl: server.httpUrl, model: 'tiny' })));
       await close();
     }
   } finally {
     await server.stop();
   }
+  // The server's CPU time per request does not depend on how much CPU the client takes from
+  // it on these shared cores: 1 / it is the request rate one server core could sustain.
+  const serverCpuMs = (r: LoadResult): number | undefined => {
+    const cores = readings.get(r.label)?.cpu?.pidCores[1];
+    return cores === undefined || r.throughput === 0 ? undefined : (cores * 1000) / r.throughput;
+  };
   const echoResult = results[0]!;
   const ratios: Record<string, number> = {};
   for (const r of results.slice(1)) ratios[`${r.label.replace('batchwise ', '')}_vs_echo`] = r.throughput / echoResult.throughput;
   const http = results.find((r) => r.label === 'batchwise http-binary');
   for (const grpc of results.filter((r) => r.label.startsWith('batchwise grpc'))) {
-    if (http) ratios[`${grpc.label.replace('batchwise ', '').replace('-', '_')}_vs_http_binary`] = grpc.throughput / http.throughput;
+    if (!http) continue;
+    const name = grpc.label.replace('batchwise ', '').replace('-', '_');
+    ratios[`${name}_vs_http_binary`] = grpc.throughput / http.throughput;
+    const [httpCpu, grpcCpu] = [serverCpuMs(http), serverCpuMs(grpc)];
+    if (httpCpu && grpcCpu) ratios[`${name}_server_capacity_vs_http_binary`] = httpCpu / grpcCpu;
   }
   log(
     `\n${table(
-      ['target', 'infer/s', 'p50 ms', 'p99 ms', 'errors', 'own cpu', 'other cpu'],
-      results.map((r) => [r.label, r.throughput, r.latencyMs.p50, r.latencyMs.p99, r.errors, cpu.get(r.label)?.ownCores ?? '', cpu.get(r.label)?.otherCores ?? '']),
+      ['target', 'infer/s', 'p50 ms', 'p99 ms', 'errors', 'avg batch', 'server cpu ms/req', 'own cpu', 'other cpu'],
+      results.map((r) => [
+        r.label,
+        r.throughput,
+        r.latencyMs.p50,
+        r.latencyMs.p99,
+        r.errors,
+        readings.get(r.label)?.server?.avgBatchSize ?? '',
+        serverCpuMs(r)?.toFixed(3) ?? '',
+        readings.get(r.label)?.cpu?.ownCores ?? '',
+        readings.get(r.label)?.cpu?.otherCores ?? '',
+      ]),
     )}\n`,
   );
   for (const [k, v] of Object.entries(ratios)) log(`${k}: ${v.toFixed(2)}`);
-  await writeResult(options.name ?? 'overhead', { concurrency, environment: env, results, cpu: Object.fromEntries(cpu), ratios });
+  const serverCpuMsPerRequest = Object.fromEntries(results.map((r) => [r.label, serverCpuMs(r)]));
+  await writeResult(options.name ?? 'overhead', { concurrency, environment: env, results, readings: Object.fromEntries(readings), serverCpuMsPerRequest, ratios });
   return { results, ratios };
 }

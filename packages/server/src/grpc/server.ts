@@ -55,6 +55,8 @@ export function createGrpcFrontend(service: InferenceService, options: GrpcFront
     'grpc.max_send_message_length': maxMessageBytes,
     'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? 30_000,
     'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? 20_000,
+    // Nothing serves channelz, so its per-call bookkeeping would be pure cost.
+    'grpc.enable_channelz': 0,
   });
   const streams = new Set<DrainableStream>();
   const definitions = loadServiceDefinitions();
