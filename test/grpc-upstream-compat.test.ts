@@ -3,45 +3,13 @@
  * an existing Triton client would: every RPC, every datatype in raw and typed contents,
  * and the errors. Needs <repo root>/../shared/reference/triton-protocol.
  */
-import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
-import { join } from 'node:path';
-import type { Client, ServiceClientConstructor } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configPbtxt, identity, type TensorDatatype } from '@batchwise/modelgen';
 import { EXAMPLES, makeRepository } from './support/repository.ts';
 import { startTestServer } from './support/server.ts';
+import { status, unaryCall, upstreamClients, upstreamPresent, type AnyClient } from './support/upstream-grpc.ts';
 
-const UPSTREAM_DIR = fileURLToPath(new URL('../../shared/reference/triton-protocol/', import.meta.url));
-const upstreamPresent = existsSync(join(UPSTREAM_DIR, 'grpc_service.proto'));
 if (!upstreamPresent) console.warn('SKIPPED: ../shared/reference/triton-protocol not found (gRPC upstream-client end-to-end test)');
-
-// test/package.json does not list grpc-js: borrow the client package's copy.
-const fromClient = createRequire(new URL('../packages/client/package.json', import.meta.url));
-const { credentials, loadPackageDefinition, status } = fromClient('@grpc/grpc-js') as typeof import('@grpc/grpc-js');
-const { loadSync } = fromClient('@grpc/proto-loader') as typeof import('@grpc/proto-loader');
-
-type AnyClient = Client & Record<string, Function>;
-
-function upstreamClients(address: string): { inference: AnyClient; health: AnyClient } {
-  const definition = loadSync(['grpc_service.proto', 'health.proto'], {
-    keepCase: true,
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-    includeDirs: [UPSTREAM_DIR],
-  });
-  const root = loadPackageDefinition(definition) as any;
-  const Inference = root.inference.GRPCInferenceService as ServiceClientConstructor;
-  const Health = root.grpc.health.v1.Health as ServiceClientConstructor;
-  const options = { 'grpc.max_receive_message_length': 64 << 20 };
-  return {
-    inference: new Inference(address, credentials.createInsecure(), options) as AnyClient,
-    health: new Health(address, credentials.createInsecure(), options) as AnyClient,
-  };
-}
 
 const bytesOf = (view: ArrayBufferView) => Buffer.from(view.buffer, view.byteOffset, view.byteLength);
 const lengthPrefixed = (elements: Buffer[]) =>
@@ -84,10 +52,7 @@ describe.skipIf(!upstreamPresent)('gRPC frontend driven by a client built from t
   let repo: Awaited<ReturnType<typeof makeRepository>>;
   let inference: AnyClient;
   let health: AnyClient;
-  const call = (method: string, request: unknown, client: AnyClient = inference) =>
-    new Promise<any>((resolve, reject) =>
-      client[method]!.call(client, request, (error: unknown, response: unknown) => (error ? reject(error) : resolve(response))),
-    );
+  const call = (method: string, request: unknown, client: AnyClient = inference) => unaryCall(client, method, request);
 
   beforeAll(async () => {
     repo = await makeRepository(
@@ -209,7 +174,7 @@ describe.skipIf(!upstreamPresent)('gRPC frontend driven by a client built from t
     await expectInvalid({ model_name: 'simple', inputs }, /input 'INPUT0' has no data/);
     await expect(
       call('ModelInfer', { model_name: 'simple', inputs: inputs.map((i) => ({ ...i, parameters: { shared_memory_region: { string_param: 'r' } } })) }),
-    ).rejects.toMatchObject({ code: status.UNIMPLEMENTED, details: 'shared memory is not supported by Batchwise' });
+    ).rejects.toMatchObject({ code: status.INVALID_ARGUMENT, details: "input 'INPUT0': shared_memory_region 'r' needs shared_memory_byte_size" });
     expect(await call('ServerReady', {})).toEqual({ ready: true });
   });
 
@@ -259,8 +224,8 @@ describe.skipIf(!upstreamPresent)('gRPC frontend driven by a client built from t
     const log = await call('LogSettings', {});
     expect(Object.keys(log.settings).sort()).toEqual(['log_error', 'log_file', 'log_format', 'log_info', 'log_verbose_level', 'log_warning']);
     await expect(call('TraceSetting', {})).rejects.toMatchObject({ code: status.UNIMPLEMENTED });
-    for (const method of ['SystemSharedMemoryStatus', 'SystemSharedMemoryRegister', 'SystemSharedMemoryUnregister', 'CudaSharedMemoryStatus', 'CudaSharedMemoryRegister', 'CudaSharedMemoryUnregister']) {
-      await expect(call(method, {}), method).rejects.toMatchObject({ code: status.UNIMPLEMENTED, details: 'shared memory is not supported by Batchwise' });
+    for (const method of ['CudaSharedMemoryStatus', 'CudaSharedMemoryRegister', 'CudaSharedMemoryUnregister']) {
+      await expect(call(method, {}), method).rejects.toMatchObject({ code: status.UNIMPLEMENTED, details: expect.stringContaining('CUDA shared memory is not supported') });
     }
   });
 });

@@ -6,6 +6,7 @@ import { parseRestrictions } from './access/restricted-api.ts';
 import { visibleGpuIds } from './backends/gpu-detect.ts';
 import { onnxRuntimeBackend } from './backends/onnxruntime/onnxruntime-backend.ts';
 import { CoreInferenceService } from './core/inference-service.ts';
+import { SystemSharedMemory } from './shared-memory/system-shared-memory.ts';
 import { ModelManager, type ModelControlMode } from './core/model-manager.ts';
 import { modelSourceFor } from './repository/model-source.ts';
 import type { InferenceService } from './core/types.ts';
@@ -91,7 +92,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     gpuIds: visibleGpuIds(),
     freeMemoryBytes: () => memory.freeBytes(),
   });
-  const service = new CoreInferenceService(models, memory);
+  const sharedMemory = new SystemSharedMemory();
+  const service = new CoreInferenceService(models, memory, sharedMemory);
   const emf = options.cloudwatchMetrics
     ? new EmfWriter(metrics, { serviceName: options.cloudwatchServiceName ?? 'batchwise' })
     : undefined;
@@ -160,6 +162,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         metricsServer && new Promise<void>((resolve) => metricsServer!.close(() => resolve())),
       ]);
       await models.close();
+      await sharedMemory.close();
       await emf?.stop();
       stopGpuMonitor?.();
     },

@@ -52,6 +52,11 @@ export const Errors = {
   queueFull: () => new InferenceServerError('UNAVAILABLE', 'Exceeds maximum queue size'),
   requestTimeout: () => new InferenceServerError('UNAVAILABLE', 'Request timeout expired'),
   serverNotReady: () => new InferenceServerError('UNAVAILABLE', 'Server not ready'),
+  cudaSharedMemoryUnsupported: () =>
+    new InferenceServerError(
+      'UNSUPPORTED',
+      'CUDA shared memory is not supported by Batchwise; register system shared memory instead, or send tensors in the request',
+    ),
   shuttingDown: () =>
     new InferenceServerError('UNAVAILABLE', 'Server is shutting down; request not admitted'),
 } as const;

@@ -7,6 +7,8 @@ export type {
   ModelStatistics,
   RepositoryIndexEntry,
   RequestedOutput,
+  RequestInput,
+  ResponseOutput,
   ServerMetadata,
 } from './types.ts';
 export { Errors, InferenceServerError, isInferenceServerError, toInferenceServerError } from './errors.ts';

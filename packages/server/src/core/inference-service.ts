@@ -6,6 +6,8 @@ import type { ModelManager } from './model-manager.ts';
 import { MemoryGuard } from '../memory/memory-guard.ts';
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
 import { validateRequest } from './request-validation.ts';
+import { RequestSharedMemory } from '../shared-memory/request-shared-memory.ts';
+import { SystemSharedMemory, type SharedMemoryRegionStatus } from '../shared-memory/system-shared-memory.ts';
 import type {
   InferenceRequest,
   InferenceResponse,
@@ -18,7 +20,15 @@ import type {
 
 export const SERVER_NAME = 'batchwise';
 export const SERVER_VERSION = '0.1.0';
-const EXTENSIONS = ['classification', 'model_repository', 'schedule_policy', 'model_configuration', 'statistics', 'binary_tensor_data'];
+const EXTENSIONS = [
+  'classification',
+  'model_repository',
+  'schedule_policy',
+  'model_configuration',
+  'system_shared_memory',
+  'statistics',
+  'binary_tensor_data',
+];
 
 /** The one implementation of InferenceService that both frontends share. */
 export class CoreInferenceService implements InferenceService {
@@ -27,6 +37,7 @@ export class CoreInferenceService implements InferenceService {
   constructor(
     private readonly models: ModelManager,
     private readonly memory: MemoryGuard,
+    private readonly sharedMemory: SystemSharedMemory = new SystemSharedMemory(),
   ) {}
 
   /** Set by the server once start-up loading is done; cleared first thing on shutdown. */
@@ -75,11 +86,16 @@ export class CoreInferenceService implements InferenceService {
     const arrivalNs = process.hrtime.bigint();
     const model = this.models.resolve(request.modelName, request.modelVersion);
     let inputBytes = 0;
-    for (const input of request.inputs) inputBytes += input.data.byteLength;
+    for (const input of request.inputs) inputBytes += input.sharedMemory?.byteSize ?? input.data.byteLength;
     const release = this.memory.admit(MemoryGuard.chargeFor(inputBytes));
+    let regions: RequestSharedMemory | undefined;
     try {
-      return await this.run(request, model, arrivalNs);
+      regions = RequestSharedMemory.lease(request, this.sharedMemory);
+      if (!regions) return await this.run(request, model, arrivalNs);
+      const response = await this.run(await regions.readInputs(request), model, arrivalNs);
+      return await regions.writeOutputs(response);
     } finally {
+      regions?.release();
       release();
     }
   }
@@ -139,6 +155,18 @@ export class CoreInferenceService implements InferenceService {
 
   unloadModel(modelName: string): Promise<void> {
     return this.models.unload(modelName);
+  }
+
+  registerSystemSharedMemory(name: string, key: string, offset: number, byteSize: number): Promise<void> {
+    return this.sharedMemory.register(name, key, offset, byteSize);
+  }
+
+  unregisterSystemSharedMemory(name?: string): Promise<void> {
+    return this.sharedMemory.unregister(name);
+  }
+
+  systemSharedMemoryStatus(name?: string): SharedMemoryRegionStatus[] {
+    return this.sharedMemory.status(name);
   }
 }
 

@@ -1,5 +1,6 @@
 import type { ModelConfig } from '../config/model-config.ts';
 import type { DataType } from '../tensor/datatype.ts';
+import type { SharedMemoryRegionStatus, SharedMemoryRef } from '../shared-memory/system-shared-memory.ts';
 import type { Parameters, Tensor } from '../tensor/tensor.ts';
 
 /** One inference request, decoded from either protocol; tensors are views on the wire buffer. */
@@ -8,23 +9,35 @@ export interface InferenceRequest {
   readonly modelName: string;
   /** Empty or absent: the version chosen by the model's version policy (the highest ready). */
   readonly modelVersion?: string;
-  readonly inputs: Tensor[];
+  readonly inputs: RequestInput[];
   /** Absent or empty: every output of the model. */
   readonly outputs?: RequestedOutput[];
   /** Request-level parameters, e.g. `priority`, `timeout` (microseconds), `binary_data_output`. */
   readonly parameters: Parameters;
 }
 
+/** An input tensor; with `sharedMemory` its bytes are still in a registered region and `data` is empty until core reads them. */
+export interface RequestInput extends Tensor {
+  readonly sharedMemory?: SharedMemoryRef;
+}
+
 export interface RequestedOutput {
   readonly name: string;
   readonly parameters: Parameters;
+  /** Write this output into a registered region instead of sending it back. */
+  readonly sharedMemory?: SharedMemoryRef;
+}
+
+/** An output tensor; with `sharedMemory` it was written into that region and frontends send no data for it. */
+export interface ResponseOutput extends Tensor {
+  readonly sharedMemory?: SharedMemoryRef;
 }
 
 export interface InferenceResponse {
   readonly modelName: string;
   readonly modelVersion: string;
   readonly id?: string;
-  readonly outputs: Tensor[];
+  readonly outputs: ResponseOutput[];
   readonly parameters?: Parameters;
 }
 
@@ -114,4 +127,10 @@ export interface InferenceService {
   repositoryIndex(readyOnly: boolean): RepositoryIndexEntry[];
   loadModel(modelName: string, options?: { config?: string }): Promise<void>;
   unloadModel(modelName: string, options?: { unloadDependents?: boolean }): Promise<void>;
+  /** System shared memory extension: `key` names a POSIX shared memory object the client created. */
+  registerSystemSharedMemory(name: string, key: string, offset: number, byteSize: number): Promise<void>;
+  /** One region, or all of them when no name is given. */
+  unregisterSystemSharedMemory(name?: string): Promise<void>;
+  /** One region (NOT_FOUND when unknown), or all of them when no name is given. */
+  systemSharedMemoryStatus(name?: string): SharedMemoryRegionStatus[];
 }

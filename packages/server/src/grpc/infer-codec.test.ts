@@ -77,11 +77,29 @@ describe('decodeInferRequest', () => {
     expect(() => decodeInferRequest(msg)).toThrow(message);
   });
 
-  it('shared memory parameters are unsupported', () => {
-    const msg = request({
+  it('shared memory inputs take no raw_input_contents entry and need a byte size', () => {
+    const shm = (region: string) => ({
+      shared_memory_region: { parameter_choice: 'string_param' as const, string_param: region },
+      shared_memory_byte_size: { parameter_choice: 'int64_param' as const, int64_param: '16' },
+    });
+    const raw = Uint8Array.of(1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0);
+    const decoded = decodeInferRequest(
+      request({
+        inputs: [
+          { name: 'A', datatype: 'INT32', shape: ['4'], parameters: shm('r') },
+          { name: 'B', datatype: 'INT32', shape: ['4'] },
+        ],
+        raw_input_contents: [raw],
+        outputs: [{ name: 'O', parameters: shm('o') }],
+      }),
+    );
+    expect(decoded.inputs[0]).toMatchObject({ name: 'A', data: new Uint8Array(0), sharedMemory: { region: 'r', byteSize: 16, offset: 0 } });
+    expect(decoded.inputs[1]).toMatchObject({ name: 'B', data: raw });
+    expect(decoded.outputs![0]).toMatchObject({ name: 'O', sharedMemory: { region: 'o', byteSize: 16, offset: 0 } });
+    const noSize = request({
       inputs: [{ name: 'A', datatype: 'INT32', shape: ['0'], parameters: { shared_memory_region: { parameter_choice: 'string_param', string_param: 'r' } } }],
     });
-    expect(() => decodeInferRequest(msg)).toThrow(expect.objectContaining({ code: 'UNSUPPORTED' }));
+    expect(() => decodeInferRequest(noSize)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: "input 'A': shared_memory_region 'r' needs shared_memory_byte_size" }));
   });
 });
 

@@ -1,12 +1,11 @@
-import { Errors, type InferenceRequest, type InferenceResponse, type RequestedOutput } from '../core/index.ts';
+import { Errors, type InferenceRequest, type InferenceResponse, type RequestedOutput, type RequestInput } from '../core/index.ts';
+import { inputSharedMemoryRefOf, sharedMemoryRefOf } from '../shared-memory/request-shared-memory.ts';
 import { isDataType } from '../tensor/datatype.ts';
 import { elementCount } from '../tensor/shape.ts';
-import type { Parameters, Tensor } from '../tensor/tensor.ts';
+import type { Parameters } from '../tensor/tensor.ts';
 import { fromInferParameters, toInferParameters } from './parameters.ts';
 import { CONTENTS_FIELD_OF, contentsToRaw, hasContents } from './tensor-contents.ts';
 import type { InferInputTensorWire, ModelInferRequestWire, ModelInferResponseWire, WireLong } from './wire-types.ts';
-
-export const SHARED_MEMORY_UNSUPPORTED = 'shared memory is not supported by Batchwise';
 
 /**
  * ModelInferRequest -> InferenceRequest. Raw inputs stay views on the received message;
@@ -14,16 +13,21 @@ export const SHARED_MEMORY_UNSUPPORTED = 'shared memory is not supported by Batc
  */
 export function decodeInferRequest(msg: ModelInferRequestWire): InferenceRequest {
   const raw = msg.raw_input_contents ?? [];
-  if (raw.length > 0 && raw.length !== msg.inputs.length) {
+  // Inputs in shared memory take no raw_input_contents entry (as Triton's clients send them).
+  const parameters = msg.inputs.map((input) => fromInferParameters(input.parameters, `input '${input.name}'`));
+  const carried = parameters.filter((p) => !('shared_memory_region' in p)).length;
+  if (raw.length > 0 && raw.length !== carried) {
     throw Errors.invalidArg(
-      `raw_input_contents has ${raw.length} entries but the request has ${msg.inputs.length} inputs; when used, it must hold one entry per input, in the order of inputs`,
+      `raw_input_contents has ${raw.length} entries but the request has ${carried} inputs not in shared memory; when used, it must hold one entry per such input, in the order of inputs`,
     );
   }
-  const inputs = msg.inputs.map((input, i) => decodeInput(input, raw.length > 0 ? raw[i] : undefined));
-  const outputs: RequestedOutput[] = (msg.outputs ?? []).map((o) => ({
-    name: o.name,
-    parameters: withoutSharedMemory(fromInferParameters(o.parameters, `output '${o.name}'`)),
-  }));
+  let next = 0;
+  const inputs = msg.inputs.map((input, i) => decodeInput(input, parameters[i]!, () => (raw.length > 0 ? raw[next++] : undefined)));
+  const outputs: RequestedOutput[] = (msg.outputs ?? []).map((o) => {
+    const outputParameters = fromInferParameters(o.parameters, `output '${o.name}'`);
+    const sharedMemory = sharedMemoryRefOf(outputParameters, `output '${o.name}'`);
+    return { name: o.name, parameters: outputParameters, ...(sharedMemory && { sharedMemory }) };
+  });
   return {
     ...(msg.id !== '' && { id: msg.id }),
     modelName: msg.model_name,
@@ -34,13 +38,20 @@ export function decodeInferRequest(msg: ModelInferRequestWire): InferenceRequest
   };
 }
 
-function decodeInput(input: InferInputTensorWire, raw: Uint8Array | undefined): Tensor {
+function decodeInput(input: InferInputTensorWire, parameters: Parameters, nextRaw: () => Uint8Array | undefined): RequestInput {
   const { name, datatype } = input;
   if (!isDataType(datatype)) {
     throw Errors.invalidArg(`input '${name}' has invalid datatype '${datatype}'`);
   }
-  withoutSharedMemory(fromInferParameters(input.parameters, `input '${name}'`));
   const shape = input.shape.map((d) => toDim(d, name));
+  const sharedMemory = inputSharedMemoryRefOf(name, datatype, shape, parameters);
+  if (sharedMemory) {
+    if (hasContents(input.contents)) {
+      throw Errors.invalidArg(`input '${name}' is in shared memory region '${sharedMemory.region}' and must not also have contents`);
+    }
+    return { name, datatype, shape, data: new Uint8Array(0), sharedMemory };
+  }
+  const raw = nextRaw();
   let data: Uint8Array;
   if (raw !== undefined) {
     if (hasContents(input.contents)) {
@@ -68,12 +79,11 @@ function toDim(value: WireLong, input: string): number {
   return d;
 }
 
-function withoutSharedMemory(parameters: Parameters): Parameters {
-  if ('shared_memory_region' in parameters) throw Errors.unsupported(SHARED_MEMORY_UNSUPPORTED);
-  return parameters;
-}
-
-/** InferenceResponse -> ModelInferResponse; outputs always travel in raw_output_contents. */
+/**
+ * InferenceResponse -> ModelInferResponse; outputs travel in raw_output_contents, one entry per
+ * output. An output written to shared memory keeps its (empty) entry, so that clients that
+ * index raw_output_contents by output position still find the others.
+ */
 export function encodeInferResponse(response: InferenceResponse): ModelInferResponseWire {
   return {
     model_name: response.modelName,
@@ -81,6 +91,8 @@ export function encodeInferResponse(response: InferenceResponse): ModelInferResp
     id: response.id ?? '',
     parameters: toInferParameters(response.parameters),
     outputs: response.outputs.map((t) => ({ name: t.name, datatype: t.datatype, shape: [...t.shape] })),
-    raw_output_contents: response.outputs.map((t) => t.data),
+    raw_output_contents: response.outputs.map((t) => (t.sharedMemory ? EMPTY : t.data)),
   };
 }
+
+const EMPTY = new Uint8Array(0);

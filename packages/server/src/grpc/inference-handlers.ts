@@ -1,16 +1,23 @@
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Errors, type InferenceService } from '../core/index.ts';
-import { decodeInferRequest, encodeInferResponse, SHARED_MEMORY_UNSUPPORTED } from './infer-codec.ts';
+import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
 import { currentLogSettings, toLogSettingsWire, updateLogSettings } from './log-settings.ts';
 import { toModelStatisticsWire } from './statistics.ts';
 import { streamInferHandler, type DrainableStream } from './stream-infer.ts';
 import { unary } from './unary.ts';
-import type { LogSettingValueWire, ModelInferRequestWire, ModelRepositoryParameterWire } from './wire-types.ts';
+import type { LogSettingValueWire, ModelInferRequestWire, ModelRepositoryParameterWire, WireLong } from './wire-types.ts';
 
 interface NameVersion {
   name: string;
   version: string;
+}
+
+interface SharedMemoryRegisterRequest {
+  name: string;
+  key: string;
+  offset: WireLong;
+  byte_size: WireLong;
 }
 
 interface RepositoryModelRequest {
@@ -25,9 +32,9 @@ export function inferenceServiceHandlers(
   streams: Set<DrainableStream>,
   logger: Logger,
 ): UntypedServiceImplementation {
-  const notSupported = (method: string, message: string) =>
+  const notSupported = (method: string, error: () => Error) =>
     unary(method, logger, () => {
-      throw Errors.unsupported(message);
+      throw error();
     });
   const version = (v: string) => (v === '' ? undefined : v);
 
@@ -69,15 +76,22 @@ export function inferenceServiceHandlers(
       await service.unloadModel(r.model_name, { unloadDependents: dependents?.bool_param === true });
       return {};
     }),
-    SystemSharedMemoryStatus: notSupported('SystemSharedMemoryStatus', SHARED_MEMORY_UNSUPPORTED),
-    SystemSharedMemoryRegister: notSupported('SystemSharedMemoryRegister', SHARED_MEMORY_UNSUPPORTED),
-    SystemSharedMemoryUnregister: notSupported('SystemSharedMemoryUnregister', SHARED_MEMORY_UNSUPPORTED),
-    CudaSharedMemoryStatus: notSupported('CudaSharedMemoryStatus', SHARED_MEMORY_UNSUPPORTED),
-    CudaSharedMemoryRegister: notSupported('CudaSharedMemoryRegister', SHARED_MEMORY_UNSUPPORTED),
-    CudaSharedMemoryUnregister: notSupported('CudaSharedMemoryUnregister', SHARED_MEMORY_UNSUPPORTED),
-    TraceSetting: notSupported(
-      'TraceSetting',
-      'tracing is not supported by Batchwise; latency histograms are on the metrics endpoint',
+    SystemSharedMemoryStatus: unary('SystemSharedMemoryStatus', logger, (r: { name: string }) => ({
+      regions: Object.fromEntries(service.systemSharedMemoryStatus(r.name).map((region) => [region.name, region])),
+    })),
+    SystemSharedMemoryRegister: unary('SystemSharedMemoryRegister', logger, async (r: SharedMemoryRegisterRequest) => {
+      await service.registerSystemSharedMemory(r.name, r.key, Number(r.offset), Number(r.byte_size));
+      return {};
+    }),
+    SystemSharedMemoryUnregister: unary('SystemSharedMemoryUnregister', logger, async (r: { name: string }) => {
+      await service.unregisterSystemSharedMemory(r.name);
+      return {};
+    }),
+    CudaSharedMemoryStatus: notSupported('CudaSharedMemoryStatus', Errors.cudaSharedMemoryUnsupported),
+    CudaSharedMemoryRegister: notSupported('CudaSharedMemoryRegister', Errors.cudaSharedMemoryUnsupported),
+    CudaSharedMemoryUnregister: notSupported('CudaSharedMemoryUnregister', Errors.cudaSharedMemoryUnsupported),
+    TraceSetting: notSupported('TraceSetting', () =>
+      Errors.unsupported('tracing is not supported by Batchwise; latency histograms are on the metrics endpoint'),
     ),
     LogSettings: unary('LogSettings', logger, (r: { settings: Record<string, LogSettingValueWire> }) => ({
       settings: toLogSettingsWire(

@@ -10,6 +10,7 @@ import { registerHealthRoutes } from './routes/health.ts';
 import { registerInferRoutes } from './routes/infer.ts';
 import { registerModelRoutes } from './routes/models.ts';
 import { registerRepositoryRoutes } from './routes/repository.ts';
+import { registerSharedMemoryRoutes } from './routes/shared-memory.ts';
 import { httpStatusOf } from './status.ts';
 
 export interface HttpFrontendOptions {
@@ -73,5 +74,6 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
   registerModelRoutes(app, service);
   registerInferRoutes(app, service);
   registerRepositoryRoutes(app, service);
+  registerSharedMemoryRoutes(app, service);
   return app;
 }

@@ -179,8 +179,11 @@ describe('decodeHttpInferRequest', () => {
     ['duplicate output names', () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: [{ name: 'OUTPUT0' }, { name: 'OUTPUT0' }] })), /output 'OUTPUT0' is requested more than once/],
     ['binary_data that is not a boolean', () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: [{ name: 'O', parameters: { binary_data: 'yes' } }] })), /parameters of output 'O': 'binary_data' must be true or false, got "yes"/],
     ['classification', () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: [{ name: 'PROB', parameters: { classification: 3 } }] })), /output 'PROB': the classification extension is not supported by Batchwise yet/, 'UNSUPPORTED'],
-    ['shared memory inputs', () => decode(JSON.stringify({ inputs: [int32Input('A', { data: undefined, parameters: { shared_memory_region: 'r', shared_memory_byte_size: 16 } })] })), /input 'A': shared memory is not supported/, 'UNSUPPORTED'],
-    ['shared memory outputs', () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: [{ name: 'O', parameters: { shared_memory_region: 'r' } }] })), /output 'O': shared memory is not supported/, 'UNSUPPORTED'],
+    ['a shared memory input that also has data', () => decode(JSON.stringify({ inputs: [int32Input('A', { parameters: { shared_memory_region: 'r', shared_memory_byte_size: 16 } })] })), /input 'A' is in shared memory region 'r' and must not also have 'data'/],
+    ['a shared memory input with the wrong byte size', () => decode(JSON.stringify({ inputs: [int32Input('A', { data: undefined, parameters: { shared_memory_region: 'r', shared_memory_byte_size: 12 } })] })), /input 'A' has shared_memory_byte_size 12, but shape \[1,4\] of INT32 needs 16 bytes/],
+    ['a shared memory region without a byte size', () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: [{ name: 'O', parameters: { shared_memory_region: 'r' } }] })), /output 'O': shared_memory_region 'r' needs shared_memory_byte_size/],
+    ['a negative shared memory offset', () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: [{ name: 'O', parameters: { shared_memory_region: 'r', shared_memory_byte_size: 4, shared_memory_offset: -1 } }] })), /output 'O': shared_memory_offset must be a non-negative integer, got -1/],
+    ['a shared memory region that is not a string', () => decode(JSON.stringify({ inputs: [int32Input('A', { data: undefined, parameters: { shared_memory_region: 3, shared_memory_byte_size: 16 } })] })), /input 'A': shared_memory_region must be a non-empty string, got 3/],
   ];
   for (const [what, run, message, code = 'INVALID_ARG'] of cases) {
     it(`refuses ${what}`, () => {
@@ -189,6 +192,19 @@ describe('decodeHttpInferRequest', () => {
       expect(e.message).toMatch(message);
     });
   }
+});
+
+describe('decodeHttpInferRequest with shared memory', () => {
+  it('leaves shared memory inputs to be read by core and marks shared memory outputs', () => {
+    const request = decode(
+      JSON.stringify({
+        inputs: [int32Input('A', { data: undefined, parameters: { shared_memory_region: 'in', shared_memory_byte_size: 16, shared_memory_offset: 32 } })],
+        outputs: [{ name: 'O', parameters: { binary_data: false, shared_memory_region: 'out', shared_memory_byte_size: 64 } }],
+      }),
+    );
+    expect(request.inputs[0]).toMatchObject({ name: 'A', data: new Uint8Array(0), sharedMemory: { region: 'in', byteSize: 16, offset: 32 } });
+    expect(request.outputs![0]).toMatchObject({ name: 'O', sharedMemory: { region: 'out', byteSize: 64, offset: 0 } });
+  });
 });
 
 describe('encodeHttpInferResponse', () => {

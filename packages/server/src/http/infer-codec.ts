@@ -1,14 +1,14 @@
-import { Errors, type InferenceRequest, type InferenceResponse, type RequestedOutput } from '../core/index.ts';
+import { Errors, type InferenceRequest, type InferenceResponse, type RequestedOutput, type RequestInput } from '../core/index.ts';
+import { inputSharedMemoryRefOf, sharedMemoryRefOf } from '../shared-memory/request-shared-memory.ts';
 import { checkedElementCount, expectedByteSize, validateShape } from '../tensor/byte-size.ts';
 import { countBytesElements } from '../tensor/bytes-codec.ts';
 import { isDataType } from '../tensor/datatype.ts';
 import { describeValue } from '../tensor/describe-value.ts';
 import { decodeJsonTensorData, encodeJsonTensorData } from '../tensor/json-codec.ts';
 import { formatShape } from '../tensor/shape.ts';
-import type { Parameters, Tensor } from '../tensor/tensor.ts';
+import type { Parameters } from '../tensor/tensor.ts';
 
 export const HEADER_LENGTH_HEADER = 'Inference-Header-Content-Length';
-const SHARED_MEMORY_UNSUPPORTED = 'shared memory is not supported by Batchwise';
 
 type Json = Record<string, unknown>;
 
@@ -29,7 +29,7 @@ export function decodeHttpInferRequest(
   if (!Array.isArray(rawInputs)) throw Errors.invalidArg("the request must have an 'inputs' array");
   const names = new Set<string>();
   let binaryOffset = jsonLength;
-  const inputs = rawInputs.map((raw: unknown, i): Tensor => {
+  const inputs = rawInputs.map((raw: unknown, i): RequestInput => {
     const input = jsonObject(raw, `input ${i}`);
     const name = input['name'];
     if (typeof name !== 'string' || name === '') throw Errors.invalidArg(`input ${i} must have a non-empty string 'name'`);
@@ -40,9 +40,15 @@ export function decodeHttpInferRequest(
     if (input['shape'] === undefined) throw Errors.invalidArg(`input '${name}' must have a 'shape' array`);
     const shape = validateShape(input['shape'], name);
     const parameters = parameterObject(input['parameters'], `parameters of input '${name}'`);
-    if ('shared_memory_region' in parameters) throw Errors.unsupported(`input '${name}': ${SHARED_MEMORY_UNSUPPORTED}`);
     const binarySize = parameters['binary_data_size'];
     const hasData = input['data'] !== undefined;
+    const sharedMemory = inputSharedMemoryRefOf(name, datatype, shape, parameters);
+    if (sharedMemory) {
+      if (hasData || binarySize !== undefined) {
+        throw Errors.invalidArg(`input '${name}' is in shared memory region '${sharedMemory.region}' and must not also have 'data' or a binary_data_size parameter`);
+      }
+      return { name, datatype, shape, data: new Uint8Array(0), sharedMemory };
+    }
     if (binarySize === undefined) {
       if (!hasData) throw Errors.invalidArg(`input '${name}' has neither 'data' nor a binary_data_size parameter`);
       return { name, datatype, shape, data: decodeJsonTensorData(name, datatype, shape, input['data']) };
@@ -144,9 +150,12 @@ function parseOutputs(raw: unknown): RequestedOutput[] | undefined {
       throw Errors.unsupported(`output '${name}': the classification extension is not supported by Batchwise yet`);
     }
     const parameters = parameterObject(rawParameters, what);
-    if ('shared_memory_region' in parameters) throw Errors.unsupported(`output '${name}': ${SHARED_MEMORY_UNSUPPORTED}`);
     checkBoolean(parameters, 'binary_data', what);
-    return { name, parameters };
+    const sharedMemory = sharedMemoryRefOf(parameters, `output '${name}'`);
+    if (sharedMemory && parameters['binary_data'] === true) {
+      throw Errors.invalidArg(`output '${name}': Output can't set both 'shared_memory_region' and 'binary_data'`);
+    }
+    return { name, parameters, ...(sharedMemory && { sharedMemory }) };
   });
 }
 
@@ -185,6 +194,8 @@ export function encodeHttpInferResponse(response: InferenceResponse, request: In
     const binary =
       tensor.datatype === 'FP16' || tensor.datatype === 'BF16' || asked === true || (asked !== false && binaryByDefault);
     const base = { name: tensor.name, datatype: tensor.datatype, shape: tensor.shape };
+    // As Triton: an output written to shared memory is described, not sent.
+    if (tensor.sharedMemory) return base;
     if (!binary) return { ...base, data: encodeJsonTensorData(tensor) };
     binaryChunks.push(Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength));
     return { ...base, parameters: { binary_data_size: tensor.data.byteLength } };
