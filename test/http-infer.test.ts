@@ -114,6 +114,25 @@ describe('HTTP inference on the example repository', () => {
     expect(json.outputs[0]).toMatchObject({ datatype: 'BYTES', shape: [2, 1], data: ['hello', 'wörld'] });
   });
 
+  it('reads and changes the log settings (logging extension)', async () => {
+    const level = server.logger.level;
+    try {
+      const current = await getJson(`${server.url}/v2/logging`);
+      expect(Object.keys(current).sort()).toEqual(['log_error', 'log_file', 'log_format', 'log_info', 'log_verbose_level', 'log_warning']);
+      const verbose = await postJson(`${server.url}/v2/logging`, { log_verbose_level: 1 });
+      expect(verbose).toMatchObject({ status: 200, json: { log_verbose_level: 1, log_info: true, log_warning: true, log_error: true } });
+      expect(server.logger.level).toBe('debug');
+      expect((await postJson(`${server.url}/v2/logging`, { log_verbose_level: 0, log_info: false })).json).toMatchObject({ log_info: false, log_warning: true });
+      expect(server.logger.level).toBe('warn');
+      expect(await postJson(`${server.url}/v2/logging`, { log_info: 'yes' })).toMatchObject({ status: 400, json: { error: "log setting 'log_info' needs a boolean value" } });
+      expect(await postJson(`${server.url}/v2/logging`, { log_bogus: true })).toMatchObject({ status: 400, json: { error: expect.stringContaining("unknown log setting 'log_bogus'") } });
+      expect(await postJson(`${server.url}/v2/logging`, { log_file: '/tmp/x.log' })).toMatchObject({ status: 501 });
+      expect(server.logger.level).toBe('warn');
+    } finally {
+      server.logger.level = level;
+    }
+  });
+
   it('exports Triton metrics after traffic', async () => {
     const text = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
     expect(text).toMatch(/nv_inference_request_success\{model="simple",version="1"\} [1-9]/);

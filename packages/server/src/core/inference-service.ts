@@ -28,6 +28,7 @@ const EXTENSIONS = [
   'system_shared_memory',
   'statistics',
   'binary_tensor_data',
+  'logging',
 ];
 
 /** The one implementation of InferenceService that both frontends share. */

@@ -2,7 +2,7 @@ import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Errors, type InferenceService } from '../core/index.ts';
 import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
-import { currentLogSettings, toLogSettingsWire, updateLogSettings } from './log-settings.ts';
+import { currentLogSettings, updateLogSettings, type LogSettings } from '../logging/log-settings.ts';
 import { toModelStatisticsWire } from './statistics.ts';
 import { streamInferHandler, type DrainableStream } from './stream-infer.ts';
 import { unary } from './unary.ts';
@@ -95,7 +95,7 @@ export function inferenceServiceHandlers(
     ),
     LogSettings: unary('LogSettings', logger, (r: { settings: Record<string, LogSettingValueWire> }) => ({
       settings: toLogSettingsWire(
-        Object.keys(r.settings).length > 0 ? updateLogSettings(logger, r.settings) : currentLogSettings(logger),
+        Object.keys(r.settings).length > 0 ? updateLogSettings(logger, fromLogSettingsWire(r.settings)) : currentLogSettings(logger),
       ),
     })),
   };
@@ -109,4 +109,18 @@ function loadOptions(parameters: Record<string, ModelRepositoryParameterWire>): 
   if (config === undefined) return {};
   if (config.parameter_choice !== 'string_param') throw Errors.invalidArg(`load parameter 'config' must be a string (JSON model config)`);
   return { config: config.string_param ?? '' };
+}
+
+function fromLogSettingsWire(settings: Record<string, LogSettingValueWire>): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(settings).map(([key, value]) => [key, value.parameter_choice ? value[value.parameter_choice] : undefined]),
+  );
+}
+
+function toLogSettingsWire(settings: LogSettings): Record<string, LogSettingValueWire> {
+  const out: Record<string, LogSettingValueWire> = {};
+  for (const [key, value] of Object.entries(settings)) {
+    out[key] = typeof value === 'boolean' ? { bool_param: value } : typeof value === 'number' ? { uint32_param: value } : { string_param: value };
+  }
+  return out;
 }

@@ -8,6 +8,7 @@ import { registerRestrictedApiHook } from './restricted-api-hook.ts';
 import { registerContentEncoding } from './content-encoding.ts';
 import { registerHealthRoutes } from './routes/health.ts';
 import { registerInferRoutes } from './routes/infer.ts';
+import { registerLoggingRoutes } from './routes/logging.ts';
 import { registerModelRoutes } from './routes/models.ts';
 import { registerRepositoryRoutes } from './routes/repository.ts';
 import { registerSharedMemoryRoutes } from './routes/shared-memory.ts';
@@ -75,5 +76,6 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
   registerInferRoutes(app, service);
   registerRepositoryRoutes(app, service);
   registerSharedMemoryRoutes(app, service);
+  registerLoggingRoutes(app, options.logger);
   return app;
 }

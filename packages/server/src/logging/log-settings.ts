@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
-import { Errors } from '../core/index.ts';
-import type { LogSettingValueWire } from './wire-types.ts';
+import { Errors } from '../core/errors.ts';
 
-interface LogSettings {
+/** Triton's logging extension settings (HTTP `/v2/logging`, gRPC LogSettings). */
+export interface LogSettings {
   log_file: string;
   log_info: boolean;
   log_warning: boolean;
@@ -11,14 +11,15 @@ interface LogSettings {
   log_format: string;
 }
 
-type SettingKind = 'bool_param' | 'uint32_param' | 'string_param';
-const KIND_OF: Readonly<Record<keyof LogSettings, SettingKind>> = {
-  log_file: 'string_param',
-  log_info: 'bool_param',
-  log_warning: 'bool_param',
-  log_error: 'bool_param',
-  log_verbose_level: 'uint32_param',
-  log_format: 'string_param',
+export type LogSettingValue = string | number | boolean;
+
+const KIND_OF: Readonly<Record<keyof LogSettings, 'boolean' | 'number' | 'string'>> = {
+  log_file: 'string',
+  log_info: 'boolean',
+  log_warning: 'boolean',
+  log_error: 'boolean',
+  log_verbose_level: 'number',
+  log_format: 'string',
 };
 
 /** Triton's log settings as seen through the pino logger's one level. */
@@ -35,17 +36,19 @@ export function currentLogSettings(logger: Logger): LogSettings {
   };
 }
 
-/** Applies LogSettings to the logger's level and returns the settings now in force. */
-export function updateLogSettings(logger: Logger, update: Record<string, LogSettingValueWire>): LogSettings {
+/**
+ * Applies an update (any subset of the settings) to the logger's level and returns the
+ * settings now in force. Child loggers without a level of their own follow it.
+ */
+export function updateLogSettings(logger: Logger, update: Readonly<Record<string, unknown>>): LogSettings {
   const next = currentLogSettings(logger);
   for (const [key, value] of Object.entries(update)) {
-    if (!(key in KIND_OF)) throw Errors.invalidArg(`unknown log setting '${key}'`);
+    if (!(key in KIND_OF)) throw Errors.invalidArg(`unknown log setting '${key}'; known: ${Object.keys(KIND_OF).join(', ')}`);
     const name = key as keyof LogSettings;
     const kind = KIND_OF[name];
-    if (value.parameter_choice !== kind) {
-      throw Errors.invalidArg(`log setting '${key}' needs a ${kind.replace('_param', '')} value`);
-    }
-    (next as unknown as Record<string, unknown>)[name] = value[kind];
+    const valid = kind === 'number' ? typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 : typeof value === kind;
+    if (!valid) throw Errors.invalidArg(`log setting '${key}' needs a ${kind === 'number' ? 'non-negative integer' : kind} value`);
+    (next as unknown as Record<string, unknown>)[name] = value;
   }
   if (next.log_file !== '') throw Errors.unsupported('log_file is not supported: Batchwise logs JSON to stdout');
   if (next.log_format !== 'default') {
@@ -55,13 +58,4 @@ export function updateLogSettings(logger: Logger, update: Record<string, LogSett
     ? 'debug'
     : next.log_info ? 'info' : next.log_warning ? 'warn' : next.log_error ? 'error' : 'silent';
   return currentLogSettings(logger);
-}
-
-export function toLogSettingsWire(settings: LogSettings): Record<string, LogSettingValueWire> {
-  const out: Record<string, LogSettingValueWire> = {};
-  for (const [key, value] of Object.entries(settings)) {
-    const kind = KIND_OF[key as keyof LogSettings];
-    out[key] = { [kind]: value };
-  }
-  return out;
 }
