@@ -12,6 +12,8 @@ export interface RepositoryModel {
   readonly versions?: readonly number[];
   /** @default 'model.onnx' */
   readonly fileName?: string;
+  /** Further files in the model folder (e.g. a label file), by name. */
+  readonly files?: Readonly<Record<string, string>>;
 }
 
 /** A throw-away Triton-layout repository of generated models. */
@@ -21,6 +23,7 @@ export async function makeRepository(models: readonly RepositoryModel[]): Promis
     const bytes = serializeModel(m.model);
     await mkdir(join(dir, m.name), { recursive: true });
     if (m.config !== undefined) await writeFile(join(dir, m.name, 'config.pbtxt'), m.config);
+    for (const [file, text] of Object.entries(m.files ?? {})) await writeFile(join(dir, m.name, file), text);
     for (const v of m.versions ?? [1]) {
       await mkdir(join(dir, m.name, String(v)), { recursive: true });
       await writeFile(join(dir, m.name, String(v), m.fileName ?? 'model.onnx'), bytes);

@@ -6,6 +6,7 @@ import type { ModelManager } from './model-manager.ts';
 import { MemoryGuard } from '../memory/memory-guard.ts';
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
 import { validateRequest } from './request-validation.ts';
+import { classify } from './classification.ts';
 import { RequestSharedMemory } from '../shared-memory/request-shared-memory.ts';
 import { SystemSharedMemory, type SharedMemoryRegionStatus } from '../shared-memory/system-shared-memory.ts';
 import type {
@@ -127,7 +128,11 @@ export class CoreInferenceService implements InferenceService {
       modelName: model.modelName,
       modelVersion: model.version,
       ...(request.id !== undefined && { id: request.id }),
-      outputs: selectOutputs(model, outputs, validated.outputNames, validated.batchSize),
+      outputs: selectOutputs(model, outputs, validated.outputNames, validated.batchSize).map((tensor) => {
+        const count = validated.classifications.get(tensor.name);
+        if (count === undefined) return tensor;
+        return classify(tensor, count, model.outputsByName.get(tensor.name)!.labels, model.maxBatchSize > 0);
+      }),
     };
   }
 

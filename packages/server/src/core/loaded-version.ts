@@ -21,6 +21,8 @@ export interface OutputSpec {
   readonly dims: readonly number[];
   /** Present when config.pbtxt reshapes the model's output to `dims`. */
   readonly reshaped: boolean;
+  /** Class labels from the output's label_filename, one per line, for the classification extension. */
+  readonly labels: readonly string[] | undefined;
 }
 
 /** One model version that loaded: its config, instances, scheduler and statistics. */

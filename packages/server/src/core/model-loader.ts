@@ -1,4 +1,4 @@
-import { stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Backend, LoadedInstance, ModelInstance } from '../backends/backend.ts';
@@ -12,7 +12,7 @@ import {
 import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.ts';
 import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { ServerMetrics } from '../metrics/server-metrics.ts';
-import { fileExists, type ModelFolder } from '../repository/model-folder.ts';
+import { fileExists, fileInModelFolder, type ModelFolder } from '../repository/model-folder.ts';
 import { createScheduler } from '../scheduler/index.ts';
 import { CONFIG_TYPE_TO_DATATYPE } from '../tensor/datatype.ts';
 import { Errors } from './errors.ts';
@@ -62,6 +62,7 @@ export async function loadVersion(
   if (!(await fileExists(modelPath))) {
     throw Errors.invalidArg(`model '${folder.name}' version ${version}: model file ${modelPath} not found`);
   }
+  const labels = await readLabels(folder, base);
   const settings = sessionSettingsFromConfig(base);
   const placements = instancePlacements(base.instance_group ?? [], options.gpuIds);
   await checkFootprint(folder.name, version, modelPath, placements, options);
@@ -94,7 +95,7 @@ export async function loadVersion(
       unapplied['gpu_mem_limit'] = `${settings.gpuMemLimitBytes} bytes not applied: onnxruntime-node 1.30 passes only the device id to the CUDA execution provider`;
       options.logger.warn({ model: folder.name, version }, unapplied['gpu_mem_limit']);
     }
-    return assemble(folder.name, String(version), config, created, options.metrics, unapplied);
+    return assemble(folder.name, String(version), config, created, options.metrics, unapplied, labels);
   } catch (error) {
     await Promise.all(created.map((c) => c.instance.close()));
     throw error;
@@ -147,6 +148,24 @@ function instancePlacements(groups: readonly ModelInstanceGroup[], gpuIds: reado
   return placements.length > 0 ? placements : [{ device: 'cpu', deviceId: 0 }];
 }
 
+/** Each output's label_filename (in the model folder, one label per line), for the classification extension. */
+async function readLabels(folder: ModelFolder, config: ModelConfig): Promise<Map<string, readonly string[]>> {
+  const labels = new Map<string, readonly string[]>();
+  for (const output of config.output) {
+    if (!output.label_filename) continue;
+    const what = `model '${folder.name}': label_filename of output '${output.name}'`;
+    const path = fileInModelFolder(folder.dir, output.label_filename, what);
+    let text: string;
+    try {
+      text = await readFile(path, 'utf8');
+    } catch (error) {
+      throw Errors.invalidArg(`${what}: cannot read '${output.label_filename}': ${(error as Error).message}`);
+    }
+    labels.set(output.name, text.split(/\r?\n/));
+  }
+  return labels;
+}
+
 function emptyConfig(name: string): ModelConfig {
   return { name, max_batch_size: 0, input: [], output: [] };
 }
@@ -158,6 +177,7 @@ function assemble(
   created: readonly LoadedInstance[],
   metrics: ServerMetrics,
   unappliedSettings: Record<string, string>,
+  labels: ReadonlyMap<string, readonly string[]>,
 ): LoadedVersion {
   const inputs: InputSpec[] = config.input.map((input) => ({
     name: input.name,
@@ -171,6 +191,7 @@ function assemble(
     datatype: CONFIG_TYPE_TO_DATATYPE[output.data_type]!,
     dims: output.dims,
     reshaped: output.reshape !== undefined,
+    labels: labels.get(output.name),
   }));
   const instances: ModelInstance[] = created.map((c) => c.instance);
   const stats = new VersionStatistics(modelName, version, metrics);

@@ -2,6 +2,7 @@ import { ELEMENT_BYTE_SIZE } from '../tensor/datatype.ts';
 import { countBytesElements, deserializeBytesElements } from '../tensor/bytes-codec.ts';
 import { elementCount, formatShape } from '../tensor/shape.ts';
 import type { ParameterValue, Tensor } from '../tensor/tensor.ts';
+import { classificationCount } from './classification.ts';
 import { Errors } from './errors.ts';
 import type { LoadedVersion } from './loaded-version.ts';
 import type { InferenceRequest } from './types.ts';
@@ -12,6 +13,8 @@ export interface ValidatedRequest {
   readonly batchSize: number;
   /** Outputs to return, in the order asked; all config outputs when none were asked. */
   readonly outputNames: string[];
+  /** Outputs asked for as classifications, with the number of classes to return. */
+  readonly classifications: ReadonlyMap<string, number>;
   readonly priority: number;
   readonly timeoutMicroseconds: number;
 }
@@ -77,10 +80,21 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
   }
 
   const outputNames = requestedOutputs(request, model);
+  const classifications = new Map<string, number>();
+  for (const output of request.outputs ?? []) {
+    const count = output.parameters['classification'];
+    if (count === undefined) continue;
+    const spec = model.outputsByName.get(output.name)!;
+    if (spec.datatype === 'BYTES' || spec.datatype === 'BOOL') {
+      throw Errors.invalidArg(`classification of output '${output.name}' of model '${name}' needs numeric scores, but it is ${spec.datatype}`);
+    }
+    classifications.set(output.name, classificationCount(count, output.name));
+  }
   return {
     inputs,
     batchSize: batchSize ?? 1,
     outputNames,
+    classifications,
     priority: nonNegativeInteger(request.parameters['priority'], 'priority', name),
     timeoutMicroseconds: nonNegativeInteger(request.parameters['timeout'], 'timeout', name),
   };

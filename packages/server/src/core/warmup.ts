@@ -1,6 +1,7 @@
 import { randomFillSync } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fileInModelFolder } from '../repository/model-folder.ts';
 import type { ModelInstance } from '../backends/backend.ts';
 import type { ModelConfig, ModelWarmup, ModelWarmupInput } from '../config/model-config.ts';
 import { CONFIG_TYPE_TO_DATATYPE, ELEMENT_BYTE_SIZE } from '../tensor/datatype.ts';
@@ -56,7 +57,8 @@ async function sampleData(
   const count = elementCount(shape);
   if (input.input_data_file) {
     // Triton reads warmup files from <model>/warmup/; the file holds one sample, repeated per batch.
-    const file = new Uint8Array(await readFile(join(modelDir, 'warmup', input.input_data_file)));
+    const path = fileInModelFolder(join(modelDir, 'warmup'), input.input_data_file, `model '${model}': warmup input_data_file`);
+    const file = new Uint8Array(await readFile(path));
     const batches = shape.length > input.dims.length ? shape[0]! : 1;
     const data = new Uint8Array(file.byteLength * batches);
     for (let b = 0; b < batches; b++) data.set(file, b * file.byteLength);

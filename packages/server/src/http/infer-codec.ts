@@ -144,16 +144,14 @@ function parseOutputs(raw: unknown): RequestedOutput[] | undefined {
     if (seen.has(name)) throw Errors.invalidArg(`output '${name}' is requested more than once`);
     seen.add(name);
     const what = `parameters of output '${name}'`;
-    // Checked before the parameter types: classification is an object in Triton's clients.
-    const rawParameters = output['parameters'];
-    if (typeof rawParameters === 'object' && rawParameters !== null && 'classification' in rawParameters) {
-      throw Errors.unsupported(`output '${name}': the classification extension is not supported by Batchwise yet`);
-    }
-    const parameters = parameterObject(rawParameters, what);
+    const parameters = parameterObject(output['parameters'], what);
     checkBoolean(parameters, 'binary_data', what);
     const sharedMemory = sharedMemoryRefOf(parameters, `output '${name}'`);
     if (sharedMemory && parameters['binary_data'] === true) {
       throw Errors.invalidArg(`output '${name}': Output can't set both 'shared_memory_region' and 'binary_data'`);
+    }
+    if (sharedMemory && parameters['classification'] !== undefined) {
+      throw Errors.invalidArg(`output '${name}': Output can't set both 'shared_memory_region' and 'classification'`);
     }
     return { name, parameters, ...(sharedMemory && { sharedMemory }) };
   });

@@ -1,5 +1,6 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve, sep } from 'node:path';
+import { Errors } from '../core/errors.ts';
 
 /** A model as it sits in a Triton-layout repository: `<repo>/<model>/config.pbtxt`, `<repo>/<model>/<version>/`. */
 export interface ModelFolder {
@@ -13,6 +14,18 @@ export interface ModelFolder {
 }
 
 const VERSION_DIR = /^[0-9]+$/;
+
+/**
+ * A file that config.pbtxt names (label_filename, a warmup input_data_file), within `under`
+ * (a folder of the model): a name that would reach outside it is refused. `what` names the setting.
+ */
+export function fileInModelFolder(under: string, relative: string, what: string): string {
+  const path = resolve(under, relative);
+  if (!path.startsWith(resolve(under) + sep)) {
+    throw Errors.invalidArg(`${what} '${relative}' must name a file inside ${under}`);
+  }
+  return path;
+}
 
 /** Lists the model folders of a local repository (hidden entries are ignored). */
 export async function scanRepository(root: string): Promise<ModelFolder[]> {
