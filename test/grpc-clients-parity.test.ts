@@ -4,12 +4,12 @@
  */
 import { createConnection, createServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GrpcClient, HttpClient, type InferInput, type InferResult } from '@batchwise/client';
+import { GrpcClient, HttpClient, type InputData, type InferResult } from '@batchwise/client';
 import { configPbtxt, identity, type TensorDatatype } from '@batchwise/modelgen';
 import { makeRepository } from './support/repository.ts';
 import { startTestServer } from './support/server.ts';
 
-const INPUTS: Record<TensorDatatype, InferInput['data']> = {
+const INPUTS: Record<TensorDatatype, InputData> = {
   BOOL: [true, false, false, true],
   UINT8: Uint8Array.of(0, 1, 128, 255),
   UINT16: [0, 1, 40000, 65535],
@@ -24,7 +24,7 @@ const INPUTS: Record<TensorDatatype, InferInput['data']> = {
   FP64: [Math.PI, -1e300, 0, 5e-324],
   BYTES: ['a', '', 'héllo', '\u{1F600}'],
 };
-const JSON_SAFE: Partial<Record<TensorDatatype, InferInput['data']>> = {
+const JSON_SAFE: Partial<Record<TensorDatatype, InputData>> = {
   UINT64: [0n, 1n, 2n ** 53n - 1n, 42n],
   INT64: [-(2n ** 53n) + 1n, -1n, 0n, 2n ** 53n - 1n],
 };

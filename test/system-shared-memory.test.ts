@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { GrpcClient, HttpClient, type InferenceClient } from '@batchwise/client';
 import { EXAMPLES } from './support/repository.ts';
 import { postJson, postBinary, startTestServer } from './support/server.ts';
 import { status, unaryCall, upstreamClients, upstreamPresent, type AnyClient } from './support/upstream-grpc.ts';
@@ -188,6 +189,45 @@ describe.skipIf(!existsSync(SHM_DIR))('system shared memory', () => {
     expect((await getJson(`${server.url}/v2/health/ready`)).status).toBe(200);
     const metadata = await getJson(`${server.url}/v2`);
     expect(metadata.json.extensions).toContain('system_shared_memory');
+  });
+
+  it('@batchwise/client over HTTP (binary and JSON) and gRPC: the same calls, the same results', async () => {
+    const clients: [string, InferenceClient, boolean?][] = [
+      ['http binary', new HttpClient({ url: server.url })],
+      ['http json', new HttpClient({ url: server.url }), false],
+      ['grpc', new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` })],
+    ];
+    try {
+      for (const [label, client, binary] of clients) {
+        await createObjects();
+        await client.registerSystemSharedMemory('input_data', inputKey, 128);
+        await client.registerSystemSharedMemory('output_data', outputKey, 64, 64);
+        expect(await client.systemSharedMemoryStatus(), label).toEqual([
+          { name: 'input_data', key: inputKey, offset: 0, byteSize: 128 },
+          { name: 'output_data', key: outputKey, offset: 64, byteSize: 64 },
+        ]);
+        const result = await client.infer({
+          model: 'simple',
+          ...(binary !== undefined && { binary }),
+          inputs: [
+            { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], sharedMemory: { region: 'input_data', byteSize: 64 } },
+            { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: INPUT1 },
+          ],
+          outputs: [{ name: 'OUTPUT0', sharedMemory: { region: 'output_data', byteSize: 64 } }, 'OUTPUT1'],
+        });
+        expect(result.outputs.map((o) => [o.name, o.shape, [...(o.data as Int32Array)]]), label).toEqual([
+          ['OUTPUT0', [1, 16], []],
+          ['OUTPUT1', [1, 16], [...DIFFERENCE]],
+        ]);
+        expect([...(await outputs()).output1], label).toEqual([...SUM]);
+        await client.unregisterSystemSharedMemory('input_data');
+        expect(await client.systemSharedMemoryStatus('output_data'), label).toHaveLength(1);
+        await client.unregisterSystemSharedMemory();
+        expect(await client.systemSharedMemoryStatus(), label).toEqual([]);
+      }
+    } finally {
+      await Promise.all(clients.map(([, c]) => c.close()));
+    }
   });
 
   describe.skipIf(!upstreamPresent)('gRPC, with a client built from the upstream protos', () => {

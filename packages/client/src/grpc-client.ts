@@ -9,6 +9,7 @@ import {
 } from '@grpc/grpc-js';
 import { BatchwiseClientError } from './errors.ts';
 import { loadClientConstructors } from './grpc-protos.ts';
+import { sharedMemoryParameters } from './shared-memory.ts';
 import { fromRawBytes, toRawBytes } from './tensor-data.ts';
 import type {
   DataType,
@@ -21,6 +22,7 @@ import type {
   Parameters,
   RepositoryIndexEntry,
   ServerMetadata,
+  SharedMemoryRegionStatus,
   StreamResponse,
 } from './types.ts';
 
@@ -187,6 +189,19 @@ export class GrpcClient implements InferenceClient {
     await this.call('RepositoryModelUnload', { repository_name: '', model_name: model, parameters });
   }
 
+  async registerSystemSharedMemory(name: string, key: string, byteSize: number, offset = 0): Promise<void> {
+    await this.call('SystemSharedMemoryRegister', { name, key, offset, byte_size: byteSize });
+  }
+
+  async unregisterSystemSharedMemory(name = ''): Promise<void> {
+    await this.call('SystemSharedMemoryUnregister', { name });
+  }
+
+  async systemSharedMemoryStatus(name = ''): Promise<SharedMemoryRegionStatus[]> {
+    const r = await this.call<{ regions: Record<string, { name: string; key: string; offset: string; byte_size: string }> }>('SystemSharedMemoryStatus', { name });
+    return Object.values(r.regions).map((region) => ({ name: region.name, key: region.key, offset: Number(region.offset), byteSize: Number(region.byte_size) }));
+  }
+
   /** grpc.health.v1 Check: '' is the server, any other name a model. */
   async healthCheck(service = ''): Promise<'UNKNOWN' | 'SERVING' | 'NOT_SERVING' | 'SERVICE_UNKNOWN'> {
     return (await this.call<{ status: 'SERVING' }>('Check', { service }, this.health)).status;
@@ -214,7 +229,7 @@ function toClientError(error: unknown): BatchwiseClientError {
   return new BatchwiseClientError(e.details || e.message || String(error), typeof e.code === 'number' ? { grpcCode: e.code } : {});
 }
 
-/** Inputs always go as raw_input_contents: one exact little-endian buffer per input. */
+/** Inputs go as raw_input_contents: one exact little-endian buffer per input not in shared memory. */
 function encodeRequest(request: InferRequest): unknown {
   return {
     model_name: request.model,
@@ -225,12 +240,15 @@ function encodeRequest(request: InferRequest): unknown {
       name: i.name,
       datatype: i.datatype,
       shape: [...i.shape],
-      parameters: toWireParameters(i.parameters),
+      parameters: toWireParameters({ ...i.parameters, ...(i.sharedMemory && sharedMemoryParameters(i.sharedMemory)) }),
     })),
     outputs: (request.outputs ?? []).map((o) =>
-      typeof o === 'string' ? { name: o } : { name: o.name, parameters: toWireParameters(o.parameters) },
+      typeof o === 'string'
+        ? { name: o }
+        : { name: o.name, parameters: toWireParameters({ ...o.parameters, ...(o.sharedMemory && sharedMemoryParameters(o.sharedMemory)) }) },
     ),
-    raw_input_contents: request.inputs.map((i) => toRawBytes(i.name, i.datatype, i.data)),
+    // Inputs in shared memory take no entry.
+    raw_input_contents: request.inputs.flatMap((i) => (i.sharedMemory ? [] : [toRawBytes(i.name, i.datatype, i.data)])),
   };
 }
 

@@ -10,6 +10,7 @@ import type {
   ModelStatistics,
   RepositoryIndexEntry,
   ServerMetadata,
+  SharedMemoryRegionStatus,
 } from './types.ts';
 
 export interface HttpClientOptions {
@@ -89,6 +90,21 @@ export class HttpClient implements InferenceClient {
   async unloadModel(model: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
     const parameters = { unload_dependents: options.unloadDependents ?? false };
     await this.send('POST', `/v2/repository/models/${encodeURIComponent(model)}/unload`, JSON.stringify({ parameters }));
+  }
+
+  async registerSystemSharedMemory(name: string, key: string, byteSize: number, offset = 0): Promise<void> {
+    await this.send('POST', `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/register`, JSON.stringify({ key, offset, byte_size: byteSize }));
+  }
+
+  async unregisterSystemSharedMemory(name?: string): Promise<void> {
+    const path = name === undefined || name === '' ? '/v2/systemsharedmemory/unregister' : `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/unregister`;
+    await this.send('POST', path, '');
+  }
+
+  async systemSharedMemoryStatus(name?: string): Promise<SharedMemoryRegionStatus[]> {
+    const path = name === undefined || name === '' ? '/v2/systemsharedmemory/status' : `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/status`;
+    const regions = (await this.json('GET', path)) as { name: string; key: string; offset: number; byte_size: number }[];
+    return regions.map((r) => ({ name: r.name, key: r.key, offset: r.offset, byteSize: r.byte_size }));
   }
 
   close(): Promise<void> {

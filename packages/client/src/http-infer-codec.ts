@@ -1,7 +1,8 @@
 import { BatchwiseClientError } from './errors.ts';
 import { inputToJsonText, outputFromJson } from './json-tensor.ts';
 import { fromRawBytes, toRawBytes } from './tensor-data.ts';
-import type { DataType, InferRequest, InferRequestedOutput, InferResult, Parameters } from './types.ts';
+import { sharedMemoryParameters } from './shared-memory.ts';
+import type { DataType, InferInput, InferRequest, InferRequestedOutput, InferResult, Parameters, SharedMemoryLocation } from './types.ts';
 
 export const HEADER_LENGTH = 'inference-header-content-length';
 
@@ -26,7 +27,11 @@ export function encodeHttpInferRequest(request: InferRequest): HttpInferBody {
     ...(Object.keys(parameters).length > 0 && { parameters }),
     outputs: outputs.map((o) => ({
       name: o.name,
-      ...(binary || o.parameters ? { parameters: { ...o.parameters, ...(binary && { binary_data: true }) } } : {}),
+      ...(o.sharedMemory
+        ? { parameters: { ...o.parameters, ...sharedMemoryParameters(o.sharedMemory) } }
+        : binary || o.parameters
+          ? { parameters: { ...o.parameters, ...(binary && { binary_data: true }) } }
+          : {}),
     })),
   };
   if (outputs.length === 0) delete header['outputs'];
@@ -34,26 +39,33 @@ export function encodeHttpInferRequest(request: InferRequest): HttpInferBody {
   if (!binary) {
     // Placeholders keep INT64 digits exact: the data arrays are spliced in as text.
     const nonce = Math.random().toString(36).slice(2);
-    const texts = request.inputs.map((i) => inputToJsonText(i.name, i.datatype, i.data));
-    header['inputs'] = request.inputs.map((i, n) => ({
-      name: i.name, shape: i.shape, datatype: i.datatype,
-      ...(i.parameters && { parameters: i.parameters }),
-      data: `@bw${nonce}:${n}@`,
-    }));
+    const texts = request.inputs.map((i) => (i.sharedMemory ? '' : inputToJsonText(i.name, i.datatype, i.data)));
+    header['inputs'] = request.inputs.map((i, n) =>
+      i.sharedMemory
+        ? sharedMemoryInput(i)
+        : { name: i.name, shape: i.shape, datatype: i.datatype, ...(i.parameters && { parameters: i.parameters }), data: `@bw${nonce}:${n}@` },
+    );
     const json = JSON.stringify(header).replace(new RegExp(`"@bw${nonce}:(\\d+)@"`, 'g'), (_m, n: string) => texts[Number(n)]!);
     return { headers: { 'content-type': 'application/json' }, body: Buffer.from(json) };
   }
 
-  const tensors = request.inputs.map((i) => toRawBytes(i.name, i.datatype, i.data));
-  header['inputs'] = request.inputs.map((i, n) => ({
-    name: i.name, shape: i.shape, datatype: i.datatype,
-    parameters: { ...i.parameters, binary_data_size: tensors[n]!.byteLength },
-  }));
+  const tensors: Uint8Array[] = [];
+  header['inputs'] = request.inputs.map((i) => {
+    if (i.sharedMemory) return sharedMemoryInput(i);
+    const bytes = toRawBytes(i.name, i.datatype, i.data);
+    tensors.push(bytes);
+    return { name: i.name, shape: i.shape, datatype: i.datatype, parameters: { ...i.parameters, binary_data_size: bytes.byteLength } };
+  });
   const json = Buffer.from(JSON.stringify(header));
   return {
     headers: { 'content-type': 'application/octet-stream', [HEADER_LENGTH]: String(json.byteLength) },
     body: Buffer.concat([json, ...tensors]),
   };
+}
+
+function sharedMemoryInput(input: InferInput & { sharedMemory: SharedMemoryLocation }): Record<string, unknown> {
+  const { name, shape, datatype } = input;
+  return { name, shape, datatype, parameters: { ...input.parameters, ...sharedMemoryParameters(input.sharedMemory) } };
 }
 
 interface JsonOutput {
@@ -85,6 +97,9 @@ export function decodeHttpInferResponse(body: Buffer, headerLength: string | und
       if (offset + size > body.byteLength) throw new BatchwiseClientError(`output '${o.name}': binary data runs past the end of the response`);
       data = fromRawBytes(o.name, o.datatype, body.subarray(offset, offset + size));
       offset += size;
+    } else if (o.data === undefined) {
+      // Written into shared memory: described, not sent.
+      data = fromRawBytes(o.name, o.datatype, new Uint8Array(0));
     } else {
       data = outputFromJson(o.name, o.datatype, o.data);
     }

@@ -24,17 +24,42 @@ export type OutputData = TypedArray | Uint8Array[];
 export type ParameterValue = string | number | boolean;
 export type Parameters = Record<string, ParameterValue>;
 
-export interface InferInput {
+/**
+ * A slice of a registered system shared memory region (registerSystemSharedMemory): the
+ * tensor's bytes, raw little-endian (BYTES: length-prefixed), at `offset` within the region.
+ */
+export interface SharedMemoryLocation {
+  readonly region: string;
+  readonly byteSize: number;
+  /** @default 0 */
+  readonly offset?: number;
+}
+
+interface InferInputBase {
   readonly name: string;
   readonly datatype: DataType;
   readonly shape: readonly number[];
-  readonly data: InputData;
   readonly parameters?: Parameters;
 }
+
+/** An input sent in the request, or one the server reads from shared memory (same host only). */
+export type InferInput =
+  | (InferInputBase & { readonly data: InputData; readonly sharedMemory?: undefined })
+  | (InferInputBase & { readonly sharedMemory: SharedMemoryLocation; readonly data?: undefined });
 
 export interface InferRequestedOutput {
   readonly name: string;
   readonly parameters?: Parameters;
+  /** Have the server write this output into shared memory; it then comes back with empty `data`. */
+  readonly sharedMemory?: SharedMemoryLocation;
+}
+
+/** A registered system shared memory region, as the server reports it. */
+export interface SharedMemoryRegionStatus {
+  readonly name: string;
+  readonly key: string;
+  readonly offset: number;
+  readonly byteSize: number;
 }
 
 export interface InferRequest {
@@ -151,5 +176,14 @@ export interface InferenceClient {
   /** `config`: a model config as JSON that replaces the repository's config.pbtxt. */
   loadModel(model: string, options?: { config?: string }): Promise<void>;
   unloadModel(model: string, options?: { unloadDependents?: boolean }): Promise<void>;
+  /**
+   * Registers `byteSize` bytes at `offset` of the POSIX shared memory object `key` (e.g.
+   * '/my_shm', created with shm_open on the server's host) as region `name`.
+   */
+  registerSystemSharedMemory(name: string, key: string, byteSize: number, offset?: number): Promise<void>;
+  /** One region, or every region when no name is given. */
+  unregisterSystemSharedMemory(name?: string): Promise<void>;
+  /** One region, or every region when no name is given. */
+  systemSharedMemoryStatus(name?: string): Promise<SharedMemoryRegionStatus[]>;
   close(): Promise<void>;
 }
