@@ -2,6 +2,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { LocalizeOptions, RepositorySource } from './repository-source.ts';
 import { RepositoryError } from './repository-source.ts';
+import { listVersionFolders } from './model-folder.ts';
 import { groupRepositoryObjects, type ModelListing, type RepositorySnapshot } from './snapshot.ts';
 
 /**
@@ -40,13 +41,7 @@ export class LocalRepository implements RepositorySource {
 
   async localize(modelName: string, versions: readonly number[], _cacheDir?: string, options: LocalizeOptions = {}): Promise<string> {
     const dir = join(this.location, modelName);
-    const present = options.listing
-      ? new Set(options.listing.versions.map((v) => v.version))
-      : new Set(
-          (await readdir(dir, { withFileTypes: true }).catch(() => []))
-            .filter((e) => e.isDirectory() && /^[0-9]+$/.test(e.name))
-            .map((e) => Number(e.name)),
-        );
+    const present = new Set(options.listing ? options.listing.versions.map((v) => v.version) : await listVersionFolders(dir));
     const missing = versions.filter((v) => !present.has(v));
     if (missing.length > 0) {
       throw new RepositoryError('NOT_FOUND', `model '${modelName}' has no version ${missing.join(', ')} in ${this.location}`);

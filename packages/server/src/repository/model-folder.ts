@@ -13,7 +13,22 @@ export interface ModelFolder {
   readonly versions: readonly number[];
 }
 
-const VERSION_DIR = /^[0-9]+$/;
+/** A version folder's name: digits that make a safe integer (Triton's `<model>/<version>/`). */
+export function isVersionName(name: string): boolean {
+  return /^[0-9]+$/.test(name) && Number.isSafeInteger(Number(name));
+}
+
+/** The version folders of a model folder, ascending; none when the folder is missing. */
+export async function listVersionFolders(dir: string): Promise<number[]> {
+  const entries = await readdir(dir, { withFileTypes: true }).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return [];
+    throw error;
+  });
+  return entries
+    .filter((e) => e.isDirectory() && isVersionName(e.name))
+    .map((e) => Number(e.name))
+    .sort((a, b) => a - b);
+}
 
 /**
  * A file that config.pbtxt names (label_filename, a warmup input_data_file), within `under`
@@ -35,12 +50,8 @@ export async function scanRepository(root: string): Promise<ModelFolder[]> {
 }
 
 export async function readModelFolder(dir: string, name: string): Promise<ModelFolder> {
-  const entries = await readdir(dir, { withFileTypes: true });
-  const versions = entries
-    .filter((e) => e.isDirectory() && VERSION_DIR.test(e.name))
-    .map((e) => Number(e.name))
-    .filter((v) => Number.isSafeInteger(v))
-    .sort((a, b) => a - b);
+  await stat(dir); // a missing model folder is an error here, not an empty model
+  const versions = await listVersionFolders(dir);
   const configPath = join(dir, 'config.pbtxt');
   const configText = await readFile(configPath, 'utf8').catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return undefined;

@@ -15,6 +15,7 @@ import {
   groupRepositoryObjects, isPlainMd5Etag, unquoteEtag,
   type ModelListing, type RepositoryObject, type RepositorySnapshot,
 } from './snapshot.ts';
+import { isVersionName } from './model-folder.ts';
 
 export interface S3RepositoryOptions {
   readonly logger: Logger;
@@ -208,7 +209,7 @@ export class S3Repository implements RepositorySource {
     await writeManifest(join(modelDir, MODEL_MANIFEST), modelFiles);
     if (options.prune ?? true) {
       for (const entry of await readdir(modelDir, { withFileTypes: true })) {
-        if (entry.isDirectory() && /^[0-9]+$/.test(entry.name) && !wanted.includes(Number(entry.name))) {
+        if (entry.isDirectory() && isVersionName(entry.name) && !wanted.includes(Number(entry.name))) {
           await rm(join(modelDir, entry.name), { recursive: true, force: true });
         }
       }

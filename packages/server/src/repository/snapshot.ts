@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { isVersionName } from './model-folder.ts';
 
 /** One file of a repository, as the listing reports it. */
 export interface RepositoryObject {
@@ -46,8 +47,6 @@ export interface RepositorySnapshot {
   readonly requests: number;
 }
 
-const VERSION = /^[0-9]+$/;
-
 export function fingerprintObjects(objects: readonly RepositoryObject[]): string {
   const hash = createHash('sha256');
   for (const o of [...objects].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))) {
@@ -79,7 +78,7 @@ export function groupRepositoryObjects(
     const object: RepositoryObject = { path, key: file.key, size: file.size, etag: file.etag };
     const firstSegment = path.split('/')[0]!;
     if (path === 'config.pbtxt') model.config = object;
-    else if (path.includes('/') && VERSION.test(firstSegment) && Number.isSafeInteger(Number(firstSegment))) {
+    else if (path.includes('/') && isVersionName(firstSegment)) {
       const version = Number(firstSegment);
       const list = model.versions.get(version) ?? [];
       list.push(object);
