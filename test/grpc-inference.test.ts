@@ -186,7 +186,7 @@ describe('gRPC frontend through @batchwise/client on the example repository', ()
     expect(() => http.streamInfer()).toThrow(BatchwiseClientError);
   });
 
-  it('LogSettings reads and sets the log level; TraceSetting and CUDA shared memory are UNIMPLEMENTED', async () => {
+  it('LogSettings reads and sets the log level; TraceSetting answers; CUDA shared memory is UNIMPLEMENTED', async () => {
     // The client does not wrap these rare RPCs; call them on its channel.
     const raw = (grpc as unknown as { client: Record<string, Function> }).client;
     const call = (method: string, request: unknown) =>
@@ -201,7 +201,7 @@ describe('gRPC frontend through @batchwise/client on the example repository', ()
     expect(server.logger.level).toBe('silent');
     server.logger.level = level;
     await expect(call('LogSettings', { settings: { log_bogus: { bool_param: true } } })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT });
-    await expect(call('TraceSetting', {})).rejects.toMatchObject({ code: status.UNIMPLEMENTED });
+    expect((await call('TraceSetting', { settings: {} })).settings.trace_mode).toEqual({ value: ['triton'] });
     for (const method of ['CudaSharedMemoryStatus', 'CudaSharedMemoryRegister', 'CudaSharedMemoryUnregister']) {
       await expect(call(method, {}), method).rejects.toMatchObject({ code: status.UNIMPLEMENTED, details: expect.stringContaining('CUDA shared memory is not supported') });
     }

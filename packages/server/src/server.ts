@@ -7,6 +7,8 @@ import { visibleGpuIds } from './backends/gpu-detect.ts';
 import { onnxRuntimeBackend } from './backends/onnxruntime/onnxruntime-backend.ts';
 import { CoreInferenceService } from './core/inference-service.ts';
 import { SystemSharedMemory } from './shared-memory/system-shared-memory.ts';
+import { parseTraceConfigFlags } from './trace/trace-settings.ts';
+import { Tracer } from './trace/tracer.ts';
 import { ModelManager, type ModelControlMode } from './core/model-manager.ts';
 import { modelSourceFor } from './repository/model-source.ts';
 import type { InferenceService } from './core/types.ts';
@@ -44,6 +46,8 @@ export interface ServerOptions {
   /** Triton syntax `<api>[,<api>...]:<key>=<value>`, one entry per flag. */
   readonly httpRestrictedApi?: readonly string[];
   readonly grpcRestrictedProtocol?: readonly string[];
+  /** Triton's `--trace-config` values, e.g. `triton,file=/tmp/trace.json`, `rate=100`, `level=TIMESTAMPS`. */
+  readonly traceConfig?: readonly string[];
   /** Bytes ("12G"), a fraction of the container limit ("0.8"), or absent: 80% of the container (or machine) memory. */
   readonly memoryLimit?: string;
   /** Write CloudWatch embedded-metric-format lines to stdout every 10 s. */
@@ -93,7 +97,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     freeMemoryBytes: () => memory.freeBytes(),
   });
   const sharedMemory = new SystemSharedMemory();
-  const service = new CoreInferenceService(models, memory, sharedMemory);
+  const tracer = new Tracer(parseTraceConfigFlags(options.traceConfig ?? []), logger);
+  const service = new CoreInferenceService(models, memory, sharedMemory, tracer);
   const emf = options.cloudwatchMetrics
     ? new EmfWriter(metrics, { serviceName: options.cloudwatchServiceName ?? 'batchwise' })
     : undefined;
@@ -163,6 +168,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       ]);
       await models.close();
       await sharedMemory.close();
+      await tracer.close();
       await emf?.stop();
       stopGpuMonitor?.();
     },

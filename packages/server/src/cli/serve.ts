@@ -18,6 +18,7 @@ interface ServeFlags {
   repositoryPollSecs: number;
   loadModel?: string[];
   httpRestrictedApi?: string[];
+  traceConfig?: string[];
   grpcRestrictedProtocol?: string[];
   httpMaxBodyBytes: number;
   exitTimeoutSecs: number;
@@ -67,6 +68,11 @@ export function serveCommand(): Command {
       "the same for gRPC; clients send the header 'triton-grpc-protocol-<key>'",
       collect,
     )
+    .option(
+      '--trace-config <spec>',
+      'request tracing, as Triton: [triton,]<key>=<value> with file=<path> (only here, never over the API), level=OFF|TIMESTAMPS, rate=<1 in N>, count=<n, -1 = no limit>, log-frequency=<traces per file, 0 = one file at shutdown>; repeat for several',
+      collect,
+    )
     .option('--log-verbose <level>', 'verbose logging level: 0 = info, 1 or more = debug', (v) => Number(v), 0)
     .option('--http-max-body-bytes <bytes>', 'largest request body accepted over HTTP', parsePositiveInteger, DEFAULT_MAX_BODY_BYTES)
     .option(
@@ -98,6 +104,7 @@ export function serveCommand(): Command {
         loadModels: flags.loadModel ?? [],
         httpRestrictedApi: withKeyFromEnvironment(flags.httpRestrictedApi),
         grpcRestrictedProtocol: withKeyFromEnvironment(flags.grpcRestrictedProtocol),
+        traceConfig: flags.traceConfig ?? [],
         allowCpuFallback: flags.allowCpuFallback,
         maxBodyBytes: flags.httpMaxBodyBytes,
         ...(flags.memoryLimit !== undefined && { memoryLimit: flags.memoryLimit }),

@@ -7,6 +7,9 @@ import { MemoryGuard } from '../memory/memory-guard.ts';
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
 import { validateRequest } from './request-validation.ts';
 import { classify } from './classification.ts';
+import { pino } from 'pino';
+import { Tracer, type RequestTrace } from '../trace/tracer.ts';
+import type { TraceSettings, TraceSettingsUpdate } from '../trace/trace-settings.ts';
 import { RequestSharedMemory } from '../shared-memory/request-shared-memory.ts';
 import { SystemSharedMemory, type SharedMemoryRegionStatus } from '../shared-memory/system-shared-memory.ts';
 import type {
@@ -29,6 +32,7 @@ const EXTENSIONS = [
   'system_shared_memory',
   'statistics',
   'binary_tensor_data',
+  'trace',
   'logging',
 ];
 
@@ -40,6 +44,7 @@ export class CoreInferenceService implements InferenceService {
     private readonly models: ModelManager,
     private readonly memory: MemoryGuard,
     private readonly sharedMemory: SystemSharedMemory = new SystemSharedMemory(),
+    private readonly tracer: Tracer = new Tracer({}, pino({ level: 'silent' })),
   ) {}
 
   /** Set by the server once start-up loading is done; cleared first thing on shutdown. */
@@ -103,6 +108,23 @@ export class CoreInferenceService implements InferenceService {
   }
 
   private async run(request: InferenceRequest, model: LoadedVersion, arrivalNs: bigint): Promise<InferenceResponse> {
+    const trace = this.tracer.start(model.modelName, model.version, request.id);
+    if (!trace) return this.runTraced(request, model, arrivalNs, undefined);
+    trace.mark('REQUEST_START', arrivalNs);
+    try {
+      return await this.runTraced(request, model, arrivalNs, trace);
+    } finally {
+      trace.mark('REQUEST_END', process.hrtime.bigint());
+      trace.end();
+    }
+  }
+
+  private async runTraced(
+    request: InferenceRequest,
+    model: LoadedVersion,
+    arrivalNs: bigint,
+    trace: RequestTrace | undefined,
+  ): Promise<InferenceResponse> {
     let validated;
     try {
       validated = validateRequest(request, model);
@@ -110,13 +132,15 @@ export class CoreInferenceService implements InferenceService {
       model.stats.recordFailure({ arrivalNs }, 'OTHER');
       throw toInferenceServerError(error);
     }
+    trace?.mark('QUEUE_START', process.hrtime.bigint());
     const outputs = await model.scheduler
       .enqueue({
-      inputs: validated.inputs,
-      batchSize: validated.batchSize,
-      priority: validated.priority,
+        inputs: validated.inputs,
+        batchSize: validated.batchSize,
+        priority: validated.priority,
         timeoutMicroseconds: validated.timeoutMicroseconds,
         arrivalNs,
+        ...(trace && { trace }),
       })
       .catch((error: unknown) => {
         if (error instanceof GpuOutOfMemoryError || (error as { cause?: unknown })?.cause instanceof GpuOutOfMemoryError) {
@@ -173,6 +197,20 @@ export class CoreInferenceService implements InferenceService {
 
   systemSharedMemoryStatus(name?: string): SharedMemoryRegionStatus[] {
     return this.sharedMemory.status(name);
+  }
+
+  traceSettings(modelName?: string): TraceSettings {
+    if (modelName) this.assertKnown(modelName);
+    return this.tracer.settings(modelName || undefined);
+  }
+
+  updateTraceSettings(update: TraceSettingsUpdate, modelName?: string): TraceSettings {
+    if (modelName) this.assertKnown(modelName);
+    return this.tracer.update(update, modelName || undefined);
+  }
+
+  private assertKnown(modelName: string): void {
+    if (!this.models.isKnown(modelName)) throw Errors.unknownModel(modelName);
   }
 }
 

@@ -2,6 +2,7 @@ import type { ModelConfig } from '../config/model-config.ts';
 import type { DataType } from '../tensor/datatype.ts';
 import type { SharedMemoryRegionStatus, SharedMemoryRef } from '../shared-memory/system-shared-memory.ts';
 import type { Parameters, Tensor } from '../tensor/tensor.ts';
+import type { TraceSettings, TraceSettingsUpdate } from '../trace/trace-settings.ts';
 
 /** One inference request, decoded from either protocol; tensors are views on the wire buffer. */
 export interface InferenceRequest {
@@ -133,4 +134,8 @@ export interface InferenceService {
   unregisterSystemSharedMemory(name?: string): Promise<void>;
   /** One region (NOT_FOUND when unknown), or all of them when no name is given. */
   systemSharedMemoryStatus(name?: string): SharedMemoryRegionStatus[];
+  /** The trace settings in force for a model, or the global ones when no model is given. */
+  traceSettings(modelName?: string): TraceSettings;
+  /** Changes the global trace settings, or a model's own (cleared ones follow the global settings). */
+  updateTraceSettings(update: TraceSettingsUpdate, modelName?: string): TraceSettings;
 }

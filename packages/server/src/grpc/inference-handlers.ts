@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { Errors, type InferenceService } from '../core/index.ts';
 import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
 import { currentLogSettings, updateLogSettings, type LogSettings } from '../logging/log-settings.ts';
+import { parseTraceSettingsUpdate, traceSettingsToWire } from '../trace/trace-settings.ts';
 import { toModelStatisticsWire } from './statistics.ts';
 import { streamInferHandler, type DrainableStream } from './stream-infer.ts';
 import { unary } from './unary.ts';
@@ -90,9 +91,14 @@ export function inferenceServiceHandlers(
     CudaSharedMemoryStatus: notSupported('CudaSharedMemoryStatus', Errors.cudaSharedMemoryUnsupported),
     CudaSharedMemoryRegister: notSupported('CudaSharedMemoryRegister', Errors.cudaSharedMemoryUnsupported),
     CudaSharedMemoryUnregister: notSupported('CudaSharedMemoryUnregister', Errors.cudaSharedMemoryUnsupported),
-    TraceSetting: notSupported('TraceSetting', () =>
-      Errors.unsupported('tracing is not supported by Batchwise; latency histograms are on the metrics endpoint'),
-    ),
+    TraceSetting: unary('TraceSetting', logger, (r: { settings: Record<string, { value: string[] }>; model_name: string }) => {
+      const model = r.model_name || undefined;
+      const settings =
+        Object.keys(r.settings).length > 0
+          ? service.updateTraceSettings(parseTraceSettingsUpdate(fromTraceSettingsWire(r.settings)), model)
+          : service.traceSettings(model);
+      return { settings: Object.fromEntries(Object.entries(traceSettingsToWire(settings)).map(([k, v]) => [k, { value: [v].flat() }])) };
+    }),
     LogSettings: unary('LogSettings', logger, (r: { settings: Record<string, LogSettingValueWire> }) => ({
       settings: toLogSettingsWire(
         Object.keys(r.settings).length > 0 ? updateLogSettings(logger, fromLogSettingsWire(r.settings)) : currentLogSettings(logger),
@@ -109,6 +115,16 @@ function loadOptions(parameters: Record<string, ModelRepositoryParameterWire>): 
   if (config === undefined) return {};
   if (config.parameter_choice !== 'string_param') throw Errors.invalidArg(`load parameter 'config' must be a string (JSON model config)`);
   return { config: config.string_param ?? '' };
+}
+
+/** SettingValue lists -> update values: an empty list clears, trace_level stays a list, others take their one value. */
+function fromTraceSettingsWire(settings: Record<string, { value: string[] }>): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(settings).map(([key, { value }]) => [
+      key,
+      value.length === 0 ? null : key === 'trace_level' || value.length > 1 ? value : value[0],
+    ]),
+  );
 }
 
 function fromLogSettingsWire(settings: Record<string, LogSettingValueWire>): Record<string, unknown> {

@@ -12,6 +12,7 @@ import { registerLoggingRoutes } from './routes/logging.ts';
 import { registerModelRoutes } from './routes/models.ts';
 import { registerRepositoryRoutes } from './routes/repository.ts';
 import { registerSharedMemoryRoutes } from './routes/shared-memory.ts';
+import { registerTraceRoutes } from './routes/trace.ts';
 import { httpStatusOf } from './status.ts';
 
 export interface HttpFrontendOptions {
@@ -77,5 +78,6 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
   registerRepositoryRoutes(app, service);
   registerSharedMemoryRoutes(app, service);
   registerLoggingRoutes(app, options.logger);
+  registerTraceRoutes(app, service);
   return app;
 }

@@ -9,6 +9,7 @@ import { systemClock, type Clock } from './clock.ts';
 import { OrderedDelivery } from './ordered-delivery.ts';
 import { PriorityQueues, type Waiting } from './priority-queues.ts';
 import type { QueuedRequest, Scheduler, SchedulerContext } from './scheduler.ts';
+import { markCompute } from '../trace/tracer.ts';
 
 /**
  * Queues of one model version and the instances that serve them. With dynamic batching,
@@ -154,6 +155,7 @@ export class BatchingScheduler implements Scheduler {
     stats.recordExecution(sizes.reduce((a, b) => a + b, 0), timings);
     batch.forEach((waiting, i) => {
       stats.recordSuccess(waiting.request, Number(dispatchedNs - waiting.request.arrivalNs), timings);
+      if (waiting.request.trace) markCompute(waiting.request.trace, dispatchedNs, timings);
       this.settle(tickets?.[i], () => waiting.resolve(perRequest[i]!));
     });
   }

@@ -2,6 +2,7 @@ import type { ModelInstance } from '../backends/backend.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import type { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import type { RequestTrace } from '../trace/tracer.ts';
 
 /** A request admitted to a model's queue: inputs already validated against the config. */
 export interface QueuedRequest {
@@ -15,6 +16,8 @@ export interface QueuedRequest {
   readonly timeoutMicroseconds: number;
   /** process.hrtime.bigint() when the request arrived at the server. */
   readonly arrivalNs: bigint;
+  /** Present when the request is traced: the scheduler marks its compute timestamps. */
+  readonly trace?: RequestTrace;
 }
 
 /** Queues requests of one model version and runs them on that version's instances. */

@@ -1,0 +1,142 @@
+import { writeFile } from 'node:fs/promises';
+import type { Logger } from 'pino';
+import type { ExecutionTimings } from '../backends/backend.ts';
+import {
+  DEFAULT_TRACE_SETTINGS,
+  type TraceSettingName,
+  type TraceSettings,
+  type TraceSettingsUpdate,
+} from './trace-settings.ts';
+
+/** Triton's timestamp names, in the order a request passes them. */
+export type TimestampName =
+  | 'REQUEST_START'
+  | 'QUEUE_START'
+  | 'COMPUTE_START'
+  | 'COMPUTE_INPUT_END'
+  | 'COMPUTE_OUTPUT_START'
+  | 'COMPUTE_END'
+  | 'REQUEST_END';
+
+/** One traced request: timestamps are process.hrtime.bigint() readings (a monotonic clock, as Triton's). */
+export interface RequestTrace {
+  mark(name: TimestampName, ns: bigint): void;
+  /** Ends the trace: it is kept for the trace file. */
+  end(): void;
+}
+
+/** The compute timestamps of a request from its batch's dispatch time and the instance's timings. */
+export function markCompute(trace: RequestTrace, dispatchedNs: bigint, timings: ExecutionTimings): void {
+  const inputEnd = dispatchedNs + BigInt(timings.computeInputNs);
+  const outputStart = inputEnd + BigInt(timings.computeInferNs);
+  trace.mark('COMPUTE_START', dispatchedNs);
+  trace.mark('COMPUTE_INPUT_END', inputEnd);
+  trace.mark('COMPUTE_OUTPUT_START', outputStart);
+  trace.mark('COMPUTE_END', outputStart + BigInt(timings.computeOutputNs));
+}
+
+interface TraceRecord {
+  id: number;
+  model_name: string;
+  model_version: number;
+  request_id: string;
+  timestamps: { name: TimestampName; ns: number }[];
+}
+
+/**
+ * Triton's trace extension: global settings, optional per-model overrides, sampling of one
+ * request in `trace_rate`, and the trace file (a JSON array in Triton's format, which
+ * Triton's trace_summary.py reads).
+ */
+export class Tracer {
+  private global: TraceSettings;
+  private readonly perModel = new Map<string, TraceSettingsUpdate>();
+  /** Requests seen and traces left, per model (each model samples on its own). */
+  private readonly counters = new Map<string, { seen: number; left: number }>();
+  private collected: TraceRecord[] = [];
+  private nextId = 1;
+  private fileIndex = 0;
+  private writes: Promise<void> = Promise.resolve();
+
+  constructor(
+    initial: Partial<TraceSettings>,
+    private readonly logger: Logger,
+  ) {
+    this.global = { ...DEFAULT_TRACE_SETTINGS, ...initial };
+  }
+
+  settings(model?: string): TraceSettings {
+    const own = model === undefined ? undefined : this.perModel.get(model);
+    if (!own) return this.global;
+    const merged: Record<string, unknown> = { ...this.global };
+    for (const [key, value] of Object.entries(own)) if (value !== undefined) merged[key] = value;
+    return merged as unknown as TraceSettings;
+  }
+
+  /** Applies an update globally or to one model; a cleared model setting follows the global one again. */
+  update(update: TraceSettingsUpdate, model?: string): TraceSettings {
+    if (model === undefined) {
+      const next: Record<string, unknown> = { ...this.global };
+      for (const [key, value] of Object.entries(update)) {
+        next[key] = value === undefined ? DEFAULT_TRACE_SETTINGS[key as TraceSettingName] : value;
+      }
+      this.global = next as unknown as TraceSettings;
+      this.counters.clear();
+    } else {
+      const own = { ...this.perModel.get(model), ...update };
+      for (const key of Object.keys(own) as TraceSettingName[]) if (own[key] === undefined) delete own[key];
+      this.perModel.set(model, own);
+      this.counters.delete(model);
+    }
+    return this.settings(model);
+  }
+
+  /** A trace for this request when sampling picks it, else undefined (the common case costs a counter). */
+  start(model: string, version: string, requestId: string | undefined): RequestTrace | undefined {
+    const settings = this.settings(model);
+    if (!settings.trace_level.includes('TIMESTAMPS')) return undefined;
+    let counter = this.counters.get(model);
+    if (!counter) {
+      counter = { seen: 0, left: settings.trace_count };
+      this.counters.set(model, counter);
+    }
+    if (counter.left === 0 || counter.seen++ % settings.trace_rate !== 0) return undefined;
+    if (counter.left > 0) counter.left--;
+    const record: TraceRecord = { id: this.nextId++, model_name: model, model_version: Number(version), request_id: requestId ?? '', timestamps: [] };
+    return {
+      mark: (name, ns) => void record.timestamps.push({ name, ns: Number(ns) }),
+      end: () => this.collect(record, settings),
+    };
+  }
+
+  /** Writes what is still collected (shutdown). */
+  async close(): Promise<void> {
+    this.flush(this.global.log_frequency > 0);
+    await this.writes;
+  }
+
+  private collect(record: TraceRecord, settings: TraceSettings): void {
+    this.collected.push(record);
+    if (settings.log_frequency > 0 && this.collected.length >= settings.log_frequency) this.flush(true);
+  }
+
+  /** Triton's layout: with a log frequency, numbered files `<trace_file>.<n>`; without, one file at shutdown. */
+  private flush(numbered: boolean): void {
+    const file = this.global.trace_file;
+    if (this.collected.length === 0) return;
+    if (file === '') {
+      this.logger.warn({ traces: this.collected.length }, 'traces collected but no trace file is set (--trace-config file=<path>); dropping them');
+      this.collected = [];
+      return;
+    }
+    const path = numbered ? `${file}.${this.fileIndex++}` : file;
+    const traces = this.collected;
+    this.collected = [];
+    this.writes = this.writes.then(() =>
+      writeFile(path, JSON.stringify(traces)).then(
+        () => this.logger.info({ path, traces: traces.length }, 'trace file written'),
+        (error: unknown) => this.logger.error({ path, err: error }, 'cannot write the trace file'),
+      ),
+    );
+  }
+}
