@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseTraceConfigFlags, parseTraceSettingsUpdate, traceSettingsToWire } from './trace-settings.ts';
-import { markCompute, Tracer } from './tracer.ts';
+import { markCompute, MAX_HELD_TRACES, Tracer } from './tracer.ts';
 
 const quiet = pino({ level: 'silent' });
 
@@ -79,6 +79,14 @@ describe('Tracer', () => {
       ],
     });
     expect(JSON.parse(await readFile(join(dir, 't.json.1'), 'utf8'))).toHaveLength(1);
+  });
+
+  it('never holds more than MAX_HELD_TRACES in memory', async () => {
+    const tracer = new Tracer({ trace_file: join(dir, 't.json'), trace_level: ['TIMESTAMPS'], trace_rate: 1 }, quiet);
+    for (let i = 0; i < MAX_HELD_TRACES + 1; i++) tracer.start('m', '1', undefined)!.end();
+    await tracer.close();
+    expect(JSON.parse(await readFile(join(dir, 't.json.0'), 'utf8'))).toHaveLength(MAX_HELD_TRACES);
+    expect(JSON.parse(await readFile(join(dir, 't.json'), 'utf8'))).toHaveLength(1);
   });
 
   it("gives a model its own settings over the global ones until they are cleared", () => {

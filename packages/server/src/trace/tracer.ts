@@ -35,6 +35,9 @@ export function markCompute(trace: RequestTrace, dispatchedNs: bigint, timings: 
   trace.mark('COMPUTE_END', outputStart + BigInt(timings.computeOutputNs));
 }
 
+/** Traces held in memory at most (a few MB) before they are written, whatever log_frequency says. */
+export const MAX_HELD_TRACES = 10_000;
+
 interface TraceRecord {
   id: number;
   model_name: string;
@@ -118,6 +121,11 @@ export class Tracer {
   private collect(record: TraceRecord, settings: TraceSettings): void {
     this.collected.push(record);
     if (settings.log_frequency > 0 && this.collected.length >= settings.log_frequency) this.flush(true);
+    else if (this.collected.length >= MAX_HELD_TRACES) {
+      // Triton would hold every trace until shutdown; memory must stay bounded, so write them now.
+      this.logger.warn({ traces: this.collected.length }, 'trace log_frequency is 0 but many traces are held: writing them to a numbered trace file');
+      this.flush(true);
+    }
   }
 
   /** Triton's layout: with a log frequency, numbered files `<trace_file>.<n>`; without, one file at shutdown. */
