@@ -46,6 +46,16 @@ export interface ServerOptions {
   /** Triton syntax `<api>[,<api>...]:<key>=<value>`, one entry per flag. */
   readonly httpRestrictedApi?: readonly string[];
   readonly grpcRestrictedProtocol?: readonly string[];
+  /** Triton's --strict-readiness: ready only while every model is ready. @default true */
+  readonly strictReadiness?: boolean;
+  /** Triton's --exit-on-error: a model that fails to load at start-up stops the server. @default false (Triton: true) */
+  readonly exitOnError?: boolean;
+  /** Bind addresses of the gRPC and metrics endpoints. @default host */
+  readonly grpcHost?: string;
+  readonly metricsHost?: string;
+  /** gRPC keepalive ping interval and timeout, ms. @default 30000, 20000 */
+  readonly grpcKeepaliveTimeMs?: number;
+  readonly grpcKeepaliveTimeoutMs?: number;
   /** Triton's `--trace-config` values, e.g. `triton,file=/tmp/trace.json`, `rate=100`, `level=TIMESTAMPS`. */
   readonly traceConfig?: readonly string[];
   /** Bytes ("12G"), a fraction of the container limit ("0.8"), or absent: 80% of the container (or machine) memory. */
@@ -75,9 +85,14 @@ export interface RunningServer {
 
 export const DEFAULT_MAX_BODY_BYTES = 256 * 1024 * 1024;
 
+/** The server's JSON logger (pino) at a level. */
+export function createServerLogger(level: string): Logger {
+  return pino({ level, base: { service: 'batchwise' } });
+}
+
 /** Loads the repositories and starts the enabled frontends. Ports of 0 are resolved in the result. */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
-  const logger = options.logger ?? pino({ level: options.logLevel ?? 'info', base: { service: 'batchwise' } });
+  const logger = options.logger ?? createServerLogger(options.logLevel ?? 'info');
   const host = options.host ?? '0.0.0.0';
   // Parsed before anything starts, so a bad flag stops the server instead of leaving an API open.
   const httpRestrictions = parseRestrictions(options.httpRestrictedApi ?? []);
@@ -98,7 +113,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
   const sharedMemory = new SystemSharedMemory();
   const tracer = new Tracer(parseTraceConfigFlags(options.traceConfig ?? []), logger);
-  const service = new CoreInferenceService(models, memory, sharedMemory, tracer);
+  const service = new CoreInferenceService(models, memory, { sharedMemory, tracer, strictReadiness: options.strictReadiness ?? true });
   const emf = options.cloudwatchMetrics
     ? new EmfWriter(metrics, { serviceName: options.cloudwatchServiceName ?? 'batchwise' })
     : undefined;
@@ -128,13 +143,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       logger,
       restrictions: grpcRestrictions,
       ...(options.grpcMaxMessageBytes !== undefined && { maxMessageBytes: options.grpcMaxMessageBytes }),
+      ...(options.grpcKeepaliveTimeMs !== undefined && { keepaliveTimeMs: options.grpcKeepaliveTimeMs }),
+      ...(options.grpcKeepaliveTimeoutMs !== undefined && { keepaliveTimeoutMs: options.grpcKeepaliveTimeoutMs }),
     });
-    grpcPort = await grpc.listen(host, options.grpcPort ?? 8001);
+    grpcPort = await grpc.listen(options.grpcHost ?? host, options.grpcPort ?? 8001);
   }
   if (options.allowMetrics ?? true) {
     metricsServer = createMetricsEndpoint(metrics.registry);
     await new Promise<void>((resolve, reject) => {
-      metricsServer!.once('error', reject).listen(options.metricsPort ?? 8002, host, () => resolve());
+      metricsServer!.once('error', reject).listen(options.metricsPort ?? 8002, options.metricsHost ?? host, () => resolve());
     });
     metricsPort = (metricsServer.address() as AddressInfo).port;
   }
@@ -143,12 +160,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     'listening; loading models',
   );
 
-  await models.start();
-  if (options.modelControlMode === 'poll') models.startPolling((options.repositoryPollSecs ?? 15) * 1000);
-  service.setReady(true);
-  logger.info({ ready: service.isReady(), models: service.repositoryIndex(false) }, 'model repository loaded');
-
-  return {
+  const running: RunningServer = {
     httpPort,
     grpcPort,
     metricsPort,
@@ -173,4 +185,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       stopGpuMonitor?.();
     },
   };
+
+  await models.start();
+  const failed = service.repositoryIndex(false).filter((m) => m.state === 'UNAVAILABLE');
+  if (options.exitOnError && failed.length > 0) {
+    logger.error({ failed }, 'a model failed to load and --exit-on-error is set: stopping');
+    await running.close();
+    throw new Error(`--exit-on-error: ${failed.map((m) => `model '${m.name}' failed to load: ${m.reason}`).join('; ')}`);
+  }
+  if (options.modelControlMode === 'poll') models.startPolling((options.repositoryPollSecs ?? 15) * 1000);
+  service.setReady(true);
+  logger.info({ ready: service.isReady(), models: service.repositoryIndex(false) }, 'model repository loaded');
+  return running;
 }

@@ -1,6 +1,8 @@
 import { Command, Option } from 'commander';
-import { DEFAULT_MAX_BODY_BYTES, startServer } from '../server.ts';
+import { createServerLogger, DEFAULT_MAX_BODY_BYTES, startServer } from '../server.ts';
+import { pinoLevelFor } from '../logging/log-settings.ts';
 import { collect, parseBool, parsePort, parsePositiveInteger } from './flags.ts';
+import { addFlagsWithoutEffect, flagsWithoutEffectGiven } from './triton-flags.ts';
 
 interface ServeFlags {
   modelRepository: string[];
@@ -14,6 +16,17 @@ interface ServeFlags {
   strictModelConfig: boolean;
   allowCpuFallback: boolean;
   logVerbose: number;
+  logInfo: boolean;
+  logWarning: boolean;
+  logError: boolean;
+  logFormat: string;
+  grpcAddress?: string;
+  metricsAddress?: string;
+  grpcKeepaliveTime: number;
+  grpcKeepaliveTimeout: number;
+  strictReadiness: boolean;
+  exitOnError: boolean;
+  disableAutoCompleteConfig: boolean;
   modelControlMode: 'none' | 'poll' | 'explicit';
   repositoryPollSecs: number;
   loadModel?: string[];
@@ -29,13 +42,17 @@ interface ServeFlags {
 }
 
 export function serveCommand(): Command {
-  return new Command('serve')
+  const command = new Command('serve')
     .description('Serve the models of one or more model repositories over HTTP, gRPC and metrics endpoints')
     .requiredOption('--model-repository <path>', 'model repository folder (Triton layout); repeat for several', collect)
     .option('--http-port <port>', 'port of the KServe v2 HTTP/REST endpoint', parsePort, 8000)
     .option('--grpc-port <port>', 'port of the KServe v2 / Triton gRPC endpoint', parsePort, 8001)
     .option('--metrics-port <port>', 'port of the Prometheus /metrics endpoint', parsePort, 8002)
-    .option('--http-address <address>', 'address all endpoints bind to', '0.0.0.0')
+    .option('--http-address <address>', 'address the HTTP endpoint binds to (and gRPC and metrics unless given their own)', '0.0.0.0')
+    .option('--grpc-address <address>', 'address the gRPC endpoint binds to (default: --http-address)')
+    .option('--metrics-address <address>', 'address the metrics endpoint binds to (default: --http-address)')
+    .option('--grpc-keepalive-time <ms>', 'interval of gRPC keepalive pings; below the load balancer idle timeout', parsePositiveInteger, 30_000)
+    .option('--grpc-keepalive-timeout <ms>', 'time a keepalive ping may go unanswered before the connection is closed', parsePositiveInteger, 20_000)
     .option('--allow-http [bool]', 'serve HTTP/REST (Triton syntax: --allow-http=false disables)', parseBool, true)
     .option('--allow-grpc [bool]', 'serve gRPC', parseBool, true)
     .option('--allow-metrics [bool]', 'serve Prometheus metrics', parseBool, true)
@@ -74,6 +91,23 @@ export function serveCommand(): Command {
       collect,
     )
     .option('--log-verbose <level>', 'verbose logging level: 0 = info, 1 or more = debug', (v) => Number(v), 0)
+    .option('--log-info [bool]', 'log info messages', parseBool, true)
+    .option('--log-warning [bool]', 'log warnings', parseBool, true)
+    .option('--log-error [bool]', 'log errors', parseBool, true)
+    .addOption(new Option('--log-format <format>', "log format: Batchwise logs JSON lines ('default')").choices(['default']).default('default'))
+    .option(
+      '--strict-readiness [bool]',
+      'ready only while every model is ready (false: ready once start-up loading is done, so one broken model does not take the task out of the load balancer)',
+      parseBool,
+      true,
+    )
+    .option(
+      '--exit-on-error [bool]',
+      "exit at start-up when a model fails to load (Triton's default is true; Batchwise's is false: the others serve and the failure is reported)",
+      parseBool,
+      false,
+    )
+    .option('--disable-auto-complete-config [bool]', 'the same as --strict-model-config=true', parseBool, false)
     .option('--http-max-body-bytes <bytes>', 'largest request body accepted over HTTP', parsePositiveInteger, DEFAULT_MAX_BODY_BYTES)
     .option(
       '--memory-limit <bytes|fraction>',
@@ -87,58 +121,70 @@ export function serveCommand(): Command {
       (v) => Number(v),
       5,
     )
-    .option('--exit-timeout-secs <secs>', 'on SIGTERM, time allowed for in-flight requests before a forced exit', parsePositiveInteger, 30)
-    .action(async (flags: ServeFlags) => {
-      const server = await startServer({
-        modelRepositories: flags.modelRepository,
-        host: flags.httpAddress,
-        httpPort: flags.httpPort,
-        grpcPort: flags.grpcPort,
-        metricsPort: flags.metricsPort,
-        allowHttp: flags.allowHttp,
-        allowGrpc: flags.allowGrpc,
-        allowMetrics: flags.allowMetrics,
-        strictModelConfig: flags.strictModelConfig,
-        modelControlMode: flags.modelControlMode,
-        repositoryPollSecs: flags.repositoryPollSecs,
-        loadModels: flags.loadModel ?? [],
-        httpRestrictedApi: withKeyFromEnvironment(flags.httpRestrictedApi),
-        grpcRestrictedProtocol: withKeyFromEnvironment(flags.grpcRestrictedProtocol),
-        traceConfig: flags.traceConfig ?? [],
-        allowCpuFallback: flags.allowCpuFallback,
-        maxBodyBytes: flags.httpMaxBodyBytes,
-        ...(flags.memoryLimit !== undefined && { memoryLimit: flags.memoryLimit }),
-        cloudwatchMetrics: flags.cloudwatchMetrics,
-        cloudwatchServiceName: flags.cloudwatchServiceName,
-        logLevel: flags.logVerbose > 0 ? 'debug' : 'info',
-      });
-      let stopping = false;
-      const stop = (signal: string) => {
-        if (stopping) {
-          server.logger.warn({ signal }, 'second signal: exiting now');
-          process.exit(1);
-        }
-        stopping = true;
-        server.logger.info({ signal }, 'shutting down: not ready, draining in-flight requests');
-        const force = setTimeout(() => {
-          server.logger.error('exit timeout reached with requests still in flight: forcing exit');
-          process.exit(1);
-        }, flags.exitTimeoutSecs * 1000);
-        force.unref();
-        void server.close({ graceMs: flags.shutdownGraceSecs * 1000 }).then(
-          () => {
-            server.logger.info('drained; exiting');
-            process.exit(0);
-          },
-          (error: Error) => {
-            server.logger.error({ err: error.message }, 'error while shutting down');
-            process.exit(1);
-          },
-        );
-      };
-      process.on('SIGTERM', () => stop('SIGTERM'));
-      process.on('SIGINT', () => stop('SIGINT'));
+    .option('--exit-timeout-secs <secs>', 'on SIGTERM, time allowed for in-flight requests before a forced exit', parsePositiveInteger, 30);
+  return addFlagsWithoutEffect(command).action(async (flags: ServeFlags) => {
+    const logger = createServerLogger(
+      pinoLevelFor({ log_verbose_level: flags.logVerbose, log_info: flags.logInfo, log_warning: flags.logWarning, log_error: flags.logError }),
+    );
+    for (const given of flagsWithoutEffectGiven(flags as unknown as Record<string, unknown>)) {
+      logger.warn(given, `${given.flag} has no effect in Batchwise: ${given.reason}`);
+    }
+    const server = await startServer({
+      logger,
+      modelRepositories: flags.modelRepository,
+      host: flags.httpAddress,
+      ...(flags.grpcAddress !== undefined && { grpcHost: flags.grpcAddress }),
+      ...(flags.metricsAddress !== undefined && { metricsHost: flags.metricsAddress }),
+      grpcKeepaliveTimeMs: flags.grpcKeepaliveTime,
+      grpcKeepaliveTimeoutMs: flags.grpcKeepaliveTimeout,
+      strictReadiness: flags.strictReadiness,
+      exitOnError: flags.exitOnError,
+      httpPort: flags.httpPort,
+      grpcPort: flags.grpcPort,
+      metricsPort: flags.metricsPort,
+      allowHttp: flags.allowHttp,
+      allowGrpc: flags.allowGrpc,
+      allowMetrics: flags.allowMetrics,
+      strictModelConfig: flags.strictModelConfig || flags.disableAutoCompleteConfig,
+      modelControlMode: flags.modelControlMode,
+      repositoryPollSecs: flags.repositoryPollSecs,
+      loadModels: flags.loadModel ?? [],
+      httpRestrictedApi: withKeyFromEnvironment(flags.httpRestrictedApi),
+      grpcRestrictedProtocol: withKeyFromEnvironment(flags.grpcRestrictedProtocol),
+      traceConfig: flags.traceConfig ?? [],
+      allowCpuFallback: flags.allowCpuFallback,
+      maxBodyBytes: flags.httpMaxBodyBytes,
+      ...(flags.memoryLimit !== undefined && { memoryLimit: flags.memoryLimit }),
+      cloudwatchMetrics: flags.cloudwatchMetrics,
+      cloudwatchServiceName: flags.cloudwatchServiceName,
     });
+    let stopping = false;
+    const stop = (signal: string) => {
+      if (stopping) {
+        server.logger.warn({ signal }, 'second signal: exiting now');
+        process.exit(1);
+      }
+      stopping = true;
+      server.logger.info({ signal }, 'shutting down: not ready, draining in-flight requests');
+      const force = setTimeout(() => {
+        server.logger.error('exit timeout reached with requests still in flight: forcing exit');
+        process.exit(1);
+      }, flags.exitTimeoutSecs * 1000);
+      force.unref();
+      void server.close({ graceMs: flags.shutdownGraceSecs * 1000 }).then(
+        () => {
+          server.logger.info('drained; exiting');
+          process.exit(0);
+        },
+        (error: Error) => {
+          server.logger.error({ err: error.message }, 'error while shutting down');
+          process.exit(1);
+        },
+      );
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+  });
 }
 
 /**

@@ -36,16 +36,33 @@ const EXTENSIONS = [
   'logging',
 ];
 
+export interface CoreInferenceServiceOptions {
+  readonly sharedMemory?: SystemSharedMemory;
+  readonly tracer?: Tracer;
+  /**
+   * Triton's --strict-readiness: the server is ready only while every model it should serve
+   * is ready. When false it is ready once start-up loading is done, whatever failed. @default true
+   */
+  readonly strictReadiness?: boolean;
+}
+
 /** The one implementation of InferenceService that both frontends share. */
 export class CoreInferenceService implements InferenceService {
   private ready = false;
 
+  private readonly sharedMemory: SystemSharedMemory;
+  private readonly tracer: Tracer;
+  private readonly strictReadiness: boolean;
+
   constructor(
     private readonly models: ModelManager,
     private readonly memory: MemoryGuard,
-    private readonly sharedMemory: SystemSharedMemory = new SystemSharedMemory(),
-    private readonly tracer: Tracer = new Tracer({}, pino({ level: 'silent' })),
-  ) {}
+    options: CoreInferenceServiceOptions = {},
+  ) {
+    this.sharedMemory = options.sharedMemory ?? new SystemSharedMemory();
+    this.tracer = options.tracer ?? new Tracer({}, pino({ level: 'silent' }));
+    this.strictReadiness = options.strictReadiness ?? true;
+  }
 
   /** Set by the server once start-up loading is done; cleared first thing on shutdown. */
   setReady(ready: boolean): void {
@@ -57,7 +74,7 @@ export class CoreInferenceService implements InferenceService {
   }
 
   isReady(): boolean {
-    return this.ready && this.models.allReady();
+    return this.ready && (!this.strictReadiness || this.models.allReady());
   }
 
   serverMetadata(): ServerMetadata {

@@ -54,8 +54,12 @@ export function updateLogSettings(logger: Logger, update: Readonly<Record<string
   if (next.log_format !== 'default') {
     throw Errors.unsupported(`log_format '${next.log_format}' is not supported: Batchwise logs JSON ('default')`);
   }
-  logger.level = next.log_verbose_level > 0
-    ? 'debug'
-    : next.log_info ? 'info' : next.log_warning ? 'warn' : next.log_error ? 'error' : 'silent';
+  logger.level = pinoLevelFor(next);
   return currentLogSettings(logger);
+}
+
+/** The one pino level that shows what Triton's log settings ask for (the lowest level asked wins). */
+export function pinoLevelFor(settings: Pick<LogSettings, 'log_verbose_level' | 'log_info' | 'log_warning' | 'log_error'>): string {
+  if (settings.log_verbose_level > 0) return 'debug';
+  return settings.log_info ? 'info' : settings.log_warning ? 'warn' : settings.log_error ? 'error' : 'silent';
 }

@@ -1,0 +1,41 @@
+import type { Command } from 'commander';
+import { collect } from './flags.ts';
+
+/**
+ * Triton flags that a migrated command line may carry but that have nothing to act on here.
+ * They are accepted, so the command line still starts the server, and each one given is
+ * named in a start-up warning with the reason, so nothing is silently ignored.
+ */
+const WITHOUT_EFFECT: readonly { readonly flag: string; readonly reason: string }[] = [
+  { flag: 'model-load-thread-count', reason: 'models load concurrently; their sessions are created in worker threads' },
+  { flag: 'http-thread-count', reason: 'HTTP is served by the event loop; model runs are in worker threads (instance_group count)' },
+  { flag: 'grpc-infer-allocation-pool-size', reason: 'gRPC messages are not pooled' },
+  { flag: 'pinned-memory-pool-byte-size', reason: 'ONNX Runtime manages its own host buffers; the memory budget (--memory-limit) bounds host memory' },
+  { flag: 'cuda-memory-pool-byte-size', reason: 'onnxruntime-node passes only the device id to the CUDA execution provider; GPU memory cannot be capped from here' },
+  { flag: 'backend-config', reason: 'the one backend is ONNX Runtime; set its options per model in config.pbtxt' },
+  { flag: 'backend-directory', reason: 'the ONNX Runtime backend is built in' },
+  { flag: 'repoagent-directory', reason: 'repository agents are not supported' },
+  { flag: 'min-supported-compute-capability', reason: 'the CUDA execution provider decides which GPUs it can use' },
+  { flag: 'buffer-manager-thread-count', reason: 'no buffer manager threads' },
+  { flag: 'cache-config', reason: 'the response cache is not supported' },
+  { flag: 'id', reason: "the server's name in its metadata is 'batchwise'" },
+];
+
+export function addFlagsWithoutEffect(command: Command): Command {
+  for (const { flag, reason } of WITHOUT_EFFECT) {
+    command.option(`--${flag} <value>`, `accepted for Triton command lines; no effect: ${reason}`, collect);
+  }
+  return command;
+}
+
+/** One warning per flag without effect that was given: the flag, its values and why it does nothing. */
+export function flagsWithoutEffectGiven(flags: Readonly<Record<string, unknown>>): { flag: string; values: string[]; reason: string }[] {
+  return WITHOUT_EFFECT.flatMap(({ flag, reason }) => {
+    const values = flags[camelCase(flag)];
+    return Array.isArray(values) ? [{ flag: `--${flag}`, values: values as string[], reason }] : [];
+  });
+}
+
+function camelCase(flag: string): string {
+  return flag.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+}
