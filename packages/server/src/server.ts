@@ -7,6 +7,7 @@ import { visibleGpuIds } from './backends/gpu-detect.ts';
 import { onnxRuntimeBackend } from './backends/onnxruntime/onnxruntime-backend.ts';
 import { CoreInferenceService } from './core/inference-service.ts';
 import { SystemSharedMemory } from './shared-memory/system-shared-memory.ts';
+import { parseCacheConfigFlags, ResponseCache } from './cache/response-cache.ts';
 import { parseTraceConfigFlags } from './trace/trace-settings.ts';
 import { Tracer } from './trace/tracer.ts';
 import { ModelManager, type ModelControlMode } from './core/model-manager.ts';
@@ -56,6 +57,8 @@ export interface ServerOptions {
   /** gRPC keepalive ping interval and timeout, ms. @default 30000, 20000 */
   readonly grpcKeepaliveTimeMs?: number;
   readonly grpcKeepaliveTimeoutMs?: number;
+  /** Triton's `--cache-config` values: `local,size=<bytes>` turns the response cache on. */
+  readonly cacheConfig?: readonly string[];
   /** Triton's `--trace-config` values, e.g. `triton,file=/tmp/trace.json`, `rate=100`, `level=TIMESTAMPS`. */
   readonly traceConfig?: readonly string[];
   /** Bytes ("12G"), a fraction of the container limit ("0.8"), or absent: 80% of the container (or machine) memory. */
@@ -113,7 +116,19 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
   const sharedMemory = new SystemSharedMemory();
   const tracer = new Tracer(parseTraceConfigFlags(options.traceConfig ?? []), logger);
-  const service = new CoreInferenceService(models, memory, { sharedMemory, tracer, strictReadiness: options.strictReadiness ?? true });
+  const cacheConfig = parseCacheConfigFlags(options.cacheConfig ?? []);
+  if (cacheConfig && cacheConfig.sizeBytes > memoryBudgetBytes / 2) {
+    throw new Error(`--cache-config local,size=${cacheConfig.sizeBytes} is more than half the memory budget (${memoryBudgetBytes} bytes)`);
+  }
+  const responseCache = cacheConfig && new ResponseCache(cacheConfig.sizeBytes);
+  if (responseCache) metrics.observeResponseCache(responseCache);
+  const service = new CoreInferenceService(models, memory, {
+    sharedMemory,
+    tracer,
+    strictReadiness: options.strictReadiness ?? true,
+    logger,
+    ...(responseCache && { responseCache }),
+  });
   const emf = options.cloudwatchMetrics
     ? new EmfWriter(metrics, { serviceName: options.cloudwatchServiceName ?? 'batchwise' })
     : undefined;

@@ -32,6 +32,8 @@ interface ServeFlags {
   loadModel?: string[];
   httpRestrictedApi?: string[];
   traceConfig?: string[];
+  cacheConfig?: string[];
+  responseCacheByteSize?: number;
   grpcRestrictedProtocol?: string[];
   httpMaxBodyBytes: number;
   exitTimeoutSecs: number;
@@ -85,6 +87,12 @@ export function serveCommand(): Command {
       "the same for gRPC; clients send the header 'triton-grpc-protocol-<key>'",
       collect,
     )
+    .option(
+      '--cache-config <spec>',
+      'response cache, as Triton: local,size=<bytes>; models opt in with response_cache { enable: true } in config.pbtxt',
+      collect,
+    )
+    .option('--response-cache-byte-size <bytes>', "Triton's older form of --cache-config local,size=<bytes>", parsePositiveInteger)
     .option(
       '--trace-config <spec>',
       'request tracing, as Triton: [triton,]<key>=<value> with file=<path> (only here, never over the API), level=OFF|TIMESTAMPS, rate=<1 in N>, count=<n, -1 = no limit>, log-frequency=<traces per file, 0 = one file at shutdown>; repeat for several',
@@ -152,6 +160,10 @@ export function serveCommand(): Command {
       httpRestrictedApi: withKeyFromEnvironment(flags.httpRestrictedApi),
       grpcRestrictedProtocol: withKeyFromEnvironment(flags.grpcRestrictedProtocol),
       traceConfig: flags.traceConfig ?? [],
+      cacheConfig: [
+        ...(flags.cacheConfig ?? []),
+        ...(flags.responseCacheByteSize !== undefined ? [`local,size=${flags.responseCacheByteSize}`] : []),
+      ],
       allowCpuFallback: flags.allowCpuFallback,
       maxBodyBytes: flags.httpMaxBodyBytes,
       ...(flags.memoryLimit !== undefined && { memoryLimit: flags.memoryLimit }),

@@ -17,7 +17,6 @@ const WITHOUT_EFFECT: readonly { readonly flag: string; readonly reason: string 
   { flag: 'repoagent-directory', reason: 'repository agents are not supported' },
   { flag: 'min-supported-compute-capability', reason: 'the CUDA execution provider decides which GPUs it can use' },
   { flag: 'buffer-manager-thread-count', reason: 'no buffer manager threads' },
-  { flag: 'cache-config', reason: 'the response cache is not supported' },
   { flag: 'id', reason: "the server's name in its metadata is 'batchwise'" },
 ];
 

@@ -19,6 +19,7 @@ export interface ModelConfig {
   optimization?: ModelOptimizationPolicy;
   parameters?: Record<string, { string_value: string }>;
   model_warmup?: ModelWarmup[];
+  response_cache?: { enable?: boolean };
   [field: string]: unknown;
 }
 

@@ -5,9 +5,10 @@ import type { LoadedVersion } from './loaded-version.ts';
 import type { ModelManager } from './model-manager.ts';
 import { MemoryGuard } from '../memory/memory-guard.ts';
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
-import { validateRequest } from './request-validation.ts';
+import { validateRequest, type ValidatedRequest } from './request-validation.ts';
 import { classify } from './classification.ts';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
+import type { ResponseCache } from '../cache/response-cache.ts';
 import { Tracer, type RequestTrace } from '../trace/tracer.ts';
 import type { TraceSettings, TraceSettingsUpdate } from '../trace/trace-settings.ts';
 import { RequestSharedMemory } from '../shared-memory/request-shared-memory.ts';
@@ -44,6 +45,9 @@ export interface CoreInferenceServiceOptions {
    * is ready. When false it is ready once start-up loading is done, whatever failed. @default true
    */
   readonly strictReadiness?: boolean;
+  /** Triton's --cache-config local cache, for models whose config enables response_cache. */
+  readonly responseCache?: ResponseCache;
+  readonly logger?: Logger;
 }
 
 /** The one implementation of InferenceService that both frontends share. */
@@ -53,6 +57,9 @@ export class CoreInferenceService implements InferenceService {
   private readonly sharedMemory: SystemSharedMemory;
   private readonly tracer: Tracer;
   private readonly strictReadiness: boolean;
+  private readonly responseCache: ResponseCache | undefined;
+  private readonly logger: Logger;
+  private readonly warnedNoCache = new Set<string>();
 
   constructor(
     private readonly models: ModelManager,
@@ -60,8 +67,10 @@ export class CoreInferenceService implements InferenceService {
     options: CoreInferenceServiceOptions = {},
   ) {
     this.sharedMemory = options.sharedMemory ?? new SystemSharedMemory();
-    this.tracer = options.tracer ?? new Tracer({}, pino({ level: 'silent' }));
+    this.tracer = options.tracer ?? new Tracer({}, options.logger ?? pino({ level: 'silent' }));
     this.strictReadiness = options.strictReadiness ?? true;
+    this.responseCache = options.responseCache;
+    this.logger = options.logger ?? pino({ level: 'silent' });
   }
 
   /** Set by the server once start-up loading is done; cleared first thing on shutdown. */
@@ -149,8 +158,24 @@ export class CoreInferenceService implements InferenceService {
       model.stats.recordFailure({ arrivalNs }, 'OTHER');
       throw toInferenceServerError(error);
     }
+    const respond = (outputs: readonly Tensor[]): InferenceResponse => ({
+      modelName: model.modelName,
+      modelVersion: model.version,
+      ...(request.id !== undefined && { id: request.id }),
+      outputs: [...outputs],
+    });
+    const cacheStartNs = process.hrtime.bigint();
+    const cacheKey = this.cacheKeyFor(model, validated);
+    if (cacheKey !== undefined) {
+      const cached = this.responseCache!.get(cacheKey);
+      if (cached) {
+        model.stats.recordCacheHit({ arrivalNs }, Number(process.hrtime.bigint() - cacheStartNs));
+        return respond(cached);
+      }
+    }
+    const lookupNs = Number(process.hrtime.bigint() - cacheStartNs);
     trace?.mark('QUEUE_START', process.hrtime.bigint());
-    const outputs = await model.scheduler
+    const batched = await model.scheduler
       .enqueue({
         inputs: validated.inputs,
         batchSize: validated.batchSize,
@@ -165,16 +190,34 @@ export class CoreInferenceService implements InferenceService {
         }
         throw toInferenceServerError(error);
       });
-    return {
-      modelName: model.modelName,
-      modelVersion: model.version,
-      ...(request.id !== undefined && { id: request.id }),
-      outputs: selectOutputs(model, outputs, validated.outputNames, validated.batchSize).map((tensor) => {
-        const count = validated.classifications.get(tensor.name);
-        if (count === undefined) return tensor;
-        return classify(tensor, count, model.outputsByName.get(tensor.name)!.labels, model.maxBatchSize > 0);
-      }),
-    };
+    const outputs = selectOutputs(model, batched, validated.outputNames, validated.batchSize).map((tensor) => {
+      const count = validated.classifications.get(tensor.name);
+      if (count === undefined) return tensor;
+      return classify(tensor, count, model.outputsByName.get(tensor.name)!.labels, model.maxBatchSize > 0);
+    });
+    if (cacheKey !== undefined) {
+      const insertStartNs = process.hrtime.bigint();
+      this.responseCache!.set(cacheKey, outputs);
+      model.stats.recordCacheMiss(lookupNs + Number(process.hrtime.bigint() - insertStartNs));
+    }
+    return respond(outputs);
+  }
+
+  /** The response cache key of a request to a model that enabled the cache; undefined when it is not cached. */
+  private cacheKeyFor(model: LoadedVersion, validated: ValidatedRequest): string | undefined {
+    if (!model.config.response_cache?.enable) return undefined;
+    if (!this.responseCache) {
+      if (!this.warnedNoCache.has(model.modelName)) {
+        this.warnedNoCache.add(model.modelName);
+        this.logger.warn(
+          { model: model.modelName },
+          'response_cache is enabled in config.pbtxt but the server has no cache: start it with --cache-config local,size=<bytes>',
+        );
+      }
+      return undefined;
+    }
+    const outputs = validated.outputNames.map((name) => ({ name, classification: validated.classifications.get(name) }));
+    return this.responseCache.keyOf(model.modelName, model.version, validated.inputs, outputs);
   }
 
   assertAdmissible(bodyBytes: number): void {

@@ -29,6 +29,19 @@ export class ServerMetrics {
   readonly computeInputDurationUs = this.counter('nv_inference_compute_input_duration_us', 'Cumulative compute input duration in microseconds (does not include cached requests)');
   readonly computeInferDurationUs = this.counter('nv_inference_compute_infer_duration_us', 'Cumulative compute inference duration in microseconds (does not include cached requests)');
   readonly computeOutputDurationUs = this.counter('nv_inference_compute_output_duration_us', 'Cumulative inference compute output duration in microseconds (does not include cached requests)');
+  readonly cacheHits = this.counter('nv_cache_num_hits_per_model', 'Number of response cache hits per model');
+  readonly cacheHitDurationUs = this.counter('nv_cache_hit_duration_per_model', 'Cumulative time spent looking up response cache hits, microseconds');
+  readonly cacheMisses = this.counter('nv_cache_num_misses_per_model', 'Number of response cache misses per model');
+  readonly cacheMissDurationUs = this.counter('nv_cache_miss_duration_per_model', 'Cumulative time spent on response cache misses (lookup and insertion), microseconds');
+  /** Server-wide gauges of the response cache, read when scraped. */
+  observeResponseCache(cache: { readonly entryCount: number; readonly utilization: number; readonly evictionCount: number }): void {
+    const gauge = (name: string, help: string, read: () => number) =>
+      new Gauge({ name, help, registers: [this.registry], collect() { this.set(read()); } });
+    gauge('nv_cache_num_entries', 'Number of responses stored in the response cache', () => cache.entryCount);
+    gauge('nv_cache_num_evictions', 'Number of responses evicted from the response cache to make room', () => cache.evictionCount);
+    gauge('nv_cache_util', 'Fraction of the response cache size in use', () => cache.utilization);
+  }
+
   readonly pendingRequests = new Gauge({
     name: 'nv_inference_pending_request_count',
     help: 'Instantaneous number of pending requests awaiting execution per-model.',

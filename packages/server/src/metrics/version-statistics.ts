@@ -50,6 +50,10 @@ export class VersionStatistics {
       batchSize: metrics.batchSize.labels(labels),
       pending: metrics.pendingRequests.labels(labels),
       gpuOutOfMemory: metrics.gpuOutOfMemory.labels(labels),
+      cacheHits: metrics.cacheHits.labels(labels),
+      cacheHitUs: metrics.cacheHitDurationUs.labels(labels),
+      cacheMisses: metrics.cacheMisses.labels(labels),
+      cacheMissUs: metrics.cacheMissDurationUs.labels(labels),
     };
   }
 
@@ -92,6 +96,29 @@ export class VersionStatistics {
     this.m.outputUs.inc(timings.computeOutputNs / 1e3);
     this.m.requestSeconds.observe(totalNs / 1e9);
     this.m.queueSeconds.observe(queueNs / 1e9);
+  }
+
+  /**
+   * A request answered from the response cache: a success (as Triton counts it), with the
+   * lookup time as cache_hit; not an inference or an execution.
+   */
+  recordCacheHit(request: { readonly arrivalNs: bigint }, lookupNs: number): void {
+    const totalNs = Number(process.hrtime.bigint() - request.arrivalNs);
+    add(this.stats.inference_stats.success, totalNs);
+    add(this.stats.inference_stats.cache_hit, lookupNs);
+    this.stats.last_inference = Date.now();
+    this.m.success.inc();
+    this.m.requestUs.inc(totalNs / 1e3);
+    this.m.requestSeconds.observe(totalNs / 1e9);
+    this.m.cacheHits.inc();
+    this.m.cacheHitUs.inc(lookupNs / 1e3);
+  }
+
+  /** A request the cache did not hold: lookup and insertion time as cache_miss (its run is counted as usual). */
+  recordCacheMiss(ns: number): void {
+    add(this.stats.inference_stats.cache_miss, ns);
+    this.m.cacheMisses.inc();
+    this.m.cacheMissUs.inc(ns / 1e3);
   }
 
   /** A request that failed after it reached the model (rejected, timed out, or the run failed). */
