@@ -164,16 +164,11 @@ export class CoreInferenceService implements InferenceService {
       ...(request.id !== undefined && { id: request.id }),
       outputs: [...outputs],
     });
-    const cacheStartNs = process.hrtime.bigint();
-    const cacheKey = this.cacheKeyFor(model, validated);
-    if (cacheKey !== undefined) {
-      const cached = this.responseCache!.get(cacheKey);
-      if (cached) {
-        model.stats.recordCacheHit({ arrivalNs }, Number(process.hrtime.bigint() - cacheStartNs));
-        return respond(cached);
-      }
+    const lookup = this.cacheLookup(model, validated);
+    if (lookup?.hit) {
+      model.stats.recordCacheHit({ arrivalNs }, lookup.ns);
+      return respond(lookup.hit);
     }
-    const lookupNs = Number(process.hrtime.bigint() - cacheStartNs);
     trace?.mark('QUEUE_START', process.hrtime.bigint());
     const batched = await model.scheduler
       .enqueue({
@@ -195,16 +190,19 @@ export class CoreInferenceService implements InferenceService {
       if (count === undefined) return tensor;
       return classify(tensor, count, model.outputsByName.get(tensor.name)!.labels, model.maxBatchSize > 0);
     });
-    if (cacheKey !== undefined) {
+    if (lookup) {
       const insertStartNs = process.hrtime.bigint();
-      this.responseCache!.set(cacheKey, outputs);
-      model.stats.recordCacheMiss(lookupNs + Number(process.hrtime.bigint() - insertStartNs));
+      this.responseCache!.set(lookup.key, outputs);
+      model.stats.recordCacheMiss(lookup.ns + Number(process.hrtime.bigint() - insertStartNs));
     }
     return respond(outputs);
   }
 
-  /** The response cache key of a request to a model that enabled the cache; undefined when it is not cached. */
-  private cacheKeyFor(model: LoadedVersion, validated: ValidatedRequest): string | undefined {
+  /**
+   * For a model that enabled the response cache: the request's key, the cached outputs if
+   * any, and the time the lookup took (hashing included, as Triton counts it). Otherwise undefined.
+   */
+  private cacheLookup(model: LoadedVersion, validated: ValidatedRequest): { key: string; hit: readonly Tensor[] | undefined; ns: number } | undefined {
     if (!model.config.response_cache?.enable) return undefined;
     if (!this.responseCache) {
       if (!this.warnedNoCache.has(model.modelName)) {
@@ -216,8 +214,11 @@ export class CoreInferenceService implements InferenceService {
       }
       return undefined;
     }
+    const startNs = process.hrtime.bigint();
     const outputs = validated.outputNames.map((name) => ({ name, classification: validated.classifications.get(name) }));
-    return this.responseCache.keyOf(model.modelName, model.version, validated.inputs, outputs);
+    const key = this.responseCache.keyOf(model.modelName, model.version, validated.inputs, outputs);
+    const hit = this.responseCache.get(key);
+    return { key, hit, ns: Number(process.hrtime.bigint() - startNs) };
   }
 
   assertAdmissible(bodyBytes: number): void {
