@@ -1,5 +1,6 @@
 import { connect } from 'node:net';
-import { gzipSync } from 'node:zlib';
+import { request as httpRequest } from 'node:http';
+import { gunzipSync, gzipSync, inflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identity } from '@batchwise/modelgen';
 import { EXAMPLES, makeRepository } from './support/repository.ts';
@@ -107,6 +108,63 @@ describe('hostile input over HTTP: a 4xx naming the problem, and the server stay
     const { status, json } = await send(simple, gzipSync(simpleBody()), { 'content-encoding': 'gzip' });
     expect(status).toBe(200);
     expect(json.outputs[0].data).toEqual(row.map((x) => 2 * x));
+  });
+
+  it('compresses responses over 1 KiB for clients that accept it (gzip or deflate), and only for them', async () => {
+    const binaryBody = (values: number[]) => {
+      const header = Buffer.from(JSON.stringify({
+        inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } })),
+        parameters: { binary_data_output: true },
+      }));
+      const tensor = Buffer.from(Int32Array.from(values).buffer);
+      return { header, body: Buffer.concat([header, tensor, tensor]) };
+    };
+    const raw = (path: string, init: { method?: string; headers?: Record<string, string>; body?: Buffer } = {}) =>
+      new Promise<{ status: number; headers: Record<string, unknown>; body: Buffer }>((resolve, reject) => {
+        const request = httpRequest(`${server.url}${path}`, { method: init.method ?? 'GET', headers: init.headers ?? {} }, (response) => {
+          const chunks: Buffer[] = [];
+          response.on('data', (c: Buffer) => chunks.push(c));
+          response.on('end', () => resolve({ status: response.statusCode!, headers: response.headers, body: Buffer.concat(chunks) }));
+        });
+        request.on('error', reject);
+        request.end(init.body);
+      });
+    // A binary reply over the threshold: Inference-Header-Content-Length counts the decoded bytes.
+    const floats = Float32Array.from({ length: 512 }, (_, i) => i / 8);
+    const identityHeader = Buffer.from(JSON.stringify({
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 512], parameters: { binary_data_size: 2048 } }],
+      outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }],
+    }));
+    const compressed = await raw('/v2/models/identity_fp32/infer', {
+      method: 'POST',
+      headers: { 'accept-encoding': 'gzip', 'content-type': 'application/octet-stream', 'inference-header-content-length': String(identityHeader.length) },
+      body: Buffer.concat([identityHeader, Buffer.from(floats.buffer)]),
+    });
+    expect(compressed.headers['content-encoding']).toBe('gzip');
+    const decoded = gunzipSync(compressed.body);
+    const jsonLength = Number(compressed.headers['inference-header-content-length']);
+    expect(JSON.parse(decoded.subarray(0, jsonLength).toString()).outputs[0].parameters).toEqual({ binary_data_size: 2048 });
+    expect(new Float32Array(decoded.buffer.slice(decoded.byteOffset + jsonLength, decoded.byteOffset + decoded.length))).toEqual(floats);
+
+    const values = Array.from({ length: 16 }, () => 7);
+    const { header, body } = binaryBody(values);
+    for (const [encoding, decode] of [['gzip', gunzipSync], ['deflate', inflateSync]] as const) {
+      // Every model's statistics are well over the 1 KiB threshold.
+      const stats = await raw('/v2/models/stats', { headers: { 'accept-encoding': encoding } });
+      expect(stats.headers['content-encoding']).toBe(encoding);
+      expect(JSON.parse(decode(stats.body).toString()).model_stats.length).toBeGreaterThan(0);
+      // 4 outputs of 64 bytes each are below it: sent as they are.
+      const small = await raw('/v2/models/simple/infer', {
+        method: 'POST',
+        headers: { 'accept-encoding': encoding, 'content-type': 'application/octet-stream', 'inference-header-content-length': String(header.length) },
+        body,
+      });
+      expect(small.status).toBe(200);
+      expect(small.headers['content-encoding']).toBeUndefined();
+    }
+    const plain = await raw('/v2/models/stats');
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    expect(JSON.parse(plain.body.toString()).model_stats.length).toBeGreaterThan(0);
   });
 
   it('cuts off a slow client that never finishes its body', async () => {

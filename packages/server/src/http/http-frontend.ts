@@ -1,4 +1,5 @@
 import { createServer } from 'node:http';
+import fastifyCompress from '@fastify/compress';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { InferenceService } from '../core/index.ts';
@@ -72,12 +73,26 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
   });
   registerRestrictedApiHook(app, options.restrictions);
   registerContentEncoding(app);
-  registerHealthRoutes(app, service);
-  registerModelRoutes(app, service);
-  registerInferRoutes(app, service);
-  registerRepositoryRoutes(app, service);
-  registerSharedMemoryRoutes(app, service);
-  registerLoggingRoutes(app, options.logger);
-  registerTraceRoutes(app, service);
+  // Responses are compressed when the client accepts it, as Triton's HTTP server does (its
+  // clients' response_compression_algorithm). Request bodies are decoded by content-encoding.ts,
+  // which keeps the body limit on the decoded bytes, so the plugin's decompression stays off.
+  void app.register(fastifyCompress, {
+    globalCompression: true,
+    globalDecompression: false,
+    encodings: ['gzip', 'deflate'],
+    threshold: 1024,
+    // Binary-extension replies are JSON plus tensors; clients decompress before they split them.
+    customTypes: /^application\/(json|octet-stream)/,
+  });
+  // Routes go in after the plugin, so its onRoute hook sees them.
+  void app.register(async (routes) => {
+    registerHealthRoutes(routes, service);
+    registerModelRoutes(routes, service);
+    registerInferRoutes(routes, service);
+    registerRepositoryRoutes(routes, service);
+    registerSharedMemoryRoutes(routes, service);
+    registerLoggingRoutes(routes, options.logger);
+    registerTraceRoutes(routes, service);
+  });
   return app;
 }
