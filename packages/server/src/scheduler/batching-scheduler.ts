@@ -96,10 +96,10 @@ export class BatchingScheduler implements Scheduler {
         ? chooseBatch(this.queues.inServingOrder(), this.options, this.clock.nowNs(), this.arrivals?.expectedNs)
         : { count: 1 };
       if ('waitNs' in choice) {
-        this.delayTimer = this.clock.setTimeout(() => {
+        this.delayTimer = this.clock.setPreciseTimeout(() => {
           this.delayTimer = undefined;
           this.dispatch();
-        }, Number(choice.waitNs) / 1e6);
+        }, choice.waitNs);
         break;
       }
       if (choice.count === 0) break;

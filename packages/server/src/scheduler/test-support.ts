@@ -17,8 +17,11 @@ export class FakeClock implements Clock {
     return this.now;
   }
   setTimeout(fn: () => void, delayMs: number): unknown {
+    return this.setPreciseTimeout(fn, BigInt(Math.ceil(delayMs * 1e6)));
+  }
+  setPreciseTimeout(fn: () => void, delayNs: bigint): unknown {
     const id = this.nextId++;
-    this.timers.push({ at: this.now + BigInt(Math.ceil(delayMs * 1e6)), fn, id });
+    this.timers.push({ at: this.now + delayNs, fn, id });
     return id;
   }
   clearTimeout(handle: unknown): void {
