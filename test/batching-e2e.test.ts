@@ -31,7 +31,8 @@ dynamic_batching { max_queue_delay_microseconds: 20000 }`,
       {
         name: 'deadline',
         model: slowModel({ repeats: 60000, width: WIDTH }),
-        config: SLOW('deadline', 'dynamic_batching { default_queue_policy { allow_timeout_override: true } }'),
+        // A request may only shorten the default timeout (Triton), so the default is long and the request asks for 100 ms.
+        config: SLOW('deadline', 'dynamic_batching { default_queue_policy { allow_timeout_override: true default_timeout_microseconds: 60000000 } }'),
       },
     ]);
     remove = repo.remove;

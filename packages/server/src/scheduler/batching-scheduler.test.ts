@@ -230,13 +230,13 @@ describe('dynamic batching', () => {
 
   it('DELAY: an expired request is served after those still in time, not rejected', async () => {
     const { models, send, clock, flush, settled } = setup(
-      { default_queue_policy: { default_timeout_microseconds: 1000, timeout_action: 'DELAY', allow_timeout_override: true } },
+      { default_queue_policy: { default_timeout_microseconds: 1000, timeout_action: 'DELAY' } },
       { maxBatchSize: 1 },
     );
     send([0]);
     send([1]);
     clock.advanceMs(2);
-    send([2], { timeoutMicroseconds: 1_000_000 });
+    send([2]);
     models[0]!.finish();
     await flush();
     models[0]!.finish();

@@ -30,10 +30,16 @@ export class PriorityLevel {
     return this.maxQueueSize > 0 && this.waiting.length + this.delayed.length >= this.maxQueueSize;
   }
 
-  /** Triton: the request's own timeout when the policy allows overriding and it set one, else the default; 0 = none. */
+  /**
+   * The queue timeout in microseconds, 0 for none, as Triton's PolicyQueue::Enqueue decides
+   * it: a request may only shorten the default, so with no default timeout a request's own
+   * timeout is ignored even when allow_timeout_override is set.
+   */
   timeoutMicroseconds(request: QueuedRequest): number {
-    if (this.policy.allow_timeout_override && request.timeoutMicroseconds > 0) return request.timeoutMicroseconds;
-    return this.policy.default_timeout_microseconds ?? 0;
+    const byDefault = this.policy.default_timeout_microseconds ?? 0;
+    const own = request.timeoutMicroseconds;
+    if (this.policy.allow_timeout_override && own !== 0 && own < byDefault) return own;
+    return byDefault;
   }
 }
 

@@ -55,6 +55,39 @@ describe('queue policy', () => {
     expect(stats.snapshot().inference_stats.fail.count).toBe(1);
   });
 
+  describe('allow_timeout_override lets a request shorten the default timeout, never lengthen it (Triton PolicyQueue::Enqueue)', () => {
+    /** When the request `timeoutUs` sent behind a busy instance times out, in ms; undefined when it has not after 1 s. */
+    async function timedOutAtMs(policy: Record<string, unknown>, timeoutUs: number): Promise<number | undefined> {
+      const { send, clock, flush, settled } = schedulerHarness({ dynamic_batching: { default_queue_policy: policy } });
+      void send('busy', [0]);
+      void send('r', [1], { timeoutMicroseconds: timeoutUs });
+      for (let ms = 0; ms < 1000 && settled.length === 0; ms++) {
+        clock.advanceMs(1);
+        await flush();
+      }
+      if (settled.length === 0) return undefined;
+      expect(settled[0]!.value).toBe('UNAVAILABLE: Request timeout expired');
+      return Number(settled[0]!.at) / 1e6;
+    }
+
+    it('a shorter request timeout replaces the default', async () => {
+      expect(await timedOutAtMs({ allow_timeout_override: true, default_timeout_microseconds: 100_000 }, 3000)).toBe(3);
+    });
+    it('a longer request timeout is ignored: the default applies', async () => {
+      expect(await timedOutAtMs({ allow_timeout_override: true, default_timeout_microseconds: 5000 }, 50_000)).toBe(5);
+    });
+    it('with no default timeout, a request timeout is ignored (it cannot be shorter than none)', async () => {
+      expect(await timedOutAtMs({ allow_timeout_override: true }, 3000)).toBeUndefined();
+    });
+    it('a request timeout of 0 means the default', async () => {
+      expect(await timedOutAtMs({ allow_timeout_override: true, default_timeout_microseconds: 5000 }, 0)).toBe(5);
+    });
+    it('without allow_timeout_override the default applies', async () => {
+      expect(await timedOutAtMs({ default_timeout_microseconds: 5000 }, 3000)).toBe(5);
+      expect(await timedOutAtMs({}, 3000)).toBeUndefined();
+    });
+  });
+
   it('a request dispatched before its deadline is not timed out afterwards', async () => {
     const { send, models, clock, flush, settled } = schedulerHarness({ dynamic_batching: { default_queue_policy: { default_timeout_microseconds: 1000 } } });
     void send('a', [1]);
