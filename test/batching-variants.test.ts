@@ -58,12 +58,15 @@ dynamic_batching { priority_levels: 2 default_priority_level: 2 }`,
     expect(Math.max(...stats.batch_stats.map((b: { batch_size: number }) => b.batch_size))).toBeGreaterThan(1);
   });
 
-  it('accepts priorities within priority_levels and refuses others with a 400 naming the range', async () => {
+  it('serves any priority: 0 or one beyond priority_levels runs at the default level, as Triton does', async () => {
     const data = [1, 2];
-    expect((await infer('ranked', { datatype: 'FP32', shape: [1, 2], data }, { priority: 1 })).status).toBe(200);
-    expect((await infer('ranked', { datatype: 'FP32', shape: [1, 2], data }, { priority: 0 })).status).toBe(200);
-    const refused = await infer('ranked', { datatype: 'FP32', shape: [1, 2], data }, { priority: 3 });
-    expect(refused.status).toBe(400);
-    expect(refused.json.error).toMatch(/priority 3 is out of range.*1\.\.2/);
+    for (const priority of [1, 2, 0, 3, 1000]) {
+      const response = await infer('ranked', { datatype: 'FP32', shape: [1, 2], data }, { priority });
+      expect(response.status).toBe(200);
+      expect(response.json.outputs[0].data).toEqual(data);
+    }
+    const stats = (await getJson(`${server.url}/v2/models/ranked/stats`)).model_stats[0];
+    expect(stats.inference_stats.success.count).toBe(5);
+    expect(stats.inference_stats.fail.count).toBe(0);
   });
 });

@@ -169,21 +169,19 @@ describe('dynamic batching', () => {
     expect(settled.map((s) => s.value)).toEqual([[1], [2, 3], [4]]);
   });
 
-  it('serves higher priority levels first and refuses an out-of-range priority', async () => {
-    const { models, send, flush, settled } = setup({ priority_levels: 3, default_priority_level: 2 }, { maxBatchSize: 2 });
+  it('serves higher priority levels first; an out-of-range priority takes the default level', async () => {
+    const { models, send, flush } = setup({ priority_levels: 3, default_priority_level: 2 }, { maxBatchSize: 2 });
     send([0]);
     send([1], { priority: 3 });
     send([2]);
     send([3], { priority: 1 });
     send([9], { priority: 4 });
-    await flush();
-    expect(settled.map((s) => s.value)).toContainEqual(expect.stringMatching(/priority 4 is out of range/));
     models[0]!.finish();
     await flush();
     expect(models[0]!.batches[1]).toEqual([3, 2]);
     models[0]!.finish();
     await flush();
-    expect(models[0]!.batches[2]).toEqual([1]);
+    expect(models[0]!.batches[2]).toEqual([9, 1]);
   });
 
   it('rejects at once when the queue is full', async () => {

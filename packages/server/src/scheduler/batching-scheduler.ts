@@ -44,13 +44,7 @@ export class BatchingScheduler implements Scheduler {
   }
 
   enqueue(request: QueuedRequest): Promise<Tensor[]> {
-    let level;
-    try {
-      level = this.queues.levelOf(request.priority);
-    } catch (error) {
-      this.context.stats.recordFailure(request, 'OTHER');
-      return Promise.reject(error);
-    }
+    const level = this.queues.levelOf(request.priority);
     if (level.full) {
       this.context.stats.recordFailure(request, 'REJECTED');
       return Promise.reject(Errors.queueFull());

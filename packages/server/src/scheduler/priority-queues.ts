@@ -1,5 +1,4 @@
 import type { ModelQueuePolicy } from '../config/model-config.ts';
-import { Errors } from '../core/errors.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { BatchingOptions } from './batching-options.ts';
 import type { QueuedRequest } from './scheduler.ts';
@@ -59,13 +58,13 @@ export class PriorityQueues {
     return this.count;
   }
 
-  /** The level for a request's priority (0: the default level). Without priority levels configured, priority is ignored. */
+  /**
+   * The level for a request's priority. As Triton's InferenceRequest::SetPriority: 0, or a
+   * priority beyond priority_levels (any, when none are configured), means the default level.
+   */
   levelOf(priority: number): PriorityLevel {
     const { priorityLevels, defaultPriorityLevel } = this.options;
-    if (priorityLevels === 0 || priority === 0) return this.levels[defaultPriorityLevel - 1]!;
-    if (priority > priorityLevels) {
-      throw Errors.invalidArg(`request priority ${priority} is out of range: the model has priority levels 1..${priorityLevels}`);
-    }
+    if (priority === 0 || priority > priorityLevels) return this.levels[defaultPriorityLevel - 1]!;
     return this.levels[priority - 1]!;
   }
 

@@ -12,12 +12,20 @@ describe('priorities', () => {
     expect(models[0]!.batches).toEqual([[1]]);
   });
 
-  it('refuses a priority beyond priority_levels with INVALID_ARG (400) and counts the failure', async () => {
-    const { send, flush, settled, stats } = schedulerHarness(levels({}));
-    void send('a', [1], { priority: 3 });
-    await flush();
-    expect(settled[0]!.value).toMatch(/^INVALID_ARG: request priority 3 is out of range/);
-    expect(stats.snapshot().inference_stats.fail.count).toBe(1);
+  it('serves a priority beyond priority_levels at the default level, as Triton does, without failing it', async () => {
+    const { send, models, flush, settled, stats } = schedulerHarness({ max_batch_size: 1, ...levels({}) });
+    void send('busy', [0]);
+    void send('beyond', [1], { priority: 3 });
+    void send('low', [2], { priority: 2 });
+    void send('high', [3], { priority: 1 });
+    for (let i = 0; i < 4; i++) {
+      models[0]!.finish();
+      await flush();
+    }
+    // At level 1 it would run before 'high'; at a level of its own, after 'low'.
+    expect(models[0]!.batches).toEqual([[0], [3], [1], [2]]);
+    expect(settled.map((s) => s.name)).toEqual(['busy', 'high', 'beyond', 'low']);
+    expect(stats.snapshot().inference_stats.fail.count).toBe(0);
   });
 
   it('DELAY: an expired request moves behind its own level, still ahead of lower levels', async () => {
