@@ -6,6 +6,28 @@ type RequestInfo = { readonly batchSize: number; readonly arrivalNs: bigint };
 
 const zero = (): DurationStat => ({ count: 0, ns: 0 });
 
+/** Triton's reasons for nv_inference_request_failure; every one is exported (at 0) once a version loads. */
+export const FAILURE_REASONS = ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'] as const;
+export type FailureReason = (typeof FAILURE_REASONS)[number];
+
+/**
+ * A Prometheus counter of microseconds fed nanoseconds. It counts whole microseconds, as
+ * Triton's integer *_duration_us counters do, and carries the sub-microsecond rest to the
+ * next addition, so that nothing is lost over many requests.
+ */
+class MicrosecondCounter {
+  private restNs = 0;
+
+  constructor(private readonly counter: { inc(value: number): void }) {}
+
+  addNs(ns: number): void {
+    const totalNs = this.restNs + ns;
+    const us = Math.floor(totalNs / 1000);
+    this.restNs = totalNs - us * 1000;
+    if (us > 0) this.counter.inc(us);
+  }
+}
+
 /**
  * Statistics of one model version, kept in Triton's statistics-extension shape and mirrored
  * into Prometheus. Label children are bound once at load time, not per request.
@@ -14,12 +36,12 @@ export class VersionStatistics {
   private readonly stats: ModelStatistics;
   private readonly batchStats = new Map<number, ModelStatistics['batch_stats'][number]>();
   private readonly m;
-  private readonly failureCounters = new Map<string, { inc(): void }>();
+  private readonly failureCounters: ReadonlyMap<FailureReason, { inc(): void }>;
 
   constructor(
     readonly modelName: string,
     readonly version: string,
-    private readonly metrics: ServerMetrics,
+    metrics: ServerMetrics,
   ) {
     this.stats = {
       name: modelName,
@@ -35,15 +57,17 @@ export class VersionStatistics {
       memory_usage: [],
     };
     const labels = { model: modelName, version };
+    // Triton exports a version's counters and pending gauge from the moment it loads, at 0.
+    const counter = <T extends { inc(value?: number): void }>(child: T): T => (child.inc(0), child);
     this.m = {
-      success: metrics.requestSuccess.labels(labels),
-      inferenceCount: metrics.inferenceCount.labels(labels),
-      executionCount: metrics.executionCount.labels(labels),
-      requestUs: metrics.requestDurationUs.labels(labels),
-      queueUs: metrics.queueDurationUs.labels(labels),
-      inputUs: metrics.computeInputDurationUs.labels(labels),
-      inferUs: metrics.computeInferDurationUs.labels(labels),
-      outputUs: metrics.computeOutputDurationUs.labels(labels),
+      success: counter(metrics.requestSuccess.labels(labels)),
+      inferenceCount: counter(metrics.inferenceCount.labels(labels)),
+      executionCount: counter(metrics.executionCount.labels(labels)),
+      requestUs: new MicrosecondCounter(counter(metrics.requestDurationUs.labels(labels))),
+      queueUs: new MicrosecondCounter(counter(metrics.queueDurationUs.labels(labels))),
+      inputUs: new MicrosecondCounter(counter(metrics.computeInputDurationUs.labels(labels))),
+      inferUs: new MicrosecondCounter(counter(metrics.computeInferDurationUs.labels(labels))),
+      outputUs: new MicrosecondCounter(counter(metrics.computeOutputDurationUs.labels(labels))),
       requestSeconds: metrics.requestDurationSeconds.labels(labels),
       queueSeconds: metrics.queueDurationSeconds.labels(labels),
       computeSeconds: metrics.computeDurationSeconds.labels(labels),
@@ -51,10 +75,14 @@ export class VersionStatistics {
       pending: metrics.pendingRequests.labels(labels),
       gpuOutOfMemory: metrics.gpuOutOfMemory.labels(labels),
       cacheHits: metrics.cacheHits.labels(labels),
-      cacheHitUs: metrics.cacheHitDurationUs.labels(labels),
+      cacheHitUs: new MicrosecondCounter(metrics.cacheHitDurationUs.labels(labels)),
       cacheMisses: metrics.cacheMisses.labels(labels),
-      cacheMissUs: metrics.cacheMissDurationUs.labels(labels),
+      cacheMissUs: new MicrosecondCounter(metrics.cacheMissDurationUs.labels(labels)),
     };
+    this.m.pending.set(0);
+    this.failureCounters = new Map(
+      FAILURE_REASONS.map((reason) => [reason, counter(metrics.requestFailure.labels({ ...labels, reason }))]),
+    );
   }
 
   /** One model execution of `batchSize` samples. */
@@ -89,11 +117,11 @@ export class VersionStatistics {
     this.stats.last_inference = Date.now();
     this.m.success.inc();
     this.m.inferenceCount.inc(request.batchSize);
-    this.m.requestUs.inc(totalNs / 1e3);
-    this.m.queueUs.inc(queueNs / 1e3);
-    this.m.inputUs.inc(timings.computeInputNs / 1e3);
-    this.m.inferUs.inc(timings.computeInferNs / 1e3);
-    this.m.outputUs.inc(timings.computeOutputNs / 1e3);
+    this.m.requestUs.addNs(totalNs);
+    this.m.queueUs.addNs(queueNs);
+    this.m.inputUs.addNs(timings.computeInputNs);
+    this.m.inferUs.addNs(timings.computeInferNs);
+    this.m.outputUs.addNs(timings.computeOutputNs);
     this.m.requestSeconds.observe(totalNs / 1e9);
     this.m.queueSeconds.observe(queueNs / 1e9);
   }
@@ -108,30 +136,25 @@ export class VersionStatistics {
     add(this.stats.inference_stats.cache_hit, lookupNs);
     this.stats.last_inference = Date.now();
     this.m.success.inc();
-    this.m.requestUs.inc(totalNs / 1e3);
+    this.m.requestUs.addNs(totalNs);
     this.m.requestSeconds.observe(totalNs / 1e9);
     this.m.cacheHits.inc();
-    this.m.cacheHitUs.inc(lookupNs / 1e3);
+    this.m.cacheHitUs.addNs(lookupNs);
   }
 
   /** A request the cache did not hold: lookup and insertion time as cache_miss (its run is counted as usual). */
   recordCacheMiss(ns: number): void {
     add(this.stats.inference_stats.cache_miss, ns);
     this.m.cacheMisses.inc();
-    this.m.cacheMissUs.inc(ns / 1e3);
+    this.m.cacheMissUs.addNs(ns);
   }
 
   /** A request that failed after it reached the model (rejected, timed out, or the run failed). */
-  recordFailure(request: { readonly arrivalNs: bigint }, reason: 'REJECTED' | 'BACKEND' | 'OTHER' | 'CANCELED'): void {
+  recordFailure(request: { readonly arrivalNs: bigint }, reason: FailureReason): void {
     const totalNs = Number(process.hrtime.bigint() - request.arrivalNs);
     add(this.stats.inference_stats.fail, totalNs);
     this.stats.last_inference = Date.now();
-    let counter = this.failureCounters.get(reason);
-    if (!counter) {
-      counter = this.metrics.requestFailure.labels({ model: this.modelName, version: this.version, reason });
-      this.failureCounters.set(reason, counter);
-    }
-    counter.inc();
+    this.failureCounters.get(reason)!.inc();
   }
 
   /** A request whose batch failed with a GPU out-of-memory (also counted as a BACKEND failure). */
@@ -139,6 +162,7 @@ export class VersionStatistics {
     this.m.gpuOutOfMemory.inc();
   }
 
+  /** Requests queued and not yet executing (Triton's nv_inference_pending_request_count). */
   setPending(count: number): void {
     this.m.pending.set(count);
   }

@@ -160,7 +160,7 @@ export class BatchingScheduler implements Scheduler {
   }
 
   private afterChange(): void {
-    this.context.stats.setPending(this.pendingCount);
+    this.context.stats.setPending(this.queues.size);
     if (this.pendingCount === 0 && this.idleWaiters.length > 0) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];

@@ -115,13 +115,14 @@ describe('queue policy', () => {
       clock.advanceMs(0.0001);
     }
     expect(scheduler.pendingCount).toBe(5001);
-    expect(await pendingGauge()).toBe(5001);
+    // The gauge counts requests awaiting execution, as Triton's does: not the one running.
+    expect(await pendingGauge()).toBe(5000);
     clock.advanceMs(1);
     await flush();
     expect(settled.length).toBe(5000);
     expect(settled.every((s) => s.value === 'UNAVAILABLE: Request timeout expired' && s.at <= 1_500_000n)).toBe(true);
     expect(scheduler.pendingCount).toBe(1);
-    expect(await pendingGauge()).toBe(1);
+    expect(await pendingGauge()).toBe(0);
     expect(stats.snapshot().inference_stats.fail.count).toBe(5000);
   });
 });
@@ -179,6 +180,7 @@ describe('statistics after known traffic', () => {
   it('counts requests, samples, executions and batch sizes as Triton does', async () => {
     const { send, models, flush, stats, pendingGauge } = schedulerHarness({ dynamic_batching: { default_queue_policy: { max_queue_size: 4 } } });
     const all = [send('a', [1]), send('b', [2, 3]), send('c', [4]), send('d', [5, 6, 7]), send('e', [8]), send('full', [9])];
+    expect(await pendingGauge()).toBe(4); // 'a' runs, b..e wait, 'full' was refused
     models[0]!.failNext = true;
     models[0]!.finish();
     await flush();
