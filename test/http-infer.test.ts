@@ -135,11 +135,102 @@ describe('HTTP inference on the example repository', () => {
 
   it('exports Triton metrics after traffic', async () => {
     const text = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
-    expect(text).toMatch(/nv_inference_request_success\{model="simple",version="1"\} [1-9]/);
-    expect(text).toMatch(/nv_inference_count\{model="simple",version="1"\} [1-9]/);
-    expect(text).toContain('nv_inference_compute_infer_duration_us{model="simple",version="1"}');
+    // The three requests to 'simple' above, one sample each, none failed.
+    expect(text).toContain('nv_inference_request_success{model="simple",version="1"} 3\n');
+    expect(text).toContain('nv_inference_count{model="simple",version="1"} 3\n');
+    expect(text).toContain('nv_inference_exec_count{model="simple",version="1"} 3\n');
+    expect(text).toContain('nv_inference_request_failure{model="simple",version="1",reason="OTHER"} 0\n');
+    expect(text).toMatch(/^nv_inference_compute_infer_duration_us\{model="simple",version="1"\} [1-9]\d*$/m);
     expect(text).toContain('batchwise_inference_request_duration_seconds_bucket');
     expect(text).toMatch(/nv_cpu_memory_used_bytes [1-9]/);
+  });
+});
+
+describe('statistics and metrics after known traffic', () => {
+  let server: Server;
+  let removeRepo: () => Promise<void>;
+  beforeAll(async () => {
+    const repo = await makeRepository([
+      {
+        name: 'counted',
+        model: identity('FP32', [4]),
+        config: `name: "counted"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+dynamic_batching { }`,
+      },
+    ]);
+    removeRepo = repo.remove;
+    server = await startTestServer([repo.dir]);
+  });
+  afterAll(async () => {
+    await server.close();
+    await removeRepo();
+  });
+
+  const infer = (rows: number, width = 4) =>
+    postJson(`${server.url}/v2/models/counted/infer`, {
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [rows, width], data: new Array(rows * width).fill(0.5) }],
+    });
+
+  it("pins Triton's statistics JSON and the nv_inference_* values", async () => {
+    const before = Date.now();
+    // One after another, so each request runs as its own batch: 3 of 1 sample, 2 of 2, and one refused.
+    for (const rows of [1, 1, 2, 1, 2]) expect((await infer(rows)).status).toBe(200);
+    expect((await infer(1, 3)).status).toBe(400);
+    const after = Date.now();
+
+    const stats = await getJson(`${server.url}/v2/models/counted/stats`);
+    const duration = (count: number) => ({ count, ns: count === 0 ? 0 : expect.any(Number) });
+    const compute = (count: number) => ({ compute_input: duration(count), compute_infer: duration(count), compute_output: duration(count) });
+    expect(stats).toEqual({
+      model_stats: [
+        {
+          name: 'counted',
+          version: '1',
+          last_inference: expect.any(Number),
+          inference_count: 7,
+          execution_count: 5,
+          inference_stats: {
+            success: duration(5),
+            fail: duration(1),
+            queue: duration(5),
+            ...compute(5),
+            cache_hit: duration(0),
+            cache_miss: duration(0),
+          },
+          batch_stats: [
+            { batch_size: 1, ...compute(3) },
+            { batch_size: 2, ...compute(2) },
+          ],
+          memory_usage: [],
+          response_stats: {},
+        },
+      ],
+    });
+    const entry = stats.model_stats[0];
+    // last_inference is milliseconds since the epoch; durations are whole nanoseconds.
+    expect(entry.last_inference).toBeGreaterThanOrEqual(before);
+    expect(entry.last_inference).toBeLessThanOrEqual(after);
+    const durations = [...Object.values(entry.inference_stats), ...entry.batch_stats.flatMap((b: any) => [b.compute_input, b.compute_infer, b.compute_output])];
+    for (const d of durations as { ns: number }[]) expect(Number.isInteger(d.ns)).toBe(true);
+    expect(entry.inference_stats.success.ns).toBeGreaterThan(0);
+
+    const text = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
+    const value = (name: string, labels = '') => {
+      const line = text.split('\n').find((l) => l.startsWith(`${name}{model="counted",version="1"${labels}} `));
+      return line === undefined ? undefined : line.slice(line.lastIndexOf(' ') + 1);
+    };
+    expect(value('nv_inference_request_success')).toBe('5');
+    expect(value('nv_inference_count')).toBe('7');
+    expect(value('nv_inference_exec_count')).toBe('5');
+    expect(value('nv_inference_pending_request_count')).toBe('0');
+    expect(['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'].map((r) => value('nv_inference_request_failure', `,reason="${r}"`))).toEqual(['0', '0', '0', '1']);
+    for (const name of ['request', 'queue', 'compute_input', 'compute_infer', 'compute_output']) {
+      expect(value(`nv_inference_${name}_duration_us`)).toMatch(/^\d+$/);
+    }
+    expect(Number(value('nv_inference_request_duration_us'))).toBeGreaterThan(0);
   });
 });
 

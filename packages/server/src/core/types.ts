@@ -103,6 +103,20 @@ export interface ModelStatistics {
     compute_output: DurationStat;
   }[];
   memory_usage: unknown[];
+  /**
+   * Per-response statistics, keyed by response index. Triton fills them only for backends
+   * that report them (decoupled models); ONNX Runtime does not, so this stays {} as there.
+   */
+  response_stats: Record<string, InferResponseStatistics>;
+}
+
+export interface InferResponseStatistics {
+  compute_infer: DurationStat;
+  compute_output: DurationStat;
+  success: DurationStat;
+  fail: DurationStat;
+  empty_response: DurationStat;
+  cancel: DurationStat;
 }
 
 /**

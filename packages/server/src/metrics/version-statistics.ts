@@ -55,6 +55,7 @@ export class VersionStatistics {
       },
       batch_stats: [],
       memory_usage: [],
+      response_stats: {},
     };
     const labels = { model: modelName, version };
     // Triton exports a version's counters and pending gauge from the moment it loads, at 0.
