@@ -43,6 +43,16 @@ dynamic_batching { max_queue_delay_microseconds: 20000 }`,
     await remove();
   });
 
+  /** The metrics endpoint now, read as `value(name, extraLabels)` for one model's version 1. */
+  const metricReader = async (model: string) => {
+    const lines = (await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text()).split('\n');
+    return (name: string, extraLabels = '') => {
+      const prefix = name.endsWith('_bucket') ? `${name}{${extraLabels}model="${model}",version="1"} ` : `${name}{model="${model}",version="1"${extraLabels}} `;
+      const line = lines.find((l) => l.startsWith(prefix));
+      return line === undefined ? undefined : Number(line.slice(prefix.length));
+    };
+  };
+
   const send = (model: string, values: number[], parameters: Record<string, unknown> = {}) =>
     postJson(`${server.url}/v2/models/${model}/infer`, {
       parameters,
@@ -60,10 +70,14 @@ dynamic_batching { max_queue_delay_microseconds: 20000 }`,
     expect(stats.inference_count).toBe(24);
     expect(stats.execution_count).toBeLessThan(24);
     expect(Math.max(...stats.batch_stats.map((b: any) => b.batch_size))).toBeGreaterThan(1);
-    const metrics = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
-    const value = (name: string) => Number(new RegExp(`^${name}\\{model="batched",version="1"\\} (\\S+)`, 'm').exec(metrics)?.[1]);
-    expect(value('nv_inference_exec_count')).toBeLessThan(value('nv_inference_request_success'));
-    expect(metrics).toMatch(/batchwise_inference_batch_size_bucket\{le="32",model="batched",version="1"\} 24|batchwise_inference_batch_size_count\{model="batched",version="1"\} \d+/);
+    const value = await metricReader('batched');
+    expect(value('nv_inference_request_success')).toBe(24);
+    expect(value('nv_inference_exec_count')).toBe(stats.execution_count);
+    // The batch-size histogram saw every execution, and every sample once.
+    expect(value('batchwise_inference_batch_size_count')).toBe(stats.execution_count);
+    expect(value('batchwise_inference_batch_size_sum')).toBe(24);
+    expect(value('batchwise_inference_batch_size_bucket', 'le="32",')).toBe(stats.execution_count);
+    expect(value('batchwise_inference_batch_size_bucket', 'le="1",')).toBe(stats.batch_stats.find((b: any) => b.batch_size === 1)?.compute_infer.count ?? 0);
   });
 
   it('refuses at once with 503 when the queue is full', async () => {
@@ -77,14 +91,24 @@ dynamic_batching { max_queue_delay_microseconds: 20000 }`,
 
   it('times a request out at its deadline while the instance is busy', async () => {
     const row = new Array(WIDTH).fill(0.5);
-    const busy = send('deadline', row);
-    await new Promise((r) => setTimeout(r, 50));
-    const started = Date.now();
-    const timedOut = await send('deadline', row, { timeout: 100_000 });
-    const waitedMs = Date.now() - started;
+    const answered: string[] = [];
+    const tracked = (name: string, parameters: Record<string, unknown> = {}) =>
+      send('deadline', row, parameters).then((r) => (answered.push(name), r));
+    // One runs and two wait: whenever the timed request arrives, a whole run (far longer
+    // than its 100 ms) is still ahead of it, without any assumption about this machine's speed.
+    const ahead = [tracked('first'), tracked('second'), tracked('third')];
+    for (let polls = 0; (await metricReader('deadline'))('nv_inference_pending_request_count') !== 2; polls++) {
+      expect(polls).toBeLessThan(2000);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const timedOut = await tracked('timed', { timeout: 100_000 });
     expect(timedOut.status).toBe(503);
     expect(timedOut.json.error).toBe('Request timeout expired');
-    expect(waitedMs).toBeLessThan(400);
-    expect((await busy).status).toBe(200);
+    // Served in turn it would come after all three; it left the queue with at least two still unanswered.
+    expect(answered.filter((name) => name !== 'timed').length).toBeLessThanOrEqual(1);
+    expect((await Promise.all(ahead)).map((r) => r.status)).toEqual([200, 200, 200]);
+    const stats = (await getJson(`${server.url}/v2/models/deadline/stats`)).model_stats[0];
+    expect([stats.inference_stats.success.count, stats.inference_stats.fail.count]).toEqual([3, 1]);
+    expect((await metricReader('deadline'))('nv_inference_request_failure', ',reason="REJECTED"')).toBe(1);
   });
 });
