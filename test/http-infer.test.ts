@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identity } from '@batchwise/modelgen';
 import { EXAMPLES, makeRepository } from './support/repository.ts';
@@ -133,6 +134,12 @@ describe('HTTP inference on the example repository', () => {
     }
   });
 
+  it('keeps idle connections open longer than an AWS ALB does (60 s), so the ALB never reuses a closing one', async () => {
+    const response = await fetch(`${server.url}/v2/health/live`);
+    expect(response.headers.get('connection')).toBe('keep-alive');
+    expect(response.headers.get('keep-alive')).toBe('timeout=65');
+  });
+
   it('exports Triton metrics after traffic', async () => {
     const text = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
     // The three requests to 'simple' above, one sample each, none failed.
@@ -143,6 +150,25 @@ describe('HTTP inference on the example repository', () => {
     expect(text).toMatch(/^nv_inference_compute_infer_duration_us\{model="simple",version="1"\} [1-9]\d*$/m);
     expect(text).toContain('batchwise_inference_request_duration_seconds_bucket');
     expect(text).toMatch(/nv_cpu_memory_used_bytes [1-9]/);
+  });
+});
+
+describe('a configured HTTP keep-alive timeout', () => {
+  let server: Server;
+  beforeAll(async () => {
+    server = await startTestServer([], { httpKeepAliveTimeoutMs: 1500 });
+  });
+  afterAll(() => server.close());
+
+  it('is announced in Keep-Alive and closes an idle connection after it', async () => {
+    const socket = connect(server.httpPort, '127.0.0.1');
+    let reply = '';
+    socket.on('data', (d) => (reply += d));
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.write('GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n');
+    await closed;
+    expect(reply).toMatch(/^HTTP\/1.1 200/);
+    expect(reply).toMatch(/\r\nKeep-Alive: timeout=1\r\n/i);
   });
 });
 

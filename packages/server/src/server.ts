@@ -43,6 +43,8 @@ export interface ServerOptions {
   readonly allowCpuFallback?: boolean;
   readonly maxBodyBytes?: number;
   readonly requestTimeoutMs?: number;
+  /** Idle HTTP keep-alive connections are closed after this long, ms; above the AWS ALB's 60 s idle timeout. @default 65000 */
+  readonly httpKeepAliveTimeoutMs?: number;
   readonly grpcMaxMessageBytes?: number;
   /** Triton syntax `<api>[,<api>...]:<key>=<value>`, one entry per flag. */
   readonly httpRestrictedApi?: readonly string[];
@@ -87,6 +89,8 @@ export interface RunningServer {
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 256 * 1024 * 1024;
+/** Longer than the AWS ALB's default 60 s idle timeout, so the balancer always closes first. */
+export const DEFAULT_HTTP_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
 /** The server's JSON logger (pino) at a level. */
 export function createServerLogger(level: string): Logger {
@@ -148,6 +152,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       logger,
       maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
       requestTimeoutMs: options.requestTimeoutMs ?? 60_000,
+      keepAliveTimeoutMs: options.httpKeepAliveTimeoutMs ?? DEFAULT_HTTP_KEEP_ALIVE_TIMEOUT_MS,
       restrictions: httpRestrictions,
     });
     await http.listen({ host, port: options.httpPort ?? 8000 });

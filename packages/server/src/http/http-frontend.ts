@@ -22,6 +22,12 @@ export interface HttpFrontendOptions {
   readonly maxBodyBytes: number;
   /** Time allowed for a client to send a whole request, ms (slow clients get cut off). */
   readonly requestTimeoutMs: number;
+  /**
+   * How long an idle keep-alive connection stays open, ms. It must outlast the idle timeout of
+   * any load balancer in front (the AWS ALB's is 60 s): a server that closes first races the
+   * balancer reusing the connection, and the balancer answers 502.
+   */
+  readonly keepAliveTimeoutMs: number;
   /** API groups that need a header (--http-restricted-api); empty = all open. */
   readonly restrictions: RestrictionTable;
 }
@@ -34,10 +40,17 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: options.maxBodyBytes,
     // Node checks request timeouts every connectionsCheckingInterval (30 s by default):
-    // checking every second makes a slow client's cut-off prompt.
+    // checking every second makes a slow client's cut-off prompt. Headers get no longer than the
+    // whole request. Idle keep-alive connections are not under either timeout (Node only times
+    // requests in progress), so a long keep-alive does not weaken the slow-client cut-off.
     serverFactory: (handler) =>
       createServer(
-        { requestTimeout: options.requestTimeoutMs, connectionsCheckingInterval: Math.min(1000, options.requestTimeoutMs) },
+        {
+          requestTimeout: options.requestTimeoutMs,
+          headersTimeout: Math.min(60_000, options.requestTimeoutMs),
+          keepAliveTimeout: options.keepAliveTimeoutMs,
+          connectionsCheckingInterval: Math.min(1000, options.requestTimeoutMs),
+        },
         handler,
       ),
     return503OnClosing: true,
