@@ -4,20 +4,23 @@ import { normalizeModelConfig, parseModelConfig, printModelConfig } from './inde
 describe('normalizeModelConfig', () => {
   const bare = parseModelConfig('name: "resnet" max_batch_size: 8');
 
-  it('fills the Triton defaults, with one instance on the GPU when there is one', () => {
-    expect(normalizeModelConfig(bare, { gpuAvailable: true })).toEqual({
+  it('fills the Triton defaults: one group named after the model, on every visible GPU', () => {
+    expect(normalizeModelConfig(bare, { visibleGpuIds: [0] })).toEqual({
       name: 'resnet',
       max_batch_size: 8,
       input: [],
       output: [],
       version_policy: { latest: { num_versions: 1 } },
-      instance_group: [{ name: 'resnet_0', kind: 'KIND_GPU', count: 1 }],
+      instance_group: [{ name: 'resnet', kind: 'KIND_GPU', count: 1, gpus: [0] }],
       default_model_filename: 'model.onnx',
       backend: 'onnxruntime',
       platform: 'onnxruntime_onnx',
     });
-    expect(normalizeModelConfig(bare, { gpuAvailable: false }).instance_group).toEqual([
-      { name: 'resnet_0', kind: 'KIND_CPU', count: 1 },
+    expect(normalizeModelConfig(bare, { visibleGpuIds: [3, 1] }).instance_group).toEqual([
+      { name: 'resnet', kind: 'KIND_GPU', count: 1, gpus: [1, 3] },
+    ]);
+    expect(normalizeModelConfig(bare, { visibleGpuIds: [] }).instance_group).toEqual([
+      { name: 'resnet', kind: 'KIND_CPU', count: 1 },
     ]);
   });
 
@@ -26,14 +29,37 @@ describe('normalizeModelConfig', () => {
       name: "m"
       instance_group [ { count: 2 kind: KIND_GPU gpus: [ 0 ] }, { name: "cpu" kind: KIND_CPU }, { kind: KIND_AUTO }, {}, { kind: KIND_MODEL } ]
     `);
-    expect(normalizeModelConfig(c, { gpuAvailable: false }).instance_group).toEqual([
+    expect(normalizeModelConfig(c, { visibleGpuIds: [] }).instance_group).toEqual([
       { name: 'm_0', kind: 'KIND_GPU', count: 2, gpus: [0] },
       { name: 'cpu', kind: 'KIND_CPU', count: 1 },
       { name: 'm_2', kind: 'KIND_CPU', count: 1 },
       { name: 'm_3', kind: 'KIND_CPU', count: 1 },
       { name: 'm_4', kind: 'KIND_MODEL', count: 1 },
     ]);
-    expect(normalizeModelConfig(c, { gpuAvailable: true }).instance_group![2]!.kind).toBe('KIND_GPU');
+    expect(normalizeModelConfig(c, { visibleGpuIds: [0, 1] }).instance_group).toEqual([
+      { name: 'm_0', kind: 'KIND_GPU', count: 2, gpus: [0] },
+      { name: 'cpu', kind: 'KIND_CPU', count: 1 },
+      { name: 'm_2', kind: 'KIND_GPU', count: 1, gpus: [0, 1] },
+      { name: 'm_3', kind: 'KIND_GPU', count: 1, gpus: [0, 1] },
+      { name: 'm_4', kind: 'KIND_MODEL', count: 1 },
+    ]);
+  });
+
+  it('places a KIND_GPU group without gpus on every visible GPU, as Triton does', () => {
+    const c = parseModelConfig('name: "m" instance_group [ { kind: KIND_GPU count: 2 } ]');
+    expect(normalizeModelConfig(c, { visibleGpuIds: [0, 1, 2] }).instance_group).toEqual([
+      { name: 'm_0', kind: 'KIND_GPU', count: 2, gpus: [0, 1, 2] },
+    ]);
+    // No GPU: the group keeps KIND_GPU and no gpus, and fails to load with the CUDA reason.
+    expect(normalizeModelConfig(c, { visibleGpuIds: [] }).instance_group).toEqual([{ name: 'm_0', kind: 'KIND_GPU', count: 2 }]);
+  });
+
+  it('resolves KIND_AUTO to KIND_CPU when a GPU it lists is not visible', () => {
+    const c = parseModelConfig('name: "m" instance_group [ { kind: KIND_AUTO gpus: [ 1 ] }, { gpus: [ 0 ] } ]');
+    expect(normalizeModelConfig(c, { visibleGpuIds: [0] }).instance_group).toEqual([
+      { name: 'm_0', kind: 'KIND_CPU', count: 1, gpus: [1] },
+      { name: 'm_1', kind: 'KIND_GPU', count: 1, gpus: [0] },
+    ]);
   });
 
   it('keeps what the config sets', () => {
@@ -41,7 +67,7 @@ describe('normalizeModelConfig', () => {
       name: "m" backend: "python" platform: "x" default_model_filename: "net.onnx"
       version_policy { all {} }
     `);
-    expect(normalizeModelConfig(c, { gpuAvailable: true })).toMatchObject({
+    expect(normalizeModelConfig(c, { visibleGpuIds: [0] })).toMatchObject({
       backend: 'python', platform: 'x', default_model_filename: 'net.onnx', version_policy: { all: {} },
     });
   });
@@ -49,7 +75,7 @@ describe('normalizeModelConfig', () => {
   it('does not mutate its input, and its output prints and parses back', () => {
     const c = parseModelConfig('name: "m" instance_group [ { count: 2 } ]');
     const before = structuredClone(c);
-    const normalized = normalizeModelConfig(c, { gpuAvailable: true });
+    const normalized = normalizeModelConfig(c, { visibleGpuIds: [0, 1] });
     expect(c).toEqual(before);
     expect(parseModelConfig(printModelConfig(normalized))).toEqual(normalized);
   });

@@ -1,27 +1,43 @@
 import type { ModelConfig, ModelInstanceGroup } from './model-config.ts';
 
 export interface NormalizeOptions {
-  /** Whether a CUDA device is usable; decides what KIND_AUTO becomes. */
-  readonly gpuAvailable: boolean;
+  /** CUDA device ids visible to this process (backends/gpu-detect.ts); empty without a GPU. */
+  readonly visibleGpuIds: readonly number[];
 }
 
 /**
- * Fills the Triton defaults that the server relies on and the config endpoint shows.
- * Pure: returns a new config.
+ * Fills the Triton defaults that the server relies on and the config endpoint shows, as
+ * Triton's NormalizeInstanceGroup does: the implicit group is named after the model, KIND_AUTO
+ * becomes KIND_GPU only when every GPU it lists is visible, and a KIND_GPU group without `gpus`
+ * gets every visible GPU (its `count` instances are placed on each). Pure: returns a new config.
+ *
+ * Unlike Triton, a KIND_CPU group without `count` gets 1 instance, not 2 (README, "Instance
+ * groups"): one ONNX Runtime session already spreads a run over every core.
  */
 export function normalizeModelConfig(config: ModelConfig, options: NormalizeOptions): ModelConfig {
   const out = structuredClone(config);
-  const autoKind = options.gpuAvailable ? 'KIND_GPU' : 'KIND_CPU';
   out.version_policy ??= { latest: { num_versions: 1 } };
   out.default_model_filename ??= 'model.onnx';
   out.backend ??= 'onnxruntime';
   out.platform ??= 'onnxruntime_onnx';
-  const groups: ModelInstanceGroup[] = out.instance_group?.length ? out.instance_group : [{}];
-  out.instance_group = groups.map((group, i) => ({
-    ...group,
-    name: group.name || `${out.name}_${i}`,
-    kind: !group.kind || group.kind === 'KIND_AUTO' ? autoKind : group.kind,
-    count: group.count ?? 1,
-  }));
+  const visible = new Set(options.visibleGpuIds);
+  const groups: ModelInstanceGroup[] = out.instance_group?.length ? out.instance_group : [{ name: out.name }];
+  out.instance_group = groups.map((group, i) => {
+    const kind = resolveKind(group, visible);
+    const gpus = kind === 'KIND_GPU' && !group.gpus?.length ? [...visible].sort((a, b) => a - b) : group.gpus;
+    return {
+      ...group,
+      name: group.name || `${out.name}_${i}`,
+      kind,
+      count: group.count ?? 1,
+      ...(gpus && gpus.length > 0 && { gpus }),
+    };
+  });
   return out;
+}
+
+function resolveKind(group: ModelInstanceGroup, visible: ReadonlySet<number>): NonNullable<ModelInstanceGroup['kind']> {
+  if (group.kind && group.kind !== 'KIND_AUTO') return group.kind;
+  if (visible.size === 0) return 'KIND_CPU';
+  return (group.gpus ?? []).every((id) => visible.has(id)) ? 'KIND_GPU' : 'KIND_CPU';
 }

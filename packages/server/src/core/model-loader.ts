@@ -56,15 +56,15 @@ export async function loadVersion(
   version: number,
   options: LoaderOptions,
 ): Promise<LoadedVersion> {
-  const gpuAvailable = options.gpuIds.length > 0;
-  const base = normalizeModelConfig(written ?? emptyConfig(folder.name), { gpuAvailable });
+  const normalizeOptions = { visibleGpuIds: options.gpuIds };
+  const base = normalizeModelConfig(written ?? emptyConfig(folder.name), normalizeOptions);
   const modelPath = join(folder.dir, String(version), base.default_model_filename ?? 'model.onnx');
   if (!(await fileExists(modelPath))) {
     throw Errors.invalidArg(`model '${folder.name}' version ${version}: model file ${modelPath} not found`);
   }
   const labels = await readLabels(folder, base);
   const settings = sessionSettingsFromConfig(base);
-  const placements = instancePlacements(base.instance_group ?? [], options.gpuIds);
+  const placements = instancePlacements(base.instance_group ?? []);
   await checkFootprint(folder.name, version, modelPath, placements, options);
   const create = (placement: Placement) =>
     options.backend.createInstance({
@@ -80,7 +80,7 @@ export async function loadVersion(
   const created: LoadedInstance[] = [first];
   try {
     const completed = options.strictModelConfig ? base : autoCompleteModelConfig(written, first.io, folder.name);
-    const config = normalizeModelConfig(completed, { gpuAvailable });
+    const config = normalizeModelConfig(completed, normalizeOptions);
     validateModelConfig(config, first.io);
     created.push(...(await Promise.all(placements.slice(1).map(create))));
     await warmUp(config, folder.dir, created.map((c) => c.instance), config.output.map((o) => o.name));
@@ -133,13 +133,17 @@ interface Placement {
   readonly deviceId: number;
 }
 
-/** One entry per instance: Triton places `count` instances on each listed GPU of a KIND_GPU group. */
-function instancePlacements(groups: readonly ModelInstanceGroup[], gpuIds: readonly number[]): Placement[] {
+/**
+ * One entry per instance: `count` instances on each GPU of a KIND_GPU group (normalization
+ * lists every visible GPU when the config names none). With no GPU visible the group still
+ * asks for CUDA device 0, so the backend fails it with the reason (or falls back when told to).
+ */
+function instancePlacements(groups: readonly ModelInstanceGroup[]): Placement[] {
   const placements: Placement[] = [];
   for (const group of groups) {
     const count = group.count ?? 1;
     if (group.kind === 'KIND_GPU') {
-      const ids = group.gpus && group.gpus.length > 0 ? group.gpus : [gpuIds[0] ?? 0];
+      const ids = group.gpus && group.gpus.length > 0 ? group.gpus : [0];
       for (const deviceId of ids) for (let i = 0; i < count; i++) placements.push({ device: 'cuda', deviceId });
     } else {
       for (let i = 0; i < count; i++) placements.push({ device: 'cpu', deviceId: 0 });

@@ -37,7 +37,7 @@ export async function validateArtifact(file: string, config: ModelConfig, modelN
   }
   try {
     const completed = autoCompleteModelConfig(config, io, modelName);
-    validateModelConfig(normalizeModelConfig(completed, { gpuAvailable: true }), io);
+    validateModelConfig(normalizeModelConfig(completed, { visibleGpuIds: [0] }), io);
   } catch (error) {
     throw new ArtifactRejectedError(`artifact ${file} does not match the config of '${modelName}': ${(error as Error).message}`);
   }
