@@ -170,7 +170,7 @@ describe('S3Repository against s3rver', () => {
     expect((await repo.list()).models[0]!.fingerprint).toBe(third.fingerprint);
   });
 
-  it('localizes whole versions with progress logs, skips unchanged files, prunes unselected versions', async () => {
+  it('localizes whole versions with progress logs, skips unchanged files, prunes only when told', async () => {
     const { repo, counts, lines } = repository();
     const cache = join(dir, 'cache-1');
     const snapshot = await repo.list();
@@ -204,10 +204,13 @@ describe('S3Repository against s3rver', () => {
     expect(counts.get('GetObjectCommand')).toBe(6);
     expect((await stat(join(modelDir, '1', 'weights.bin'))).size).toBe(200_000);
 
-    // Without a listing, localize lists the model's own prefix; versions not asked for are pruned.
+    // Without a listing, localize lists the model's own prefix. It never removes a version (a
+    // loaded version may read its files again); prune() does, keeping what it is told to keep.
     const alphaDir = await repo.localize('alpha', [1, 2], cache);
     expect((await readdir(alphaDir)).filter((n) => !n.startsWith('.')).sort()).toEqual(['1', '2', 'config.pbtxt']);
     await repo.localize('alpha', [2], cache);
+    expect((await readdir(alphaDir)).filter((n) => !n.startsWith('.')).sort()).toEqual(['1', '2', 'config.pbtxt']);
+    await repo.prune('alpha', [2], cache);
     expect((await readdir(alphaDir)).filter((n) => !n.startsWith('.')).sort()).toEqual(['2', 'config.pbtxt']);
 
     await expect(repo.localize('alpha', [7], cache)).rejects.toThrow(/has no version 7/);

@@ -3,7 +3,7 @@ import { parseModelConfig, printModelConfig } from '../config/index.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import { fingerprintFolder, fingerprintText } from '../repository/fingerprint.ts';
 import type { ModelFolder } from '../repository/model-folder.ts';
-import type { ModelSource } from '../repository/model-source.ts';
+import type { ListedModel, ModelSource } from '../repository/model-source.ts';
 import { selectVersions } from '../repository/version-policy.ts';
 import { withBackoff } from '../repository/backoff.ts';
 import { join } from 'node:path';
@@ -36,12 +36,20 @@ interface ModelEntry {
   failedVersions: Map<string, string>;
   /** What each failed version was loaded from: not retried until it changes. */
   failedFingerprints: Map<string, string>;
-  folder: ModelFolder | undefined;
-  /** Serialises loads of one model. */
+  /** Where it was last found; undefined until then. */
+  listed: ListedModel | undefined;
+  /** Versions its policy selected at the last look (their cached files are kept). */
+  selected: readonly number[];
+  /** Retired versions still finishing their in-flight requests (their cached files are kept). */
+  draining: Set<LoadedVersion>;
+  /** Serialises loads, unloads and cache pruning of one model. */
   busy: Promise<void>;
 }
 
-const NOT_ALLOWED_IN_POLL = 'explicit model load / unload is not allowed if polling is enabled';
+/** Triton's words, in POLL and NONE mode alike (model_repository_manager.cc). */
+const NOT_ALLOWED = 'explicit model load / unload is not allowed if polling is enabled';
+/** Triton's MODEL_READY_REASON_DUPLICATE. */
+const DUPLICATE = 'model appears in two or more repositories';
 
 /**
  * Owns every model's lifecycle: finding models in the repositories, loading versions beside
@@ -52,6 +60,11 @@ export class ModelManager {
   private polling: NodeJS.Timeout | undefined;
   private readonly stopping = new AbortController();
   private pollInFlight: Promise<void> | undefined;
+  /** Model names of the repositories at the last look, and those found in more than one. */
+  private repositoryNames = new Set<string>();
+  private duplicates = new Set<string>();
+  /** Retirements running in the background. */
+  private readonly draining = new Set<Promise<void>>();
 
   constructor(
     private readonly sources: readonly ModelSource[],
@@ -69,23 +82,22 @@ export class ModelManager {
   /** Start-up load: every model (none, poll) or the --load-model ones (explicit). */
   async start(): Promise<void> {
     // An unreachable repository at start-up is retried: the server is live, not ready, meanwhile.
-    const folders = await withBackoff(() => this.scan(), {
+    const found = await withBackoff(() => this.scan(), {
       logger: this.logger,
       what: `listing ${this.sources.map((s) => s.location).join(', ')}`,
       signal: this.stopping.signal,
     });
+    // Only the models to load are downloaded; one that fails leaves the others loading.
     const wanted =
       this.options.controlMode !== 'explicit' || this.options.startupModels.includes('*')
-        ? [...folders.keys()]
+        ? [...found.keys(), ...this.duplicates]
         : [...this.options.startupModels];
     await Promise.all(
-      wanted.map((name) => {
-        const folder = folders.get(name);
-        if (!folder) {
-          this.markFailed(name, `model '${name}' was not found in any model repository`);
-          return Promise.resolve();
-        }
-        return this.reconcile(folder);
+      wanted.map(async (name) => {
+        const listed = found.get(name);
+        if (this.duplicates.has(name)) this.markFailed(name, DUPLICATE);
+        else if (!listed) this.markFailed(name, `model '${name}' was not found in any model repository`);
+        else await this.reconcile(listed);
       }),
     );
   }
@@ -99,65 +111,73 @@ export class ModelManager {
     this.polling.unref();
   }
 
-  /** One poll: load what is new or changed, unload what disappeared. Errors never touch serving models. */
+  /**
+   * One poll: load what is new or changed, unload what disappeared (or now appears in two
+   * repositories, as Triton does). Errors never touch serving models; retired versions drain
+   * in the background, so a slow request never holds up the next poll.
+   */
   async pollOnce(): Promise<void> {
-    let folders: Map<string, ModelFolder>;
+    let found: Map<string, ListedModel>;
     try {
-      folders = await this.scan();
+      found = await this.scan();
     } catch (error) {
       this.logger.warn({ err: toInferenceServerError(error).message }, 'repository poll failed; serving continues');
       return;
     }
-    const work: Promise<void>[] = [];
-    for (const folder of folders.values()) work.push(this.reconcile(folder));
+    const work: Promise<unknown>[] = [];
+    for (const listed of found.values()) work.push(this.reconcile(listed));
     for (const entry of this.models.values()) {
-      if (entry.wanted && entry.folder && !folders.has(entry.name)) work.push(this.unloadEntry(entry, 'removed from the repository'));
+      if (entry.wanted && entry.listed && !found.has(entry.name)) {
+        const reason = this.duplicates.has(entry.name) ? DUPLICATE : 'removed from the repository';
+        if (reason === DUPLICATE) this.logger.error({ model: entry.name }, `failed to poll model '${entry.name}': not unique across all model repositories`);
+        work.push(this.unloadEntry(entry, reason));
+      }
     }
     await Promise.all(work);
   }
 
   /** Repository extension: load (or reload) a model, optionally with a JSON config override. */
   async load(name: string, configJson?: string): Promise<void> {
-    if (this.options.controlMode === 'poll') throw Errors.unavailable(NOT_ALLOWED_IN_POLL);
-    if (this.options.controlMode === 'none') throw Errors.unavailable(`explicit model load / unload is not allowed in model control mode NONE`);
+    if (this.options.controlMode !== 'explicit') throw Errors.unavailable(NOT_ALLOWED);
     const override = configJson === undefined ? undefined : configFromJson(name, configJson);
-    const folders = await this.scan();
-    const folder = folders.get(name);
-    if (!folder) throw Errors.invalidArg(`failed to load '${name}': model '${name}' was not found in any model repository`);
-    await this.reconcile(folder, override, true);
-    const entry = this.models.get(name)!;
-    if (entry.serving.size === 0) throw Errors.invalidArg(`failed to load '${name}': ${entry.reason ?? 'no version loaded'}`);
-    if (entry.failedVersions.size > 0) {
-      throw Errors.invalidArg(`failed to load '${name}': ${[...entry.failedVersions.values()].join('; ')}`);
-    }
+    const found = await this.scan();
+    if (this.duplicates.has(name)) throw Errors.invalidArg(`failed to load '${name}': ${DUPLICATE}`);
+    const listed = found.get(name);
+    if (!listed) throw Errors.invalidArg(`failed to load '${name}': model '${name}' was not found in any model repository`);
+    const failure = await this.reconcile(listed, override, true);
+    if (failure !== undefined) throw Errors.invalidArg(`failed to load '${name}': ${failure}`);
   }
 
+  /** Unloads a model; resolves once its in-flight requests have finished. */
   async unload(name: string): Promise<void> {
-    if (this.options.controlMode === 'poll') throw Errors.unavailable(NOT_ALLOWED_IN_POLL);
-    if (this.options.controlMode === 'none') throw Errors.unavailable(`explicit model load / unload is not allowed in model control mode NONE`);
+    if (this.options.controlMode !== 'explicit') throw Errors.unavailable(NOT_ALLOWED);
     const entry = this.models.get(name);
     if (!entry) throw Errors.invalidArg(`failed to unload '${name}', no version is available`);
-    await this.unloadEntry(entry, 'unloaded');
+    const { drained } = await this.unloadEntry(entry, 'unloaded');
+    await drained;
   }
 
-  private async scan(): Promise<Map<string, ModelFolder>> {
-    const folders = new Map<string, ModelFolder>();
+  /** One look at every repository: model folders by name, nothing downloaded. A name found twice is left out. */
+  private async scan(): Promise<Map<string, ListedModel>> {
+    const found = new Map<string, ListedModel>();
+    const duplicates = new Set<string>();
     for (const source of this.sources) {
-      for (const folder of await source.listModels()) {
-        if (folders.has(folder.name)) {
-          throw Errors.invalidArg(`model '${folder.name}' appears in more than one model repository`);
-        }
-        folders.set(folder.name, folder);
+      for (const listed of await source.listModels()) {
+        if (found.has(listed.name)) duplicates.add(listed.name);
+        found.set(listed.name, listed);
       }
     }
-    return folders;
+    for (const name of duplicates) found.delete(name);
+    this.repositoryNames = new Set([...found.keys(), ...duplicates]);
+    this.duplicates = duplicates;
+    return found;
   }
 
-  /** Serialised per model: two loads of one model never interleave. */
-  private reconcile(folder: ModelFolder, override?: ModelConfig, forceReload = false): Promise<void> {
-    const entry = this.entryFor(folder.name);
-    const run = entry.busy.then(() => this.reconcileNow(entry, folder, override, forceReload));
-    entry.busy = run.catch(() => undefined);
+  /** Serialised per model: two loads of one model never interleave. Resolves with why it failed, if it did. */
+  private reconcile(listed: ListedModel, override?: ModelConfig, forceReload = false): Promise<string | undefined> {
+    const entry = this.entryFor(listed.name);
+    const run = entry.busy.then(() => this.reconcileNow(entry, listed, override, forceReload));
+    entry.busy = run.then(() => undefined, () => undefined);
     return run;
   }
 
@@ -166,20 +186,24 @@ export class ModelManager {
    * switches traffic to them; then drains and closes what they replace. A version that fails
    * leaves whatever serves untouched.
    */
-  private async reconcileNow(entry: ModelEntry, folder: ModelFolder, override: ModelConfig | undefined, forceReload: boolean): Promise<void> {
+  private async reconcileNow(
+    entry: ModelEntry, listed: ListedModel, override: ModelConfig | undefined, forceReload: boolean,
+  ): Promise<string | undefined> {
     const started = process.hrtime.bigint();
-    entry.folder = folder;
+    entry.listed = listed;
     entry.wanted = true;
+    let folder: ModelFolder;
     let written: ModelConfig | undefined;
     let wanted: number[];
     try {
+      folder = await listed.localize();
       written = override ?? readConfig(folder, this.options);
       wanted = selectVersions(folder.versions, written?.version_policy);
       if (wanted.length === 0) throw Errors.invalidArg(`model '${folder.name}' has no version folder that its version policy selects`);
     } catch (error) {
-      this.recordFailure(entry, toInferenceServerError(error).message);
-      return;
+      return this.recordFailure(entry, toInferenceServerError(error).message);
     }
+    entry.selected = wanted;
     const configPrint = override ? printModelConfig(override) : folder.configText;
     const fingerprints = await Promise.all(
       wanted.map(async (v) => `${fingerprintText(configPrint)}:${await fingerprintFolder(join(folder.dir, String(v))).catch(() => 'missing')}`),
@@ -189,7 +213,7 @@ export class ModelManager {
       (v, i) => (forceReload || entry.serving.get(String(v))?.fingerprint !== fingerprints[i]) && !unchangedFailure(v, i),
     );
     // Nothing new to try: the earlier failure stays reported and nothing is reloaded.
-    if (toLoad.length === 0 && wanted.some(unchangedFailure)) return;
+    if (toLoad.length === 0 && wanted.some(unchangedFailure)) return entry.reason;
 
     if (entry.serving.size === 0) entry.state = 'LOADING';
     const results = await Promise.allSettled(toLoad.map((v) => loadVersion(folder, written, v, this.options)));
@@ -244,7 +268,9 @@ export class ModelManager {
         'model version ready',
       );
     }
-    await Promise.all(retired.map((s) => this.retire(s.loaded)));
+    void this.retireInBackground(entry, retired.map((s) => s.loaded));
+    if (failed.size > 0) return [...failed.values()].join('; ');
+    return next.size === 0 ? (entry.reason ?? 'no version loaded') : undefined;
   }
 
   /** An instance gave up after repeated crashes: the version stops serving, with the reason. */
@@ -257,13 +283,14 @@ export class ModelManager {
     entry.reason = `version ${version.version}: ${reason}`;
     if (entry.serving.size === 0) entry.state = 'UNAVAILABLE';
     this.logger.error({ model: entry.name, version: version.version, reason }, 'model version unavailable after repeated instance crashes');
-    await this.retire(version).catch(() => undefined);
+    await this.retireInBackground(entry, [version]);
   }
 
-  private recordFailure(entry: ModelEntry, reason: string): void {
+  private recordFailure(entry: ModelEntry, reason: string): string {
     entry.reason = reason;
     if (entry.serving.size === 0) entry.state = 'UNAVAILABLE';
     this.logger.error({ model: entry.name, reason, stillServing: [...entry.serving.keys()] }, 'model failed to load');
+    return reason;
   }
 
   private markFailed(name: string, reason: string): void {
@@ -272,19 +299,21 @@ export class ModelManager {
     this.recordFailure(entry, reason);
   }
 
-  private async unloadEntry(entry: ModelEntry, reason: string): Promise<void> {
-    const run = entry.busy.then(async () => {
-      const retired = [...entry.serving.values()];
+  /** Stops serving the model at once; `drained` resolves when its in-flight requests have finished. */
+  private unloadEntry(entry: ModelEntry, reason: string): Promise<{ drained: Promise<void> }> {
+    const run = entry.busy.then(() => {
+      const retired = [...entry.serving.values()].map((s) => s.loaded);
       entry.serving = new Map();
       entry.failedVersions = new Map();
       entry.failedFingerprints = new Map();
+      entry.selected = [];
       entry.state = 'UNAVAILABLE';
       entry.reason = reason;
       entry.wanted = false;
-      await Promise.all(retired.map((s) => this.retire(s.loaded)));
       this.logger.info({ model: entry.name, reason }, 'model unloaded');
+      return { drained: this.retireInBackground(entry, retired) };
     });
-    entry.busy = run.catch(() => undefined);
+    entry.busy = run.then(() => undefined, () => undefined);
     return run;
   }
 
@@ -293,18 +322,54 @@ export class ModelManager {
     if (!entry) {
       entry = {
         name, state: 'UNKNOWN', reason: undefined, wanted: false, serving: new Map(), failedVersions: new Map(),
-        failedFingerprints: new Map(), folder: undefined, busy: Promise.resolve(),
+        failedFingerprints: new Map(), listed: undefined, selected: [], draining: new Set(), busy: Promise.resolve(),
       };
       this.models.set(name, entry);
     }
     return entry;
   }
 
+  /**
+   * Retires versions that no longer serve without holding up the caller: they finish their
+   * in-flight requests and close; then the cache drops files no loaded version reads.
+   */
+  private retireInBackground(entry: ModelEntry, versions: readonly LoadedVersion[]): Promise<void> {
+    for (const version of versions) entry.draining.add(version);
+    const done: Promise<void> = Promise.all(versions.map((v) => this.retire(entry, v)))
+      .then(
+        () => undefined,
+        (error: unknown) => this.logger.warn({ model: entry.name, err: toInferenceServerError(error).message }, 'closing a retired model version failed'),
+      )
+      .finally(() => {
+        for (const version of versions) entry.draining.delete(version);
+        this.draining.delete(done);
+        this.schedulePrune(entry);
+      });
+    this.draining.add(done);
+    return done;
+  }
+
+  /** Removes cached versions that nothing selects, serves or drains; in the model's queue of work. */
+  private schedulePrune(entry: ModelEntry): void {
+    entry.busy = entry.busy.then(async () => {
+      const listed = entry.listed;
+      if (!listed || entry.draining.size > 0 || this.stopping.signal.aborted) return;
+      const keep = new Set([...entry.selected, ...[...entry.serving.keys()].map(Number)]);
+      await listed.prune([...keep]).catch((error: unknown) =>
+        this.logger.warn({ model: entry.name, err: toInferenceServerError(error).message }, 'pruning the local model cache failed'),
+      );
+    });
+  }
+
   /** Lets in-flight requests finish, then closes the instances. */
-  private async retire(version: LoadedVersion): Promise<void> {
-    this.options.metrics.modelState
-      .labels({ model: version.modelName, version: version.version, execution_provider: version.executionProvider })
-      .set(0);
+  private async retire(entry: ModelEntry | undefined, version: LoadedVersion): Promise<void> {
+    const successor = entry?.serving.get(version.version)?.loaded;
+    // A version reloaded in place (new config) shares the series; its successor set it to 1 already.
+    if (successor === undefined || successor === version || successor.executionProvider !== version.executionProvider) {
+      this.options.metrics.modelState
+        .labels({ model: version.modelName, version: version.version, execution_provider: version.executionProvider })
+        .set(0);
+    }
     await version.scheduler.drain();
     await Promise.all(version.instances.map((i) => i.close()));
   }
@@ -355,9 +420,19 @@ export class ModelManager {
     return [...this.models.values()].flatMap((e) => [...e.serving.values()].map((s) => s.loaded));
   }
 
+  /**
+   * Triton's repository index: every model of the repositories at the last look (name only
+   * when never loaded), each version with its state; `readyOnly` keeps the READY rows.
+   */
   index(readyOnly: boolean): RepositoryIndexEntry[] {
     const rows: RepositoryIndexEntry[] = [];
-    for (const entry of [...this.models.values()].sort((a, b) => a.name.localeCompare(b.name))) {
+    const names = [...new Set([...this.repositoryNames, ...this.models.keys()])].sort((a, b) => a.localeCompare(b));
+    for (const name of names) {
+      const entry = this.models.get(name);
+      if (this.duplicates.has(name) || !entry) {
+        if (!readyOnly) rows.push(this.duplicates.has(name) ? { name, state: 'UNAVAILABLE', reason: DUPLICATE } : { name });
+        continue;
+      }
       for (const version of entry.serving.keys()) rows.push({ name: entry.name, version, state: 'READY', reason: '' });
       if (readyOnly) continue;
       for (const [version, reason] of entry.failedVersions) {
@@ -380,7 +455,7 @@ export class ModelManager {
     await this.pollInFlight;
     const all = this.loadedVersions();
     for (const entry of this.models.values()) entry.serving = new Map();
-    await Promise.all(all.map((v) => this.retire(v)));
+    await Promise.all([...all.map((v) => this.retire(undefined, v)), ...this.draining]);
   }
 }
 

@@ -48,6 +48,10 @@ export class LocalRepository implements RepositorySource {
     }
     return dir;
   }
+
+  async prune(): Promise<void> {
+    // The repository is the user's own folder: nothing is ever deleted from it.
+  }
 }
 
 export type { ModelListing };

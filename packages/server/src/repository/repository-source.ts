@@ -15,8 +15,6 @@ export interface LocalizeOptions {
    * pins what is downloaded to what the poll saw. @default - the model's prefix is listed
    */
   readonly listing?: ModelListing;
-  /** Remove version folders of the local copy that are not in `versions`. @default true */
-  readonly prune?: boolean;
 }
 
 /**
@@ -37,6 +35,12 @@ export interface RepositorySource {
    * repository returns its own folder; S3 downloads into `cacheDir` (or the source's).
    */
   localize(modelName: string, versions: readonly number[], cacheDir?: string, options?: LocalizeOptions): Promise<string>;
+  /**
+   * Removes version folders of the local copy that are not in `keep` (S3: from the cache; a
+   * local repository is never touched). Localizing never removes a version: a loaded version
+   * may need its files again (an instance restarted after a crash).
+   */
+  prune(modelName: string, keep: readonly number[], cacheDir?: string): Promise<void>;
 }
 
 export class RepositoryError extends Error {
@@ -60,12 +64,15 @@ export interface RepositorySourceOptions {
   readonly s3Client?: S3Client;
 }
 
+/** Where a remote repository's models are cached when no cache folder is given. */
+export function defaultCacheDir(repositoryUrl: string): string {
+  return join(tmpdir(), 'batchwise-cache', createHash('sha256').update(repositoryUrl).digest('hex').slice(0, 16));
+}
+
 export function createRepositorySource(location: string | RepositoryLocation, options: RepositorySourceOptions): RepositorySource {
   const parsed = typeof location === 'string' ? parseRepositoryLocation(location) : location;
   if (parsed.kind === 'local') return new LocalRepository(parsed.path);
-  const cacheDir =
-    options.cacheDir ??
-    join(tmpdir(), 'batchwise-cache', createHash('sha256').update(parsed.url).digest('hex').slice(0, 16));
+  const cacheDir = options.cacheDir ?? defaultCacheDir(parsed.url);
   return new S3Repository(parsed, {
     logger: options.logger,
     cacheDir,

@@ -42,7 +42,8 @@ const MODEL_MANIFEST = '.batchwise-model-objects.json';
 /**
  * A model repository under an S3 prefix (Triton layout). `list()` is one ListObjectsV2
  * pagination pass; `localize()` downloads a model's config and chosen versions into a local
- * cache, verified and all-or-nothing per version folder, skipping files already cached.
+ * cache, verified and all-or-nothing per version folder, skipping files already cached;
+ * `prune()` removes cached versions once nothing loaded reads them.
  */
 export class S3Repository implements RepositorySource {
   readonly kind = 's3' as const;
@@ -51,7 +52,7 @@ export class S3Repository implements RepositorySource {
   private readonly logger: Logger;
   private readonly concurrency: number;
   private readonly downloadAttempts: number;
-  /** One localize at a time per local model folder. */
+  /** One localize or prune at a time per local model folder. */
   private readonly localizing = new Map<string, Promise<unknown>>();
 
   constructor(
@@ -96,8 +97,27 @@ export class S3Repository implements RepositorySource {
   ): Promise<string> {
     checkModelName(modelName);
     const modelDir = join(cacheDir, modelName);
+    return this.serialized(modelDir, () => this.localizeNow(modelName, versions, modelDir, options));
+  }
+
+  async prune(modelName: string, keep: readonly number[], cacheDir = this.options.cacheDir): Promise<void> {
+    checkModelName(modelName);
+    const modelDir = join(cacheDir, modelName);
+    await this.serialized(modelDir, async () => {
+      const entries = await readdir(modelDir, { withFileTypes: true }).catch(() => []);
+      for (const entry of entries) {
+        if (entry.isDirectory() && isVersionName(entry.name) && !keep.includes(Number(entry.name))) {
+          await rm(join(modelDir, entry.name), { recursive: true, force: true });
+          this.logger.info({ model: modelName, version: Number(entry.name) }, 'removed a version no longer loaded from the local cache');
+        }
+      }
+    });
+  }
+
+  /** One localize or prune at a time per local model folder. */
+  private async serialized<T>(modelDir: string, task: () => Promise<T>): Promise<T> {
     const previous = this.localizing.get(modelDir) ?? Promise.resolve();
-    const run = previous.catch(() => undefined).then(() => this.localizeNow(modelName, versions, modelDir, options));
+    const run = previous.catch(() => undefined).then(task);
     this.localizing.set(modelDir, run);
     try {
       return await run;
@@ -207,13 +227,6 @@ export class S3Repository implements RepositorySource {
       if (!modelFiles.some((f) => f.path === path)) await rm(join(modelDir, path), { force: true });
     }
     await writeManifest(join(modelDir, MODEL_MANIFEST), modelFiles);
-    if (options.prune ?? true) {
-      for (const entry of await readdir(modelDir, { withFileTypes: true })) {
-        if (entry.isDirectory() && isVersionName(entry.name) && !wanted.includes(Number(entry.name))) {
-          await rm(join(modelDir, entry.name), { recursive: true, force: true });
-        }
-      }
-    }
     if (toFetch.length > 0) progress.finish();
     return modelDir;
   }

@@ -1,0 +1,53 @@
+import { DeleteObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import S3rver from 's3rver';
+
+export const S3_BUCKET = 'models';
+
+/** The SDK's default provider chain finds these, as an ECS task role's would be found. */
+export function useS3rverCredentials(): void {
+  process.env['AWS_ACCESS_KEY_ID'] = 'S3RVER';
+  process.env['AWS_SECRET_ACCESS_KEY'] = 'S3RVER';
+  process.env['AWS_REGION'] = 'us-east-1';
+}
+
+export interface TestS3 {
+  readonly port: number;
+  readonly client: S3Client;
+  /** s3://127.0.0.1:<port>/models/<prefix> */
+  location(prefix: string): string;
+  put(key: string, body: Uint8Array | string): Promise<unknown>;
+  remove(key: string): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/** A real S3-protocol server (s3rver) on 127.0.0.1 with one bucket, and a client for it. */
+export async function startTestS3(directory: string, port = 0): Promise<TestS3> {
+  const server = new S3rver({ address: '127.0.0.1', port, silent: true, directory, configureBuckets: [{ name: S3_BUCKET }] });
+  const bound = ((await server.run()) as { port: number }).port;
+  const client = new S3Client({
+    endpoint: `http://127.0.0.1:${bound}`,
+    forcePathStyle: true,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
+  return {
+    port: bound,
+    client,
+    location: (prefix) => `s3://127.0.0.1:${bound}/${S3_BUCKET}/${prefix}`,
+    put: (key, body) => client.send(new PutObjectCommand({ Bucket: S3_BUCKET, Key: key, Body: body })),
+    remove: (key) => client.send(new DeleteObjectCommand({ Bucket: S3_BUCKET, Key: key })),
+    close: () => server.close(),
+  };
+}
+
+/** Polls `check` every 100 ms; returns how long it took, throws after `timeoutMs`. */
+export async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<number> {
+  const started = Date.now();
+  while (Date.now() - started < timeoutMs) {
+    if (await check()) return Date.now() - started;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${what} not met within ${timeoutMs} ms`);
+}
