@@ -46,10 +46,31 @@ describe('HTTP inference on the example repository', () => {
 
   it('returns the config, completed for the model without config.pbtxt', async () => {
     const config = await getJson(`${server.url}/v2/models/simple/config`);
-    expect(config).toMatchObject({ name: 'simple', max_batch_size: 8 });
-    expect(config.input[0]).toMatchObject({ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] });
+    expect(config).toMatchObject({ name: 'simple', max_batch_size: 8, runtime: '', batch_input: [], metric_tags: {} });
+    // Every primitive field of a present message, as Triton's protobuf JSON printer writes it.
+    expect(config.input[0]).toEqual({
+      name: 'INPUT0',
+      data_type: 'TYPE_INT32',
+      format: 'FORMAT_NONE',
+      dims: [16],
+      is_shape_tensor: false,
+      allow_ragged_batch: false,
+      optional: false,
+      is_non_linear_format_io: false,
+    });
+    expect(config.instance_group).toEqual([
+      { name: 'simple_0', kind: 'KIND_CPU', count: 1, gpus: [], secondary_devices: [], profile: [], passive: false, host_policy: '' },
+    ]);
     const auto = await getJson(`${server.url}/v2/models/autocomplete_fp32/config`);
-    expect(auto).toMatchObject({ name: 'autocomplete_fp32', max_batch_size: 4, dynamic_batching: {} });
+    expect(auto).toMatchObject({ name: 'autocomplete_fp32', max_batch_size: 4 });
+    expect(auto.dynamic_batching).toEqual({
+      preferred_batch_size: [],
+      max_queue_delay_microseconds: 0,
+      preserve_ordering: false,
+      priority_levels: 0,
+      default_priority_level: 0,
+      priority_queue_policy: {},
+    });
     expect(auto.input[0]).toMatchObject({ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [4] });
   });
 

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { modelConfigToJson } from '../../config/index.ts';
 import type { InferenceService } from '../../core/index.ts';
 
 interface ModelParams {
@@ -18,7 +19,7 @@ export function registerModelRoutes(app: FastifyInstance, service: InferenceServ
       reply.code(service.isModelReady(request.params.model, request.params.version) ? 200 : 400).send(),
     );
     app.get<{ Params: ModelParams }>(`${prefix}/config`, { config: { apiGroup: 'model-config' } }, async (request) =>
-      service.modelConfig(request.params.model, request.params.version),
+      modelConfigToJson(service.modelConfig(request.params.model, request.params.version)),
     );
     app.get<{ Params: ModelParams }>(`${prefix}/stats`, { config: { apiGroup: 'statistics' } }, async (request) => ({
       model_stats: service.statistics(request.params.model, request.params.version),
