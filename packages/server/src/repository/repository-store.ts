@@ -12,7 +12,7 @@ import { RepositoryError, type RepositorySource } from './repository-source.ts';
 import { parseRepositoryLocation, type RepositoryLocation, type S3RepositoryLocation } from './repository-url.ts';
 import { createS3Client, type S3ClientOptions } from './s3-client.ts';
 import { S3Repository } from './s3-repository.ts';
-import { unquoteEtag } from './snapshot.ts';
+import { etagIsContentMd5, unquoteEtag } from './snapshot.ts';
 
 /** config.pbtxt as stored, with the token that a conditional rewrite checks. */
 export interface StoredConfig {
@@ -194,11 +194,17 @@ class S3Store implements RepositoryStore {
     progress.finish();
     const head = await this.client.send(new HeadObjectCommand({ Bucket: this.target.bucket, Key: key }));
     const etag = unquoteEtag(head.ETag);
-    if (head.ContentLength !== bytes || (etag !== '' && etag !== md5.toString('hex'))) {
+    // SSE-KMS / SSE-C buckets: the ETag is no MD5; S3 checked Content-MD5 on arrival, and the
+    // stored object must still carry this upload's size and SHA-256.
+    const md5Etag = etagIsContentMd5({ etag, serverSideEncryption: head.ServerSideEncryption, sseCustomerAlgorithm: head.SSECustomerAlgorithm });
+    const mismatch =
+      head.ContentLength !== bytes ||
+      (md5Etag ? etag.toLowerCase() !== md5.toString('hex') : head.Metadata?.['batchwise-sha256'] !== sha256);
+    if (mismatch) {
       throw new RepositoryError(
         'INTEGRITY',
         `s3://${this.target.bucket}/${key} holds ${head.ContentLength} bytes with ETag ${etag} after the upload; ` +
-          `expected ${bytes} bytes with MD5 ${md5.toString('hex')}`,
+          `expected ${bytes} bytes with ${md5Etag ? `MD5 ${md5.toString('hex')}` : `SHA-256 ${sha256}`}`,
       );
     }
     return { bytes, sha256 };

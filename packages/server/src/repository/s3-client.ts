@@ -17,7 +17,8 @@ export interface S3ClientOptions {
  * One S3 client for a repository location. Checksums are computed and validated only when
  * the operation requires them: with stream bodies the SDK's default (aws-chunked framing
  * with trailing CRC) is stored verbatim into objects by some S3-compatible servers. Integrity
- * is checked by us instead: Content-MD5 on upload, size and MD5 ETag on download.
+ * is checked by us instead: Content-MD5 on upload, size and MD5 ETag on download (where the
+ * ETag is an MD5, see etagIsContentMd5), and the object's own checksum where it has one.
  */
 export function createS3Client(location: S3RepositoryLocation, options: S3ClientOptions = {}): S3Client {
   const region =

@@ -12,7 +12,7 @@ import { RepositoryError, type LocalizeOptions, type RepositorySource } from './
 import { formatRepositoryLocation, type S3RepositoryLocation } from './repository-url.ts';
 import { createS3Client, type S3ClientOptions } from './s3-client.ts';
 import {
-  groupRepositoryObjects, isPlainMd5Etag, unquoteEtag,
+  etagIsContentMd5, groupRepositoryObjects, unquoteEtag,
   type ModelListing, type RepositoryObject, type RepositorySnapshot,
 } from './snapshot.ts';
 import { isVersionName } from './model-folder.ts';
@@ -238,8 +238,9 @@ export class S3Repository implements RepositorySource {
       const temp = `${dest}.part-${randomBytes(4).toString('hex')}`;
       let received = 0;
       try {
+        // ChecksumMode: the SDK verifies the object's own checksum (CRC, SHA) when it has one.
         const res = await this.client.send(
-          new GetObjectCommand({ Bucket: this.target.bucket, Key: object.key, IfMatch: `"${object.etag}"` }),
+          new GetObjectCommand({ Bucket: this.target.bucket, Key: object.key, IfMatch: `"${object.etag}"`, ChecksumMode: 'ENABLED' }),
         );
         const md5 = createHash('md5');
         const counter = new Transform({
@@ -258,14 +259,17 @@ export class S3Repository implements RepositorySource {
           );
         }
         const digest = md5.digest('hex');
-        if (isPlainMd5Etag(object.etag) && digest !== object.etag.toLowerCase()) {
+        const md5Etag = etagIsContentMd5({
+          etag: object.etag, serverSideEncryption: res.ServerSideEncryption, sseCustomerAlgorithm: res.SSECustomerAlgorithm,
+        });
+        if (md5Etag && digest !== object.etag.toLowerCase()) {
           throw new RepositoryError(
             'INTEGRITY',
             `s3://${this.target.bucket}/${object.key}: MD5 of the received bytes is ${digest}, the ETag says ${object.etag}`,
           );
         }
         const responseEtag = unquoteEtag(res.ETag);
-        if (!isPlainMd5Etag(object.etag) && responseEtag !== '' && responseEtag !== object.etag) {
+        if (!md5Etag && responseEtag !== '' && responseEtag !== object.etag) {
           throw new RepositoryError(
             'INTEGRITY',
             `s3://${this.target.bucket}/${object.key} changed since it was listed (ETag ${responseEtag}, listed ${object.etag})`,

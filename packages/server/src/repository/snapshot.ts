@@ -9,8 +9,8 @@ export interface RepositoryObject {
   readonly key: string;
   readonly size: number;
   /**
-   * S3: the ETag without quotes (an MD5 hex for single-part uploads, `<hex>-<parts>` for
-   * multipart). Local: `mtime:<ms>` (local files have no ETag; size and mtime stand in).
+   * S3: the ETag without quotes (the MD5 hex only where `etagIsContentMd5` says so).
+   * Local: `mtime:<ms>` (local files have no ETag; size and mtime stand in).
    */
   readonly etag: string;
 }
@@ -108,9 +108,25 @@ export function groupRepositoryObjects(
   return { location, models, listedAt: new Date(), requests };
 }
 
-/** An ETag that is the MD5 of the object's bytes: a single-part upload without SSE-KMS/C. */
-export function isPlainMd5Etag(etag: string): boolean {
-  return /^[0-9a-f]{32}$/i.test(etag);
+/** What a GetObject or HeadObject response says about how an object is stored. */
+export interface StoredObjectFacts {
+  readonly etag: string;
+  /** `ServerSideEncryption`: 'AES256' (SSE-S3), 'aws:kms', 'aws:kms:dsse', or none. */
+  readonly serverSideEncryption?: string | undefined;
+  /** `SSECustomerAlgorithm`: set for SSE-C objects. */
+  readonly sseCustomerAlgorithm?: string | undefined;
+}
+
+/**
+ * Whether the ETag is the MD5 of the object's bytes. S3 makes it so only for objects uploaded
+ * in one part and stored unencrypted or with SSE-S3: a multipart ETag is `<hex>-<parts>`, and
+ * SSE-KMS, DSSE-KMS and SSE-C objects have 32-hex ETags that are not the MD5 of their bytes.
+ */
+export function etagIsContentMd5(object: StoredObjectFacts): boolean {
+  if (!/^[0-9a-f]{32}$/i.test(object.etag)) return false;
+  if (object.sseCustomerAlgorithm) return false;
+  const sse = object.serverSideEncryption;
+  return sse === undefined || sse === '' || sse === 'AES256';
 }
 
 export function unquoteEtag(etag: string | undefined): string {
