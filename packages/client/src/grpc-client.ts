@@ -1,5 +1,6 @@
 import {
   Metadata,
+  status,
   credentials as grpcCredentials,
   type ChannelCredentials,
   type ChannelOptions,
@@ -202,9 +203,18 @@ export class GrpcClient implements InferenceClient {
     return Object.values(r.regions).map((region) => ({ name: region.name, key: region.key, offset: Number(region.offset), byteSize: Number(region.byte_size) }));
   }
 
-  /** grpc.health.v1 Check: '' is the server, any other name a model. */
+  /**
+   * grpc.health.v1 Check: '' is the server, any other name a model. Batchwise says
+   * NOT_SERVING as status UNAVAILABLE (so that load balancers see it); Triton as OK with a
+   * NOT_SERVING body. Both come back as 'NOT_SERVING'.
+   */
   async healthCheck(service = ''): Promise<'UNKNOWN' | 'SERVING' | 'NOT_SERVING' | 'SERVICE_UNKNOWN'> {
-    return (await this.call<{ status: 'SERVING' }>('Check', { service }, this.health)).status;
+    try {
+      return (await this.call<{ status: 'SERVING' }>('Check', { service }, this.health)).status;
+    } catch (error) {
+      if (error instanceof BatchwiseClientError && error.grpcCode === status.UNAVAILABLE && error.message.startsWith('NOT_SERVING')) return 'NOT_SERVING';
+      throw error;
+    }
   }
 
   async close(): Promise<void> {
