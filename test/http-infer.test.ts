@@ -337,6 +337,36 @@ describe('every datatype through JSON and binary', () => {
     await removeRepo();
   });
 
+  it("writes NaN and ±Infinity outputs as Triton's NaN, Infinity, -Infinity tokens (not null)", async () => {
+    const response = await postBinary(
+      `${server.url}/v2/models/id_fp32/infer`,
+      { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], parameters: { binary_data_size: 16 } }] },
+      [new Uint8Array(new Float32Array([NaN, Infinity, -Infinity, 1.5]).buffer)],
+    );
+    expect(response.status).toBe(200);
+    expect(response.body.toString()).toContain('"data":[NaN,Infinity,-Infinity,1.5]');
+  });
+
+  it('stores an FP32 JSON input beyond the float range as ±Infinity, as Triton casts it', async () => {
+    const response = await fetch(`${server.url}/v2/models/id_fp32/infer`, {
+      method: 'POST',
+      body: '{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,4],"data":[1e39,-1e39,3.4e38,0.1]}]}',
+    });
+    expect(response.status).toBe(200);
+    expect(await response.text()).toContain('"data":[Infinity,-Infinity,3.3999999521443642e+38,0.10000000149011612]');
+  });
+
+  it('writes 64-bit integer outputs exactly in JSON', async () => {
+    const values = [2n ** 53n + 1n, -(2n ** 63n), 2n ** 63n - 1n, 0n];
+    const response = await postBinary(
+      `${server.url}/v2/models/id_int64/infer`,
+      { inputs: [{ name: 'INPUT0', datatype: 'INT64', shape: [1, 4], parameters: { binary_data_size: 32 } }] },
+      [new Uint8Array(new BigInt64Array(values).buffer)],
+    );
+    expect(response.status).toBe(200);
+    expect(response.body.toString()).toContain('"data":[9007199254740993,-9223372036854775808,9223372036854775807,0]');
+  });
+
   for (const datatype of DATATYPES) {
     const sample = sampleData(datatype);
     it(`${datatype} in binary`, async () => {

@@ -187,26 +187,25 @@ export function encodeHttpInferResponse(response: InferenceResponse, request: In
   const requested = new Map((request.outputs ?? []).map((o) => [o.name, o.parameters['binary_data']]));
   const binaryByDefault = request.parameters['binary_data_output'] === true;
   const binaryChunks: Buffer[] = [];
+  // Outputs are written as JSON text: tensor data carries tokens JSON.stringify cannot write.
   const outputs = response.outputs.map((tensor) => {
     const asked = requested.get(tensor.name);
     const binary =
       tensor.datatype === 'FP16' || tensor.datatype === 'BF16' || asked === true || (asked !== false && binaryByDefault);
     const base = { name: tensor.name, datatype: tensor.datatype, shape: tensor.shape };
     // As Triton: an output written to shared memory is described, not sent.
-    if (tensor.sharedMemory) return base;
-    if (!binary) return { ...base, data: encodeJsonTensorData(tensor) };
+    if (tensor.sharedMemory) return JSON.stringify(base);
+    if (!binary) return `${JSON.stringify(base).slice(0, -1)},"data":${encodeJsonTensorData(tensor)}}`;
     binaryChunks.push(Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength));
-    return { ...base, parameters: { binary_data_size: tensor.data.byteLength } };
+    return JSON.stringify({ ...base, parameters: { binary_data_size: tensor.data.byteLength } });
   });
-  const json = Buffer.from(
-    JSON.stringify({
-      model_name: response.modelName,
-      model_version: response.modelVersion,
-      ...(response.id !== undefined && { id: response.id }),
-      ...(response.parameters !== undefined && { parameters: response.parameters }),
-      outputs,
-    }),
-  );
+  const head = JSON.stringify({
+    model_name: response.modelName,
+    model_version: response.modelVersion,
+    ...(response.id !== undefined && { id: response.id }),
+    ...(response.parameters !== undefined && { parameters: response.parameters }),
+  });
+  const json = Buffer.from(`${head.slice(0, -1)},"outputs":[${outputs.join(',')}]}`);
   if (binaryChunks.length === 0) return { chunks: [json], contentType: 'application/json' };
   return { chunks: [json, ...binaryChunks], headerLength: json.length, contentType: 'application/octet-stream' };
 }

@@ -40,10 +40,10 @@ describe('JSON tensor codec', () => {
       const flat = decodeJsonTensorData('X', datatype, shape, json);
       expect(flat).toEqual(sample.bytes);
       expect(decodeJsonTensorData('X', datatype, shape, nest(json, 3))).toEqual(sample.bytes);
-      expect(encodeJsonTensorData({ name: 'X', datatype, shape, data: flat })).toEqual(json);
+      expect(JSON.parse(encodeJsonTensorData({ name: 'X', datatype, shape, data: flat }))).toEqual(json);
     });
     it(`${datatype}: encodes from an unaligned view`, () => {
-      expect(encodeJsonTensorData({ name: 'X', datatype, shape, data: unaligned(sample.bytes) })).toEqual(json);
+      expect(JSON.parse(encodeJsonTensorData({ name: 'X', datatype, shape, data: unaligned(sample.bytes) }))).toEqual(json);
     });
   }
 
@@ -97,11 +97,21 @@ describe('JSON tensor codec', () => {
     expect(messageOf(() => decodeJsonTensorData('CYC', 'INT32', [1], cyclic))).toMatch(/'CYC' is nested more than 64/);
   });
 
-  it('refuses 64-bit outputs that JSON numbers cannot carry exactly', () => {
-    const data = new Uint8Array(new BigInt64Array([1n, 2n ** 53n + 1n]).buffer);
-    expect(() => encodeJsonTensorData({ name: 'BIG', datatype: 'INT64', shape: [2], data })).toThrow(
-      /element 1 of INT64 output 'BIG' \(9007199254740993\) cannot be written exactly/,
+  it('writes 64-bit outputs exactly, beyond what a double carries', () => {
+    const int64 = new Uint8Array(new BigInt64Array([1n, 2n ** 53n + 1n, -(2n ** 63n)]).buffer);
+    expect(encodeJsonTensorData({ name: 'BIG', datatype: 'INT64', shape: [3], data: int64 })).toBe(
+      '[1,9007199254740993,-9223372036854775808]',
     );
+    const uint64 = new Uint8Array(new BigUint64Array([2n ** 64n - 1n]).buffer);
+    expect(encodeJsonTensorData({ name: 'BIG', datatype: 'UINT64', shape: [1], data: uint64 })).toBe('[18446744073709551615]');
+  });
+
+  it('writes NaN and the infinities as the tokens Triton writes, not null', () => {
+    for (const datatype of ['FP32', 'FP64'] as const) {
+      const values = [NaN, Infinity, -Infinity, 1.5, -0];
+      const data = new Uint8Array(new (datatype === 'FP32' ? Float32Array : Float64Array)(values).buffer);
+      expect(encodeJsonTensorData({ name: 'F', datatype, shape: [5], data })).toBe('[NaN,Infinity,-Infinity,1.5,0]');
+    }
   });
 
   const jsonDatatypes = DATATYPES.filter((d) => d !== 'FP16' && d !== 'BF16');
@@ -129,7 +139,7 @@ describe('JSON tensor codec', () => {
     fc.assert(
       fc.property(arb, ([datatype, values, width]) => {
         const data = decodeJsonTensorData('P', datatype, [values.length], width > 1 ? nest(values, width) : values);
-        const back = encodeJsonTensorData({ name: 'P', datatype, shape: [values.length], data: unaligned(data) });
+        const back = JSON.parse(encodeJsonTensorData({ name: 'P', datatype, shape: [values.length], data: unaligned(data) })) as unknown[];
         // -0 is written as 0 by JSON anyway; FP32 keeps only float precision.
         const normalize = (v: unknown) => (typeof v === 'number' ? (datatype === 'FP32' ? Math.fround(v) : v) + 0 : v);
         expect(back.map(normalize)).toEqual(values.map(normalize));

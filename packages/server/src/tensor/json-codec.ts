@@ -89,25 +89,33 @@ export function decodeJsonTensorData(name: string, datatype: DataType, shape: re
   return bytes;
 }
 
-/** A tensor's elements as a flat JSON array. FP16/BF16 cannot be JSON: send them binary. */
-export function encodeJsonTensorData(tensor: Tensor): unknown[] {
+/**
+ * The text of a tensor's elements as a flat JSON array, written as Triton writes them
+ * (TritonJson's rapidjson writer with kWriteNanAndInfFlag): NaN, Infinity and -Infinity as
+ * those bare tokens, which Python's json and tritonclient read back (JSON.parse does not), and
+ * 64-bit integers exactly, digit for digit. FP16/BF16 cannot be JSON: send them binary.
+ */
+export function encodeJsonTensorData(tensor: Tensor): string {
   const { datatype, name } = tensor;
   if (datatype === 'FP16' || datatype === 'BF16') {
     throw Errors.invalidArg(`output '${name}' of datatype ${datatype} can only be returned as binary data`);
   }
-  if (datatype === 'BYTES') return bytesElementsToStrings(tensor.data, name);
-  if (datatype === 'BOOL') return Array.from(tensor.data, (b) => b !== 0);
+  if (datatype === 'BYTES') return JSON.stringify(bytesElementsToStrings(tensor.data, name));
+  if (datatype === 'BOOL') return JSON.stringify(Array.from(tensor.data, (b) => b !== 0));
   const view = typedArrayOf(tensor);
+  const parts = new Array<string>(view.length);
   if (view instanceof BigInt64Array || view instanceof BigUint64Array) {
-    return Array.from(view, (v: bigint, i) => {
-      const n = Number(v);
-      if (!Number.isSafeInteger(n)) {
-        throw Errors.unsupported(
-          `element ${i} of ${datatype} output '${name}' (${v}) cannot be written exactly as a JSON number: request the output as binary data`,
-        );
-      }
-      return n;
-    });
+    for (let i = 0; i < view.length; i++) parts[i] = view[i]!.toString();
+  } else if (datatype === 'FP32' || datatype === 'FP64') {
+    for (let i = 0; i < view.length; i++) parts[i] = floatText(view[i] as number);
+  } else {
+    for (let i = 0; i < view.length; i++) parts[i] = String(view[i]);
   }
-  return Array.from(view as Exclude<typeof view, BigInt64Array | BigUint64Array>);
+  return `[${parts.join(',')}]`;
+}
+
+function floatText(value: number): string {
+  if (Number.isFinite(value)) return JSON.stringify(value);
+  if (Number.isNaN(value)) return 'NaN';
+  return value > 0 ? 'Infinity' : '-Infinity';
 }
