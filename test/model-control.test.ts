@@ -1,6 +1,8 @@
 import { cp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { appendFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
+import { GrpcClient } from '@batchwise/client';
 import { identity, serializeModel } from '@batchwise/modelgen';
 import { makeRepository } from './support/repository.ts';
 import { postJson, startTestServer, getJson } from './support/server.ts';
@@ -34,6 +36,8 @@ const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0)) await c();
 });
+
+const metricsText = async (server: Server) => (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
 
 async function start(models: Parameters<typeof makeRepository>[0], options: Parameters<typeof startTestServer>[1]) {
   const repo = await makeRepository(models);
@@ -97,6 +101,58 @@ describe('explicit model control', () => {
   });
 });
 
+describe('repository index and refusals as Triton gives them', () => {
+  it('lists every model of the repository, name only for never-loaded ones, over HTTP and gRPC', async () => {
+    const { server } = await start(
+      [
+        { name: 'a', model: identity('FP32', [4]), config: config('a') },
+        { name: 'b', model: identity('FP32', [4]), config: config('b') },
+      ],
+      { modelControlMode: 'explicit', loadModels: ['a'] },
+    );
+    const grpc = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
+    cleanups.push(() => grpc.close());
+    const a = { name: 'a', version: '1', state: 'READY', reason: '' };
+    expect(await index(server)).toEqual([a, { name: 'b' }]);
+    expect((await postJson(`${server.url}/v2/repository/index`, { ready: true })).json).toEqual([a]);
+    expect(await grpc.repositoryIndex()).toEqual([a, { name: 'b', version: '', state: '', reason: '' }]);
+    expect(await grpc.repositoryIndex({ ready: true })).toEqual([a]);
+
+    expect((await postJson(`${server.url}/v2/repository/models/a/unload`, {})).status).toBe(200);
+    expect(await index(server)).toEqual([{ name: 'a', state: 'UNAVAILABLE', reason: 'unloaded' }, { name: 'b' }]);
+    expect((await postJson(`${server.url}/v2/repository/index`, { ready: true })).json).toEqual([]);
+  });
+
+  it('refuses load and unload in model control mode NONE with the words Triton uses', async () => {
+    const { server } = await start([{ name: 'a', model: identity('FP32', [4]), config: config('a') }], { modelControlMode: 'none' });
+    for (const action of ['load', 'unload']) {
+      const { status, json } = await postJson(`${server.url}/v2/repository/models/a/${action}`, {});
+      expect(status).toBe(503);
+      expect(json.error).toBe('explicit model load / unload is not allowed if polling is enabled');
+    }
+  });
+
+  it('fails a model found in two repositories alone, with Triton\'s reason, and loads the rest', async () => {
+    const first = await makeRepository([
+      { name: 'a', model: identity('FP32', [4]), config: config('a') },
+      { name: 'd', model: identity('FP32', [4]), config: config('d') },
+    ]);
+    const second = await makeRepository([{ name: 'd', model: identity('FP32', [4]), config: config('d') }]);
+    const server = await startTestServer([first.dir, second.dir], { modelControlMode: 'none' });
+    cleanups.push(async () => {
+      await server.close();
+      await first.remove();
+      await second.remove();
+    });
+    expect((await infer(server, 'a')).status).toBe(200);
+    expect(await index(server)).toEqual([
+      { name: 'a', version: '1', state: 'READY', reason: '' },
+      { name: 'd', state: 'UNAVAILABLE', reason: 'model appears in two or more repositories' },
+    ]);
+    expect((await infer(server, 'd')).status).not.toBe(200);
+  });
+});
+
 describe('poll mode', () => {
   it('refuses explicit load and unload with Triton\'s message', async () => {
     const { server } = await start([{ name: 'a', model: identity('FP32', [4]), config: config('a') }], {
@@ -146,5 +202,47 @@ describe('poll mode', () => {
     await load;
     expect(failures).toEqual([]);
     expect(served).toBeGreaterThan(10);
+  });
+
+  it('keeps batchwise_model_ready at 1 for a version reloaded in place after a config change', async () => {
+    const { repo, server } = await start([{ name: 'm', model: identity('FP32', [4]), config: config('m') }], {
+      modelControlMode: 'poll',
+      repositoryPollSecs: 1,
+    });
+    const ready = /^batchwise_model_ready\{[^}]*model="m"[^}]*version="1"[^}]*\} (\d)$/m;
+    expect(ready.exec(await metricsText(server))?.[1]).toBe('1');
+    await appendFile(join(repo.dir, 'm', 'config.pbtxt'), 'dynamic_batching { }\n');
+    await waitFor(async () => (await getJson(`${server.url}/v2/models/m/config`)).dynamic_batching !== undefined);
+    expect(ready.exec(await metricsText(server))?.[1]).toBe('1');
+  });
+
+  it('polls on while a retired version drains a slow request: other models switch meanwhile', async () => {
+    // One request waits in slow's queue for 8 s (a preferred batch of 8 that never fills).
+    const slowConfig = config(
+      'slow',
+      'dynamic_batching { preferred_batch_size: [ 8 ] max_queue_delay_microseconds: 8000000 }\n' +
+        'parameters { key: "batchwise_adaptive_queue_delay" value: { string_value: "false" } }',
+    );
+    const { repo, server } = await start(
+      [
+        { name: 'slow', model: identity('FP32', [4]), config: slowConfig },
+        { name: 'fast', model: identity('FP32', [4]), config: config('fast') },
+      ],
+      { modelControlMode: 'poll', repositoryPollSecs: 1 },
+    );
+    let slowDone = false;
+    const slow = infer(server, 'slow').finally(() => (slowDone = true));
+    const pending = /^nv_inference_pending_request_count\{[^}]*model="slow"[^}]*\} 1$/m;
+    await waitFor(async () => pending.test(await metricsText(server)));
+
+    for (const name of ['slow', 'fast']) {
+      await mkdir(join(repo.dir, name, '2'));
+      await writeFile(join(repo.dir, name, '2', 'model.onnx'), serializeModel(identity('FP32', [4])));
+    }
+    await waitFor(async () => (await infer(server, 'fast')).json?.model_version === '2');
+    expect(slowDone).toBe(false);
+    const answered = await slow;
+    expect(answered.status).toBe(200);
+    expect(answered.json.model_version).toBe('1');
   });
 });
