@@ -54,6 +54,23 @@ describe('bad input gets a 400 naming the problem, and the server stays ready', 
     ['an unknown model', () => postJson(`${server.url}/v2/models/nope/infer`, good()), 400, /unknown model: 'nope'/],
     ['an unknown version', () => postJson(`${server.url}/v2/models/simple/versions/9/infer`, good()), 404, /version 9/],
     [
+      'an unknown model, whatever the body',
+      () => postJson(`${server.url}/v2/models/nope/infer`, {}),
+      400,
+      /^Request for unknown model: 'nope' is not found$/,
+    ],
+    ['an unknown model with a body that is not JSON', () => postJson(`${server.url}/v2/models/nope/infer`, '{"inp'), 400, /unknown model: 'nope'/],
+    ['an unknown version, whatever the body', () => postJson(`${server.url}/v2/models/simple/versions/9/infer`, {}), 404, /version 9/],
+    [
+      'a batch of 0',
+      () =>
+        postJson(infer, {
+          inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [0, 16], data: [] })),
+        }),
+      400,
+      /batch-size must be >= 1 for 'simple', got 0/,
+    ],
+    [
       'a header length larger than the body',
       () =>
         postBinary(infer, good(), [], '100000').then((r) => ({ status: r.status, json: JSON.parse(r.body.toString()) })),

@@ -59,7 +59,10 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
     }
     if (batching) {
       const b = tensor.shape[0]!;
-      if (b < 1 || b > model.maxBatchSize) {
+      if (b < 1) {
+        throw Errors.invalidArg(`inference request batch-size must be >= 1 for '${name}', got ${b} for input '${spec.name}'`);
+      }
+      if (b > model.maxBatchSize) {
         throw Errors.invalidArg(
           `inference request batch-size must be <= ${model.maxBatchSize} for '${name}', got ${b} for input '${spec.name}'`,
         );

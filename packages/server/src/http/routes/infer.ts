@@ -9,11 +9,21 @@ interface ModelParams {
 
 const HEADER_LENGTH = 'inference-header-content-length';
 
+/**
+ * As Triton (the request object is created for a model before its body is parsed): a request
+ * for an unknown model or version gets that error whatever its body holds.
+ */
+function assertModelResolvable(service: InferenceService, model: string, version: string | undefined): void {
+  // Throws the unknown-model, unknown-version or not-ready error; the ready path costs one lookup.
+  if (!service.isModelReady(model, version)) service.modelMetadata(model, version);
+}
+
 export function registerInferRoutes(app: FastifyInstance, service: InferenceService): void {
   const handler = async (
     request: { params: ModelParams; body: unknown; headers: Record<string, string | string[] | undefined> },
     reply: import('fastify').FastifyReply,
   ) => {
+    assertModelResolvable(service, request.params.model, request.params.version);
     const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
     const headerLength = request.headers[HEADER_LENGTH];
     const inferRequest = decodeHttpInferRequest(
