@@ -123,6 +123,29 @@ describe('repository index and refusals as Triton gives them', () => {
     expect((await postJson(`${server.url}/v2/repository/index`, { ready: true })).json).toEqual([]);
   });
 
+  it('refuses file: overrides alike over HTTP and gRPC, loading nothing', async () => {
+    const { server } = await start([{ name: 'a', model: identity('FP32', [4]), config: config('a') }], { modelControlMode: 'explicit' });
+    const grpc = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
+    cleanups.push(() => grpc.close());
+    const message = "model file override 'file:1/model.onnx' is not supported by Batchwise; put the files in the model repository";
+    const parameters = { config: JSON.stringify({ max_batch_size: 0 }), 'file:1/model.onnx': Buffer.from('bytes').toString('base64') };
+    const http = await postJson(`${server.url}/v2/repository/models/a/load`, { parameters });
+    expect(http.status).toBe(501); // UNSUPPORTED, as the HTTP frontend maps it
+    expect(http.json.error).toBe(message);
+    // The client has no file: parameters; the raw RepositoryModelLoad call carries bytes_param as Triton's clients do.
+    const raw = grpc as unknown as { call(method: string, request: unknown): Promise<unknown> };
+    const rpc = await raw
+      .call('RepositoryModelLoad', {
+        repository_name: '',
+        model_name: 'a',
+        parameters: { config: { string_param: parameters.config }, 'file:1/model.onnx': { bytes_param: Buffer.from('bytes') } },
+      })
+      .then(() => undefined, (error: { message: string; grpcCode?: number }) => error);
+    expect(rpc?.grpcCode).toBe(12); // UNIMPLEMENTED: Triton's code for UNSUPPORTED
+    expect(rpc?.message).toContain(message);
+    expect((await fetch(`${server.url}/v2/models/a/ready`)).status).toBe(400);
+  });
+
   it('refuses load and unload in model control mode NONE with the words Triton uses', async () => {
     const { server } = await start([{ name: 'a', model: identity('FP32', [4]), config: config('a') }], { modelControlMode: 'none' });
     for (const action of ['load', 'unload']) {

@@ -109,7 +109,7 @@ export function inferenceServiceHandlers(
 
 function loadOptions(parameters: Record<string, ModelRepositoryParameterWire>): { config?: string } {
   for (const key of Object.keys(parameters)) {
-    if (key.startsWith('file:')) throw Errors.unsupported(`model file override '${key}' is not supported by Batchwise`);
+    if (key.startsWith('file:')) throw Errors.fileOverrideUnsupported(key);
   }
   const config = parameters['config'];
   if (config === undefined) return {};

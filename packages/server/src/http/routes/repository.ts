@@ -15,6 +15,8 @@ export function registerRepositoryRoutes(app: FastifyInstance, service: Inferenc
   });
   app.post<{ Params: { model: string } }>('/v2/repository/models/:model/load', { config: { apiGroup: 'model-repository' } }, async (request, reply) => {
     const parameters = (jsonBody(request.body)['parameters'] ?? {}) as Record<string, unknown>;
+    const fileOverride = Object.keys(parameters).find((key) => key.startsWith('file:'));
+    if (fileOverride !== undefined) throw Errors.fileOverrideUnsupported(fileOverride);
     const config = parameters['config'];
     if (config !== undefined && typeof config !== 'string') {
       throw Errors.invalidArg("load parameter 'config' must be a string holding the model configuration JSON");
