@@ -4,6 +4,7 @@ import { appendFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GrpcClient } from '@batchwise/client';
 import { identity, serializeModel } from '@batchwise/modelgen';
+import type { ModelManager } from '../packages/server/src/core/model-manager.ts';
 import { makeRepository } from './support/repository.ts';
 import { postJson, startTestServer, getJson } from './support/server.ts';
 
@@ -82,6 +83,24 @@ describe('explicit model control', () => {
     const missing = await postJson(`${server.url}/v2/repository/models/nope/load`, {});
     expect(missing.status).toBe(400);
     expect(missing.json.error).toMatch(/nope/);
+  });
+
+  it('a request that reaches a version after it was unloaded fails at once instead of hanging', async () => {
+    const { server } = await start([{ name: 'a', model: identity('FP32', [4]), config: config('a') }], {
+      modelControlMode: 'explicit',
+      loadModels: ['a'],
+    });
+    const retired = (server.service as unknown as { models: ModelManager }).models.resolve('a');
+    expect((await postJson(`${server.url}/v2/repository/models/a/unload`, {})).status).toBe(200);
+    const data = new Uint8Array(new Float32Array([1, 2, 3, 4]).buffer);
+    const late = retired.scheduler.enqueue({
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data }],
+      batchSize: 1,
+      priority: 0,
+      timeoutMicroseconds: 0,
+      arrivalNs: process.hrtime.bigint(),
+    });
+    await expect(late).rejects.toThrow(/is closed/);
   });
 
   it('runs model_warmup before a version is ready, and a failing warmup fails the load', async () => {

@@ -125,7 +125,9 @@ export class CoreInferenceService implements InferenceService {
     try {
       regions = RequestSharedMemory.lease(request, this.sharedMemory);
       if (!regions) return await this.run(request, model, arrivalNs);
-      const response = await this.run(await regions.readInputs(request), model, arrivalNs);
+      const read = await regions.readInputs(request);
+      // A swap may have retired `model` while the inputs were read: queue on what serves now.
+      const response = await this.run(read, this.models.resolve(request.modelName, request.modelVersion), arrivalNs);
       return await regions.writeOutputs(response);
     } finally {
       regions?.release();

@@ -55,6 +55,8 @@ class WorkerInstance implements ModelInstance {
   async execute(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult> {
     if (this.replacement) await this.replacement;
     if (this.fatalError) throw this.fatalError;
+    // A closed instance's worker has exited: a run posted to it would never answer.
+    if (this.closing) throw new Error(`model instance of '${this.modelName}' is closed (its version was unloaded)`);
     const id = this.nextId++;
     const wire: WireTensor[] = inputs.map((t) => ({
       name: t.name,
@@ -79,6 +81,9 @@ class WorkerInstance implements ModelInstance {
     const timer = setTimeout(() => void worker.terminate(), 5_000);
     await exited;
     clearTimeout(timer);
+    const unanswered = new Error(`model instance of '${this.modelName}' closed before answering`);
+    for (const run of this.pending.values()) run.reject(unanswered);
+    this.pending.clear();
   }
 
   /** Test hook: kills the worker thread as a native crash would. */
