@@ -4,8 +4,10 @@
  */
 import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { connect } from 'node:http2';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BatchwiseClientError, GrpcClient, GrpcStatus } from '@batchwise/client';
 import { startServerProcess } from '../bench/src/server-process.ts';
 import { EXAMPLES } from './support/repository.ts';
 
@@ -44,6 +46,60 @@ describe('Triton command-line flags', () => {
         ]),
       );
     } finally {
+      await server.stop();
+    }
+  });
+
+  it('gRPC transport flags reach grpc-js: keepalive pings on an idle connection, max connection age, max message size', async () => {
+    const server = await startServerProcess([
+      '--model-repository', repo,
+      '--strict-readiness=false',
+      '--grpc-keepalive-time', '100',
+      '--grpc-keepalive-timeout', '10000',
+      '--grpc-max-connection-age', '1500',
+      '--grpc-max-connection-age-grace', '5000',
+      '--grpc-max-message-bytes', '4096',
+      '--allow-gpu-metrics=false',
+      '--metrics-interval-ms', '1000',
+      '--grpc-keepalive-permit-without-calls', '1',
+      '--grpc-http2-max-pings-without-data', '0',
+      '--grpc-http2-min-recv-ping-interval-without-data', '5000',
+      '--grpc-http2-max-ping-strikes', '0',
+      '--metrics-config', 'summary_latencies=true',
+      '--allow-cpu-metrics', 'false',
+    ]);
+    // A bare HTTP/2 connection with no call on it: the server pings it, then sends GOAWAY at max age.
+    const session = connect(`http://${server.grpcAddress}`);
+    const client = new GrpcClient({ url: server.grpcAddress });
+    try {
+      const pinged = new Promise<void>((resolve) => session.once('ping', () => resolve()));
+      const goaway = new Promise<number>((resolve) => session.once('goaway', (code) => resolve(code)));
+      await pinged;
+      expect(await goaway).toBe(0);
+
+      const big = { name: 'INPUT0', datatype: 'INT32' as const, shape: [1, 2048], data: new Int32Array(2048) };
+      const refused = await client.infer({ model: 'simple', inputs: [big, { ...big, name: 'INPUT1' }] }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(BatchwiseClientError);
+      expect((refused as BatchwiseClientError).grpcCode).toBe(GrpcStatus.RESOURCE_EXHAUSTED);
+      const small = { name: 'INPUT0', datatype: 'INT32' as const, shape: [1, 16], data: new Int32Array(16).fill(2) };
+      const answer = await client.infer({ model: 'simple', inputs: [small, { ...small, name: 'INPUT1' }] });
+      expect(answer.outputs.find((o) => o.name === 'OUTPUT0')?.data).toEqual(new Int32Array(16).fill(4));
+
+      const warnings = server.logs.filter((l) => l['level'] === 40).map((l) => l['msg']);
+      for (const flag of [
+        'grpc-keepalive-permit-without-calls',
+        'grpc-http2-max-pings-without-data',
+        'grpc-http2-min-recv-ping-interval-without-data',
+        'grpc-http2-max-ping-strikes',
+        'metrics-config',
+        'allow-cpu-metrics',
+      ]) {
+        expect(warnings).toContainEqual(expect.stringMatching(new RegExp(`^--${flag} has no effect in Batchwise: \\S`)));
+      }
+      expect(warnings.join('\n')).not.toMatch(/--(allow-gpu-metrics|metrics-interval-ms|grpc-max-connection-age|grpc-max-message-bytes) /);
+    } finally {
+      session.destroy();
+      await client.close();
       await server.stop();
     }
   });

@@ -59,6 +59,13 @@ export interface ServerOptions {
   /** gRPC keepalive ping interval and timeout, ms. @default 30000, 20000 */
   readonly grpcKeepaliveTimeMs?: number;
   readonly grpcKeepaliveTimeoutMs?: number;
+  /** Triton's --grpc-max-connection-age(-grace), ms: connections are closed (GOAWAY) at this age. @default unlimited */
+  readonly grpcMaxConnectionAgeMs?: number;
+  readonly grpcMaxConnectionAgeGraceMs?: number;
+  /** Triton's --allow-gpu-metrics: poll nvidia-smi for nv_gpu_* when a GPU is visible. @default true */
+  readonly gpuMetrics?: boolean;
+  /** Triton's --metrics-interval-ms: how often GPU metrics are polled. @default 5000 */
+  readonly metricsIntervalMs?: number;
   /** Triton's `--cache-config` values: `local,size=<bytes>` turns the response cache on. */
   readonly cacheConfig?: readonly string[];
   /** Triton's `--trace-config` values, e.g. `triton,file=/tmp/trace.json`, `rate=100`, `level=TIMESTAMPS`. */
@@ -137,7 +144,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     ? new EmfWriter(metrics, { serviceName: options.cloudwatchServiceName ?? 'batchwise' })
     : undefined;
   emf?.start();
-  const stopGpuMonitor = visibleGpuIds().length > 0 ? startGpuMonitor(metrics, logger) : undefined;
+  const stopGpuMonitor =
+    (options.gpuMetrics ?? true) && visibleGpuIds().length > 0 ? startGpuMonitor(metrics, logger, options.metricsIntervalMs) : undefined;
 
   let http: FastifyInstance | undefined;
   let grpc: ReturnType<typeof createGrpcFrontend> | undefined;
@@ -165,6 +173,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       ...(options.grpcMaxMessageBytes !== undefined && { maxMessageBytes: options.grpcMaxMessageBytes }),
       ...(options.grpcKeepaliveTimeMs !== undefined && { keepaliveTimeMs: options.grpcKeepaliveTimeMs }),
       ...(options.grpcKeepaliveTimeoutMs !== undefined && { keepaliveTimeoutMs: options.grpcKeepaliveTimeoutMs }),
+      ...(options.grpcMaxConnectionAgeMs !== undefined && { maxConnectionAgeMs: options.grpcMaxConnectionAgeMs }),
+      ...(options.grpcMaxConnectionAgeGraceMs !== undefined && { maxConnectionAgeGraceMs: options.grpcMaxConnectionAgeGraceMs }),
     });
     grpcPort = await grpc.listen(options.grpcHost ?? host, options.grpcPort ?? 8001);
   }

@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander';
 import { createServerLogger, DEFAULT_MAX_BODY_BYTES, startServer } from '../server.ts';
+import { DEFAULT_GRPC_MAX_MESSAGE_BYTES } from '../grpc/server.ts';
 import { pinoLevelFor } from '../logging/log-settings.ts';
 import { collect, parseBool, parsePort, parsePositiveInteger } from './flags.ts';
 import { addFlagsWithoutEffect, flagsWithoutEffectGiven } from './triton-flags.ts';
@@ -24,6 +25,11 @@ interface ServeFlags {
   metricsAddress?: string;
   grpcKeepaliveTime: number;
   grpcKeepaliveTimeout: number;
+  grpcMaxConnectionAge?: number;
+  grpcMaxConnectionAgeGrace?: number;
+  grpcMaxMessageBytes: number;
+  allowGpuMetrics: boolean;
+  metricsIntervalMs?: number;
   strictReadiness: boolean;
   exitOnError: boolean;
   disableAutoCompleteConfig: boolean;
@@ -55,9 +61,14 @@ export function serveCommand(): Command {
     .option('--metrics-address <address>', 'address the metrics endpoint binds to (default: --http-address)')
     .option('--grpc-keepalive-time <ms>', 'interval of gRPC keepalive pings; below the load balancer idle timeout', parsePositiveInteger, 30_000)
     .option('--grpc-keepalive-timeout <ms>', 'time a keepalive ping may go unanswered before the connection is closed', parsePositiveInteger, 20_000)
+    .option('--grpc-max-connection-age <ms>', 'connections are sent GOAWAY at this age, so clients reconnect and spread over replicas (default: unlimited)', parsePositiveInteger)
+    .option('--grpc-max-connection-age-grace <ms>', 'time calls in flight get after a max-age GOAWAY before the connection is closed (default: unlimited)', parsePositiveInteger)
+    .option('--grpc-max-message-bytes <bytes>', 'largest gRPC message received or sent (Triton has no such flag and allows 2 GiB)', parsePositiveInteger, DEFAULT_GRPC_MAX_MESSAGE_BYTES)
     .option('--allow-http [bool]', 'serve HTTP/REST (Triton syntax: --allow-http=false disables)', parseBool, true)
     .option('--allow-grpc [bool]', 'serve gRPC', parseBool, true)
     .option('--allow-metrics [bool]', 'serve Prometheus metrics', parseBool, true)
+    .option('--allow-gpu-metrics [bool]', 'export nv_gpu_* metrics (polled from nvidia-smi) when a GPU is visible', parseBool, true)
+    .option('--metrics-interval-ms <ms>', 'how often GPU metrics are polled (default: 5000)', parsePositiveInteger)
     .option(
       '--strict-model-config [bool]',
       'require a complete config.pbtxt for every model; when false, missing parts are auto-completed from the ONNX model',
@@ -145,6 +156,11 @@ export function serveCommand(): Command {
       ...(flags.metricsAddress !== undefined && { metricsHost: flags.metricsAddress }),
       grpcKeepaliveTimeMs: flags.grpcKeepaliveTime,
       grpcKeepaliveTimeoutMs: flags.grpcKeepaliveTimeout,
+      ...(flags.grpcMaxConnectionAge !== undefined && { grpcMaxConnectionAgeMs: flags.grpcMaxConnectionAge }),
+      ...(flags.grpcMaxConnectionAgeGrace !== undefined && { grpcMaxConnectionAgeGraceMs: flags.grpcMaxConnectionAgeGrace }),
+      grpcMaxMessageBytes: flags.grpcMaxMessageBytes,
+      gpuMetrics: flags.allowGpuMetrics,
+      ...(flags.metricsIntervalMs !== undefined && { metricsIntervalMs: flags.metricsIntervalMs }),
       strictReadiness: flags.strictReadiness,
       exitOnError: flags.exitOnError,
       httpPort: flags.httpPort,

@@ -24,6 +24,10 @@ export interface GrpcFrontendOptions {
   readonly keepaliveTimeMs?: number;
   /** How long a ping may go unanswered before the connection is closed. @default 20_000 */
   readonly keepaliveTimeoutMs?: number;
+  /** Connections are sent GOAWAY at this age, so clients reconnect (and rebalance). @default unlimited */
+  readonly maxConnectionAgeMs?: number;
+  /** Time calls in flight get after GOAWAY at max age before the connection is closed. @default unlimited */
+  readonly maxConnectionAgeGraceMs?: number;
   /**
    * --grpc-restricted-protocol: API groups whose RPCs need a metadata key and value.
    * grpc.health.v1 stays open (load balancers cannot send metadata). @default none
@@ -48,13 +52,16 @@ export const DEFAULT_GRPC_MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
 export function createGrpcFrontend(service: InferenceService, options: GrpcFrontendOptions = {}): GrpcFrontend {
   const logger = options.logger ?? pino({ level: 'silent' });
   const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_GRPC_MAX_MESSAGE_BYTES;
-  // grpc-js servers do not police client pings (no ping strikes / too_many_pings), so
-  // clients may keep alive without calls, e.g. grpc.keepalive_permit_without_calls.
+  // grpc-js servers ping idle connections too and do not police client pings (no ping
+  // strikes, no too_many_pings), so Triton's keepalive-permit / ping-strike flags have nothing
+  // to set here: clients may keep alive without calls (grpc.keepalive_permit_without_calls).
   const server = new Server({
     'grpc.max_receive_message_length': maxMessageBytes,
     'grpc.max_send_message_length': maxMessageBytes,
     'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? 30_000,
     'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? 20_000,
+    ...(options.maxConnectionAgeMs !== undefined && { 'grpc.max_connection_age_ms': options.maxConnectionAgeMs }),
+    ...(options.maxConnectionAgeGraceMs !== undefined && { 'grpc.max_connection_age_grace_ms': options.maxConnectionAgeGraceMs }),
     // Nothing serves channelz, so its per-call bookkeeping would be pure cost.
     'grpc.enable_channelz': 0,
   });
