@@ -1,9 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixedBatchModel, identity, simpleAddSub } from '@batchwise/modelgen';
+import { fixedBatchModel, identity, simpleAddSub, slowModel } from '@batchwise/modelgen';
+import { probeExecutionProvider } from '../packages/server/src/backends/onnxruntime/provider-probe.ts';
 import { makeRepository } from './support/repository.ts';
 import { isReady, postJson, startTestServer, getJson } from './support/server.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
+
+// These tests are about a host where CUDA cannot be used; on one where it can, a KIND_GPU model
+// loads on the GPU and they have nothing to check (the probe is what the server itself uses).
+const cuda = await probeExecutionProvider('cuda');
+const cudaMissing = !cuda.usable;
+if (!cudaMissing) console.info('CUDA is usable here: the CUDA-missing and --allow-cpu-fallback tests are skipped');
 
 const fp32Config = (name: string, extra = '') => `
 name: "${name}"
@@ -70,7 +77,7 @@ describe('a model that fails to load is reported while the others serve', () => 
     expect(await reasonOf('fixed_first_dim')).toMatch(/batch/i);
   });
 
-  it('fails a KIND_GPU model without CUDA, saying why, instead of silently using the CPU', async () => {
+  it.skipIf(!cudaMissing)('fails a KIND_GPU model without CUDA, saying why, instead of silently using the CPU', async () => {
     const reason = await reasonOf('on_gpu');
     expect(reason).toMatch(/KIND_GPU requires the CUDA execution provider/);
     expect(reason).toMatch(/--allow-cpu-fallback/);
@@ -93,7 +100,7 @@ describe('a model that fails to load is reported while the others serve', () => 
   });
 });
 
-describe('--allow-cpu-fallback runs a KIND_GPU model on CPU, visibly', () => {
+describe.skipIf(!cudaMissing)('--allow-cpu-fallback runs a KIND_GPU model on CPU, visibly', () => {
   let server: Server;
   let remove: () => Promise<void>;
   beforeAll(async () => {
@@ -178,5 +185,54 @@ optimization { graph { level: 1 } }`,
     expect((await postJson(`${server.url}/v2/models/tuned/infer`, {
       inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }],
     })).status).toBe(200);
+  });
+});
+
+describe('instance_group count runs requests in parallel', () => {
+  let server: Server;
+  let remove: () => Promise<void>;
+  const WIDTH = 1024;
+  // Dynamic batching off, so two requests are two executions; one intra-op thread each.
+  const slowConfig = (name: string, count: number) => `
+name: "${name}"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]
+instance_group [ { kind: KIND_CPU count: ${count} } ]
+parameters { key: "batchwise_dynamic_batching" value: { string_value: "false" } }
+parameters { key: "intra_op_thread_count" value: { string_value: "1" } }`;
+  beforeAll(async () => {
+    const model = slowModel({ repeats: 3000, width: WIDTH });
+    const repo = await makeRepository([
+      { name: 'two_instances', model, config: slowConfig('two_instances', 2) },
+      { name: 'one_instance', model, config: slowConfig('one_instance', 1) },
+    ]);
+    remove = repo.remove;
+    server = await startTestServer([repo.dir]);
+  });
+  afterAll(async () => {
+    await server.close();
+    await remove();
+  });
+
+  /**
+   * Sends two requests at once and compares the compute time the server reports with the span
+   * they took end to end: executions one after the other fit inside the span, so a sum larger
+   * than it can only come from executions that overlapped. No bound on how long anything takes.
+   */
+  async function computeOverSpan(model: string): Promise<number> {
+    const request = { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, WIDTH], data: new Array(WIDTH).fill(0.5) }] };
+    const started = process.hrtime.bigint();
+    const replies = await Promise.all([1, 2].map(() => postJson(`${server.url}/v2/models/${model}/infer`, request)));
+    const spanNs = Number(process.hrtime.bigint() - started);
+    expect(replies.map((r) => r.status)).toEqual([200, 200]);
+    const stats = (await getJson(`${server.url}/v2/models/${model}/stats`)).model_stats[0];
+    expect(stats.execution_count).toBe(2);
+    return stats.inference_stats.compute_infer.ns / spanNs;
+  }
+
+  it('overlaps two executions with count: 2, and not with count: 1', async () => {
+    expect(await computeOverSpan('two_instances')).toBeGreaterThan(1);
+    expect(await computeOverSpan('one_instance')).toBeLessThanOrEqual(1);
   });
 });
