@@ -22,10 +22,14 @@ describe('load generator', () => {
     });
     expect(peak).toBe(4);
     expect(events).toEqual(['start', 'end']);
-    // 4 outstanding at ~5-6 ms each: a few hundred per second.
-    expect(result.throughput).toBeGreaterThan(200);
-    expect(result.throughput).toBeLessThan(900);
+    // However slow this machine is today, a closed loop obeys Little's law: 4 outstanding =
+    // throughput x mean latency (a little less: the gap between one request and the next).
+    const outstandingOnAverage = result.throughput * (result.latencyMs.mean / 1000);
+    expect(outstandingOnAverage).toBeGreaterThan(3);
+    expect(outstandingOnAverage).toBeLessThanOrEqual(4.4);
+    // Each request sleeps 5 ms (Node timers may fire up to 1 ms early): at most 4 / 4 ms.
     expect(result.latencyMs.p50).toBeGreaterThanOrEqual(4);
+    expect(result.throughput).toBeLessThanOrEqual(1000);
     expect(result.windows.length).toBeGreaterThanOrEqual(2);
     expect(result.errors).toBe(0);
   });
@@ -44,9 +48,11 @@ describe('load generator', () => {
   it('open loop offers the rate whatever the latency, with constant or Poisson arrivals', async () => {
     for (const arrivals of ['constant', 'poisson'] as const) {
       const result = await measure('open', () => sleep(20), { rate: 400, arrivals }, { ...windows, windowMs: 300 });
-      // 400/s offered with 20 ms latency: ~8 outstanding, throughput follows the offered rate.
-      expect(result.throughput).toBeGreaterThan(250);
-      expect(result.throughput).toBeLessThan(550);
+      // 400/s offered with 20 ms latency: throughput follows the offered rate, not the
+      // latency (a closed loop of 8 would do the same only by chance). Late timers on a busy
+      // machine are caught up by sending what is due, so only arrival noise remains.
+      expect(result.throughput).toBeGreaterThan(200);
+      expect(result.throughput).toBeLessThan(600);
       expect(result.notSent).toBe(0);
     }
   });

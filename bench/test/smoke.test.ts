@@ -8,7 +8,8 @@ const log = () => undefined;
 
 // Tiny versions of each scenario, so that the benchmark code keeps working; numbers are not checked.
 describe('bench scenarios (smoke)', () => {
-  it('batching: both configurations answer over every protocol, closed and open loop; batches form when batching is on', async () => {
+  // One test, not two: the limit scenario reads the result file the batching run writes.
+  it('batching: both configurations answer over every protocol, closed and open loop; then limit runs in-process at the sizes it formed', async () => {
     const result = await runBatching({
       model: SMOKE_MODEL,
       concurrencies: [16],
@@ -36,12 +37,10 @@ describe('bench scenarios (smoke)', () => {
       'throughput_on_vs_off_c16_grpc',
       'throughput_on_vs_off_c16_http_json',
     ]);
-  });
 
-  it('limit: runs the model in-process at each batch size and compares with the batching run', async () => {
     const { rows, comparison } = await runLimit({ model: SMOKE_MODEL, durationMs: 50, log, name: 'smoke-limit', batchingName: 'smoke-batching' });
-    // The smoke batching run above formed these sizes; the limit measures exactly those.
-    expect(rows.length).toBeGreaterThan(0);
+    const formed = [...new Set(result.points.flatMap((p) => Object.keys(p.server.batches).map(Number)))].sort((a, b) => a - b);
+    expect(rows.map((r) => r.batchSize)).toEqual(formed);
     expect(rows.every((r) => r.samplesPerSecond > 0)).toBe(true);
     expect(comparison['server_vs_limit']).toBeGreaterThan(0);
   });
