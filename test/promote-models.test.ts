@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -24,10 +25,16 @@ dynamic_batching {}
 interface LogLine { level: number; msg: string; [key: string]: unknown }
 
 /** Runs `batchwise models ...` in this process; returns what it printed and logged. */
-async function cli(args: string[]): Promise<{ out: string; logs: LogLine[] }> {
+async function cli(args: string[], onLog?: (line: LogLine) => void): Promise<{ out: string; logs: LogLine[] }> {
   let out = '';
   const logs: LogLine[] = [];
-  const logger: Logger = pino({ level: 'debug' }, { write: (s: string) => void logs.push(JSON.parse(s) as LogLine) });
+  const logger: Logger = pino({ level: 'debug' }, {
+    write: (s: string) => {
+      const line = JSON.parse(s) as LogLine;
+      logs.push(line);
+      onLog?.(line);
+    },
+  });
   const command = modelsCommand({ write: (t) => void (out += t), logger });
   command.exitOverride();
   command.commands.forEach((c) => c.exitOverride());
@@ -41,6 +48,8 @@ interface Backend {
   /** Puts a file into the repository by hand (not through promote). */
   put(path: string, body: Buffer | string): Promise<void>;
   get(path: string): Promise<Buffer | undefined>;
+  /** Reads a file as stored, synchronously (to look at the repository in the middle of a command). */
+  peek(path: string): string;
   close(): Promise<void>;
 }
 
@@ -55,6 +64,7 @@ async function localBackend(root: string): Promise<Backend> {
       await writeFile(join(repo, path), body);
     },
     get: (path) => readFile(join(repo, path)).catch(() => undefined),
+    peek: (path) => readFileSync(join(repo, path), 'utf8'),
     close: async () => undefined,
   };
 }
@@ -82,6 +92,8 @@ async function s3Backend(root: string): Promise<Backend> {
         return undefined;
       }
     },
+    // s3rver keeps each object as a file '<bucket>/<key>._S3rver_object'.
+    peek: (path) => readFileSync(join(directory, 'models', 'prod', `${path}._S3rver_object`), 'utf8'),
     close: () => server.close(),
   };
 }
@@ -138,10 +150,17 @@ describe.each([
     expect((await backend.get('ident/config.pbtxt'))!.toString()).toBe(CONFIG);
   });
 
-  it('promotes: uploads version 2 whole, then points the config at it, with history', async () => {
-    const { out, logs } = await cli([
-      'promote', ...repoArgs, '--model', 'ident', '--file', files['good.onnx']!, '--actor', 'alice', '--message', 'retrained',
-    ]);
+  it('promotes: pins version 1 (the default policy would serve 2 on sight), uploads version 2 whole, then points the config at it, with history', async () => {
+    let policyDuringUpload: unknown;
+    const { out, logs } = await cli(
+      ['promote', ...repoArgs, '--model', 'ident', '--file', files['good.onnx']!, '--actor', 'alice', '--message', 'retrained'],
+      (line) => {
+        if (line.msg === 'uploading model version' && policyDuringUpload === undefined) {
+          policyDuringUpload = parseModelConfig(backend.peek('ident/config.pbtxt')).version_policy;
+        }
+      },
+    );
+    expect(policyDuringUpload).toEqual({ specific: { versions: [1] } });
     expect(out).toBe("promoted 'ident': now serving version 2 (was 1)\n");
     expect((await backend.get('ident/2/model.onnx'))!.equals(good)).toBe(true);
     const text = (await backend.get('ident/config.pbtxt'))!.toString();

@@ -66,9 +66,10 @@ export function readConfigWithHistory(text: string, fileName = 'config.pbtxt'): 
 
 /** config.pbtxt serving exactly `version` (version_policy specific), with `history` on top. */
 export function writeConfigWithHistory(
-  current: ConfigWithHistory, version: number, history: readonly PromotionRecord[],
+  current: ConfigWithHistory, serve: number | readonly number[], history: readonly PromotionRecord[],
 ): string {
-  const config: ModelConfig = { ...structuredClone(current.config), version_policy: { specific: { versions: [version] } } };
+  const versions = typeof serve === 'number' ? [serve] : [...serve];
+  const config: ModelConfig = { ...structuredClone(current.config), version_policy: { specific: { versions } } };
   const kept = history.slice(-MAX_HISTORY_RECORDS);
   const printed = printModelConfig(config);
   const text = [

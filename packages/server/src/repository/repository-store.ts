@@ -31,9 +31,10 @@ export interface RepositoryStore {
   readConfig(model: string): Promise<StoredConfig | undefined>;
   /**
    * Replaces config.pbtxt in one atomic step (S3: one PutObject, conditional on `revision`
-   * where the server supports If-Match; local: write a temp file, rename over).
+   * where the server supports If-Match; local: write a temp file, rename over). Resolves with
+   * the new revision, for a further conditional rewrite.
    */
-  replaceConfig(model: string, text: string, revision: string): Promise<void>;
+  replaceConfig(model: string, text: string, revision: string): Promise<string>;
   /**
    * Uploads `file` as `<model>/<version>/<fileName>`; refuses when the version exists.
    * Local: staged in a hidden folder and renamed into place. S3: one PutObject with
@@ -95,7 +96,7 @@ class LocalStore implements RepositoryStore {
     }
   }
 
-  async replaceConfig(model: string, text: string, revision: string): Promise<void> {
+  async replaceConfig(model: string, text: string, revision: string): Promise<string> {
     const current = await this.readConfig(model);
     if (current?.revision !== revision) {
       throw new RepositoryError('INVALID', `config.pbtxt of '${model}' changed while promoting; run the command again`);
@@ -104,6 +105,7 @@ class LocalStore implements RepositoryStore {
     const temp = join(this.location, model, `.config.pbtxt.${randomBytes(4).toString('hex')}`);
     await writeFile(temp, text);
     await rename(temp, path);
+    return (await this.readConfig(model))!.revision;
   }
 
   async uploadVersion(model: string, version: number, fileName: string, file: string, logger: Logger) {
@@ -153,9 +155,9 @@ class S3Store implements RepositoryStore {
     }
   }
 
-  async replaceConfig(model: string, text: string, revision: string): Promise<void> {
+  async replaceConfig(model: string, text: string, revision: string): Promise<string> {
     const body = Buffer.from(text, 'utf8');
-    await this.client.send(
+    const put = await this.client.send(
       new PutObjectCommand({
         Bucket: this.target.bucket,
         Key: this.key(model, 'config.pbtxt'),
@@ -168,6 +170,7 @@ class S3Store implements RepositoryStore {
         IfMatch: `"${revision}"`,
       }),
     );
+    return unquoteEtag(put.ETag) || (await this.readConfig(model))!.revision;
   }
 
   async uploadVersion(model: string, version: number, fileName: string, file: string, logger: Logger) {

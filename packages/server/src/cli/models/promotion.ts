@@ -97,8 +97,9 @@ function single(versions: number[]): number | null {
 }
 
 /**
- * Validates the artifact against the model's config, uploads it as version max+1 (the version
- * is complete before anything points to it), then rewrites config.pbtxt in one step to serve
+ * Validates the artifact against the model's config; pins the serving versions when the
+ * config's policy would otherwise select the new one on sight; uploads it as version max+1
+ * (complete before anything points to it); then rewrites config.pbtxt in one step to serve
  * exactly that version, recording the change in its history.
  */
 export async function promoteModel(options: PromoteOptions): Promise<VersionChange> {
@@ -111,8 +112,16 @@ export async function promoteModel(options: PromoteOptions): Promise<VersionChan
   logger.info({ model, inputs: io.inputs.map((t) => t.name), outputs: io.outputs.map((t) => t.name) }, 'artifact is valid');
 
   const present = presentVersions(listing);
-  const before = single(servingVersions(parsed.config, present));
+  const servingNow = servingVersions(parsed.config, present);
+  const before = single(servingNow);
   const version = Math.max(0, ...present, ...parsed.history.map((r) => r.version)) + 1;
+  let revision = stored.revision;
+  // Under `latest` or `all` the upload alone would start serving the new version: first pin
+  // what serves now, so that only the final rewrite below moves traffic.
+  if (servingNow.length > 0 && servingVersions(parsed.config, [...present, version]).includes(version)) {
+    revision = await store.replaceConfig(model, writeConfigWithHistory(parsed, servingNow, parsed.history), revision);
+    logger.info({ model, serving: servingNow }, `pinned '${model}' to the versions it serves before uploading version ${version}`);
+  }
   const fileName = parsed.config.default_model_filename || 'model.onnx';
   const { bytes, sha256 } = await store.uploadVersion(model, version, fileName, options.file, logger);
   logger.info({ model, version, bytes, sha256 }, 'version uploaded; switching the serving version');
@@ -121,7 +130,7 @@ export async function promoteModel(options: PromoteOptions): Promise<VersionChan
     action: 'promote', version, from: before, at: new Date().toISOString(), actor: options.actor || defaultActor(),
     ...(options.message && { message: options.message }), sha256, bytes,
   };
-  await store.replaceConfig(model, writeConfigWithHistory(parsed, version, [...parsed.history, record]), stored.revision);
+  await store.replaceConfig(model, writeConfigWithHistory(parsed, version, [...parsed.history, record]), revision);
   logger.info({ model, version, from: before }, `model '${model}' now serves version ${version}`);
   return { model, version, from: before, record };
 }
