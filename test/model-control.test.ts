@@ -80,6 +80,12 @@ describe('explicit model control', () => {
     const loaded = await postJson(`${server.url}/v2/repository/models/a/load`, { parameters: { config: override } });
     expect(loaded.status).toBe(200);
     expect((await getJson(`${server.url}/v2/models/a/config`)).max_batch_size).toBe(2);
+    // Protobuf JSON as Triton's clients may write it: lowerCamelCase names, int64 as strings.
+    const camel = JSON.stringify({ maxBatchSize: 3, input: [{ name: 'INPUT0', dataType: 'TYPE_FP32', dims: ['4'] }], output: [{ name: 'OUTPUT0', dataType: 'TYPE_FP32', dims: ['4'] }] });
+    expect((await postJson(`${server.url}/v2/repository/models/a/load`, { parameters: { config: camel } })).status).toBe(200);
+    const loadedConfig = await getJson(`${server.url}/v2/models/a/config`);
+    expect(loadedConfig.max_batch_size).toBe(3);
+    expect(loadedConfig.input[0].dims).toEqual([4]);
     const missing = await postJson(`${server.url}/v2/repository/models/nope/load`, {});
     expect(missing.status).toBe(400);
     expect(missing.json.error).toMatch(/nope/);

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { parseModelConfig, printModelConfig } from '../config/index.ts';
+import { modelConfigFromProtobufJson } from '../config/from-json.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import { fingerprintFolder, fingerprintText } from '../repository/fingerprint.ts';
 import type { ModelFolder } from '../repository/model-folder.ts';
@@ -471,8 +472,8 @@ function configFromJson(name: string, json: string): ModelConfig {
     throw Errors.invalidArg(`failed to load '${name}': the config parameter must be a JSON object`);
   }
   try {
-    const config = parseModelConfig(printModelConfig({ input: [], output: [], max_batch_size: 0, ...(parsed as object), name } as ModelConfig), `${name} (load config override)`);
-    return config;
+    const fields = modelConfigFromProtobufJson(parsed as Record<string, unknown>);
+    return parseModelConfig(printModelConfig({ input: [], output: [], max_batch_size: 0, ...fields, name } as ModelConfig), `${name} (load config override)`);
   } catch (error) {
     if (error instanceof InferenceServerError) throw Errors.invalidArg(`failed to load '${name}': ${error.message}`);
     throw error;
