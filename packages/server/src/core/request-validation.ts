@@ -87,6 +87,10 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
   for (const output of request.outputs ?? []) {
     const count = output.parameters['classification'];
     if (count === undefined) continue;
+    // A classification is BYTES text, not the output's tensor: it has no place in the region.
+    if (output.sharedMemory) {
+      throw Errors.invalidArg(`output '${output.name}': Output can't set both 'shared_memory_region' and 'classification'`);
+    }
     const spec = model.outputsByName.get(output.name)!;
     if (spec.datatype === 'BYTES' || spec.datatype === 'BOOL') {
       throw Errors.invalidArg(`classification of output '${output.name}' of model '${name}' needs numeric scores, but it is ${spec.datatype}`);

@@ -150,9 +150,6 @@ function parseOutputs(raw: unknown): RequestedOutput[] | undefined {
     if (sharedMemory && parameters['binary_data'] === true) {
       throw Errors.invalidArg(`output '${name}': Output can't set both 'shared_memory_region' and 'binary_data'`);
     }
-    if (sharedMemory && parameters['classification'] !== undefined) {
-      throw Errors.invalidArg(`output '${name}': Output can't set both 'shared_memory_region' and 'classification'`);
-    }
     return { name, parameters, ...(sharedMemory && { sharedMemory }) };
   });
 }
