@@ -70,9 +70,24 @@ describe('chooseBatch (Triton GetDynamicBatch)', () => {
     expect(chooseBatch(queue([1, 1], [], [['A', 'B'], ['A', 'C']]), rule(), 0n)).toEqual({ count: 1 });
   });
 
+  const gap = (expectedArrivalGapNs: bigint | undefined, extra: { lastBatchNs?: bigint; idle?: boolean } = {}) =>
+    ({ expectedArrivalGapNs, lastBatchNs: extra.lastBatchNs, idle: extra.idle ?? false });
+
   it('adaptive delay: does not wait when the next request is expected after the delay', () => {
-    expect(chooseBatch(queue([1]), rule({ delayUs: 1000 }), 0n, 5_000_000n)).toEqual({ count: 1 });
-    expect(chooseBatch(queue([1]), rule({ delayUs: 1000 }), 0n, 100_000n)).toEqual({ waitNs: 1_000_000n });
+    expect(chooseBatch(queue([1]), rule({ delayUs: 1000 }), 0n, gap(5_000_000n))).toEqual({ count: 1 });
+    expect(chooseBatch(queue([1]), rule({ delayUs: 1000 }), 0n, gap(100_000n))).toEqual({ waitNs: 1_000_000n });
+    expect(chooseBatch(queue([1]), rule({ delayUs: 1000 }), 0n, gap(undefined))).toEqual({ waitNs: 1_000_000n });
+  });
+
+  it('adaptive delay: a lone request on an idle model does not wait when requests come further apart than a batch takes', () => {
+    const delay = rule({ delayUs: 5000 });
+    // Gaps of 0.7 ms, batches of 0.2 ms: a lone closed-loop client.
+    expect(chooseBatch(queue([1]), delay, 0n, gap(700_000n, { lastBatchNs: 200_000n, idle: true }))).toEqual({ count: 1 });
+    // Each condition is needed: company closer than a batch takes, a busy instance, a second request, no batch seen yet.
+    expect(chooseBatch(queue([1]), delay, 0n, gap(700_000n, { lastBatchNs: 2_000_000n, idle: true }))).toEqual({ waitNs: 5_000_000n });
+    expect(chooseBatch(queue([1]), delay, 0n, gap(700_000n, { lastBatchNs: 200_000n, idle: false }))).toEqual({ waitNs: 5_000_000n });
+    expect(chooseBatch(queue([1, 1]), delay, 0n, gap(700_000n, { lastBatchNs: 200_000n, idle: true }))).toEqual({ waitNs: 5_000_000n });
+    expect(chooseBatch(queue([1]), delay, 0n, gap(700_000n, { idle: true }))).toEqual({ waitNs: 5_000_000n });
   });
 
   it('an empty queue sends nothing', () => {

@@ -6,6 +6,16 @@ export type BatchChoice = { readonly count: number } | { readonly waitNs: bigint
 
 type Rule = Pick<BatchingOptions, 'maxBatchSize' | 'preferredBatchSizes' | 'maxPreferredBatchSize' | 'maxQueueDelayNs'>;
 
+/** What the adaptive delay knows of the traffic; absent under Triton's strict delay. */
+export interface Company {
+  /** Mean gap between the model's recent arrivals (arrival-gap.ts); undefined before two. */
+  readonly expectedArrivalGapNs: bigint | undefined;
+  /** How long the model's last batch ran, dispatch to completion; undefined before the first. */
+  readonly lastBatchNs: bigint | undefined;
+  /** No instance of the model is executing. */
+  readonly idle: boolean;
+}
+
 /**
  * Triton's dynamic batch choice (DynamicBatchScheduler::GetDynamicBatch) over the queue in
  * serving order. Requests join whole and in order; the walk stops at the first request that
@@ -13,14 +23,14 @@ type Rule = Pick<BatchingOptions, 'maxBatchSize' | 'preferredBatchSizes' | 'maxP
  * the largest preferred size reached goes at once (unless the delay has passed); failing
  * that, the prefix just below the largest preferred size when the queue holds more; a batch
  * that cannot grow goes at once; after max_queue_delay from the oldest request, or with no
- * delay configured, what there is goes; otherwise wait for the delay to run out (or not at
- * all when `expectedArrivalGapNs`, the adaptive delay's estimate, says nobody will come in time).
+ * delay configured, what there is goes; otherwise wait for the delay to run out, unless the
+ * adaptive delay (`company`) finds waiting pointless (see sendWithoutWaiting).
  */
 export function chooseBatch(
   queue: Iterable<{ readonly request: QueuedRequest }>,
   rule: Rule,
   nowNs: bigint,
-  expectedArrivalGapNs?: bigint,
+  company?: Company,
 ): BatchChoice {
   const { maxBatchSize, preferredBatchSizes, maxPreferredBatchSize, maxQueueDelayNs } = rule;
   let first: QueuedRequest | undefined;
@@ -51,10 +61,25 @@ export function chooseBatch(
   if (best > 0 && !delayPassed) return { count: best };
   if (cannotGrow || samples >= maxPreferredBatchSize || delayPassed || maxQueueDelayNs === 0n) return { count };
   const waitNs = maxQueueDelayNs - waitedNs;
-  // Adaptive delay: "at most" max_queue_delay. When the next request is not expected before
-  // the delay ends (a lone client, light traffic), waiting only adds latency.
-  if (expectedArrivalGapNs !== undefined && expectedArrivalGapNs > waitNs) return { count };
+  if (company && sendWithoutWaiting(company, count, waitNs)) return { count };
   return { waitNs };
+}
+
+/**
+ * The adaptive delay: max_queue_delay read as "at most". Waiting for company only adds
+ * latency when
+ * - the next request is not expected before the delay ends (light traffic), or
+ * - a lone request finds the model idle, and requests come further apart than a batch
+ *   takes: the instance keeps up running them one by one, so there is no throughput to win.
+ *   This spares a lone closed-loop client, whose next request cannot come before this
+ *   answer, even when its round trip is shorter than the delay. Under load, requests come
+ *   closer together than a batch takes (a burst per returned batch), so batches still form.
+ */
+function sendWithoutWaiting(company: Company, count: number, waitNs: bigint): boolean {
+  const { expectedArrivalGapNs: gapNs, lastBatchNs, idle } = company;
+  if (gapNs === undefined) return false;
+  if (gapNs > waitNs) return true;
+  return count === 1 && idle && lastBatchNs !== undefined && gapNs > lastBatchNs;
 }
 
 /**

@@ -116,6 +116,41 @@ describe('dynamic batching', () => {
     expect(models[0]!.batches).toEqual([[0, 1, 2, 3, 4]]);
   });
 
+  /**
+   * `clients` closed-loop clients on the fake clock: each sends one sample, and `rttMs` after
+   * its answer sends the next; a batch runs `batchMs`. Returns the statistics after `ms`.
+   */
+  async function closedLoop({ clients, batchMs, rttMs, ms }: { clients: number; batchMs: number; rttMs: number; ms: number }) {
+    const { models, send, clock, flush, stats } = setup({ max_queue_delay_microseconds: 5000 }, { adaptive: true });
+    const start = (client: number) => void send([client]).promise.then(() => clock.setTimeout(() => start(client), rttMs));
+    for (let c = 0; c < clients; c++) start(c);
+    const model = models[0]!;
+    let batchesSeen = 0;
+    let runningSinceNs = 0n;
+    for (let step = 0; step < ms * 10; step++) {
+      clock.advanceMs(0.1);
+      if (model.batches.length > batchesSeen) {
+        batchesSeen = model.batches.length;
+        runningSinceNs = clock.nowNs();
+      }
+      if (model.running > 0 && clock.nowNs() - runningSinceNs >= BigInt(batchMs * 1e6)) model.finish();
+      await flush();
+    }
+    return stats.snapshot();
+  }
+
+  it('adaptive delay: a lone closed-loop client does not wait, even when its round trip is shorter than the delay', async () => {
+    const s = await closedLoop({ clients: 1, batchMs: 0.2, rttMs: 0.5, ms: 100 });
+    expect(s.execution_count).toBeGreaterThan(100);
+    // Only the first request waits the 5 ms delay: nothing was known of the traffic yet.
+    expect(s.inference_stats.queue.ns).toBe(5_000_000);
+  });
+
+  it('adaptive delay: closed-loop clients at load still form large batches', async () => {
+    const s = await closedLoop({ clients: 8, batchMs: 2, rttMs: 0.5, ms: 100 });
+    expect(s.inference_count / s.execution_count).toBeGreaterThanOrEqual(7);
+  });
+
   it('sends at once when the maximum batch can be formed', () => {
     const { models, send } = setup({ max_queue_delay_microseconds: 1_000_000 }, { maxBatchSize: 4 });
     send([1, 2]);

@@ -3,7 +3,7 @@ import { Errors, toInferenceServerError } from '../core/errors.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { assembleBatch, splitOutputs } from './batch-assembly.ts';
 import { ArrivalGap } from './arrival-gap.ts';
-import { chooseBatch } from './batch-choice.ts';
+import { chooseBatch, type Company } from './batch-choice.ts';
 import { batchingOptionsFromConfig, type BatchingOptions } from './batching-options.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { OrderedDelivery } from './ordered-delivery.ts';
@@ -25,6 +25,8 @@ export class BatchingScheduler implements Scheduler {
   private readonly ordered: OrderedDelivery | undefined;
   private readonly arrivals: ArrivalGap | undefined;
   private executing = 0;
+  /** Dispatch to completion of the last batch, for the adaptive delay. */
+  private lastBatchNs: bigint | undefined;
   private delayTimer: unknown;
   private idleWaiters: (() => void)[] = [];
 
@@ -87,7 +89,7 @@ export class BatchingScheduler implements Scheduler {
     }
     while (this.freeInstances.length > 0 && this.queues.size > 0) {
       const choice = this.options.dynamic
-        ? chooseBatch(this.queues.inServingOrder(), this.options, this.clock.nowNs(), this.arrivals?.expectedNs)
+        ? chooseBatch(this.queues.inServingOrder(), this.options, this.clock.nowNs(), this.company())
         : { count: 1 };
       if ('waitNs' in choice) {
         this.delayTimer = this.clock.setPreciseTimeout(() => {
@@ -100,6 +102,11 @@ export class BatchingScheduler implements Scheduler {
       this.start(this.take(choice.count));
     }
     this.afterChange();
+  }
+
+  private company(): Company | undefined {
+    if (!this.arrivals) return undefined;
+    return { expectedArrivalGapNs: this.arrivals.expectedNs, lastBatchNs: this.lastBatchNs, idle: this.executing === 0 };
   }
 
   /** Takes the first `count` requests in serving order out of the queues. */
@@ -136,6 +143,7 @@ export class BatchingScheduler implements Scheduler {
     try {
       const inputs = assembleBatch(batch.map((w) => w.request.inputs), sizes);
       const result = await instances[instanceIndex]!.execute(inputs, outputNames);
+      this.lastBatchNs = this.clock.nowNs() - dispatchedNs;
       timings = result.timings;
       perRequest = splitOutputs(result.outputs, sizes);
     } catch (error) {
