@@ -129,7 +129,9 @@ describe('serving from S3 (s3rver on 127.0.0.1) in poll mode', () => {
       await models(['promote', '--model-repository', location, '--model', 'm', '--file', artifact, '--actor', 'ci']);
       await waitFor(async () => (await infer()).json?.model_version === '6', 10_000);
       await models(['rollback', '--model-repository', location, '--model', 'm']);
-      await waitFor(async () => (await infer()).json?.model_version !== '6', 10_000);
+      // Back to exactly the version that served before the promotion (5, not merely "not 6").
+      await waitFor(async () => (await infer()).json?.model_version === '5', 10_000);
+      expect((await infer()).json.model_version).toBe('5');
     } finally {
       stop = true;
       await load;
