@@ -356,6 +356,36 @@ describe('every datatype through JSON and binary', () => {
     expect(await response.text()).toContain('"data":[Infinity,-Infinity,3.3999999521443642e+38,0.10000000149011612]');
   });
 
+  it('round-trips 64-bit integers beyond 2^53 exactly through JSON, both ways', async () => {
+    for (const [datatype, data] of [
+      ['INT64', '[9007199254740993,-9223372036854775808,9223372036854775807,-1]'],
+      ['UINT64', '[18446744073709551615,9007199254740993,0,1]'],
+    ] as const) {
+      const response = await fetch(`${server.url}/v2/models/id_${datatype.toLowerCase()}/infer`, {
+        method: 'POST',
+        body: `{"inputs":[{"name":"INPUT0","datatype":"${datatype}","shape":[1,4],"data":${data}}]}`,
+      });
+      const text = await response.text();
+      expect(response.status, text).toBe(200);
+      expect(text).toContain(`"data":${data}`);
+    }
+    const beyond = await postJson(
+      `${server.url}/v2/models/id_int64/infer`,
+      '{"inputs":[{"name":"INPUT0","datatype":"INT64","shape":[1,4],"data":[9223372036854775808,0,0,0]}]}',
+    );
+    expect(beyond.status).toBe(400);
+    expect(beyond.json.error).toMatch(/element 0 of input 'INPUT0' \(9223372036854775808\) is not a valid INT64/);
+  });
+
+  it('reads the NaN and Infinity tokens Python clients write in FP32 JSON inputs', async () => {
+    const response = await fetch(`${server.url}/v2/models/id_fp32/infer`, {
+      method: 'POST',
+      body: '{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,4],"data":[NaN,Infinity,-Infinity,2]}]}',
+    });
+    expect(response.status).toBe(200);
+    expect(await response.text()).toContain('"data":[NaN,Infinity,-Infinity,2]');
+  });
+
   it('writes 64-bit integer outputs exactly in JSON', async () => {
     const values = [2n ** 53n + 1n, -(2n ** 63n), 2n ** 63n - 1n, 0n];
     const response = await postBinary(

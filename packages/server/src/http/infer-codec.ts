@@ -5,6 +5,7 @@ import { countBytesElements } from '../tensor/bytes-codec.ts';
 import { isDataType } from '../tensor/datatype.ts';
 import { describeValue } from '../tensor/describe-value.ts';
 import { decodeJsonTensorData, encodeJsonTensorData } from '../tensor/json-codec.ts';
+import { parseRequestJson } from '../tensor/json-text.ts';
 import { formatShape } from '../tensor/shape.ts';
 import type { Parameters } from '../tensor/tensor.ts';
 
@@ -23,7 +24,7 @@ export function decodeHttpInferRequest(
   modelVersion: string | undefined,
 ): InferenceRequest {
   const jsonLength = headerLength === undefined ? body.length : parseHeaderLength(headerLength, body.length);
-  const header = parseJsonObject(body.subarray(0, jsonLength));
+  const header = parseJsonObject(body.subarray(0, jsonLength), parseRequestJson);
 
   const rawInputs = header['inputs'];
   if (!Array.isArray(rawInputs)) throw Errors.invalidArg("the request must have an 'inputs' array");
@@ -104,11 +105,14 @@ function parseHeaderLength(value: string, bodyLength: number): number {
   return n;
 }
 
-/** A JSON object from a request body, or a 400 that says what was wrong. */
-export function parseJsonObject(bytes: Buffer): Json {
+/**
+ * A JSON object from a request body, or a 400 that says what was wrong. Infer bodies are read
+ * with parseRequestJson (exact 64-bit integers, NaN and Infinity tokens); other bodies plainly.
+ */
+export function parseJsonObject(bytes: Buffer, parse: (text: string) => unknown = JSON.parse): Json {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(bytes.toString('utf8'));
+    parsed = parse(bytes.toString('utf8'));
   } catch (error) {
     throw Errors.invalidArg(`failed to parse the request JSON buffer: ${(error as Error).message}`);
   }
@@ -158,6 +162,11 @@ function parameterObject(raw: unknown, what: string): Parameters {
   if (raw === undefined || raw === null) return {};
   const object = jsonObject(raw, what);
   for (const [key, value] of Object.entries(object)) {
+    // Parameters are numbers here: an integer beyond 2^53 is rounded, as JSON.parse would.
+    if (typeof value === 'bigint') {
+      object[key] = Number(value);
+      continue;
+    }
     if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') {
       throw Errors.invalidArg(`${what}: '${key}' must be a string, number or boolean, got ${describeValue(value)}`);
     }

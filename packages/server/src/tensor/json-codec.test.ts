@@ -73,12 +73,16 @@ describe('JSON tensor codec', () => {
     ['UINT32', 2 ** 32, /\(4294967296\) is not a valid UINT32/],
     ['INT64', 2 ** 53, /\(9007199254740992\) is not a valid INT64/],
     ['UINT64', -1, /\(-1\) is not a valid UINT64/],
-    ['INT64', '5', /element 1 of INT64 input 'IN' must be a finite number, got "5"/],
-    ['FP32', null, /element 1 of FP32 input 'IN' must be a finite number, got null/],
-    ['FP64', NaN, /element 1 of FP64 input 'IN' must be a finite number, got NaN/],
-    ['FP64', { v: 1 }, /must be a finite number, got an object/],
+    ['INT64', 2n ** 63n, /\(9223372036854775808\) is not a valid INT64: expected an integer in \[-9223372036854775808, 9223372036854775807\]/],
+    ['UINT64', 2n ** 64n, /\(18446744073709551616\) is not a valid UINT64/],
+    ['INT32', 2n ** 60n, /\(1152921504606846976\) is not a valid INT32/],
+    ['INT32', NaN, /\(NaN\) is not a valid INT32/],
+    ['INT64', Infinity, /\(Infinity\) is not a valid INT64/],
+    ['INT64', '5', /element 1 of INT64 input 'IN' must be a number, got "5"/],
+    ['FP32', null, /element 1 of FP32 input 'IN' must be a number, got null/],
+    ['FP64', { v: 1 }, /must be a number, got an object/],
     ['BYTES', 7, /element 1 of BYTES input 'IN' must be a string, got 7/],
-  ])('%s refuses %j', (datatype, bad, message) => {
+  ])('%s refuses %s', (datatype, bad, message) => {
     const good = datatype === 'BOOL' ? true : datatype === 'BYTES' ? 'a' : 0;
     expect(messageOf(() => decodeJsonTensorData('IN', datatype, [3], [good, bad, good]))).toMatch(message);
   });
@@ -95,6 +99,20 @@ describe('JSON tensor codec', () => {
     const cyclic: unknown[] = [];
     cyclic.push(cyclic);
     expect(messageOf(() => decodeJsonTensorData('CYC', 'INT32', [1], cyclic))).toMatch(/'CYC' is nested more than 64/);
+  });
+
+  it('takes 64-bit integers exactly from bigints (what json-text.ts gives beyond 2^53)', () => {
+    const int64 = decodeJsonTensorData('BIG', 'INT64', [3], [2n ** 63n - 1n, -(2n ** 63n), 2n ** 53n + 1n]);
+    expect([...new BigInt64Array(int64.buffer)]).toEqual([2n ** 63n - 1n, -(2n ** 63n), 2n ** 53n + 1n]);
+    const uint64 = decodeJsonTensorData('BIG', 'UINT64', [2], [2n ** 64n - 1n, 7]);
+    expect([...new BigUint64Array(uint64.buffer)]).toEqual([2n ** 64n - 1n, 7n]);
+  });
+
+  it('takes NaN and ±Infinity for FP32 and FP64, as Triton does', () => {
+    const fp32 = decodeJsonTensorData('F', 'FP32', [4], [NaN, Infinity, -Infinity, 1e39]);
+    expect([...new Float32Array(fp32.buffer)]).toEqual([NaN, Infinity, -Infinity, Infinity]);
+    const fp64 = decodeJsonTensorData('F', 'FP64', [2], [NaN, 2n ** 64n]);
+    expect([...new Float64Array(fp64.buffer)]).toEqual([NaN, 2 ** 64]);
   });
 
   it('writes 64-bit outputs exactly, beyond what a double carries', () => {

@@ -9,8 +9,11 @@ import { typedArrayOf } from './typed-view.ts';
 const INTEGER_RANGE: Partial<Record<DataType, readonly [number, number]>> = {
   UINT8: [0, 255], INT8: [-128, 127], UINT16: [0, 65535], INT16: [-32768, 32767],
   UINT32: [0, 4294967295], INT32: [-2147483648, 2147483647],
-  // JSON numbers are doubles: 64-bit integers are exact only within the safe range.
-  UINT64: [0, Number.MAX_SAFE_INTEGER], INT64: [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
+};
+/** Beyond 2^53 these arrive as bigints (json-text.ts), exact; a double there has lost digits. */
+const INTEGER64_RANGE: Partial<Record<DataType, readonly [bigint, bigint]>> = {
+  INT64: [-(2n ** 63n), 2n ** 63n - 1n],
+  UINT64: [0n, 2n ** 64n - 1n],
 };
 
 /**
@@ -38,6 +41,10 @@ function flatten(name: string, data: unknown): unknown[] {
     }
   }
   return out;
+}
+
+function notANumber(name: string, datatype: DataType, index: number, value: unknown) {
+  return Errors.invalidArg(`element ${index} of ${datatype} input '${name}' must be a number, got ${describeValue(value)}`);
 }
 
 /** Decodes the JSON `data` of an input (nested or flat) into raw little-endian bytes. */
@@ -69,22 +76,41 @@ export function decodeJsonTensorData(name: string, datatype: DataType, shape: re
     }
     return bytes;
   }
-  const range = INTEGER_RANGE[datatype];
   const target = new TYPED_ARRAY_OF[datatype](bytes.buffer, 0, expected);
-  const bigTarget = datatype === 'INT64' || datatype === 'UINT64' ? (target as BigInt64Array | BigUint64Array) : undefined;
+  const range64 = INTEGER64_RANGE[datatype];
+  if (range64) {
+    const bigTarget = target as BigInt64Array | BigUint64Array;
+    for (let i = 0; i < values.length; i++) {
+      const v = values[i];
+      const exact = typeof v === 'bigint' ? v : typeof v === 'number' && Number.isSafeInteger(v) ? BigInt(v) : undefined;
+      if (exact === undefined || exact < range64[0] || exact > range64[1]) {
+        if (typeof v !== 'number' && typeof v !== 'bigint') throw notANumber(name, datatype, i, v);
+        throw Errors.invalidArg(
+          `element ${i} of input '${name}' (${describeValue(v)}) is not a valid ${datatype}: expected an integer in [${range64[0]}, ${range64[1]}]`,
+        );
+      }
+      bigTarget[i] = exact;
+    }
+    return bytes;
+  }
+  const range = INTEGER_RANGE[datatype];
   const numberTarget = target as Exclude<typeof target, BigInt64Array | BigUint64Array>;
   for (let i = 0; i < values.length; i++) {
     const v = values[i];
-    if (typeof v !== 'number' || !Number.isFinite(v)) {
-      throw Errors.invalidArg(`element ${i} of ${datatype} input '${name}' must be a finite number, got ${describeValue(v)}`);
+    if (range) {
+      if (typeof v !== 'number' && typeof v !== 'bigint') throw notANumber(name, datatype, i, v);
+      if (typeof v === 'bigint' || !Number.isInteger(v) || v < range[0] || v > range[1]) {
+        throw Errors.invalidArg(
+          `element ${i} of input '${name}' (${describeValue(v)}) is not a valid ${datatype}: expected an integer in [${range[0]}, ${range[1]}]`,
+        );
+      }
+      numberTarget[i] = v;
+    } else {
+      // FP32/FP64 take NaN and ±Infinity as Triton does; FP32 rounds (1e39 becomes Infinity).
+      if (typeof v === 'bigint') numberTarget[i] = Number(v);
+      else if (typeof v === 'number') numberTarget[i] = v;
+      else throw notANumber(name, datatype, i, v);
     }
-    if (range && (!Number.isInteger(v) || v < range[0] || v > range[1])) {
-      throw Errors.invalidArg(
-        `element ${i} of input '${name}' (${v}) is not a valid ${datatype}: expected an integer in [${range[0]}, ${range[1]}]`,
-      );
-    }
-    if (bigTarget) bigTarget[i] = BigInt(v);
-    else numberTarget[i] = v;
   }
   return bytes;
 }
