@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BatchwiseClientError, GrpcClient, GrpcStatus as status, HttpClient, type InferResult, type StreamResponse } from '@batchwise/client';
 import { parseRestrictions } from '../packages/server/src/access/restricted-api.ts';
 import { createGrpcFrontend } from '../packages/server/src/grpc/server.ts';
-import { EXAMPLES } from './support/repository.ts';
+import { slowModel } from '@batchwise/modelgen';
+import { EXAMPLES, makeRepository } from './support/repository.ts';
 import { startTestServer } from './support/server.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
@@ -290,27 +291,64 @@ describe('gRPC frontend limits and shutdown', () => {
     }
   });
 
-  it('on close, an open stream gets its in-flight answers and then ends cleanly', async () => {
-    const server = await startTestServer([EXAMPLES]);
-    const client = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
-    try {
+  describe('on close, with a stream that has a request running and one queued behind it', () => {
+    const WIDTH = 256;
+    // max_batch_size 1: each request runs alone, so the second one waits in the queue (and
+    // shows in nv_inference_pending_request_count) for the whole of the first run.
+    const CONFIG = `name: "slow"
+max_batch_size: 1
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]
+dynamic_batching { }`;
+    let repo: Awaited<ReturnType<typeof makeRepository>>;
+    beforeAll(async () => {
+      repo = await makeRepository([{ name: 'slow', model: slowModel({ repeats: 60000, width: WIDTH }), config: CONFIG }]);
+    });
+    afterAll(() => repo?.remove());
+
+    async function streamWithQueuedRequest(server: Server, client: GrpcClient) {
       const stream = client.streamInfer();
       const answers: StreamResponse[] = [];
       const done = (async () => {
         for await (const answer of stream) answers.push(answer);
       })();
-      stream.write(simpleRequest('before'));
-      await expect.poll(() => answers.length).toBe(1);
-      stream.write(simpleRequest('during'));
-      const started = Date.now();
-      await server.close();
-      await done;
-      expect(Date.now() - started).toBeLessThan(4_000);
-      expect(answers[0]).toMatchObject({ ok: true, result: { id: 'before' } });
-      // 'during' was either answered before the stream ended or refused as shutting down.
-      expect(answers.length).toBeLessThanOrEqual(2);
-    } finally {
-      await client.close();
+      const request = (id: string) => ({ model: 'slow', id, inputs: [{ name: 'INPUT0', datatype: 'FP32' as const, shape: [1, WIDTH], data: new Float32Array(WIDTH).fill(0.5) }] });
+      stream.write(request('running'));
+      stream.write(request('queued'));
+      const metrics = `http://127.0.0.1:${server.metricsPort}/metrics`;
+      const pending = async () => Number(/^nv_inference_pending_request_count\{model="slow",version="1"\} (\S+)$/m.exec(await (await fetch(metrics)).text())?.[1]);
+      await expect.poll(pending, { timeout: 30_000, interval: 5 }).toBe(1);
+      return { answers, done };
     }
+
+    it('the stream gets both in-flight answers, then ends with status OK', async () => {
+      const server = await startTestServer([repo.dir]);
+      const client = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
+      try {
+        const { answers, done } = await streamWithQueuedRequest(server, client);
+        await server.close();
+        // The client's stream throws on any status but OK.
+        await done;
+        expect(answers.map((a) => (a.ok ? a.result.id : a.error.message))).toEqual(['running', 'queued']);
+      } finally {
+        await client.close();
+      }
+    });
+
+    it('calls still open when the exit timeout runs out are cancelled', async () => {
+      const server = await startTestServer([repo.dir]);
+      const client = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
+      try {
+        const { answers, done } = await streamWithQueuedRequest(server, client);
+        const outcome = done.then(() => undefined, (e: unknown) => e);
+        await server.close({ exitTimeoutMs: 1 });
+        const error = await outcome;
+        expect(error).toBeInstanceOf(BatchwiseClientError);
+        expect(error).toMatchObject({ grpcCode: status.UNAVAILABLE, message: 'Server is shutting down: the exit timeout ran out before this stream was answered' });
+        expect(answers.filter((a) => a.ok && a.result.id === 'queued')).toEqual([]);
+      } finally {
+        await client.close();
+      }
+    });
   });
 });

@@ -20,6 +20,7 @@ import { ServerMetrics } from './metrics/server-metrics.ts';
 import { EmfWriter } from './metrics/emf-writer.ts';
 import { startGpuMonitor } from './metrics/gpu-monitor.ts';
 import { MemoryGuard } from './memory/memory-guard.ts';
+import { withModelFootprints } from './memory/model-footprint.ts';
 import { resolveMemoryBudgetBytes } from './memory/memory-budget.ts';
 
 export interface ServerOptions {
@@ -90,12 +91,16 @@ export interface RunningServer {
   /**
    * Graceful stop: readiness goes false at once (load balancers stop sending), requests are
    * still admitted for `graceMs` while they notice, then listeners close, every admitted
-   * request completes, streams end, and models unload.
+   * request completes, streams end, and models unload. `exitTimeoutMs` (Triton's
+   * --exit-timeout-secs, counted from the call, grace included) bounds the wait for gRPC calls:
+   * those still open when it runs out are cancelled. @default graceMs 0, exitTimeoutMs 30000
    */
-  close(options?: { graceMs?: number }): Promise<void>;
+  close(options?: { graceMs?: number; exitTimeoutMs?: number }): Promise<void>;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 256 * 1024 * 1024;
+/** Triton's --exit-timeout-secs default. */
+export const DEFAULT_EXIT_TIMEOUT_MS = 30_000;
 /** Longer than the AWS ALB's default 60 s idle timeout, so the balancer always closes first. */
 export const DEFAULT_HTTP_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
@@ -117,7 +122,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const models = new ModelManager(options.modelRepositories.map((location) => modelSourceFor(location, { logger })), {
     controlMode: options.modelControlMode ?? 'none',
     startupModels: options.loadModels ?? [],
-    backend: onnxRuntimeBackend,
+    backend: withModelFootprints(onnxRuntimeBackend, memory),
     metrics,
     logger,
     strictModelConfig: options.strictModelConfig ?? false,
@@ -133,6 +138,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
   const responseCache = cacheConfig && new ResponseCache(cacheConfig.sizeBytes);
   if (responseCache) metrics.observeResponseCache(responseCache);
+  if (cacheConfig) memory.holdAtRest(cacheConfig.sizeBytes);
   const service = new CoreInferenceService(models, memory, {
     sharedMemory,
     tracer,
@@ -197,7 +203,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     service,
     metrics,
     logger,
-    async close({ graceMs = 0 } = {}) {
+    async close({ graceMs = 0, exitTimeoutMs = DEFAULT_EXIT_TIMEOUT_MS } = {}) {
+      const exitDeadline = Date.now() + exitTimeoutMs;
       service.setReady(false);
       if (graceMs > 0) {
         logger.info({ graceMs }, 'not ready; still admitting requests while load balancers notice');
@@ -205,7 +212,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       }
       await Promise.all([
         http?.close(),
-        grpc?.close(5_000),
+        grpc?.close(Math.max(0, exitDeadline - Date.now())),
         metricsServer && new Promise<void>((resolve) => metricsServer!.close(() => resolve())),
       ]);
       await models.close();
@@ -217,6 +224,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   };
 
   await models.start();
+  warnIfBudgetTooSmall(memory, memory.settle(), logger);
   const failed = service.repositoryIndex(false).filter((m) => m.state === 'UNAVAILABLE');
   if (options.exitOnError && failed.length > 0) {
     logger.error({ failed }, 'a model failed to load and --exit-on-error is set: stopping');
@@ -227,4 +235,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   service.setReady(true);
   logger.info({ ready: service.isReady(), models: service.repositoryIndex(false) }, 'model repository loaded');
   return running;
+}
+
+/** A budget below what the process holds at rest refuses every request: say so at start. */
+function warnIfBudgetTooSmall(memory: MemoryGuard, rssBytes: number, logger: Logger): void {
+  if (memory.freeBytes() > 0 && rssBytes < memory.budgetBytes) return;
+  logger.warn(
+    { memoryBudgetBytes: memory.budgetBytes, baselineBytes: memory.baselineBytes, rssBytes },
+    'the memory budget (--memory-limit) is below what the server holds at rest after loading its models: requests will be refused with 503; raise --memory-limit',
+  );
 }

@@ -1,5 +1,5 @@
 import { Command, Option } from 'commander';
-import { createServerLogger, DEFAULT_MAX_BODY_BYTES, startServer } from '../server.ts';
+import { createServerLogger, DEFAULT_EXIT_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, startServer } from '../server.ts';
 import { DEFAULT_GRPC_MAX_MESSAGE_BYTES } from '../grpc/server.ts';
 import { pinoLevelFor } from '../logging/log-settings.ts';
 import { collect, parseBool, parsePort, parsePositiveInteger } from './flags.ts';
@@ -140,7 +140,12 @@ export function serveCommand(): Command {
       (v) => Number(v),
       5,
     )
-    .option('--exit-timeout-secs <secs>', 'on SIGTERM, time allowed for in-flight requests before a forced exit', parsePositiveInteger, 30);
+    .option(
+      '--exit-timeout-secs <secs>',
+      'on SIGTERM, time allowed (grace included) for in-flight requests and gRPC streams before they are cancelled and the process exits',
+      parsePositiveInteger,
+      DEFAULT_EXIT_TIMEOUT_MS / 1000,
+    );
   return addFlagsWithoutEffect(command).action(async (flags: ServeFlags) => {
     const logger = createServerLogger(
       pinoLevelFor({ log_verbose_level: flags.logVerbose, log_info: flags.logInfo, log_warning: flags.logWarning, log_error: flags.logError }),
@@ -199,7 +204,7 @@ export function serveCommand(): Command {
         process.exit(1);
       }, flags.exitTimeoutSecs * 1000);
       force.unref();
-      void server.close({ graceMs: flags.shutdownGraceSecs * 1000 }).then(
+      void server.close({ graceMs: flags.shutdownGraceSecs * 1000, exitTimeoutMs: flags.exitTimeoutSecs * 1000 }).then(
         () => {
           server.logger.info('drained; exiting');
           process.exit(0);

@@ -1,7 +1,7 @@
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { pino, type Logger } from 'pino';
 import type { RestrictionTable } from '../access/restricted-api.ts';
-import type { InferenceService } from '../core/index.ts';
+import { Errors, type InferenceService } from '../core/index.ts';
 import { healthHandlers } from './health.ts';
 import { inferenceServiceHandlers } from './inference-handlers.ts';
 import { loadServiceDefinitions } from './protos.ts';
@@ -87,7 +87,10 @@ export function createGrpcFrontend(service: InferenceService, options: GrpcFront
       for (const stream of [...streams]) stream.drain();
       return new Promise((resolve) => {
         const force = setTimeout(() => {
-          logger.warn({ graceMs }, 'gRPC calls still open after the grace period: cancelling them');
+          logger.warn({ graceMs, streams: streams.size }, 'gRPC calls still open after the grace period: cancelling them');
+          // forceShutdown() destroys no connection while channelz is off (grpc-js 1.14 only
+          // tracks sessions for channelz), so streams are ended here with a status of their own.
+          for (const stream of [...streams]) stream.cancel(Errors.unavailable('Server is shutting down: the exit timeout ran out before this stream was answered'));
           server.forceShutdown();
           resolve();
         }, graceMs);

@@ -2,12 +2,15 @@ import type { handleBidiStreamingCall } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Errors, toInferenceServerError, type InferenceService } from '../core/index.ts';
 import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
+import { toServiceError } from './status.ts';
 import type { ModelInferRequestWire, ModelStreamInferResponseWire } from './wire-types.ts';
 
 /** An open ModelStreamInfer call, as the frontend's shutdown sees it. */
 export interface DrainableStream {
   /** Stop admitting requests; end the stream once those in flight are answered. */
   drain(): void;
+  /** End the stream now with the error's status, whatever is still in flight. */
+  cancel(error: unknown): void;
 }
 
 /**
@@ -39,6 +42,13 @@ export function streamInferHandler(
       drain() {
         draining = true;
         maybeFinish();
+      },
+      cancel(error) {
+        if (finished) return;
+        finished = true;
+        streams.delete(stream);
+        // grpc-js ends a server stream with the status of an emitted error.
+        call.emit('error', toServiceError(error));
       },
     };
     streams.add(stream);
