@@ -8,7 +8,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
-import { SERVER_METRIC_DIMENSIONS, SERVER_METRICS, SERVER_METRICS_NAMESPACE } from './server-metrics.ts';
+import { SERVER_METRICS, serverMetric } from './server-metrics.ts';
 import type { ServerMetricSpec } from './server-metrics.ts';
 
 /** Namespace of metrics the stack derives itself (not published by the server). */
@@ -33,6 +33,11 @@ export interface AlarmsProps {
    */
   readonly oomLogGroupName: string;
   /**
+   * The service's health check grace period: a new task may fail the target group's health
+   * check this long (model download, CUDA initialisation, warm-up) without being broken.
+   */
+  readonly healthCheckGracePeriod: Duration;
+  /**
    * p99 latency above which the ALB and server latency alarms fire.
    * @default Duration.millis(500)
    */
@@ -52,6 +57,12 @@ export interface AlarmsProps {
    * @default 5
    */
   readonly target5xxPercent?: number;
+  /**
+   * Requests per minute (all tasks) below which the server p99 alarm does not evaluate: with
+   * fewer than 100 requests a p99 is the slowest request, not a percentile.
+   * @default 100
+   */
+  readonly latencyMinRequestsPerMinute?: number;
 }
 
 const MINUTE = Duration.minutes(1);
@@ -77,6 +88,10 @@ export class Alarms extends Construct {
       if (!(value > 0 && value <= 100)) throw new Error(`Alarms: ${name} must be in (0, 100], got ${value}.`);
     }
     if (!(latencyMs > 0)) throw new Error(`Alarms: latencyP99Threshold must be positive, got ${latencyMs} ms.`);
+    const minRequests = props.latencyMinRequestsPerMinute ?? 100;
+    if (!(Number.isInteger(minRequests) && minRequests >= 0)) {
+      throw new Error(`Alarms: latencyMinRequestsPerMinute must be an integer >= 0, got ${minRequests}.`);
+    }
     if (!props.oomLogGroupName.startsWith('/aws/events/')) {
       throw new Error(`Alarms: oomLogGroupName must start with /aws/events/ (EventBridge requirement), got ${props.oomLogGroupName}.`);
     }
@@ -171,6 +186,16 @@ export class Alarms extends Construct {
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     }));
 
+    // The lowest desired count in the minute, so a scale-out in progress does not count as missing targets.
+    const desiredTasks = new cloudwatch.Metric({
+      namespace: 'ECS/ContainerInsights',
+      metricName: 'DesiredTaskCount',
+      dimensionsMap: { ClusterName: props.cluster.clusterName, ServiceName: props.service.serviceName },
+      statistic: 'Minimum',
+      period: MINUTE,
+    });
+    const graceMinutes = Math.ceil(props.healthCheckGracePeriod.toSeconds() / 60);
+    const healthMinutes = graceMinutes + 5;
     const targetGroups = { http: props.httpTargetGroup, grpc: props.grpcTargetGroup };
     for (const [kind, tg] of Object.entries(targetGroups)) {
       const Kind = kind.toUpperCase();
@@ -184,24 +209,32 @@ export class Alarms extends Construct {
       }));
       const errors = tg.metrics.httpCodeTarget(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, { statistic: 'Sum', period: MINUTE });
       const requests = tg.metrics.requestCount({ statistic: 'Sum', period: MINUTE });
-      const errorRate = new cloudwatch.MathExpression({
-        expression: 'IF(requests > 0, 100 * FILL(errors, 0) / requests, 0)',
-        usingMetrics: { errors, requests },
-        label: `${Kind} target 5xx %`,
-        period: MINUTE,
-      });
-      add(`${kind}Target5xx`, errorRate.createAlarm(this, `${Kind}Target5xxAlarm`, {
-        alarmDescription: `ALB ${Kind} target group: more than ${errorPercent}% of requests answered 5xx by the server.`,
+      add(`${kind}Target5xx`, percentOf(errors, requests, `${Kind} target 5xx %`).createAlarm(this, `${Kind}Target5xxAlarm`, {
+        alarmDescription:
+          `ALB ${Kind} target group: more than ${errorPercent}% of requests answered 5xx by the server.` +
+          (kind === 'grpc' ? ' gRPC errors travel as HTTP 200 with a grpc-status: see the ServerErrors alarm.' : ''),
         threshold: errorPercent,
         evaluationPeriods: 5,
         datapointsToAlarm: 3,
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }));
-      add(`${kind}UnhealthyHosts`, tg.metrics.unhealthyHostCount({ statistic: 'Maximum', period: MINUTE }).createAlarm(this, `${Kind}UnhealthyHostsAlarm`, {
-        alarmDescription: `ALB ${Kind} target group: at least one task failing its health check.`,
+      // New targets fail readiness while their models download (up to the grace period), on
+      // every deploy and scale-out: an UnhealthyHostCount alarm would fire each time. What
+      // matters is whether the service has fewer ready targets than tasks it wants, for longer
+      // than a new task may take to become ready.
+      const deficit = new cloudwatch.MathExpression({
+        expression: 'desired - FILL(healthy, 0)',
+        usingMetrics: { desired: desiredTasks, healthy: tg.metrics.healthyHostCount({ statistic: 'Maximum', period: MINUTE }) },
+        label: `${Kind} targets missing (desired tasks - healthy targets)`,
+        period: MINUTE,
+      });
+      add(`${kind}HealthyHosts`, deficit.createAlarm(this, `${Kind}HealthyHostsAlarm`, {
+        alarmDescription:
+          `ALB ${Kind} target group: fewer healthy targets than desired tasks for ${healthMinutes} minutes, longer ` +
+          `than the ${graceMinutes}-minute health check grace period a new task may need to load its models.`,
         threshold: 1,
-        evaluationPeriods: 3,
+        evaluationPeriods: healthMinutes,
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }));
@@ -217,8 +250,27 @@ export class Alarms extends Construct {
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     }));
-    add('serverLatencyP99', server(SERVER_METRICS.requestLatencyP99).createAlarm(this, 'ServerLatencyP99Alarm', {
-      alarmDescription: `Server-side p99 request latency above ${latencyMs} ms.`,
+    add('serverErrors', percentOf(server(SERVER_METRICS.backendFailures), server(SERVER_METRICS.requestCount), 'server errors %')
+      .createAlarm(this, 'ServerErrorsAlarm', {
+        alarmDescription:
+          `More than ${errorPercent}% of requests failed in model execution (BackendFailures), on HTTP and gRPC alike ` +
+          '(gRPC errors reach the ALB as HTTP 200, so its 5xx alarm misses them).',
+        threshold: errorPercent,
+        evaluationPeriods: 5,
+        datapointsToAlarm: 3,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }));
+    // CloudWatch's p99 over the distributions of all tasks, evaluated only with enough requests.
+    const serverLatencyP99 = new cloudwatch.MathExpression({
+      expression: `IF(requests >= ${minRequests}, latency, 0)`,
+      usingMetrics: { latency: server(SERVER_METRICS.requestLatency), requests: server(SERVER_METRICS.requestCount) },
+      label: `server p99 latency (ms), when >= ${minRequests} requests/min`,
+      period: MINUTE,
+    });
+    add('serverLatencyP99', serverLatencyP99.createAlarm(this, 'ServerLatencyP99Alarm', {
+      alarmDescription:
+        `Server-side p99 request latency (all tasks) above ${latencyMs} ms, in minutes with at least ${minRequests} requests.`,
       threshold: latencyMs,
       evaluationPeriods: 5,
       datapointsToAlarm: 3,
@@ -240,13 +292,12 @@ export class Alarms extends Construct {
   }
 }
 
-/** A server EMF metric at the `[ServiceName]` dimension set, with its natural statistic. */
-export function serverMetric(spec: ServerMetricSpec, serviceName: string, period: Duration = MINUTE): cloudwatch.Metric {
-  return new cloudwatch.Metric({
-    namespace: SERVER_METRICS_NAMESPACE,
-    metricName: spec.name,
-    dimensionsMap: { [SERVER_METRIC_DIMENSIONS.serviceName]: serviceName },
-    statistic: spec.statistic,
-    period,
+/** `100 * part / whole` per period; 0 without requests (no traffic is no error rate). */
+function percentOf(part: cloudwatch.IMetric, whole: cloudwatch.IMetric, label: string): cloudwatch.MathExpression {
+  return new cloudwatch.MathExpression({
+    expression: 'IF(whole > 0, 100 * FILL(part, 0) / whole, 0)',
+    usingMetrics: { part, whole },
+    label,
+    period: MINUTE,
   });
 }

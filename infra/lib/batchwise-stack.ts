@@ -161,6 +161,7 @@ export class BatchwiseStack extends Stack {
       memoryHardLimitMiB: memory.hardLimitMiB,
       gpuMemoryMiB: memory.gpuMemoryMiB,
       oomLogGroupName: `/aws/events/batchwise-${envName}-oom-kills`,
+      healthCheckGracePeriod: inference.healthCheckGracePeriod,
       latencyP99Threshold: props.latencyP99AlarmMs === undefined ? undefined : Duration.millis(props.latencyP99AlarmMs),
     });
     const dashboard = new Dashboard(this, 'Dashboard', {

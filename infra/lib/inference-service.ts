@@ -7,12 +7,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import type { ModelStore } from './model-store.ts';
 import type { TaskMemory } from './instance-types.ts';
-import {
-  MODEL_REPOSITORY_KEY_ENV,
-  SERVER_METRIC_DIMENSIONS,
-  SERVER_METRICS,
-  SERVER_METRICS_NAMESPACE,
-} from './server-metrics.ts';
+import { MODEL_REPOSITORY_KEY_ENV, SERVER_METRICS, serverMetric } from './server-metrics.ts';
 
 /** Ports the server listens on (Triton's defaults). */
 export const SERVER_PORTS = { http: 8000, grpc: 8001, metrics: 8002 } as const;
@@ -96,6 +91,8 @@ export class InferenceService extends Construct {
   readonly service: ecs.Ec2Service;
   readonly logGroup: logs.LogGroup;
   readonly securityGroup: ec2.SecurityGroup;
+  /** How long the service ignores failing load balancer health checks of a new task. */
+  readonly healthCheckGracePeriod: Duration;
   /** The metric the service scales on, as the server publishes it. */
   readonly pendingRequestsMetric: cloudwatch.Metric;
 
@@ -121,6 +118,7 @@ export class InferenceService extends Construct {
     }
     const stopTimeout = props.stopTimeout ?? Duration.seconds(120);
     const grace = props.healthCheckGracePeriod ?? Duration.minutes(10);
+    this.healthCheckGracePeriod = grace;
 
     this.logGroup = new logs.LogGroup(this, 'LogGroup', {
       retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
@@ -224,13 +222,14 @@ export class InferenceService extends Construct {
       propagateTags: ecs.PropagatedTagSource.SERVICE,
     });
 
-    this.pendingRequestsMetric = new cloudwatch.Metric({
-      namespace: SERVER_METRICS_NAMESPACE,
-      metricName: SERVER_METRICS.pendingRequests.name,
-      dimensionsMap: { [SERVER_METRIC_DIMENSIONS.serviceName]: props.metricsServiceName },
-      statistic: SERVER_METRICS.pendingRequests.statistic,
-      period: Duration.minutes(1),
-    });
+    // The cluster's capacity provider association (AWS::ECS::ClusterCapacityProviderAssociations)
+    // is added to the cluster by an aspect at synth time; depending on the cluster construct
+    // orders the service after it. Without it the service can be created before the
+    // association ("capacity provider ... is not associated with the cluster") and CloudFormation
+    // deletes the association while the service still uses it (aws/aws-cdk#19275, #18179).
+    this.service.node.addDependency(props.cluster);
+
+    this.pendingRequestsMetric = serverMetric(SERVER_METRICS.pendingRequests, props.metricsServiceName);
     const scaling = this.service.autoScaleTaskCount({ minCapacity, maxCapacity });
     // CPU says nothing about a batching GPU server; queue depth per task is what grows with load.
     scaling.scaleToTrackCustomMetric('PendingRequestsPerTask', {

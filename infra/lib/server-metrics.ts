@@ -8,65 +8,56 @@
  * `--cloudwatch-service-name`), and per-model lines also carry `Model`, so each metric
  * exists for the dimension sets `[ServiceName]` and `[ServiceName, Model]`.
  *
- * Alarms, the dashboard and service autoscaling read these names: renaming one here
- * without changing the server (packages/server/src/metrics/) silently breaks them.
+ * Names, units and dimensions are declared once, by the server (emf-metrics.ts, a module
+ * without imports that synth loads directly); this file only adds how the stack reads each
+ * metric. A metric the server adds without a statistic here fails to type-check.
  */
-export const SERVER_METRICS_NAMESPACE = 'Batchwise';
+import { Duration } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import { EMF_DIMENSIONS, EMF_METRICS, EMF_NAMESPACE } from '../../packages/server/src/metrics/emf-metrics.ts';
+import type { EmfMetricKey, EmfMetricSpec } from '../../packages/server/src/metrics/emf-metrics.ts';
 
-export const SERVER_METRIC_DIMENSIONS = {
-  serviceName: 'ServiceName',
-  model: 'Model',
-} as const;
+export const SERVER_METRICS_NAMESPACE = EMF_NAMESPACE;
 
-/** CloudWatch units as they appear in the EMF `Unit` field. */
-export type EmfUnit = 'Count' | 'Milliseconds' | 'Bytes';
+export const SERVER_METRIC_DIMENSIONS = EMF_DIMENSIONS;
 
-export interface ServerMetricSpec {
-  readonly name: string;
-  readonly unit: EmfUnit;
+/** How a metric aggregates across tasks and 10 s samples. */
+export type ServerMetricStatistic = 'Sum' | 'Average' | 'Maximum' | 'p99';
+
+export interface ServerMetricSpec extends EmfMetricSpec {
   /** Statistic that makes sense across tasks and 10 s samples. */
-  readonly statistic: 'Sum' | 'Average' | 'Maximum';
-  readonly description: string;
+  readonly statistic: ServerMetricStatistic;
 }
 
-export const SERVER_METRICS = {
-  requestCount: {
-    name: 'RequestCount', unit: 'Count', statistic: 'Sum',
-    description: 'Inference requests completed (success or failure) in the interval.',
-  },
-  requestFailures: {
-    name: 'RequestFailures', unit: 'Count', statistic: 'Sum',
-    description: 'Inference requests that failed, for any reason, in the interval.',
-  },
-  queueRejections: {
-    name: 'QueueRejections', unit: 'Count', statistic: 'Sum',
-    description: 'Requests rejected because a model queue was full or its queue timeout expired.',
-  },
-  memoryRejections: {
-    name: 'MemoryRejections', unit: 'Count', statistic: 'Sum',
-    description: 'Requests or model loads refused by the memory guard (--memory-limit).',
-  },
-  pendingRequests: {
-    name: 'PendingRequests', unit: 'Count', statistic: 'Average',
-    description: 'Requests queued or executing in this task at the end of the interval (gauge).',
-  },
-  requestLatencyP99: {
-    name: 'RequestLatencyP99', unit: 'Milliseconds', statistic: 'Maximum',
-    description: '99th percentile of end-to-end request latency over the interval.',
-  },
-  gpuMemoryUsedBytes: {
-    name: 'GpuMemoryUsedBytes', unit: 'Bytes', statistic: 'Maximum',
-    description: 'GPU memory in use on the task\'s GPU (gauge).',
-  },
-  memoryAccountedBytes: {
-    name: 'MemoryAccountedBytes', unit: 'Bytes', statistic: 'Maximum',
-    description: 'Host memory the server\'s memory guard has accounted (models, batches, buffers).',
-  },
-  memoryBudgetBytes: {
-    name: 'MemoryBudgetBytes', unit: 'Bytes', statistic: 'Maximum',
-    description: 'The memory guard budget, i.e. the --memory-limit value (constant per task).',
-  },
-} as const satisfies Record<string, ServerMetricSpec>;
+const STATISTICS: Readonly<Record<EmfMetricKey, ServerMetricStatistic>> = {
+  requestCount: 'Sum',
+  requestFailures: 'Sum',
+  backendFailures: 'Sum',
+  queueRejections: 'Sum',
+  memoryRejections: 'Sum',
+  // A gauge per task: the average is the load per task that autoscaling tracks.
+  pendingRequests: 'Average',
+  // A distribution from every task: CloudWatch's p99 over all requests of all tasks.
+  requestLatency: 'p99',
+  gpuMemoryUsedBytes: 'Maximum',
+  memoryAccountedBytes: 'Maximum',
+  memoryBudgetBytes: 'Maximum',
+};
+
+export const SERVER_METRICS = Object.fromEntries(
+  (Object.keys(EMF_METRICS) as EmfMetricKey[]).map((key) => [key, { ...EMF_METRICS[key], statistic: STATISTICS[key] }]),
+) as { readonly [K in EmfMetricKey]: (typeof EMF_METRICS)[K] & { readonly statistic: ServerMetricStatistic } };
+
+/** A server EMF metric at the `[ServiceName]` dimension set, with its natural statistic. */
+export function serverMetric(spec: ServerMetricSpec, serviceName: string, period: Duration = Duration.minutes(1)): cloudwatch.Metric {
+  return new cloudwatch.Metric({
+    namespace: SERVER_METRICS_NAMESPACE,
+    metricName: spec.name,
+    dimensionsMap: { [SERVER_METRIC_DIMENSIONS.serviceName]: serviceName },
+    statistic: spec.statistic,
+    period,
+  });
+}
 
 /** The secret-bearing env var the server reads to restrict the model-repository API. */
 export const MODEL_REPOSITORY_KEY_ENV = 'BATCHWISE_MODEL_REPOSITORY_KEY';

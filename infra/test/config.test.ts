@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CERTIFICATE_ARN, IMAGE_URI, buildApp } from './synth.ts';
 import { GPU_INSTANCE_TYPES, hostHeadroomMiB, taskMemoryFor } from '../lib/instance-types.ts';
+import { EMF_METRICS } from '../../packages/server/src/metrics/emf-metrics.ts';
 import { SERVER_METRICS } from '../lib/server-metrics.ts';
 
 const base = { certificateArn: CERTIFICATE_ARN, imageUri: IMAGE_URI };
@@ -58,12 +59,13 @@ describe('instance type table', () => {
 });
 
 describe('server metrics contract', () => {
-  it('declares each metric name once', () => {
-    const names = Object.values(SERVER_METRICS).map((m) => m.name);
-    expect(new Set(names).size).toBe(names.length);
-    expect(names).toEqual([
-      'RequestCount', 'RequestFailures', 'QueueRejections', 'MemoryRejections', 'PendingRequests',
-      'RequestLatencyP99', 'GpuMemoryUsedBytes', 'MemoryAccountedBytes', 'MemoryBudgetBytes',
-    ]);
+  it('reads the names and units the server writes, each with a statistic', () => {
+    expect(Object.keys(SERVER_METRICS)).toEqual(Object.keys(EMF_METRICS));
+    for (const [key, spec] of Object.entries(SERVER_METRICS)) {
+      const emf = EMF_METRICS[key as keyof typeof EMF_METRICS];
+      expect(spec).toMatchObject({ name: emf.name, unit: emf.unit });
+      expect(['Sum', 'Average', 'Maximum', 'p99']).toContain(spec.statistic);
+    }
+    expect(SERVER_METRICS.requestLatency.statistic).toBe('p99');
   });
 });

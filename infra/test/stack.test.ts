@@ -116,6 +116,12 @@ describe('service', () => {
     expect(svc.NetworkConfiguration.AwsvpcConfiguration.AssignPublicIp).toBe('DISABLED');
   });
 
+  it('is created after, and deleted before, the cluster\'s capacity provider association', () => {
+    const association = only(t(), 'AWS::ECS::ClusterCapacityProviderAssociations').logicalId;
+    const service = Object.values(t().findResources('AWS::ECS::Service'))[0]!;
+    expect(service.DependsOn).toContain(association);
+  });
+
   it('scales on the PendingRequests EMF metric per task, not on CPU', () => {
     const policy = only(t(), 'AWS::ApplicationAutoScaling::ScalingPolicy').props;
     expect(policy.TargetTrackingScalingPolicyConfiguration).toMatchObject({
@@ -252,7 +258,7 @@ describe('alarms', () => {
 
   it('routes every alarm to the SNS topic with an e-mail subscription', () => {
     const topic = only(t(), 'AWS::SNS::Topic').logicalId;
-    expect(alarms()).toHaveLength(11);
+    expect(alarms()).toHaveLength(12);
     for (const alarm of alarms()) expect(alarm.AlarmActions).toEqual([{ Ref: topic }]);
     t().hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'ops@example.com' });
   });
@@ -292,24 +298,55 @@ describe('alarms', () => {
     expect(p99).toHaveLength(2);
     for (const a of p99) expect(a).toMatchObject({ ExtendedStatistic: 'p99', Threshold: 0.5, Namespace: 'AWS/ApplicationELB' });
     expect(new Set(p99.map((a) => JSON.stringify(a.Dimensions.find((d: { Name: string }) => d.Name === 'TargetGroup').Value))).size).toBe(2);
-    expect(byMetric('UnHealthyHostCount')).toHaveLength(2);
-    const math = alarms().filter((a) => a.Metrics);
-    expect(math).toHaveLength(2);
-    for (const a of math) {
+    const math = (name: string) => alarms().filter((a) => a.Metrics?.some((m: any) => m.MetricStat?.Metric.MetricName === name));
+    expect(math('HTTPCode_Target_5XX_Count')).toHaveLength(2);
+    for (const a of math('HTTPCode_Target_5XX_Count')) {
       expect(a.Metrics.map((m: any) => m.MetricStat?.Metric.MetricName).filter(Boolean).sort()).toEqual([
         'HTTPCode_Target_5XX_Count', 'RequestCount',
       ]);
     }
   });
 
-  it('alarms on the server EMF metrics: queue rejections, p99 latency, GPU memory', () => {
+  it('alarms on missing healthy targets only beyond the health check grace period, not on every deploy', () => {
+    expect(byMetric('UnHealthyHostCount')).toEqual([]);
+    const health = alarms().filter((a) => a.Metrics?.some((m: any) => m.MetricStat?.Metric.MetricName === 'HealthyHostCount'));
+    expect(health).toHaveLength(2);
+    for (const a of health) {
+      const stat = (name: string) => a.Metrics.find((m: any) => m.MetricStat?.Metric.MetricName === name).MetricStat;
+      expect(stat('DesiredTaskCount')).toMatchObject({ Stat: 'Minimum', Period: 60, Metric: { Namespace: 'ECS/ContainerInsights' } });
+      expect(stat('HealthyHostCount')).toMatchObject({ Stat: 'Maximum', Period: 60 });
+      expect(a.Metrics.find((m: any) => m.Expression).Expression).toBe('desired - FILL(healthy, 0)');
+      // Grace 600 s = 10 minutes, plus 5: every minute of 15 must miss a target.
+      expect(a).toMatchObject({ Threshold: 1, EvaluationPeriods: 15, ComparisonOperator: 'GreaterThanOrEqualToThreshold' });
+      expect(a.DatapointsToAlarm).toBeUndefined();
+    }
+  });
+
+  it('alarms on the server EMF metrics: queue rejections, p99 latency, backend failures, GPU memory', () => {
     const dims = [{ Name: 'ServiceName', Value: 'batchwise-dev' }];
+    const metricStat = (name: string, stat: string) => ({
+      Metric: { Namespace: 'Batchwise', MetricName: name, Dimensions: dims }, Period: 60, Stat: stat,
+    });
     expect(byMetric(SERVER_METRICS.queueRejections.name)).toEqual([
       expect.objectContaining({ Namespace: 'Batchwise', Dimensions: dims, Statistic: 'Sum', Threshold: 1 }),
     ]);
-    expect(byMetric(SERVER_METRICS.requestLatencyP99.name)).toEqual([
-      expect.objectContaining({ Namespace: 'Batchwise', Dimensions: dims, Threshold: 500 }),
-    ]);
+    // CloudWatch's p99 of the latency distributions of all tasks, not a maximum of per-task values.
+    const latency = alarms().filter((a) => a.Metrics?.some((m: any) => m.MetricStat?.Metric.MetricName === 'RequestLatency'));
+    expect(latency).toHaveLength(1);
+    expect(latency[0]).toMatchObject({ Threshold: 500, ComparisonOperator: 'GreaterThanThreshold' });
+    expect(latency[0].Metrics).toEqual(expect.arrayContaining([
+      expect.objectContaining({ Expression: 'IF(requests >= 100, latency, 0)', ReturnData: true }),
+      expect.objectContaining({ Id: 'latency', MetricStat: metricStat('RequestLatency', 'p99'), ReturnData: false }),
+      expect.objectContaining({ Id: 'requests', MetricStat: metricStat('RequestCount', 'Sum'), ReturnData: false }),
+    ]));
+    // gRPC failures reach the ALB as HTTP 200: the server's own count covers both protocols.
+    const errors = alarms().filter((a) => a.Metrics?.some((m: any) => m.MetricStat?.Metric.MetricName === 'BackendFailures'));
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ Threshold: 5, ComparisonOperator: 'GreaterThanThreshold' });
+    expect(errors[0].Metrics).toEqual(expect.arrayContaining([
+      expect.objectContaining({ Id: 'part', MetricStat: metricStat('BackendFailures', 'Sum') }),
+      expect.objectContaining({ Id: 'whole', MetricStat: metricStat('RequestCount', 'Sum') }),
+    ]));
     expect(byMetric(SERVER_METRICS.gpuMemoryUsedBytes.name)).toEqual([
       expect.objectContaining({ Namespace: 'Batchwise', Dimensions: dims, Threshold: Math.floor(16 * 1024 ** 3 * 0.9) }),
     ]);

@@ -1,52 +1,119 @@
 import { describe, expect, it } from 'vitest';
-import { EmfWriter, EMF_NAMESPACE, quantileFromCumulativeBuckets } from './emf-writer.ts';
+import { EMF_MAX_VALUES_PER_METRIC, EMF_METRICS } from './emf-metrics.ts';
+import { EmfWriter, EMF_NAMESPACE, distributionFromCumulativeBuckets } from './emf-writer.ts';
+import type { EmfDistribution } from './emf-writer.ts';
 import { ServerMetrics } from './server-metrics.ts';
 import { VersionStatistics } from './version-statistics.ts';
 
-// The names the infrastructure's alarms, dashboard and autoscaling read (infra/lib/server-metrics.ts).
-const CONTRACT = ['RequestCount', 'RequestFailures', 'QueueRejections', 'MemoryRejections', 'PendingRequests', 'RequestLatencyP99'];
+type Line = Record<string, any>;
+const declared = (line: Line): Array<{ Name: string; Unit: string }> => line._aws.CloudWatchMetrics[0].Metrics;
+
+/** Nearest-rank percentile of an EMF distribution, as CloudWatch computes it from its values. */
+function percentile(d: EmfDistribution, p: number): number {
+  const pairs = d.Values.map((v, i) => [v, d.Counts[i]!] as const).sort((a, b) => a[0] - b[0]);
+  const total = d.Counts.reduce((a, b) => a + b, 0);
+  let seen = 0;
+  for (const [value, count] of pairs) if ((seen += count) >= Math.ceil(p * total)) return value;
+  return NaN;
+}
+
+function setup() {
+  const metrics = new ServerMetrics({ processMetrics: false });
+  const stats = new VersionStatistics('simple', '1', metrics);
+  const lines: Line[] = [];
+  const writer = new EmfWriter(metrics, { serviceName: 'batchwise-prod', write: (l) => lines.push(JSON.parse(l)) });
+  return { metrics, stats, lines, writer };
+}
 
 describe('CloudWatch embedded metric format', () => {
   it('writes one line per model and one for the service, with deltas per interval', async () => {
-    const metrics = new ServerMetrics({ processMetrics: false });
+    const { metrics, stats, lines, writer } = setup();
     metrics.memoryBudgetBytes.set(1000);
-    const stats = new VersionStatistics('simple', '1', metrics);
-    const lines: string[] = [];
-    const writer = new EmfWriter(metrics, { serviceName: 'batchwise-prod', write: (l) => lines.push(l) });
     const request = { batchSize: 1, arrivalNs: process.hrtime.bigint() - 3_000_000n };
     const timings = { computeInputNs: 1, computeInferNs: 1, computeOutputNs: 1 };
     stats.recordSuccess(request, 0, timings);
     stats.recordSuccess(request, 0, timings);
     stats.recordFailure(request, 'REJECTED');
+    stats.recordFailure(request, 'BACKEND');
+    stats.recordFailure(request, 'OTHER');
     stats.setPending(4);
     await writer.flush(1_700_000_000_000);
 
-    const parsed = lines.map((l) => JSON.parse(l));
-    const perModel = parsed.find((p) => p.Model === 'simple');
-    const service = parsed.find((p) => p.Model === undefined);
+    const perModel = lines.find((p) => p.Model === 'simple')!;
+    const service = lines.find((p) => p.Model === undefined)!;
     expect(perModel._aws).toMatchObject({
       Timestamp: 1_700_000_000_000,
       CloudWatchMetrics: [{ Namespace: EMF_NAMESPACE, Dimensions: [['ServiceName', 'Model']] }],
     });
-    expect(perModel).toMatchObject({ ServiceName: 'batchwise-prod', RequestCount: 3, RequestFailures: 1, QueueRejections: 1, PendingRequests: 4 });
-    expect(perModel.RequestLatencyP99).toBeGreaterThanOrEqual(2.5);
-    expect(perModel.RequestLatencyP99).toBeLessThanOrEqual(25);
+    expect(perModel).toMatchObject({
+      ServiceName: 'batchwise-prod', RequestCount: 5, RequestFailures: 3, BackendFailures: 1, QueueRejections: 1, PendingRequests: 4,
+    });
+    // Two successful requests of about 3 ms (failures have no latency): in the (2.5 ms, 5 ms] bucket, spread inside it.
+    expect(perModel.RequestLatency.Counts.reduce((a: number, b: number) => a + b, 0)).toBe(2);
+    for (const v of perModel.RequestLatency.Values) {
+      expect(v).toBeGreaterThan(2.5);
+      expect(v).toBeLessThan(5);
+    }
     expect(service._aws.CloudWatchMetrics[0].Dimensions).toEqual([['ServiceName']]);
-    expect(service).toMatchObject({ RequestCount: 3, MemoryBudgetBytes: 1000 });
-    const declared = perModel._aws.CloudWatchMetrics[0].Metrics.map((m: { Name: string }) => m.Name);
-    for (const name of CONTRACT) expect(declared).toContain(name);
-    expect(perModel._aws.CloudWatchMetrics[0].Metrics.find((m: { Name: string }) => m.Name === 'RequestLatencyP99').Unit).toBe('Milliseconds');
+    expect(service).toMatchObject({ RequestCount: 5, BackendFailures: 1, MemoryBudgetBytes: 1000 });
+    expect(service.RequestLatency).toEqual(perModel.RequestLatency);
+    for (const line of [perModel, service]) {
+      for (const { Name, Unit } of declared(line)) {
+        expect(Object.values(EMF_METRICS).find((m) => m.name === Name)?.unit).toBe(Unit);
+        expect(line[Name]).toBeDefined();
+      }
+    }
 
     lines.length = 0;
     stats.recordSuccess(request, 0, timings);
     await writer.flush();
-    expect(JSON.parse(lines.find((l) => l.includes('"Model"'))!).RequestCount).toBe(1);
+    expect(lines.find((l) => l.Model)!.RequestCount).toBe(1);
+    expect(lines.find((l) => l.Model)!.RequestLatency.Counts).toEqual([1]);
   });
 
-  it('takes quantiles from cumulative buckets', () => {
-    const buckets = new Map([[0.001, 50], [0.01, 98], [0.1, 100], [Infinity, 100]]);
-    expect(quantileFromCumulativeBuckets(buckets, 0.5)).toBe(0.001);
-    expect(quantileFromCumulativeBuckets(buckets, 0.99)).toBe(0.1);
-    expect(quantileFromCumulativeBuckets(new Map(), 0.99)).toBeUndefined();
+  it('writes every metric of the contract, GpuMemoryUsedBytes when a GPU reading exists', async () => {
+    const { metrics, stats, lines, writer } = setup();
+    metrics.memoryBudgetBytes.set(1000);
+    metrics.memoryAccountedBytes.set(10);
+    stats.recordSuccess({ batchSize: 1, arrivalNs: process.hrtime.bigint() }, 0, { computeInputNs: 1, computeInferNs: 1, computeOutputNs: 1 });
+    await writer.flush();
+    const service = () => lines.find((l) => l.Model === undefined)!;
+    expect(service().GpuMemoryUsedBytes).toBeUndefined();
+    expect(declared(service()).map((m) => m.Name)).not.toContain('GpuMemoryUsedBytes');
+
+    lines.length = 0;
+    metrics.gpuMemoryUsedBytes.labels({ gpu_uuid: 'GPU-a' }).set(3 * 1024 ** 3);
+    metrics.gpuMemoryUsedBytes.labels({ gpu_uuid: 'GPU-b' }).set(1024 ** 3);
+    stats.recordSuccess({ batchSize: 1, arrivalNs: process.hrtime.bigint() }, 0, { computeInputNs: 1, computeInferNs: 1, computeOutputNs: 1 });
+    await writer.flush();
+    expect(service().GpuMemoryUsedBytes).toBe(4 * 1024 ** 3);
+    expect(declared(service())).toContainEqual({ Name: 'GpuMemoryUsedBytes', Unit: 'Bytes' });
+    expect(declared(service()).map((m) => m.Name).sort()).toEqual(Object.values(EMF_METRICS).map((m) => m.name).sort());
+  });
+
+  it('turns cumulative buckets into a distribution whose p99 lies inside the p99 bucket, not at its edge', () => {
+    // 990 requests at <= 1 ms, 10 in (250 ms, 500 ms]: the bucket-edge method said 500 ms.
+    const buckets = new Map([[0.001, 990], [0.25, 990], [0.5, 1000], [1, 1000], [Infinity, 1000]]);
+    const d = distributionFromCumulativeBuckets(buckets, 1000)!;
+    expect(d.Counts.reduce((a, b) => a + b, 0)).toBe(1000);
+    expect(d.Counts.every((c) => Number.isInteger(c) && c > 0)).toBe(true);
+    expect(percentile(d, 0.5)).toBeLessThanOrEqual(1);
+    expect(percentile(d, 0.99)).toBeLessThan(500);
+    expect(percentile(d, 0.995)).toBeGreaterThan(250);
+    expect(percentile(d, 0.995)).toBeLessThan(500);
+    expect(percentile(d, 1)).toBeLessThan(500);
+  });
+
+  it('keeps within the EMF limit of values and counts overflow at the last finite bound', () => {
+    const bounds = Array.from({ length: 40 }, (_, i) => (i + 1) / 100);
+    const buckets = new Map<number, number>(bounds.map((b, i) => [b, (i + 1) * 1000]));
+    buckets.set(Infinity, 40_000 + 7);
+    const d = distributionFromCumulativeBuckets(buckets)!;
+    expect(d.Values.length).toBeLessThanOrEqual(EMF_MAX_VALUES_PER_METRIC);
+    expect(d.Values.length).toBe(d.Counts.length);
+    expect(d.Counts.reduce((a, b) => a + b, 0)).toBe(40_007);
+    expect(d.Values.at(-1)).toBe(0.4);
+    expect(d.Counts.at(-1)).toBe(7);
+    expect(distributionFromCumulativeBuckets(new Map([[0.1, 0], [Infinity, 0]]))).toBeUndefined();
   });
 });

@@ -1,31 +1,30 @@
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
+import { EMF_DIMENSIONS, EMF_MAX_VALUES_PER_METRIC, EMF_METRICS, EMF_NAMESPACE } from './emf-metrics.ts';
+import type { EmfMetricKey } from './emf-metrics.ts';
 import type { ServerMetrics } from './server-metrics.ts';
 
 /**
  * CloudWatch embedded metric format: one JSON line per interval on stdout, which awslogs
  * ships and CloudWatch turns into metrics without an agent or API calls. The names, units
- * and dimensions are the contract with the infrastructure (infra/lib/server-metrics.ts).
+ * and dimensions are the contract with the infrastructure, declared in emf-metrics.ts.
  */
-export const EMF_NAMESPACE = 'Batchwise';
+export { EMF_NAMESPACE };
 
-type Unit = 'Count' | 'Milliseconds' | 'Bytes';
-const UNITS: Record<string, Unit> = {
-  RequestCount: 'Count',
-  RequestFailures: 'Count',
-  QueueRejections: 'Count',
-  MemoryRejections: 'Count',
-  PendingRequests: 'Count',
-  RequestLatencyP99: 'Milliseconds',
-  GpuMemoryUsedBytes: 'Bytes',
-  MemoryAccountedBytes: 'Bytes',
-  MemoryBudgetBytes: 'Bytes',
-};
+/** A distribution in EMF's histogram form: `Values[i]` occurred `Counts[i]` times. */
+export interface EmfDistribution {
+  readonly Values: number[];
+  readonly Counts: number[];
+}
+type EmfValue = number | EmfDistribution;
+
+type MetricValues = Partial<Record<EmfMetricKey, EmfValue>>;
 
 interface Totals {
   memoryRejections: number;
   success: number;
   failure: number;
   rejected: number;
+  backend: number;
   pending: number;
   buckets: Map<number, number>;
 }
@@ -65,27 +64,27 @@ export class EmfWriter {
     for (const [model, now] of current) {
       const delta = subtract(now, this.previous.get(model) ?? emptyTotals());
       accumulate(overall, delta);
-      if (model !== '') this.emit(timestampMs, { Model: model }, valuesOf(delta));
+      if (model !== '') this.emit(timestampMs, { [EMF_DIMENSIONS.model]: model }, valuesOf(delta));
     }
     const memory = await this.memoryValues();
     this.emit(timestampMs, {}, { ...valuesOf(overall), ...memory });
     this.previous = current;
   }
 
-  private emit(timestampMs: number, dimensions: Record<string, string>, values: Record<string, number>): void {
-    const names = Object.keys(values);
-    const dimensionNames = ['ServiceName', ...Object.keys(dimensions)];
+  private emit(timestampMs: number, dimensions: Record<string, string>, values: MetricValues): void {
+    const specs = (Object.keys(values) as EmfMetricKey[]).map((key) => EMF_METRICS[key]);
+    const dimensionNames = [EMF_DIMENSIONS.serviceName, ...Object.keys(dimensions)];
     this.write(
       JSON.stringify({
         _aws: {
           Timestamp: timestampMs,
           CloudWatchMetrics: [
-            { Namespace: EMF_NAMESPACE, Dimensions: [dimensionNames], Metrics: names.map((n) => ({ Name: n, Unit: UNITS[n] ?? 'Count' })) },
+            { Namespace: EMF_NAMESPACE, Dimensions: [dimensionNames], Metrics: specs.map((m) => ({ Name: m.name, Unit: m.unit })) },
           ],
         },
-        ServiceName: this.options.serviceName,
+        [EMF_DIMENSIONS.serviceName]: this.options.serviceName,
         ...dimensions,
-        ...values,
+        ...Object.fromEntries(Object.entries(values).map(([key, value]) => [EMF_METRICS[key as EmfMetricKey].name, value])),
       }),
     );
   }
@@ -102,6 +101,7 @@ export class EmfWriter {
     for (const v of (await this.metrics.requestFailure.get()).values) {
       of(v.labels).failure += v.value;
       if (v.labels['reason'] === 'REJECTED') of(v.labels).rejected += v.value;
+      if (v.labels['reason'] === 'BACKEND') of(v.labels).backend += v.value;
     }
     for (const v of (await this.metrics.pendingRequests.get()).values) of(v.labels).pending += v.value;
     const histogram = (await this.metrics.requestDurationSeconds.get()) as MetricObjectWithValues<MetricValue<string>>;
@@ -119,20 +119,20 @@ export class EmfWriter {
     return totals;
   }
 
-  private async memoryValues(): Promise<Record<string, number>> {
-    const values: Record<string, number> = {};
+  private async memoryValues(): Promise<MetricValues> {
+    const values: MetricValues = {};
     const gpu = (await this.metrics.gpuMemoryUsedBytes.get()).values;
-    if (gpu.length > 0) values['GpuMemoryUsedBytes'] = gpu.reduce((sum, v) => sum + v.value, 0);
+    if (gpu.length > 0) values.gpuMemoryUsedBytes = gpu.reduce((sum, v) => sum + v.value, 0);
     const budget = (await this.metrics.memoryBudgetBytes.get()).values[0]?.value;
     const accounted = (await this.metrics.memoryAccountedBytes.get()).values[0]?.value;
-    if (budget !== undefined && budget > 0) values['MemoryBudgetBytes'] = budget;
-    if (accounted !== undefined) values['MemoryAccountedBytes'] = accounted;
+    if (budget !== undefined && budget > 0) values.memoryBudgetBytes = budget;
+    if (accounted !== undefined) values.memoryAccountedBytes = accounted;
     return values;
   }
 }
 
 function emptyTotals(): Totals {
-  return { memoryRejections: 0, success: 0, failure: 0, rejected: 0, pending: 0, buckets: new Map() };
+  return { memoryRejections: 0, success: 0, failure: 0, rejected: 0, backend: 0, pending: 0, buckets: new Map() };
 }
 
 function subtract(now: Totals, before: Totals): Totals {
@@ -143,6 +143,7 @@ function subtract(now: Totals, before: Totals): Totals {
     success: now.success - before.success,
     failure: now.failure - before.failure,
     rejected: now.rejected - before.rejected,
+    backend: now.backend - before.backend,
     pending: now.pending,
     buckets,
   };
@@ -153,31 +154,65 @@ function accumulate(into: Totals, delta: Totals): void {
   into.success += delta.success;
   into.failure += delta.failure;
   into.rejected += delta.rejected;
+  into.backend += delta.backend;
   into.pending += delta.pending;
   for (const [le, count] of delta.buckets) into.buckets.set(le, (into.buckets.get(le) ?? 0) + count);
 }
 
-function valuesOf(t: Totals): Record<string, number> {
-  const values: Record<string, number> = {
-    RequestCount: t.success + t.failure,
-    RequestFailures: t.failure,
-    QueueRejections: t.rejected,
-    MemoryRejections: t.memoryRejections,
-    PendingRequests: t.pending,
+function valuesOf(t: Totals): MetricValues {
+  const values: MetricValues = {
+    requestCount: t.success + t.failure,
+    requestFailures: t.failure,
+    backendFailures: t.backend,
+    queueRejections: t.rejected,
+    memoryRejections: t.memoryRejections,
+    pendingRequests: t.pending,
   };
-  const p99 = quantileFromCumulativeBuckets(t.buckets, 0.99);
-  if (p99 !== undefined) values['RequestLatencyP99'] = p99 * 1000;
+  const latency = distributionFromCumulativeBuckets(t.buckets, 1000);
+  if (latency) values.requestLatency = latency;
   return values;
 }
 
-/** Upper bound of the bucket holding quantile q (Prometheus buckets are cumulative). */
-export function quantileFromCumulativeBuckets(buckets: ReadonlyMap<number, number>, q: number): number | undefined {
+/**
+ * The interval's observations as an EMF distribution, from cumulative histogram buckets
+ * (upper bound -> count, as Prometheus keeps them). Each bucket's requests are spread evenly
+ * over points inside the bucket (the uniform assumption of Prometheus' histogram_quantile), so
+ * CloudWatch's percentiles interpolate within a bucket instead of jumping to its upper edge;
+ * at most EMF_MAX_VALUES_PER_METRIC values. Requests above the last finite bound count at
+ * that bound. `scale` converts the bounds' unit (seconds -> milliseconds: 1000).
+ */
+export function distributionFromCumulativeBuckets(
+  buckets: ReadonlyMap<number, number>,
+  scale = 1,
+): EmfDistribution | undefined {
   const sorted = [...buckets.entries()].sort((a, b) => a[0] - b[0]);
-  const total = sorted.at(-1)?.[1] ?? 0;
-  if (total <= 0) return undefined;
-  const target = q * total;
-  for (const [le, count] of sorted) {
-    if (count >= target) return Number.isFinite(le) ? le : sorted.at(-2)?.[0];
+  const perBucket: Array<{ lower: number; upper: number; count: number }> = [];
+  let lower = 0;
+  let below = 0;
+  for (const [upper, cumulative] of sorted) {
+    const count = cumulative - below;
+    if (count > 0) perBucket.push({ lower, upper: Number.isFinite(upper) ? upper : lower, count });
+    below = cumulative;
+    if (Number.isFinite(upper)) lower = upper;
   }
-  return undefined;
+  if (perBucket.length === 0) return undefined;
+  const pointsPerBucket = Math.max(1, Math.floor(EMF_MAX_VALUES_PER_METRIC / perBucket.length));
+  const Values: number[] = [];
+  const Counts: number[] = [];
+  for (const { lower: lo, upper: hi, count } of perBucket) {
+    const points = hi > lo ? Math.min(pointsPerBucket, count) : 1;
+    for (let i = 0; i < points; i++) {
+      // Largest-remainder split: the bucket's count spread over its points, whole numbers.
+      const share = Math.round(((i + 1) * count) / points) - Math.round((i * count) / points);
+      if (share === 0) continue;
+      Values.push(round((lo + ((i + 0.5) / points) * (hi - lo)) * scale));
+      Counts.push(share);
+    }
+  }
+  return { Values, Counts };
+}
+
+/** Six significant digits keep the JSON line short without moving a percentile. */
+function round(value: number): number {
+  return Number(value.toPrecision(6));
 }

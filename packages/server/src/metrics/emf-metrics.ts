@@ -1,0 +1,75 @@
+/**
+ * The CloudWatch embedded metric format (EMF) contract, declared once: the names, units and
+ * dimensions the server writes (emf-writer.ts) and the infrastructure's alarms, dashboard and
+ * autoscaling read (infra/lib/server-metrics.ts imports this file). No imports: infra loads it
+ * at synth time without the server's dependencies.
+ */
+export const EMF_NAMESPACE = 'Batchwise';
+
+/** Every line carries `ServiceName`; per-model lines also carry `Model`. */
+export const EMF_DIMENSIONS = { serviceName: 'ServiceName', model: 'Model' } as const;
+
+/** CloudWatch units as they appear in the EMF `Unit` field. */
+export type EmfUnit = 'Count' | 'Milliseconds' | 'Bytes';
+
+export interface EmfMetricSpec {
+  readonly name: string;
+  readonly unit: EmfUnit;
+  readonly description: string;
+}
+
+/**
+ * Most EMF values one metric may carry in one line (the EMF specification's array limit), here
+ * the length of a `{ Values, Counts }` distribution.
+ */
+export const EMF_MAX_VALUES_PER_METRIC = 100;
+
+export const EMF_METRICS = {
+  requestCount: {
+    name: 'RequestCount', unit: 'Count',
+    description: 'Inference requests completed (success or failure) in the interval.',
+  },
+  requestFailures: {
+    name: 'RequestFailures', unit: 'Count',
+    description: 'Inference requests that failed, for any reason (including invalid input), in the interval.',
+  },
+  backendFailures: {
+    name: 'BackendFailures', unit: 'Count',
+    description:
+      "Requests whose model execution failed (Triton's failure reason BACKEND, e.g. CUDA out of memory): " +
+      'server errors on both protocols, whatever status the frontend answered with.',
+  },
+  queueRejections: {
+    name: 'QueueRejections', unit: 'Count',
+    description: 'Requests rejected because a model queue was full or its queue timeout expired.',
+  },
+  memoryRejections: {
+    name: 'MemoryRejections', unit: 'Count',
+    description: 'Requests refused by the memory guard (--memory-limit).',
+  },
+  pendingRequests: {
+    name: 'PendingRequests', unit: 'Count',
+    description: 'Requests queued in this task at the end of the interval (gauge).',
+  },
+  requestLatency: {
+    name: 'RequestLatency', unit: 'Milliseconds',
+    description:
+      'End-to-end latency inside the server of successful requests, as a distribution ({ Values, Counts }) ' +
+      "over the interval, so CloudWatch computes percentiles (p99) across tasks. Resolution: the " +
+      'latency histogram buckets, interpolated linearly inside each bucket.',
+  },
+  gpuMemoryUsedBytes: {
+    name: 'GpuMemoryUsedBytes', unit: 'Bytes',
+    description: "GPU memory in use on the task's GPUs (gauge, from nvidia-smi).",
+  },
+  memoryAccountedBytes: {
+    name: 'MemoryAccountedBytes', unit: 'Bytes',
+    description: "Host memory the server's memory guard has accounted (requests, batches, buffers).",
+  },
+  memoryBudgetBytes: {
+    name: 'MemoryBudgetBytes', unit: 'Bytes',
+    description: 'The memory guard budget, i.e. the --memory-limit value (constant per task).',
+  },
+} as const satisfies Record<string, EmfMetricSpec>;
+
+export type EmfMetricKey = keyof typeof EMF_METRICS;
