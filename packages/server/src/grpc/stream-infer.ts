@@ -14,9 +14,20 @@ export interface DrainableStream {
 }
 
 /**
+ * Requests of one stream admitted and not yet answered, at most. Enough for a client to keep
+ * several full batches queued; beyond it the stream stops reading until answers go out.
+ */
+export const MAX_IN_FLIGHT_PER_STREAM = 256;
+
+/**
  * ModelStreamInfer: every request is run as it arrives (so requests of one stream batch
  * together), and each response is written when it completes, carrying the request's id.
  * A failed request is answered with `error_message` and the stream goes on.
+ *
+ * Backpressure: the stream stops reading requests (so HTTP/2 flow control holds the client
+ * back) while its answers are not being read (call.write returned false, until 'drain') or
+ * MAX_IN_FLIGHT_PER_STREAM requests are in flight; a client that never reads makes the server
+ * hold a bounded number of answers, not every answer it would have produced.
  */
 export function streamInferHandler(
   service: InferenceService,
@@ -28,6 +39,16 @@ export function streamInferHandler(
     let inputEnded = false;
     let draining = false;
     let finished = false;
+    let writeBlocked = false;
+    let paused = false;
+
+    const updateFlow = () => {
+      const shouldPause = writeBlocked || pending >= MAX_IN_FLIGHT_PER_STREAM;
+      if (shouldPause === paused) return;
+      paused = shouldPause;
+      if (paused) call.pause();
+      else call.resume();
+    };
 
     const finish = () => {
       if (finished) return;
@@ -54,8 +75,16 @@ export function streamInferHandler(
     streams.add(stream);
 
     const write = (response: ModelStreamInferResponseWire) => {
-      if (!finished && !call.cancelled) call.write(response);
+      if (finished || call.cancelled) return;
+      if (!call.write(response)) {
+        writeBlocked = true;
+        updateFlow();
+      }
     };
+    call.on('drain', () => {
+      writeBlocked = false;
+      updateFlow();
+    });
     const fail = (msg: ModelInferRequestWire, error: unknown) => {
       const e = toInferenceServerError(error);
       logger.debug({ method: 'ModelStreamInfer', code: e.code, err: e.message }, 'stream request failed');
@@ -75,6 +104,7 @@ export function streamInferHandler(
         return fail(msg, error);
       }
       pending++;
+      updateFlow();
       service
         .infer(request)
         .then(
@@ -83,6 +113,7 @@ export function streamInferHandler(
         )
         .finally(() => {
           pending--;
+          updateFlow();
           maybeFinish();
         });
     });
