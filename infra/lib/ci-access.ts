@@ -51,7 +51,11 @@ export class CiAccess extends Construct {
 
     this.role = new iam.Role(this, 'Role', {
       description: `GitHub Actions of ${props.githubRepo}: cdk deploy and model promotion`,
-      maxSessionDuration: Duration.hours(1),
+      // The deploy job may run 90 minutes (an ECS deployment waits for new GPU instances and
+      // model downloads); its credentials must outlive it (.github/workflows/deploy.yml asks for
+      // role-duration-seconds 5400). The CDK CLI re-assumes the chained bootstrap roles (1 h
+      // limit) from these credentials as long as they are valid.
+      maxSessionDuration: Duration.hours(2),
       assumedBy: new iam.WebIdentityPrincipal(providerArn, {
         StringEquals: { 'token.actions.githubusercontent.com:aud': 'sts.amazonaws.com' },
         StringLike: {

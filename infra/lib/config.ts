@@ -1,3 +1,6 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Node } from 'constructs';
 import type { BatchwiseStackProps } from './batchwise-stack.ts';
 
@@ -54,11 +57,73 @@ function matching(node: Node, key: ContextKey, pattern: RegExp, what: string): s
 
 const CIDR = /^(\d{1,3}\.){3}\d{1,3}\/\d{1,2}$/;
 
+/** Context keys of our shape (plain lowerCamelCase), as opposed to CDK's `@aws-cdk/...`, `aws:cdk:...` or lookups. */
+const OUR_SHAPE = /^[a-z][A-Za-z0-9]*$/;
+
+function unknownKeyError(key: string, where: string): Error {
+  const suggestion = CONTEXT_KEYS.find((k) => k.toLowerCase() === key.toLowerCase()) ??
+    CONTEXT_KEYS.find((k) => editDistance(k, key) <= 2);
+  return new Error(
+    `Unknown context key '${key}' ${where}${suggestion ? ` (did you mean '${suggestion}'?)` : ''}. ` +
+      `Known keys: ${CONTEXT_KEYS.join(', ')}.`,
+  );
+}
+
+function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) {
+      next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    row = next;
+  }
+  return row[b.length]!;
+}
+
+/**
+ * Where an environment's lasting settings live: `infra/environments/<envName>.json`, a JSON
+ * object of context keys, committed, read by every deploy (manual or CI) of that environment.
+ */
+export const ENVIRONMENTS_DIR = new URL('../environments/', import.meta.url);
+
+/**
+ * Applies `<dir>/<envName>.json` (envName from the context, default `dev`) as context values
+ * under those already set: `-c key=value` still wins for one-off synths. Every key in the
+ * file must be a known context key. Returns the file read, or undefined when there is none.
+ */
+export function applyEnvironmentFile(node: Node, dir: URL | string = ENVIRONMENTS_DIR): string | undefined {
+  const envName = node.tryGetContext('envName') ?? 'dev';
+  if (typeof envName !== 'string' || !/^[a-z][a-z0-9-]{0,19}$/.test(envName)) return undefined; // validated later
+  const file = join(dir instanceof URL ? fileURLToPath(dir) : dir, `${envName}.json`);
+  if (!existsSync(file)) return undefined;
+  let settings: unknown;
+  try {
+    settings = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new Error(`${file}: not valid JSON (${(error as Error).message}).`);
+  }
+  if (typeof settings !== 'object' || settings === null || Array.isArray(settings)) {
+    throw new Error(`${file}: expected a JSON object of context keys and values.`);
+  }
+  for (const [key, value] of Object.entries(settings)) {
+    if (!(CONTEXT_KEYS as readonly string[]).includes(key)) throw unknownKeyError(key, `in ${file}`);
+    if (key === 'envName' && value !== envName) throw new Error(`${file}: envName is '${String(value)}', expected '${envName}'.`);
+    if (node.tryGetContext(key) === undefined) node.setContext(key, value);
+  }
+  return file;
+}
+
 /**
  * Reads and validates the stack's context. Throws naming the key on a missing required
  * value, a malformed value or an inconsistent combination.
  */
 export function stackPropsFromContext(node: Node): BatchwiseStackProps {
+  // A mistyped key (`-c alarmEmial=...`) would otherwise be ignored, and the deploy would
+  // silently drop what it was meant to set.
+  for (const key of Object.keys(node.getAllContext())) {
+    if (OUR_SHAPE.test(key) && !(CONTEXT_KEYS as readonly string[]).includes(key)) throw unknownKeyError(key, 'in the context');
+  }
   const certificateArn = matching(
     node, 'certificateArn', /^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate\/[A-Za-z0-9-]+$/, 'an ACM certificate ARN',
   );

@@ -1,4 +1,9 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { App } from 'aws-cdk-lib';
 import { describe, expect, it } from 'vitest';
+import { applyEnvironmentFile, ENVIRONMENTS_DIR, stackPropsFromContext } from '../lib/config.ts';
 import { CERTIFICATE_ARN, IMAGE_URI, buildApp } from './synth.ts';
 import { GPU_INSTANCE_TYPES, hostHeadroomMiB, taskMemoryFor } from '../lib/instance-types.ts';
 import { EMF_METRICS } from '../../packages/server/src/metrics/emf-metrics.ts';
@@ -38,6 +43,63 @@ describe('context validation', () => {
     expect(build({ githubRepo: 'batchwise' })).toThrow(/Context 'githubRepo'/);
     expect(build({ alarmEmail: 'nobody' })).toThrow(/Context 'alarmEmail'/);
     expect(build({ modelPrefix: '/models/' })).toThrow(/modelPrefix '\/models\/' is not a valid key prefix/);
+  });
+});
+
+describe('unknown context keys', () => {
+  it('refuses a mistyped key instead of ignoring it, suggesting the known one', () => {
+    expect(build({ alarmEmial: 'ops@example.com' })).toThrow(/Unknown context key 'alarmEmial' in the context \(did you mean 'alarmEmail'\?\)\. Known keys: envName, /);
+    expect(build({ maxcapacity: '8' })).toThrow(/'maxcapacity'.*did you mean 'maxCapacity'/);
+    expect(build({ replicas: '2' })).toThrow(/Unknown context key 'replicas' in the context\. Known keys/);
+  });
+
+  it('leaves CDK feature flags, CLI settings and lookups alone', () => {
+    expect(build({
+      '@aws-cdk/core:bootstrapQualifier': 'abc',
+      'aws:cdk:enable-path-metadata': true,
+      'acknowledged-issue-numbers': [1],
+      'availability-zones:account=123456789012:region=us-east-1': ['us-east-1a'],
+    })).not.toThrow();
+  });
+});
+
+describe('environment settings file', () => {
+  const dir = () => {
+    const d = mkdtempSync(join(tmpdir(), 'batchwise-env-'));
+    writeFileSync(join(d, 'prod.json'), JSON.stringify({ certificateArn: CERTIFICATE_ARN, alarmEmail: 'ops@example.com', maxCapacity: 8, natGateways: 2 }));
+    writeFileSync(join(d, 'typo.json'), JSON.stringify({ certificateArn: CERTIFICATE_ARN, natGateway: 2 }));
+    return d;
+  };
+  const read = (context: Record<string, unknown>, d: string) => {
+    const app = new App({ context });
+    const file = applyEnvironmentFile(app.node, d);
+    return { file, props: stackPropsFromContext(app.node) };
+  };
+
+  it('gives every deploy of the environment the same settings', () => {
+    const { file, props } = read({ envName: 'prod' }, dir());
+    expect(file).toMatch(/prod\.json$/);
+    expect(props).toMatchObject({ envName: 'prod', certificateArn: CERTIFICATE_ARN, alarmEmail: 'ops@example.com', maxCapacity: 8, natGateways: 2 });
+  });
+
+  it('lets -c override the file for one run', () => {
+    expect(read({ envName: 'prod', maxCapacity: '6' }, dir()).props.maxCapacity).toBe(6);
+  });
+
+  it('refuses unknown keys in the file, naming the file', () => {
+    expect(() => read({ envName: 'typo' }, dir())).toThrow(/Unknown context key 'natGateway' in .*typo\.json \(did you mean 'natGateways'\?\)/);
+  });
+
+  it('is optional: no file, only the context', () => {
+    const { file, props } = read({ envName: 'staging', certificateArn: CERTIFICATE_ARN }, dir());
+    expect(file).toBeUndefined();
+    expect(props.alarmEmail).toBeUndefined();
+  });
+
+  it('ships a template whose settings validate', () => {
+    const app = new App({ context: { envName: 'example' } });
+    expect(applyEnvironmentFile(app.node, ENVIRONMENTS_DIR)).toMatch(/infra\/environments\/example\.json$/);
+    expect(stackPropsFromContext(app.node)).toMatchObject({ envName: 'example', githubRepo: 'acme/batchwise', alarmEmail: 'ops@example.com' });
   });
 });
 

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { Match } from 'aws-cdk-lib/assertions';
 import { CERTIFICATE_ARN, IMAGE_URI, memo, only, synth } from './synth.ts';
@@ -234,6 +235,19 @@ describe('model store and IAM', () => {
     expect(JSON.stringify(assume.Resource)).toContain('cdk-hnb659fds-deploy-role-');
     expect(JSON.stringify(assume.Resource)).toContain('cdk-hnb659fds-image-publishing-role-');
     expect(s.some((st) => [st.Action].flat().includes('secretsmanager:GetSecretValue'))).toBe(true);
+  });
+
+  it('keeps CI credentials valid for the whole deploy job, which passes no settings but envName', () => {
+    const workflow = readFileSync(new URL('../../.github/workflows/deploy.yml', import.meta.url), 'utf8');
+    const jobSeconds = 60 * Number(/timeout-minutes: (\d+)/.exec(workflow)![1]);
+    const sessionSeconds = Number(/role-duration-seconds: (\d+)/.exec(workflow)![1]);
+    const role = Object.values(t().findResources('AWS::IAM::Role')).find((r) =>
+      JSON.stringify(r.Properties.AssumeRolePolicyDocument).includes('token.actions.githubusercontent.com'),
+    )!;
+    expect(sessionSeconds).toBeGreaterThanOrEqual(jobSeconds);
+    expect(sessionSeconds).toBeLessThanOrEqual(role.Properties.MaxSessionDuration);
+    // Settings come from infra/environments/<envName>.json, never from the workflow.
+    expect(workflow.match(/-c "?[A-Za-z]+=/g)).toEqual(['-c "envName=']);
   });
 
   it('trusts only GitHub OIDC tokens of the repository', () => {
