@@ -73,7 +73,7 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
       batchSize = b;
     }
     checkByteSize(tensor, name);
-    const shape = spec.modelDims ? (batching ? [tensor.shape[0]!, ...spec.modelDims] : [...spec.modelDims]) : tensor.shape;
+    const shape = reshapedShape(tensor.shape, spec.modelDims, batching);
     if (spec.modelDims && elementCount(shape) !== elementCount(tensor.shape)) {
       throw Errors.invalidArg(
         `input '${spec.name}' of model '${name}' cannot be reshaped from ${formatShape(tensor.shape)} to ${formatShape(shape)}`,
@@ -105,6 +105,15 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
     priority: nonNegativeInteger(request.parameters['priority'], 'priority', name),
     timeoutMicroseconds: nonNegativeInteger(request.parameters['timeout'], 'timeout', name),
   };
+}
+
+/**
+ * The shape the model receives for a tensor sent as `shape`: the config's `reshape` in place
+ * of the config dims, the batch dimension kept. The same array when there is no reshape.
+ */
+export function reshapedShape(shape: readonly number[], reshape: readonly number[] | undefined, batching: boolean): readonly number[] {
+  if (!reshape) return shape;
+  return batching ? [shape[0]!, ...reshape] : [...reshape];
 }
 
 function shapeMatches(shape: readonly number[], expected: readonly number[]): boolean {

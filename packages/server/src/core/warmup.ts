@@ -8,6 +8,7 @@ import { CONFIG_TYPE_TO_DATATYPE, ELEMENT_BYTE_SIZE } from '../tensor/datatype.t
 import { elementCount } from '../tensor/shape.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { Errors } from './errors.ts';
+import { reshapedShape } from './request-validation.ts';
 
 /**
  * Runs config.pbtxt's `model_warmup` samples on every instance before the version is
@@ -34,14 +35,18 @@ export async function warmUp(
   }
 }
 
+/** Samples are written with the config dims, as a request sends them, and reshaped as requests are. */
 async function sampleInputs(config: ModelConfig, modelDir: string, sample: ModelWarmup): Promise<Tensor[]> {
-  const batch = config.max_batch_size > 0 ? [Math.max(1, sample.batch_size ?? 1)] : [];
+  const batching = config.max_batch_size > 0;
+  const batch = batching ? [Math.max(1, sample.batch_size ?? 1)] : [];
   return Promise.all(
     Object.entries(sample.inputs ?? {}).map(async ([name, input]) => {
       const datatype = CONFIG_TYPE_TO_DATATYPE[input.data_type];
       if (!datatype) throw Errors.invalidArg(`model '${config.name}': warmup input '${name}' has unknown data_type ${input.data_type}`);
       const shape = [...batch, ...input.dims];
-      return { name, datatype, shape, data: await sampleData(config.name, modelDir, name, datatype, shape, input) };
+      const data = await sampleData(config.name, modelDir, name, datatype, shape, input);
+      const reshape = config.input.find((i) => i.name === name)?.reshape?.shape;
+      return { name, datatype, shape: [...reshapedShape(shape, reshape, batching)], data };
     }),
   );
 }
