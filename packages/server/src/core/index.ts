@@ -2,7 +2,9 @@
 export type {
   InferenceRequest,
   InferenceResponse,
+  BodyTarget,
   InferenceService,
+  InferOptions,
   ModelMetadata,
   ModelStatistics,
   RepositoryIndexEntry,
@@ -13,3 +15,4 @@ export type {
 } from './types.ts';
 export { Errors, InferenceServerError, isInferenceServerError, toInferenceServerError } from './errors.ts';
 export type { ErrorCode } from './errors.ts';
+export type { MemoryReservation } from '../memory/memory-guard.ts';

@@ -3,7 +3,8 @@ import type { Tensor } from '../tensor/tensor.ts';
 import { Errors, toInferenceServerError } from './errors.ts';
 import type { LoadedVersion } from './loaded-version.ts';
 import type { ModelManager } from './model-manager.ts';
-import { MemoryGuard } from '../memory/memory-guard.ts';
+import type { MemoryGuard, MemoryReservation } from '../memory/memory-guard.ts';
+import { advanceChargeBytes, requestChargeBytes, type SentAsJson } from '../memory/request-charge.ts';
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
 import { validateRequest, type ValidatedRequest } from './request-validation.ts';
 import { classify } from './classification.ts';
@@ -14,9 +15,11 @@ import type { TraceSettings, TraceSettingsUpdate } from '../trace/trace-settings
 import { RequestSharedMemory } from '../shared-memory/request-shared-memory.ts';
 import { SystemSharedMemory, type SharedMemoryRegionStatus } from '../shared-memory/system-shared-memory.ts';
 import type {
+  BodyTarget,
   InferenceRequest,
   InferenceResponse,
   InferenceService,
+  InferOptions,
   ModelMetadata,
   ModelStatistics,
   RepositoryIndexEntry,
@@ -48,6 +51,12 @@ export interface CoreInferenceServiceOptions {
   /** Triton's --cache-config local cache, for models whose config enables response_cache. */
   readonly responseCache?: ResponseCache;
   readonly logger?: Logger;
+}
+
+/** A request's memory reservation and how its outputs will be sent. */
+interface Charge {
+  readonly memory: MemoryReservation;
+  readonly sentAsJson: SentAsJson | undefined;
 }
 
 /** The one implementation of InferenceService that both frontends share. */
@@ -115,32 +124,39 @@ export class CoreInferenceService implements InferenceService {
     return this.models.configOf(modelName, modelVersion);
   }
 
-  async infer(request: InferenceRequest): Promise<InferenceResponse> {
+  async infer(request: InferenceRequest, options: InferOptions = {}): Promise<InferenceResponse> {
     const arrivalNs = process.hrtime.bigint();
     const model = this.models.resolve(request.modelName, request.modelVersion);
-    let inputBytes = 0;
-    for (const input of request.inputs) inputBytes += input.sharedMemory?.byteSize ?? input.data.byteLength;
-    const release = this.memory.admit(MemoryGuard.chargeFor(inputBytes));
+    // Inputs in shared memory are read into the process; the others arrived with the request.
+    let receivedBytes = 0;
+    let sharedMemoryBytes = 0;
+    for (const input of request.inputs) {
+      if (input.sharedMemory) sharedMemoryBytes += input.sharedMemory.byteSize;
+      else receivedBytes += input.data.byteLength;
+    }
+    const memory = options.memory ?? this.memory.reserve(receivedBytes + sharedMemoryBytes);
+    const charge: Charge = { memory, sentAsJson: options.sentAsJson };
     let regions: RequestSharedMemory | undefined;
     try {
+      if (options.memory) memory.grow(sharedMemoryBytes);
       regions = RequestSharedMemory.lease(request, this.sharedMemory);
-      if (!regions) return await this.run(request, model, arrivalNs);
+      if (!regions) return await this.run(request, model, arrivalNs, charge);
       const read = await regions.readInputs(request);
       // A swap may have retired `model` while the inputs were read: queue on what serves now.
-      const response = await this.run(read, this.models.resolve(request.modelName, request.modelVersion), arrivalNs);
+      const response = await this.run(read, this.models.resolve(request.modelName, request.modelVersion), arrivalNs, charge);
       return await regions.writeOutputs(response);
     } finally {
       regions?.release();
-      release();
+      if (!options.memory) memory.release();
     }
   }
 
-  private async run(request: InferenceRequest, model: LoadedVersion, arrivalNs: bigint): Promise<InferenceResponse> {
+  private async run(request: InferenceRequest, model: LoadedVersion, arrivalNs: bigint, charge: Charge): Promise<InferenceResponse> {
     const trace = this.tracer.start(model.modelName, model.version, request.id);
-    if (!trace) return this.runTraced(request, model, arrivalNs, undefined);
+    if (!trace) return this.runTraced(request, model, arrivalNs, charge, undefined);
     trace.mark('REQUEST_START', arrivalNs);
     try {
-      return await this.runTraced(request, model, arrivalNs, trace);
+      return await this.runTraced(request, model, arrivalNs, charge, trace);
     } finally {
       trace.mark('REQUEST_END', process.hrtime.bigint());
       trace.end();
@@ -151,6 +167,7 @@ export class CoreInferenceService implements InferenceService {
     request: InferenceRequest,
     model: LoadedVersion,
     arrivalNs: bigint,
+    charge: Charge,
     trace: RequestTrace | undefined,
   ): Promise<InferenceResponse> {
     let validated;
@@ -160,6 +177,8 @@ export class CoreInferenceService implements InferenceService {
       model.stats.recordFailure({ arrivalNs }, 'OTHER');
       throw toInferenceServerError(error);
     }
+    // Charged once the shapes are known to be valid: a bad request gets its 400, not a 503.
+    charge.memory.grow(requestChargeBytes(model, validated, charge.sentAsJson));
     const respond = (outputs: readonly Tensor[]): InferenceResponse => ({
       modelName: model.modelName,
       modelVersion: model.version,
@@ -223,8 +242,10 @@ export class CoreInferenceService implements InferenceService {
     return { key, hit, ns: Number(process.hrtime.bigint() - startNs) };
   }
 
-  assertAdmissible(bodyBytes: number): void {
-    this.memory.assertFits(MemoryGuard.chargeFor(bodyBytes));
+  reserveRequestMemory(bodyBytes: number, target?: BodyTarget): MemoryReservation {
+    const ready = target !== undefined && this.models.isModelReady(target.modelName, target.modelVersion);
+    const model = ready ? this.models.resolve(target.modelName, target.modelVersion) : undefined;
+    return this.memory.reserve(bodyBytes, model ? advanceChargeBytes(model, bodyBytes, target!.repliesAsJson) : 0);
   }
 
   statistics(modelName?: string, modelVersion?: string): ModelStatistics[] {

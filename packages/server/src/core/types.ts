@@ -3,6 +3,8 @@ import type { DataType } from '../tensor/datatype.ts';
 import type { SharedMemoryRegionStatus, SharedMemoryRef } from '../shared-memory/system-shared-memory.ts';
 import type { Parameters, Tensor } from '../tensor/tensor.ts';
 import type { TraceSettings, TraceSettingsUpdate } from '../trace/trace-settings.ts';
+import type { MemoryReservation } from '../memory/memory-guard.ts';
+import type { SentAsJson } from '../memory/request-charge.ts';
 
 /** One inference request, decoded from either protocol; tensors are views on the wire buffer. */
 export interface InferenceRequest {
@@ -119,6 +121,26 @@ export interface InferResponseStatistics {
   cancel: DurationStat;
 }
 
+/** The model a body is for, and whether its replies will likely be JSON (a JSON body's default). */
+export interface BodyTarget {
+  readonly modelName: string;
+  readonly modelVersion?: string;
+  readonly repliesAsJson: boolean;
+}
+
+/** How a frontend holds and sends one request, for the memory guard's charge. */
+export interface InferOptions {
+  /**
+   * What the frontend reserved for the request as received (reserveRequestMemory); infer adds
+   * the rest of the request's charge to it, and the frontend releases it once the reply is
+   * sent. Without one, infer charges the request's input bytes as received (a gRPC message is
+   * read whole before its handler runs) and releases everything when it returns.
+   */
+  readonly memory?: MemoryReservation;
+  /** Outputs the frontend will write as JSON text, which costs more than their bytes; default: none. */
+  readonly sentAsJson?: SentAsJson;
+}
+
 /**
  * What both frontends (http/, grpc/) call. One instance is shared by both, so validation,
  * scheduling and statistics follow one path whatever the protocol.
@@ -132,12 +154,14 @@ export interface InferenceService {
   /** Throws InferenceServerError (unknown model, unknown version). */
   modelMetadata(modelName: string, modelVersion?: string): ModelMetadata;
   modelConfig(modelName: string, modelVersion?: string): ModelConfig;
-  infer(request: InferenceRequest): Promise<InferenceResponse>;
+  infer(request: InferenceRequest, options?: InferOptions): Promise<InferenceResponse>;
   /**
-   * Throws the over-budget error when a request body of this size could not be admitted now,
-   * so a frontend can refuse it before reading it.
+   * Charges a request body of this many bytes to the memory budget before it is read, with an
+   * advance on the rest of the request's charge estimated from the model's config, or throws
+   * the over-budget error (UNAVAILABLE). Pass the reservation to infer() and release it when the
+   * request ends, whatever its outcome.
    */
-  assertAdmissible(bodyBytes: number): void;
+  reserveRequestMemory(bodyBytes: number, target?: BodyTarget): MemoryReservation;
   statistics(modelName?: string, modelVersion?: string): ModelStatistics[];
   repositoryIndex(readyOnly: boolean): RepositoryIndexEntry[];
   loadModel(modelName: string, options?: { config?: string }): Promise<void>;

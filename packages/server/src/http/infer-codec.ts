@@ -2,7 +2,7 @@ import { Errors, type InferenceRequest, type InferenceResponse, type RequestedOu
 import { inputSharedMemoryRefOf, sharedMemoryRefOf } from '../shared-memory/request-shared-memory.ts';
 import { checkedElementCount, expectedByteSize, validateShape } from '../tensor/byte-size.ts';
 import { countBytesElements } from '../tensor/bytes-codec.ts';
-import { isDataType } from '../tensor/datatype.ts';
+import { isDataType, type DataType } from '../tensor/datatype.ts';
 import { describeValue } from '../tensor/describe-value.ts';
 import { decodeJsonTensorData, encodeJsonTensorData } from '../tensor/json-codec.ts';
 import { parseRequestJson } from '../tensor/json-text.ts';
@@ -188,16 +188,23 @@ export interface EncodedHttpResponse {
   readonly contentType: string;
 }
 
-/** Encodes an infer response; binary outputs are appended as they are (no JSON, no copies). */
-export function encodeHttpInferResponse(response: InferenceResponse, request: InferenceRequest): EncodedHttpResponse {
+/** Which outputs of a request are written as JSON text rather than binary data (FP16 and BF16 never are). */
+export function outputsSentAsJson(request: InferenceRequest): (output: { name: string; datatype: DataType }) => boolean {
   const requested = new Map((request.outputs ?? []).map((o) => [o.name, o.parameters['binary_data']]));
   const binaryByDefault = request.parameters['binary_data_output'] === true;
+  return ({ name, datatype }) => {
+    const asked = requested.get(name);
+    return !(datatype === 'FP16' || datatype === 'BF16' || asked === true || (asked !== false && binaryByDefault));
+  };
+}
+
+/** Encodes an infer response; binary outputs are appended as they are (no JSON, no copies). */
+export function encodeHttpInferResponse(response: InferenceResponse, request: InferenceRequest): EncodedHttpResponse {
+  const sentAsJson = outputsSentAsJson(request);
   const binaryChunks: Buffer[] = [];
   // Outputs are written as JSON text: tensor data carries tokens JSON.stringify cannot write.
   const outputs = response.outputs.map((tensor) => {
-    const asked = requested.get(tensor.name);
-    const binary =
-      tensor.datatype === 'FP16' || tensor.datatype === 'BF16' || asked === true || (asked !== false && binaryByDefault);
+    const binary = !sentAsJson(tensor);
     const base = { name: tensor.name, datatype: tensor.datatype, shape: tensor.shape };
     // As Triton: an output written to shared memory is described, not sent.
     if (tensor.sharedMemory) return JSON.stringify(base);

@@ -36,7 +36,7 @@ export function resolveMemoryBudgetBytes(
   if (flag === undefined || flag.trim() === '') return Math.floor(base * DEFAULT_MEMORY_FRACTION);
   const text = flag.trim();
   const fraction = /^0?\.\d+$|^1(\.0+)?$/.exec(text);
-  if (fraction) return Math.floor(base * Number(text));
+  if (fraction) return refuseZero(Math.floor(base * Number(text)), flag);
   const match = /^(\d+)\s*([kmgt]i?)?b?$/i.exec(text);
   if (!match) {
     throw new Error(`--memory-limit must be bytes (e.g. 12884901888, 12G, 512Mi) or a fraction of the container limit (e.g. 0.8), got '${flag}'`);
@@ -44,7 +44,12 @@ export function resolveMemoryBudgetBytes(
   // Units are binary, as Docker's and ECS's memory settings are: 12G = 12 GiB.
   const unit = (match[2] ?? '').toLowerCase()[0] ?? '';
   const power = { '': 0, k: 1, m: 2, g: 3, t: 4 }[unit] ?? 0;
-  return Number(match[1]) * 1024 ** power;
+  return refuseZero(Number(match[1]) * 1024 ** power, flag);
+}
+
+function refuseZero(bytes: number, flag: string): number {
+  if (bytes === 0) throw new Error(`--memory-limit must be more than 0 bytes (0 would refuse every request), got '${flag}'`);
+  return bytes;
 }
 
 function readText(path: string): string | undefined {

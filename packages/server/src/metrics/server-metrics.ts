@@ -106,7 +106,14 @@ export class ServerMetrics {
   });
   readonly memoryAccountedBytes = new Gauge({
     name: 'batchwise_memory_accounted_bytes',
-    help: 'Host memory held by admitted requests (bodies, queued tensors, batch buffers, outputs), bytes',
+    help:
+      'Host memory charged to requests in flight, estimated at admission (bodies, batch copies, outputs and replies); ' +
+      'admission keeps it under budget minus baseline. Resident memory is nv_cpu_memory_used_bytes, bytes',
+    registers: [this.registry],
+  });
+  readonly memoryBaselineBytes = new Gauge({
+    name: 'batchwise_memory_baseline_bytes',
+    help: 'Host memory not available to requests: the process at rest (measured after start-up loading) plus the estimated footprints of models loaded, bytes',
     registers: [this.registry],
   });
 

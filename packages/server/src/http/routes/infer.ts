@@ -1,6 +1,8 @@
-import type { FastifyInstance } from 'fastify';
-import type { InferenceService } from '../../core/index.ts';
-import { decodeHttpInferRequest, encodeHttpInferResponse } from '../infer-codec.ts';
+import { Transform } from 'node:stream';
+import type { IncomingMessage } from 'node:http';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { InferenceService, MemoryReservation } from '../../core/index.ts';
+import { decodeHttpInferRequest, encodeHttpInferResponse, outputsSentAsJson } from '../infer-codec.ts';
 
 interface ModelParams {
   model: string;
@@ -18,34 +20,114 @@ function assertModelResolvable(service: InferenceService, model: string, version
   if (!service.isModelReady(model, version)) service.modelMetadata(model, version);
 }
 
+/**
+ * A request's memory reservation: its body from admission on, then what infer adds. Released
+ * once its reply has closed (sent, failed or aborted) and its handler, if it ran, has returned.
+ */
+interface HeldMemory {
+  readonly reservation: MemoryReservation;
+  /** Body bytes charged so far (the Content-Length, or what a chunked or compressed body streamed). */
+  bodyBytes: number;
+  handlerRunning: boolean;
+  replyClosed: boolean;
+}
+
+const heldMemory = new WeakMap<IncomingMessage, HeldMemory>();
+
+/**
+ * Admission: the body is charged from its Content-Length before it is read, so bodies that
+ * would exceed the memory budget get 503 unread. A body over the size limit is left to the
+ * body parser's 413.
+ */
+function reserveBody(service: InferenceService, request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply): void {
+  const declared = Number(request.headers['content-length']);
+  const length = Number.isSafeInteger(declared) && declared > 0 ? declared : 0;
+  if (length > request.routeOptions.bodyLimit) return;
+  const reservation = service.reserveRequestMemory(length, {
+    modelName: request.params.model,
+    ...(request.params.version !== undefined && { modelVersion: request.params.version }),
+    // A body in the binary extension usually asks for binary replies too; a JSON body's default is JSON.
+    repliesAsJson: request.headers[HEADER_LENGTH] === undefined,
+  });
+  const held: HeldMemory = { reservation, bodyBytes: length, handlerRunning: false, replyClosed: false };
+  heldMemory.set(request.raw, held);
+  reply.raw.once('close', () => {
+    held.replyClosed = true;
+    if (!held.handlerRunning) held.reservation.release();
+  });
+}
+
+/**
+ * A body without Content-Length (chunked), or compressed (decoded bytes are what is held), is
+ * charged as it streams: the chunk that would exceed the budget fails the request with 503.
+ */
+function countStreamedBody(request: FastifyRequest, payload: NodeJS.ReadableStream): NodeJS.ReadableStream {
+  const held = heldMemory.get(request.raw);
+  const exact = request.headers['content-length'] !== undefined && request.headers['content-encoding'] === undefined;
+  if (!held || exact) return payload;
+  let received = 0;
+  const counted = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      received += chunk.length;
+      try {
+        if (received > held.bodyBytes) {
+          held.reservation.grow(received - held.bodyBytes);
+          held.bodyBytes = received;
+        }
+        callback(null, chunk);
+      } catch (error) {
+        callback(error as Error);
+      }
+    },
+  });
+  payload.on('error', (error) => counted.destroy(error));
+  // fastify compares Content-Length with the encoded bytes content-encoding.ts counts, when present.
+  Object.defineProperty(counted, 'receivedEncodedLength', { get: () => (payload as { receivedEncodedLength?: number }).receivedEncodedLength });
+  return payload.pipe(counted);
+}
+
 export function registerInferRoutes(app: FastifyInstance, service: InferenceService): void {
-  const handler = async (
-    request: { params: ModelParams; body: unknown; headers: Record<string, string | string[] | undefined> },
-    reply: import('fastify').FastifyReply,
-  ) => {
+  const handler = async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
     assertModelResolvable(service, request.params.model, request.params.version);
-    const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-    const headerLength = request.headers[HEADER_LENGTH];
-    const inferRequest = decodeHttpInferRequest(
-      body,
-      Array.isArray(headerLength) ? headerLength[0] : headerLength,
-      request.params.model,
-      request.params.version,
-    );
-    const response = await service.infer(inferRequest);
-    const encoded = encodeHttpInferResponse(response, inferRequest);
-    if (encoded.headerLength !== undefined) void reply.header('Inference-Header-Content-Length', encoded.headerLength);
-    return reply
-      .code(200)
-      .type(encoded.contentType)
-      .send(encoded.chunks.length === 1 ? encoded.chunks[0] : Buffer.concat(encoded.chunks));
+    const held = heldMemory.get(request.raw);
+    if (held) held.handlerRunning = true;
+    try {
+      const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+      const headerLength = request.headers[HEADER_LENGTH];
+      const inferRequest = decodeHttpInferRequest(
+        body,
+        Array.isArray(headerLength) ? headerLength[0] : headerLength,
+        request.params.model,
+        request.params.version,
+      );
+      if (held) {
+        // Inputs sent as JSON are decoded into arrays of their own, beside the body.
+        let decodedBytes = 0;
+        for (const input of inferRequest.inputs) if (input.data.buffer !== body.buffer) decodedBytes += input.data.byteLength;
+        held.reservation.grow(decodedBytes);
+      }
+      const response = await service.infer(inferRequest, {
+        ...(held && { memory: held.reservation }),
+        sentAsJson: outputsSentAsJson(inferRequest),
+      });
+      const encoded = encodeHttpInferResponse(response, inferRequest);
+      if (encoded.headerLength !== undefined) void reply.header('Inference-Header-Content-Length', encoded.headerLength);
+      return reply
+        .code(200)
+        .type(encoded.contentType)
+        .send(encoded.chunks.length === 1 ? encoded.chunks[0] : Buffer.concat(encoded.chunks));
+    } finally {
+      if (held) {
+        held.handlerRunning = false;
+        if (held.replyClosed) held.reservation.release();
+      }
+    }
   };
-  // A body that could not be admitted is refused from its Content-Length, before it is read.
-  const onRequest = async (request: { headers: Record<string, string | string[] | undefined> }) => {
-    const length = Number(request.headers['content-length']);
-    if (Number.isFinite(length) && length > 0) service.assertAdmissible(length);
+  const options = {
+    config: { apiGroup: 'inference' as const },
+    onRequest: async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => reserveBody(service, request, reply),
+    preParsing: async (request: FastifyRequest, _reply: FastifyReply, payload: NodeJS.ReadableStream) => countStreamedBody(request, payload),
   };
-  const options = { config: { apiGroup: 'inference' as const }, onRequest };
   app.post<{ Params: ModelParams }>('/v2/models/:model/infer', options, handler);
   app.post<{ Params: ModelParams }>('/v2/models/:model/versions/:version/infer', options, handler);
 }

@@ -1,0 +1,84 @@
+import { describe, expect, it } from 'vitest';
+import { ServerMetrics } from '../metrics/server-metrics.ts';
+import { MemoryGuard } from './memory-guard.ts';
+import { advanceChargeBytes, requestChargeBytes } from './request-charge.ts';
+
+const MiB = 1024 * 1024;
+
+describe('MemoryGuard', () => {
+  it('admits on accounted bytes against budget minus a stable baseline, not on RSS after a burst', () => {
+    let rss = 300 * MiB;
+    const guard = new MemoryGuard(600 * MiB, new ServerMetrics({ processMetrics: false }), () => rss);
+    guard.settle();
+    expect(guard.baselineBytes).toBe(300 * MiB);
+    const big = guard.reserve(250 * MiB);
+    expect(() => guard.reserve(100 * MiB)).toThrow(/over its memory budget/);
+    rss = 900 * MiB; // the allocator keeps what the burst freed
+    big.release();
+    expect(guard.accountedBytes).toBe(0);
+    expect(() => guard.reserve(1024).release()).not.toThrow();
+    expect(guard.baselineBytes).toBe(300 * MiB);
+  });
+
+  it('spends the advance before charging more, and returns everything once', () => {
+    const guard = new MemoryGuard(100, new ServerMetrics({ processMetrics: false }), () => 0);
+    const r = guard.reserve(10, 30);
+    expect(guard.accountedBytes).toBe(40);
+    r.grow(20);
+    expect(guard.accountedBytes).toBe(40);
+    r.grow(20);
+    expect(guard.accountedBytes).toBe(50);
+    expect(() => r.grow(60)).toThrow(/over its memory budget/);
+    expect(guard.accountedBytes).toBe(50);
+    r.release();
+    r.release();
+    r.grow(10);
+    expect(guard.accountedBytes).toBe(0);
+  });
+
+  it('counts models and caches held at rest in the baseline until released', () => {
+    const guard = new MemoryGuard(100, new ServerMetrics({ processMetrics: false }), () => 10);
+    const release = guard.holdAtRest(50);
+    expect(guard.freeBytes()).toBe(40);
+    expect(() => guard.reserve(41)).toThrow();
+    release();
+    expect(guard.freeBytes()).toBe(90);
+  });
+
+  it('refuses a budget of 0', () => {
+    expect(() => new MemoryGuard(0, new ServerMetrics({ processMetrics: false }))).toThrow(/more than 0/);
+  });
+});
+
+describe('request charge', () => {
+  const model = {
+    maxBatchSize: 8,
+    inputs: [{ datatype: 'FP32' as const, dims: [-1] }],
+    outputs: [
+      { name: 'OUT', datatype: 'FP32' as const, dims: [-1] },
+      { name: 'CLASS', datatype: 'INT32' as const, dims: [10] },
+    ],
+  };
+  const request = (floats: number, batch = 1) => ({
+    inputs: [{ name: 'IN', datatype: 'FP32' as const, shape: [batch, floats], data: new Uint8Array(batch * floats * 4) }],
+    batchSize: batch,
+    outputNames: ['OUT', 'CLASS'],
+  });
+
+  it('counts the batch copy, each output and its binary reply from the config', () => {
+    // inputs 4000 + OUT (1000 x 4) x 2 + CLASS (10 x 4) x 2
+    expect(requestChargeBytes(model, request(1000), undefined)).toBe(4000 + 8000 + 80);
+    expect(requestChargeBytes(model, request(1000, 2), undefined)).toBe(2 * (4000 + 8000 + 80));
+  });
+
+  it('charges JSON replies for their text, which costs more than their bytes', () => {
+    const json = requestChargeBytes(model, request(1000), () => true);
+    // inputs 4000 + raw outputs 4040 + JSON text (1000 x 25 + 10 x 12) x 2 copies
+    expect(json).toBe(4000 + 4040 + (25_000 + 120) * 2);
+  });
+
+  it('estimates before the body is read from its length and the config', () => {
+    expect(advanceChargeBytes(model, 4000, false)).toBeGreaterThanOrEqual(requestChargeBytes(model, request(1000), undefined) - 80);
+    expect(advanceChargeBytes(model, 4000, true)).toBeGreaterThan(advanceChargeBytes(model, 4000, false));
+  });
+});
