@@ -4,7 +4,7 @@ import { measure, sleep, type WindowOptions } from '../load-generator.ts';
 import { table, writeResult } from '../report.ts';
 import { scrapeMetric, startServerProcess } from '../server-process.ts';
 import { summarize } from '../stats.ts';
-import { benchRepository, cachedModel, inferRequest } from '../workload.ts';
+import { benchRepository, cachedModel } from '../workload.ts';
 import { THREADS, type BatchingModel } from './batching.ts';
 
 const CONFIG = (width: number) => `name: "mlp"
@@ -12,13 +12,21 @@ max_batch_size: 64
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ ${width} ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${width} ] } ]
 instance_group [ { kind: KIND_CPU count: 1 } ]
-dynamic_batching { max_queue_delay_microseconds: 1000 default_queue_policy { max_queue_size: 64 } }
+dynamic_batching { max_queue_delay_microseconds: 1000 }
 parameters { key: "intra_op_thread_count" value: { string_value: "${THREADS}" } }`;
+
+/** What the memory budget leaves to requests beyond the measured baseline. */
+const REQUEST_ROOM_BYTES = 64 * 2 ** 20;
+/** The load generator's cap on outstanding requests. */
+const MAX_OUTSTANDING = 512;
 
 /**
  * Issue 6's overload proof: measure the saturated rate, then offer four times that rate
- * (open loop) for `durationMs`, while watching readiness and resident memory. Admitted
- * requests must all succeed; the rest must be refused with 503, quickly.
+ * (open loop) for `durationMs`, while watching readiness and resident memory. The queue is
+ * unbounded (Triton's default), so what pushes back is the memory guard: the server is
+ * restarted with a budget of its measured baseline plus REQUEST_ROOM_BYTES, and requests carry
+ * enough rows for the backlog to hold twice that. Admitted requests must all succeed; the rest must be refused with
+ * 503 naming the memory budget, quickly.
  */
 export async function runOverload(options: {
   model: BatchingModel;
@@ -30,18 +38,35 @@ export async function runOverload(options: {
   const { model, log } = options;
   const file = await cachedModel(`mlp-${model.layers}x${model.width}`, () => mlp({ layers: model.layers, width: model.width }), log);
   const repo = await benchRepository('overload', [{ name: 'mlp', modelFile: file, config: CONFIG(model.width) }]);
-  const server = await startServerProcess(['--model-repository', repo, '--memory-limit', options.memoryLimit]);
+  // Each request is charged about four times its input (body, batch copy, output, binary reply).
+  const rows = Math.min(64, Math.ceil((2 * REQUEST_ROOM_BYTES) / MAX_OUTSTANDING / (model.width * 4 * 4)));
+  const data = new Float32Array(rows * model.width).fill(0.5);
+  const request = { model: 'mlp', inputs: [{ name: 'INPUT0', datatype: 'FP32' as const, shape: [rows, model.width], data }], binary: true };
+  const probe = await startServerProcess(['--model-repository', repo, '--memory-limit', options.memoryLimit]);
+  let saturated: Awaited<ReturnType<typeof measure>>;
+  let memoryLimit: number;
   try {
-    const saturation = inferRequest(server, 'http-binary', 'mlp', model.width, 32);
-    const saturated = await measure('saturation c=32', saturation.send, { concurrency: 32 }, { ...options.windows, log });
+    const saturation = new HttpClient({ url: probe.httpUrl, connections: 32 });
+    const send = async () => void (await saturation.infer(request));
+    saturated = await measure(`saturation c=32, ${rows} rows`, send, { concurrency: 32 }, { ...options.windows, log });
     await saturation.close();
+    memoryLimit = ((await scrapeMetric(probe.metricsUrl, 'batchwise_memory_baseline_bytes')) ?? 0) + REQUEST_ROOM_BYTES;
+  } finally {
+    await probe.stop();
+  }
+  const server = await startServerProcess(['--model-repository', repo, '--memory-limit', String(memoryLimit)]);
+  try {
     const rate = Math.max(10, Math.round(saturated.throughput * 4));
-    log(`saturated at ${saturated.throughput.toFixed(0)} infer/s; offering ${rate} requests/s for ${options.durationMs / 1000} s`);
+    log(
+      `saturated at ${saturated.throughput.toFixed(0)} infer/s; offering ${rate} requests/s of ${rows} rows (4x) for ${options.durationMs / 1000} s ` +
+        `with a memory budget of ${(memoryLimit / 2 ** 20).toFixed(0)} MiB (baseline + ${REQUEST_ROOM_BYTES / 2 ** 20} MiB)`,
+    );
 
     const client = new HttpClient({ url: server.httpUrl, connections: 512 });
-    const data = new Float32Array(model.width).fill(0.5);
     const ok: number[] = [];
     const rejected: number[] = [];
+    let overMemoryBudget = 0;
+    let queueFull = 0;
     const failed: string[] = [];
     let notReady = 0;
     let peakRss = 0;
@@ -56,7 +81,7 @@ export async function runOverload(options: {
     const inFlight = new Set<Promise<void>>();
     // The generator itself must not queue without bound: past this many outstanding requests a
     // due request is counted as not sent (the server never saw it) rather than queued client-side.
-    const maxOutstanding = 512;
+    const maxOutstanding = MAX_OUTSTANDING;
     let notSent = 0;
     const begin = performance.now();
     let next = begin;
@@ -70,12 +95,17 @@ export async function runOverload(options: {
       }
       const started = performance.now();
       const p = client
-        .infer({ model: 'mlp', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, model.width], data }] })
+        .infer(request)
         .then(
           () => void ok.push(performance.now() - started),
           (error: unknown) => {
-            if (error instanceof BatchwiseClientError && error.httpStatus === 503) rejected.push(performance.now() - started);
-            else failed.push((error as Error).message);
+            if (error instanceof BatchwiseClientError && error.httpStatus === 503) {
+              rejected.push(performance.now() - started);
+              if (/memory budget/.test(error.message)) overMemoryBudget++;
+              else if (/queue size/.test(error.message)) queueFull++;
+            } else {
+              failed.push((error as Error).message);
+            }
           },
         )
         .finally(() => inFlight.delete(p));
@@ -94,7 +124,9 @@ export async function runOverload(options: {
       durationSeconds: options.durationMs / 1000,
       succeeded: ok.length,
       rejected503: rejected.length,
-      failedOther: failed.length,
+      rejectedOverMemoryBudget: overMemoryBudget,
+      rejectedQueueFull: queueFull,
+      admittedFailed: failed.length,
       notSentByGenerator: notSent,
       firstFailure: failed[0],
       okLatencyMs: summarize(ok),
@@ -106,8 +138,10 @@ export async function runOverload(options: {
     log(`\n${table(['outcome', 'count', 'p50 ms', 'p99 ms'], [
       ['succeeded', ok.length, result.okLatencyMs.p50, result.okLatencyMs.p99],
       ['rejected 503', rejected.length, result.rejectedLatencyMs.p50, result.rejectedLatencyMs.p99],
-      ['failed otherwise', failed.length, '', ''],
-      ['not sent (generator at 512 outstanding)', notSent, '', ''],
+      ['  of which over the memory budget', overMemoryBudget, '', ''],
+      ['  of which queue full', queueFull, '', ''],
+      ['admitted and failed (must be 0)', failed.length, '', ''],
+      [`not sent (generator at ${MAX_OUTSTANDING} outstanding)`, notSent, '', ''],
     ])}`);
     log(`peak RSS ${(peakRss / 2 ** 20).toFixed(0)} MiB of a ${(budget / 2 ** 20).toFixed(0)} MiB budget; not ready in ${notReady} samples`);
     await writeResult('overload', result);
