@@ -4,7 +4,7 @@ import { pino, type Logger } from 'pino';
 import type { FastifyInstance } from 'fastify';
 import { parseRestrictions } from './access/restricted-api.ts';
 import { visibleGpuIds } from './backends/gpu-detect.ts';
-import { onnxRuntimeBackend } from './backends/onnxruntime/onnxruntime-backend.ts';
+import { createOnnxRuntimeBackend } from './backends/onnxruntime/onnxruntime-backend.ts';
 import { CoreInferenceService } from './core/inference-service.ts';
 import { SystemSharedMemory } from './shared-memory/system-shared-memory.ts';
 import { parseCacheConfigFlags, ResponseCache } from './cache/response-cache.ts';
@@ -21,7 +21,7 @@ import { EmfWriter } from './metrics/emf-writer.ts';
 import { startGpuMonitor } from './metrics/gpu-monitor.ts';
 import { MemoryGuard } from './memory/memory-guard.ts';
 import { withModelFootprints } from './memory/model-footprint.ts';
-import { resolveMemoryBudgetBytes } from './memory/memory-budget.ts';
+import { resolveMemoryBudgetBytes, workerHeapLimitBytesFor } from './memory/memory-budget.ts';
 
 export interface ServerOptions {
   readonly modelRepositories: readonly string[];
@@ -73,6 +73,8 @@ export interface ServerOptions {
   readonly traceConfig?: readonly string[];
   /** Bytes ("12G"), a fraction of the container limit ("0.8"), or absent: 80% of the container (or machine) memory. */
   readonly memoryLimit?: string;
+  /** JavaScript heap limit of each model instance's worker thread, bytes. @default a quarter of the memory budget (64 MiB to 4 GiB) */
+  readonly workerHeapLimitBytes?: number;
   /** Write CloudWatch embedded-metric-format lines to stdout every 10 s. */
   readonly cloudwatchMetrics?: boolean;
   /** The ServiceName dimension of those metrics. @default 'batchwise' */
@@ -122,7 +124,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const models = new ModelManager(options.modelRepositories.map((location) => modelSourceFor(location, { logger })), {
     controlMode: options.modelControlMode ?? 'none',
     startupModels: options.loadModels ?? [],
-    backend: withModelFootprints(onnxRuntimeBackend, memory),
+    backend: withModelFootprints(
+      createOnnxRuntimeBackend({ workerHeapLimitBytes: options.workerHeapLimitBytes ?? workerHeapLimitBytesFor(memoryBudgetBytes) }),
+      memory,
+    ),
     metrics,
     logger,
     strictModelConfig: options.strictModelConfig ?? false,

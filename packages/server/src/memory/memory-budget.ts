@@ -47,6 +47,15 @@ export function resolveMemoryBudgetBytes(
   return refuseZero(Number(match[1]) * 1024 ** power, flag);
 }
 
+/**
+ * Heap limit of each model instance's worker thread, from the budget: a quarter of it, between
+ * 64 MiB and 4 GiB. Workers keep little on their JavaScript heap (BYTES tensors as strings);
+ * the limit makes a runaway one die alone instead of taking the process (V8's fatal OOM).
+ */
+export function workerHeapLimitBytesFor(budgetBytes: number): number {
+  return Math.min(4 * 1024 ** 3, Math.max(64 * 1024 ** 2, Math.floor(budgetBytes / 4)));
+}
+
 function refuseZero(bytes: number, flag: string): number {
   if (bytes === 0) throw new Error(`--memory-limit must be more than 0 bytes (0 would refuse every request), got '${flag}'`);
   return bytes;

@@ -7,13 +7,27 @@ import { ownBuffer, transferListOf } from './protocol.ts';
 
 const RUNNING_FROM_SOURCE = import.meta.url.endsWith('.ts');
 
-function spawnWorker(init: WorkerInit): Worker {
+export interface OnnxRuntimeBackendOptions {
+  /**
+   * Old-generation heap limit of each worker thread, bytes. A worker whose JavaScript heap
+   * outgrows it (BYTES tensors are decoded into strings there) dies alone with
+   * ERR_WORKER_OUT_OF_MEMORY and is replaced like a crash; without a limit, V8's fatal
+   * out-of-memory takes the whole process. Native allocations of ONNX Runtime are not under it.
+   * @default Node's default heap limit
+   */
+  readonly workerHeapLimitBytes?: number;
+}
+
+function spawnWorker(init: WorkerInit, options: OnnxRuntimeBackendOptions): Worker {
+  const resourceLimits =
+    options.workerHeapLimitBytes !== undefined ? { maxOldGenerationSizeMb: Math.max(16, Math.floor(options.workerHeapLimitBytes / 2 ** 20)) } : undefined;
   if (RUNNING_FROM_SOURCE) {
     return new Worker(new URL('./tsx-worker.mjs', import.meta.url), {
       workerData: { ...init, tsEntry: new URL('./worker.ts', import.meta.url).href },
+      ...(resourceLimits && { resourceLimits }),
     });
   }
-  return new Worker(new URL('./worker.js', import.meta.url), { workerData: init });
+  return new Worker(new URL('./worker.js', import.meta.url), { workerData: init, ...(resourceLimits && { resourceLimits }) });
 }
 
 interface PendingRun {
@@ -38,9 +52,12 @@ class WorkerInstance implements ModelInstance {
   private crashes: number[] = [];
   private replacement: Promise<void> | undefined;
 
+  /** Workers whose death was handled ('error' and 'exit' both report one death). */
+  private readonly dead = new WeakSet<Worker>();
+
   constructor(
     private worker: Worker,
-    private readonly init: WorkerInit,
+    private readonly spawn: () => Worker,
     private readonly modelName: string,
   ) {
     this.attach(worker);
@@ -116,7 +133,8 @@ class WorkerInstance implements ModelInstance {
   }
 
   private onDeath(worker: Worker, how: string): void {
-    if (worker !== this.worker || this.closing) return;
+    if (worker !== this.worker || this.closing || this.dead.has(worker)) return;
+    this.dead.add(worker);
     const error = new Error(`model instance of '${this.modelName}' crashed (${how}); the batch it was running failed`);
     for (const run of this.pending.values()) run.reject(error);
     this.pending.clear();
@@ -129,7 +147,7 @@ class WorkerInstance implements ModelInstance {
       this.onFatal?.(this.fatalError);
       return;
     }
-    this.replacement = waitUntilLoaded(spawnWorker(this.init)).then(
+    this.replacement = waitUntilLoaded(this.spawn()).then(
       (fresh) => {
         this.worker = fresh;
         this.attach(fresh);
@@ -185,23 +203,30 @@ function waitUntilLoaded(worker: Worker): Promise<Worker & { loaded: Loaded }> {
   });
 }
 
-export const onnxRuntimeBackend: Backend = {
-  name: 'onnxruntime',
-  async createInstance(options: InstanceOptions): Promise<LoadedInstance> {
-    const init: WorkerInit = {
-      modelPath: options.modelPath,
-      device: options.device,
-      deviceId: options.deviceId,
-      allowCpuFallback: options.allowCpuFallback,
-      settings: options.sessionOptions,
-    };
-    const worker = await waitUntilLoaded(spawnWorker(init));
-    const { io, executionProvider, fallbackReason } = worker.loaded;
-    return {
-      instance: new WorkerInstance(worker, init, options.modelName),
-      io,
-      executionProvider,
-      ...(fallbackReason !== undefined && { fallbackReason }),
-    };
-  },
-};
+export function createOnnxRuntimeBackend(backendOptions: OnnxRuntimeBackendOptions = {}): Backend {
+  return {
+    name: 'onnxruntime',
+    createInstance: (options) => createInstance(options, backendOptions),
+  };
+}
+
+export const onnxRuntimeBackend: Backend = createOnnxRuntimeBackend();
+
+async function createInstance(options: InstanceOptions, backendOptions: OnnxRuntimeBackendOptions): Promise<LoadedInstance> {
+  const init: WorkerInit = {
+    modelPath: options.modelPath,
+    device: options.device,
+    deviceId: options.deviceId,
+    allowCpuFallback: options.allowCpuFallback,
+    settings: options.sessionOptions,
+  };
+  const spawn = () => spawnWorker(init, backendOptions);
+  const worker = await waitUntilLoaded(spawn());
+  const { io, executionProvider, fallbackReason } = worker.loaded;
+  return {
+    instance: new WorkerInstance(worker, spawn, options.modelName),
+    io,
+    executionProvider,
+    ...(fallbackReason !== undefined && { fallbackReason }),
+  };
+}
