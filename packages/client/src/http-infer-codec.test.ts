@@ -50,3 +50,20 @@ describe('decodeHttpInferResponse', () => {
     expect(r.outputs.map((o) => o.data)).toEqual([Float32Array.of(2.5), Int32Array.of(3, 4), [new Uint8Array(Buffer.from('hi'))]]);
   });
 });
+
+describe('decodeHttpInferResponse: JSON outputs as Triton writes them', () => {
+  it('keeps NaN and ±Infinity in FP outputs and every digit of 64-bit integers', () => {
+    const text =
+      '{"model_name":"m","model_version":"1","outputs":[' +
+      '{"name":"F","datatype":"FP32","shape":[4],"data":[NaN,Infinity,-Infinity,1.5]},' +
+      '{"name":"S","datatype":"BYTES","shape":[1],"data":["NaN 12345678901234567"]},' +
+      '{"name":"I","datatype":"INT64","shape":[2],"data":[-9223372036854775808,9007199254740993]},' +
+      '{"name":"U","datatype":"UINT64","shape":[1],"data":[18446744073709551615]}]}';
+    const result = decodeHttpInferResponse(Buffer.from(text), undefined);
+    const [f, s, i, u] = result.outputs.map((o) => o.data);
+    expect([...(f as Float32Array)]).toEqual([NaN, Infinity, -Infinity, 1.5]);
+    expect(new TextDecoder().decode((s as Uint8Array[])[0])).toBe('NaN 12345678901234567');
+    expect([...(i as BigInt64Array)]).toEqual([-(2n ** 63n), 2n ** 53n + 1n]);
+    expect([...(u as BigUint64Array)]).toEqual([2n ** 64n - 1n]);
+  });
+});
