@@ -4,6 +4,7 @@ import { DEFAULT_GRPC_MAX_MESSAGE_BYTES } from '../grpc/server.ts';
 import { pinoLevelFor } from '../logging/log-settings.ts';
 import { collect, parseBool, parsePort, parsePositiveInteger } from './flags.ts';
 import { addFlagsWithoutEffect, flagsWithoutEffectGiven } from './triton-flags.ts';
+import { forceExit } from './force-exit.ts';
 
 interface ServeFlags {
   modelRepository: string[];
@@ -195,13 +196,13 @@ export function serveCommand(): Command {
     const stop = (signal: string) => {
       if (stopping) {
         server.logger.warn({ signal }, 'second signal: exiting now');
-        process.exit(1);
+        return forceExit(server.logger);
       }
       stopping = true;
       server.logger.info({ signal }, 'shutting down: not ready, draining in-flight requests');
       const force = setTimeout(() => {
         server.logger.error('exit timeout reached with requests still in flight: forcing exit');
-        process.exit(1);
+        forceExit(server.logger);
       }, flags.exitTimeoutSecs * 1000);
       force.unref();
       void server.close({ graceMs: flags.shutdownGraceSecs * 1000, exitTimeoutMs: flags.exitTimeoutSecs * 1000 }).then(
