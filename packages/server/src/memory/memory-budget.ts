@@ -1,23 +1,41 @@
 import { readFileSync } from 'node:fs';
+import { join, posix } from 'node:path';
 import { totalmem } from 'node:os';
 
 /** Share of the container (or machine) memory the server allows itself by default. */
 export const DEFAULT_MEMORY_FRACTION = 0.8;
 
-/** The memory limit of this process's cgroup (v2, then v1), or undefined outside a limited container. */
-export function cgroupMemoryLimitBytes(read: (path: string) => string | undefined = readText): number | undefined {
-  const v2 = read('/sys/fs/cgroup/memory.max')?.trim();
-  if (v2 !== undefined && v2 !== 'max') {
-    const n = Number(v2);
-    if (Number.isSafeInteger(n) && n > 0) return n;
+/**
+ * The memory limit of this process's cgroup, or undefined outside a limited container. Reads
+ * the cgroup path from /proc/self/cgroup (v2: `0::<path>`, v1: `<n>:memory:<path>`) and takes
+ * the tightest limit from that cgroup up to the root, since a limit set on a parent binds its
+ * children; when the path is not visible (a private cgroup namespace mounts the own cgroup at
+ * the root) the root's file is what counts. `root` is the file system root (tests use a folder).
+ */
+export function cgroupMemoryLimitBytes(root = '/'): number | undefined {
+  const read = (path: string) => readText(join(root, path))?.trim();
+  const membership = read('proc/self/cgroup') ?? '';
+  const v2Path = /^0::(\/.*)$/m.exec(membership)?.[1];
+  const v1Path = /^\d+:(?:[^:]*,)?memory(?:,[^:]*)?:(\/.*)$/m.exec(membership)?.[1];
+  const v2 = tightest(read, 'sys/fs/cgroup', v2Path ?? '/', 'memory.max');
+  if (v2 !== undefined) return v2;
+  return tightest(read, 'sys/fs/cgroup/memory', v1Path ?? '/', 'memory.limit_in_bytes');
+}
+
+function tightest(read: (path: string) => string | undefined, mount: string, cgroup: string, file: string): number | undefined {
+  let limit: number | undefined;
+  for (let dir = cgroup; ; dir = posix.dirname(dir)) {
+    const n = parseLimit(read(posix.join(mount, dir, file)));
+    if (n !== undefined) limit = Math.min(limit ?? Infinity, n);
+    if (dir === '/' || dir === '.') return limit;
   }
-  const v1 = read('/sys/fs/cgroup/memory/memory.limit_in_bytes')?.trim();
-  if (v1 !== undefined) {
-    const n = Number(v1);
-    // cgroup v1 reports "no limit" as a huge page-aligned number.
-    if (Number.isSafeInteger(n) && n > 0 && n < 2 ** 60) return n;
-  }
-  return undefined;
+}
+
+/** A limit file's value; "max" (v2) and v1's huge page-aligned "no limit" number are no limit. */
+function parseLimit(text: string | undefined): number | undefined {
+  if (text === undefined || text === 'max') return undefined;
+  const n = Number(text);
+  return Number.isSafeInteger(n) && n > 0 && n < 2 ** 60 ? n : undefined;
 }
 
 /**
