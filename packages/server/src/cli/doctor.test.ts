@@ -13,7 +13,7 @@ describe('batchwise doctor', () => {
   it('passes on a CPU host when no GPU is expected, and checks the memory budget', async () => {
     const checks = await runDoctor({ expectGpu: false, amiFamily: 'al2023', json: false });
     expect(checks.filter((c) => c.required && !c.ok)).toEqual([]);
-    expect(checks.find((c) => c.name === 'memory-budget')?.detail).toMatch(/budget \d+ bytes/);
+    expect(checks.find((c) => c.name === 'memory-budget')?.detail).toMatch(/budget of \d+ bytes/);
   });
 
   it('reports a bad --memory-limit as a failed check', async () => {

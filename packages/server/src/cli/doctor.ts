@@ -25,7 +25,75 @@ interface DoctorFlags {
   amiFamily: keyof typeof GPU_AMI_PARAMETERS;
   modelRepository?: string;
   memoryLimit?: string;
+  /** The server's Prometheus endpoint; by default one at the default port, if any answers. */
+  serverMetrics?: string;
   json: boolean;
+}
+
+export const DEFAULT_SERVER_METRICS_URL = 'http://127.0.0.1:8002/metrics';
+
+/** The memory gauges a running server publishes, bytes. */
+export interface ServerMemoryGauges {
+  readonly budget: number;
+  readonly baseline: number | undefined;
+  readonly accounted: number;
+  readonly rss: number;
+}
+
+/** Reads the memory gauges from a server's metrics page; undefined when none answers there. */
+export async function readServerMemoryGauges(url: string): Promise<ServerMemoryGauges | undefined> {
+  let text: string;
+  try {
+    const response = await fetch(url, { signal: AbortSignal.timeout(2000) });
+    if (!response.ok) return undefined;
+    text = await response.text();
+  } catch {
+    return undefined;
+  }
+  const gauge = (name: string) => {
+    const match = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
+    return match ? Number(match[1]) : undefined;
+  };
+  const budget = gauge('batchwise_memory_budget_bytes');
+  const rss = gauge('nv_cpu_memory_used_bytes');
+  if (budget === undefined || rss === undefined) return undefined;
+  return { budget, baseline: gauge('batchwise_memory_baseline_bytes'), accounted: gauge('batchwise_memory_accounted_bytes') ?? 0, rss };
+}
+
+/**
+ * The server's own figures when one answers (its budget against its resident memory); else the
+ * budget this host would give a server, against what is free of it now.
+ */
+async function memoryCheck(flags: DoctorFlags): Promise<Check> {
+  const url = flags.serverMetrics ?? DEFAULT_SERVER_METRICS_URL;
+  const server = await readServerMemoryGauges(url);
+  if (server) {
+    return {
+      name: 'memory-budget',
+      ok: server.rss <= server.budget,
+      required: true,
+      detail:
+        `server at ${url}: budget ${server.budget} bytes, resident ${server.rss}, held by requests ${server.accounted}` +
+        (server.baseline !== undefined ? `, baseline (process at rest + models) ${server.baseline}` : '') +
+        (server.rss > server.budget ? ': resident memory is over the budget' : ''),
+    };
+  }
+  if (flags.serverMetrics !== undefined) {
+    return { name: 'memory-budget', ok: false, required: true, detail: `no server metrics with memory gauges at ${url}` };
+  }
+  const cgroup = cgroupMemoryLimitBytes();
+  try {
+    const budget = resolveMemoryBudgetBytes(flags.memoryLimit);
+    const rss = process.memoryUsage.rss();
+    return {
+      name: 'memory-budget',
+      ok: budget > rss,
+      required: true,
+      detail: `no server answering at ${url}; a server here would get a budget of ${budget} bytes (${cgroup ? `container limit ${cgroup}` : 'no container limit; physical memory'})`,
+    };
+  } catch (error) {
+    return { name: 'memory-budget', ok: false, required: true, detail: (error as Error).message };
+  }
 }
 
 /** Preflight for operators: GPU and CUDA provider, memory budget, and with AWS access the AMI and bucket. */
@@ -48,19 +116,7 @@ export async function runDoctor(flags: DoctorFlags): Promise<Check[]> {
   const cpu = await probeExecutionProvider('cpu');
   checks.push({ name: 'cpu-execution-provider', ok: cpu.usable, required: true, detail: cpu.usable ? 'ok' : cpu.reason ?? 'unusable' });
 
-  const cgroup = cgroupMemoryLimitBytes();
-  try {
-    const budget = resolveMemoryBudgetBytes(flags.memoryLimit);
-    const rss = process.memoryUsage.rss();
-    checks.push({
-      name: 'memory-budget',
-      ok: budget > rss,
-      required: true,
-      detail: `budget ${budget} bytes (${cgroup ? `container limit ${cgroup}` : 'no container limit; physical memory'}), this process uses ${rss}`,
-    });
-  } catch (error) {
-    checks.push({ name: 'memory-budget', ok: false, required: true, detail: (error as Error).message });
-  }
+  checks.push(await memoryCheck(flags));
 
   if (flags.region) {
     const parameter = GPU_AMI_PARAMETERS[flags.amiFamily];
@@ -92,7 +148,8 @@ export function doctorCommand(): Command {
     .option('--region <region>', 'AWS region: resolve the ECS GPU AMI from its SSM public parameter')
     .option('--ami-family <family>', 'al2023 or al2', 'al2023')
     .option('--model-repository <s3url>', 'check that the model repository prefix can be listed')
-    .option('--memory-limit <bytes|fraction>', 'the --memory-limit the server would be given')
+    .option('--memory-limit <bytes|fraction>', 'the --memory-limit the server would be given (when no server is running)')
+    .option('--server-metrics <url>', `a running server's metrics endpoint: check its memory budget, accounted bytes and resident memory (default: ${DEFAULT_SERVER_METRICS_URL} if one answers)`)
     .option('--json [bool]', 'print the checks as JSON', parseBool, false)
     .action(async (flags: DoctorFlags) => {
       if (!(flags.amiFamily in GPU_AMI_PARAMETERS)) throw new Error(`--ami-family must be al2023 or al2, got '${flags.amiFamily}'`);
