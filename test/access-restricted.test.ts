@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BatchwiseClientError, GrpcClient, GrpcStatus } from '@batchwise/client';
+import { credentials, loadPackageDefinition, Metadata } from '@grpc/grpc-js';
+import { loadSync } from '@grpc/proto-loader';
+import { BatchwiseClientError, DEFAULT_PROTO_DIR, GrpcClient, GrpcStatus } from '@batchwise/client';
+import { startChildServer } from './support/child-server.ts';
 import { EXAMPLES } from './support/repository.ts';
 import { postJson, startTestServer } from './support/server.ts';
 
@@ -101,4 +104,121 @@ describe('restricted API groups (Triton flag syntax)', () => {
 
 it('refuses to start with a malformed restriction rather than leaving the API open', async () => {
   await expect(startTestServer([EXAMPLES], { httpRestrictedApi: ['model-repository'] })).rejects.toThrow(/<api>/);
+});
+
+describe('every restricted group, table-driven', () => {
+  const GROUPS = ['health', 'metadata', 'inference', 'shared-memory', 'model-config', 'model-repository', 'statistics', 'trace', 'logging'] as const;
+  type Group = (typeof GROUPS)[number];
+  const header = (group: Group) => `${group}-key`;
+  const secret = (group: Group) => `${group}-secret`;
+  let server: Server;
+  let grpc: any;
+  beforeAll(async () => {
+    const specs = GROUPS.map((g) => `${g}:${header(g)}=${secret(g)}`);
+    server = await startTestServer([EXAMPLES], {
+      modelControlMode: 'explicit',
+      loadModels: ['simple'],
+      httpRestrictedApi: specs,
+      grpcRestrictedProtocol: specs,
+    });
+    const definition = loadSync(['grpc_service.proto'], { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true, includeDirs: [DEFAULT_PROTO_DIR] });
+    const root = loadPackageDefinition(definition) as any;
+    grpc = new root.inference.GRPCInferenceService(`127.0.0.1:${server.grpcPort}`, credentials.createInsecure());
+  });
+  afterAll(async () => {
+    grpc?.close();
+    await server.close();
+  });
+
+  const HTTP: Record<Group, [method: 'GET' | 'POST', path: string, body?: unknown]> = {
+    health: ['GET', '/v2/health/ready'],
+    metadata: ['GET', '/v2/models/simple'],
+    inference: ['POST', '/v2/models/simple/infer', INFER],
+    'shared-memory': ['GET', '/v2/systemsharedmemory/status'],
+    'model-config': ['GET', '/v2/models/simple/config'],
+    'model-repository': ['POST', '/v2/repository/index', {}],
+    statistics: ['GET', '/v2/models/simple/stats'],
+    trace: ['GET', '/v2/trace/setting'],
+    logging: ['GET', '/v2/logging'],
+  };
+  const GRPC: Record<Group, [rpc: string, request: unknown]> = {
+    health: ['ServerReady', {}],
+    metadata: ['ModelMetadata', { name: 'simple' }],
+    inference: [
+      'ModelInfer',
+      {
+        model_name: 'simple',
+        inputs: [
+          { name: 'INPUT0', datatype: 'INT32', shape: [1, 16] },
+          { name: 'INPUT1', datatype: 'INT32', shape: [1, 16] },
+        ],
+        raw_input_contents: [Buffer.alloc(64), Buffer.alloc(64)],
+      },
+    ],
+    'shared-memory': ['SystemSharedMemoryStatus', {}],
+    'model-config': ['ModelConfig', { name: 'simple' }],
+    'model-repository': ['RepositoryIndex', {}],
+    statistics: ['ModelStatistics', { name: 'simple' }],
+    trace: ['TraceSetting', {}],
+    logging: ['LogSettings', {}],
+  };
+  const keys = (group: Group): [string, Record<string, string>, boolean][] => [
+    ['right key', { [header(group)]: secret(group) }, true],
+    ['wrong key', { [header(group)]: `${secret(group)}x` }, false],
+    ["another group's key", { [header(group === 'health' ? 'metadata' : 'health')]: secret(group === 'health' ? 'metadata' : 'health') }, false],
+    ['no key', {}, false],
+  ];
+
+  for (const group of GROUPS) {
+    for (const [label, headers, allowed] of keys(group)) {
+      it(`HTTP ${group}, ${label}: ${allowed ? 'served' : `403 naming '${header(group)}'`}`, async () => {
+        const [method, path, body] = HTTP[group];
+        const r = await fetch(`${server.url}${path}`, {
+          method,
+          headers: { 'content-type': 'application/json', ...headers },
+          ...(body !== undefined && { body: JSON.stringify(body) }),
+        });
+        const text = await r.text();
+        if (allowed) {
+          expect(r.status, text).toBe(200);
+        } else {
+          expect(r.status).toBe(403);
+          expect(JSON.parse(text).error).toBe(`This API is restricted, expecting header '${header(group)}'`);
+        }
+      });
+
+      it(`gRPC ${group}, ${label}: ${allowed ? 'served' : 'UNAVAILABLE naming the prefixed header'}`, async () => {
+        const [rpc, request] = GRPC[group];
+        const metadata = new Metadata();
+        for (const [k, v] of Object.entries(headers)) metadata.set(`triton-grpc-protocol-${k}`, v);
+        const error = await new Promise<any>((resolve) => grpc[rpc](request, metadata, (e: unknown) => resolve(e)));
+        if (allowed) {
+          expect(error?.details ?? null).toBeNull();
+        } else {
+          expect(error.code).toBe(GrpcStatus.UNAVAILABLE);
+          expect(error.details).toBe(`This protocol is restricted, expecting header 'triton-grpc-protocol-${header(group)}'`);
+        }
+      });
+    }
+  }
+});
+
+describe('the model-repository key injected from the environment (BATCHWISE_MODEL_REPOSITORY_KEY)', () => {
+  it('restricts the model-repository group with header batchwise-key, and nothing else', async () => {
+    const server = await startChildServer(['--model-repository', EXAMPLES], { BATCHWISE_MODEL_REPOSITORY_KEY: 'from-secrets-manager' });
+    try {
+      const index = (headers: Record<string, string>) =>
+        fetch(`${server.url}/v2/repository/index`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: '{}' });
+      expect((await index({ 'batchwise-key': 'from-secrets-manager' })).status).toBe(200);
+      expect((await index({ 'batchwise-key': 'wrong' })).status).toBe(403);
+      const refused = await index({});
+      expect(refused.status).toBe(403);
+      expect((await refused.json()).error).toBe("This API is restricted, expecting header 'batchwise-key'");
+      expect((await fetch(`${server.url}/v2/models/simple`)).status).toBe(200);
+      expect(JSON.stringify(server.logs)).not.toContain('from-secrets-manager');
+    } finally {
+      server.process.kill('SIGTERM');
+      await server.exited;
+    }
+  });
 });

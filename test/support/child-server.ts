@@ -9,7 +9,7 @@ export interface ChildServer {
 }
 
 /** The real CLI in a child process (`batchwise serve`), on ephemeral ports; resolves once it is ready. */
-export async function startChildServer(args: string[]): Promise<ChildServer> {
-  const server = await startServerProcess(args);
+export async function startChildServer(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ChildServer> {
+  const server = await startServerProcess(args, env);
   return { process: server.child, url: server.httpUrl, logs: server.logs, exited: server.exited };
 }
