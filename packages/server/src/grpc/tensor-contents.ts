@@ -86,9 +86,11 @@ function toBigInt(v: WireLong): bigint {
 
 function inRange(values: number[] | undefined, min: number, max: number, input: string, datatype: DataType): number[] {
   const list = values ?? [];
-  for (const v of list) {
+  for (let i = 0; i < list.length; i++) {
+    const v = list[i]!;
     if (v < min || v > max) {
-      throw Errors.invalidArg(`input '${input}' holds ${v}, outside the range of ${datatype} [${min}, ${max}]`);
+      // The element, not its value: error messages reach the logs, tensor data must not.
+      throw Errors.invalidArg(`element ${i} of input '${input}' is outside the range of ${datatype} [${min}, ${max}]`);
     }
   }
   return list;

@@ -6,3 +6,15 @@ export function describeValue(value: unknown): string {
   if (Array.isArray(value)) return 'an array';
   return typeof value === 'object' ? 'an object' : typeof value;
 }
+
+/**
+ * What kind of value a tensor element is, for an error message: never the value itself, since
+ * error messages reach the logs and tensor data must not (README: logs).
+ */
+export function describeKind(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'boolean') return 'true or false';
+  const type = typeof value;
+  return /^[aeiou]/.test(type) ? `an ${type}` : `a ${type}`;
+}

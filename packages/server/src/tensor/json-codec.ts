@@ -2,7 +2,7 @@ import { Errors } from '../core/errors.ts';
 import { checkedElementCount, MAX_DIMENSIONS, validateShape } from './byte-size.ts';
 import { bytesElementsToStrings, serializeBytesElements } from './bytes-codec.ts';
 import { ELEMENT_BYTE_SIZE, TYPED_ARRAY_OF, type DataType } from './datatype.ts';
-import { describeValue } from './describe-value.ts';
+import { describeKind } from './describe-value.ts';
 import type { Tensor } from './tensor.ts';
 import { typedArrayOf } from './typed-view.ts';
 
@@ -44,7 +44,7 @@ function flatten(name: string, data: unknown): unknown[] {
 }
 
 function notANumber(name: string, datatype: DataType, index: number, value: unknown) {
-  return Errors.invalidArg(`element ${index} of ${datatype} input '${name}' must be a number, got ${describeValue(value)}`);
+  return Errors.invalidArg(`element ${index} of ${datatype} input '${name}' must be a number, got ${describeKind(value)}`);
 }
 
 /** Decodes the JSON `data` of an input (nested or flat) into raw little-endian bytes. */
@@ -60,7 +60,7 @@ export function decodeJsonTensorData(name: string, datatype: DataType, shape: re
   if (datatype === 'BYTES') {
     for (let i = 0; i < values.length; i++) {
       if (typeof values[i] !== 'string') {
-        throw Errors.invalidArg(`element ${i} of BYTES input '${name}' must be a string, got ${describeValue(values[i])}`);
+        throw Errors.invalidArg(`element ${i} of BYTES input '${name}' must be a string, got ${describeKind(values[i])}`);
       }
     }
     return serializeBytesElements(values as string[]);
@@ -70,7 +70,7 @@ export function decodeJsonTensorData(name: string, datatype: DataType, shape: re
     for (let i = 0; i < values.length; i++) {
       const v = values[i];
       if (typeof v !== 'boolean') {
-        throw Errors.invalidArg(`element ${i} of BOOL input '${name}' must be true or false, got ${describeValue(v)}`);
+        throw Errors.invalidArg(`element ${i} of BOOL input '${name}' must be true or false, got ${describeKind(v)}`);
       }
       bytes[i] = v ? 1 : 0;
     }
@@ -86,7 +86,7 @@ export function decodeJsonTensorData(name: string, datatype: DataType, shape: re
       if (exact === undefined || exact < range64[0] || exact > range64[1]) {
         if (typeof v !== 'number' && typeof v !== 'bigint') throw notANumber(name, datatype, i, v);
         throw Errors.invalidArg(
-          `element ${i} of input '${name}' (${describeValue(v)}) is not a valid ${datatype}: expected an integer in [${range64[0]}, ${range64[1]}]`,
+          `element ${i} of input '${name}' is not a valid ${datatype}: expected an integer in [${range64[0]}, ${range64[1]}]`,
         );
       }
       bigTarget[i] = exact;
@@ -101,7 +101,7 @@ export function decodeJsonTensorData(name: string, datatype: DataType, shape: re
       if (typeof v !== 'number' && typeof v !== 'bigint') throw notANumber(name, datatype, i, v);
       if (typeof v === 'bigint' || !Number.isInteger(v) || v < range[0] || v > range[1]) {
         throw Errors.invalidArg(
-          `element ${i} of input '${name}' (${describeValue(v)}) is not a valid ${datatype}: expected an integer in [${range[0]}, ${range[1]}]`,
+          `element ${i} of input '${name}' is not a valid ${datatype}: expected an integer in [${range[0]}, ${range[1]}]`,
         );
       }
       numberTarget[i] = v;
