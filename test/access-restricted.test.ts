@@ -213,7 +213,7 @@ describe('the model-repository key injected from the environment (BATCHWISE_MODE
       expect((await index({ 'batchwise-key': 'wrong' })).status).toBe(403);
       const refused = await index({});
       expect(refused.status).toBe(403);
-      expect((await refused.json()).error).toBe("This API is restricted, expecting header 'batchwise-key'");
+      expect(((await refused.json()) as { error: string }).error).toBe("This API is restricted, expecting header 'batchwise-key'");
       expect((await fetch(`${server.url}/v2/models/simple`)).status).toBe(200);
       expect(JSON.stringify(server.logs)).not.toContain('from-secrets-manager');
     } finally {

@@ -67,12 +67,14 @@ describe('a model instance whose worker dies', () => {
   it('after repeated crashes, marks the model UNAVAILABLE with the reason', async () => {
     // One crash above; three more within the crash window exceed the three tolerated.
     for (let i = 0; i < 3; i++) expect((await crash()).status).toBe(500);
-    const row = (await postIndex()).find((r: { name: string }) => r.name === 'bytes');
+    const row = (await postIndex()).find((r) => r.name === 'bytes')!;
     expect(row.state).toBe('UNAVAILABLE');
     expect(row.reason).toMatch(/crashed 4 times in 60 s .*not restarted/);
     expect((await fetch(`${server.url}/v2/models/bytes/ready`)).status).toBe(400);
   });
 
   const postIndex = async () =>
-    (await fetch(`${server.url}/v2/repository/index`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).json();
+    (await (
+      await fetch(`${server.url}/v2/repository/index`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
+    ).json()) as { name: string; state: string; reason: string }[];
 });
