@@ -374,7 +374,8 @@ describe('every datatype through JSON and binary', () => {
       '{"inputs":[{"name":"INPUT0","datatype":"INT64","shape":[1,4],"data":[9223372036854775808,0,0,0]}]}',
     );
     expect(beyond.status).toBe(400);
-    expect(beyond.json.error).toMatch(/element 0 of input 'INPUT0' \(9223372036854775808\) is not a valid INT64/);
+    expect(beyond.json.error).toMatch(/element 0 of input 'INPUT0' is not a valid INT64: expected an integer in \[-9223372036854775808, 9223372036854775807\]/);
+    expect(beyond.json.error).not.toContain('9223372036854775808)');
   });
 
   it('reads the NaN and Infinity tokens Python clients write in FP32 JSON inputs', async () => {
