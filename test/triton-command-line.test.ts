@@ -50,6 +50,17 @@ describe('Triton command-line flags', () => {
     }
   });
 
+  it('--http-keep-alive-timeout-secs sets the keep-alive the HTTP endpoint announces (65 s by default, above the ALB idle timeout)', async () => {
+    for (const [args, announced] of [[[], 'timeout=65'], [['--http-keep-alive-timeout-secs', '90'], 'timeout=90']] as const) {
+      const server = await startServerProcess(['--model-repository', repo, '--strict-readiness=false', ...args]);
+      try {
+        expect((await fetch(`${server.httpUrl}/v2/health/live`)).headers.get('keep-alive')).toBe(announced);
+      } finally {
+        await server.stop();
+      }
+    }
+  });
+
   it('gRPC transport flags reach grpc-js: keepalive pings on an idle connection, max connection age, max message size', async () => {
     const server = await startServerProcess([
       '--model-repository', repo,

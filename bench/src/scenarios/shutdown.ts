@@ -8,7 +8,7 @@ import { THREADS, type BatchingModel } from './batching.ts';
 
 /**
  * SIGTERM under steady load: every request the server admitted must complete with 200; the
- * others must be refused at the door (503 while closing, or connection refused once closed),
+ * others must be refused at the door (503 while closing, or connection refused or reset while connecting once closed),
  * never cut off half-way.
  */
 export async function runShutdown(options: { model: BatchingModel; concurrency: number; loadMs: number; log: (line: string) => void }) {
@@ -30,7 +30,9 @@ export async function runShutdown(options: { model: BatchingModel; concurrency: 
       } catch (error) {
         const message = (error as Error).message;
         if (error instanceof BatchwiseClientError && error.httpStatus === 503) outcome.refused503++;
-        else if (/ECONNREFUSED/.test(message + String((error as { cause?: { code?: string } }).cause?.code))) {
+        // Refused at the door once the listener closed: no connection (ECONNREFUSED), or one
+        // still in the accept backlog when the listener closed, reset while connecting.
+        else if (/ECONNREFUSED|connect ECONNRESET/.test(message + String((error as { cause?: { code?: string } }).cause?.code))) {
           outcome.connectionRefused++;
           await sleep(20);
         } else {

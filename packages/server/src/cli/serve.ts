@@ -1,5 +1,5 @@
 import { Command, Option } from 'commander';
-import { createServerLogger, DEFAULT_EXIT_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, startServer } from '../server.ts';
+import { createServerLogger, DEFAULT_EXIT_TIMEOUT_MS, DEFAULT_HTTP_KEEP_ALIVE_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, startServer } from '../server.ts';
 import { DEFAULT_GRPC_MAX_MESSAGE_BYTES } from '../grpc/server.ts';
 import { pinoLevelFor } from '../logging/log-settings.ts';
 import { collect, parseBool, parsePort, parsePositiveInteger } from './flags.ts';
@@ -43,6 +43,7 @@ interface ServeFlags {
   responseCacheByteSize?: number;
   grpcRestrictedProtocol?: string[];
   httpMaxBodyBytes: number;
+  httpKeepAliveTimeoutSecs: number;
   exitTimeoutSecs: number;
   shutdownGraceSecs: number;
   memoryLimit?: string;
@@ -142,6 +143,12 @@ export function serveCommand(): Command {
       5,
     )
     .option(
+      '--http-keep-alive-timeout-secs <secs>',
+      'idle HTTP keep-alive connections are closed after this long; keep it above the load balancer idle timeout (AWS ALB: 60 s)',
+      parsePositiveInteger,
+      DEFAULT_HTTP_KEEP_ALIVE_TIMEOUT_MS / 1000,
+    )
+    .option(
       '--exit-timeout-secs <secs>',
       'on SIGTERM, time allowed (grace included) for in-flight requests and gRPC streams before they are cancelled and the process exits',
       parsePositiveInteger,
@@ -165,6 +172,7 @@ export function serveCommand(): Command {
       ...(flags.grpcMaxConnectionAge !== undefined && { grpcMaxConnectionAgeMs: flags.grpcMaxConnectionAge }),
       ...(flags.grpcMaxConnectionAgeGrace !== undefined && { grpcMaxConnectionAgeGraceMs: flags.grpcMaxConnectionAgeGrace }),
       grpcMaxMessageBytes: flags.grpcMaxMessageBytes,
+      httpKeepAliveTimeoutMs: flags.httpKeepAliveTimeoutSecs * 1000,
       gpuMetrics: flags.allowGpuMetrics,
       ...(flags.metricsIntervalMs !== undefined && { metricsIntervalMs: flags.metricsIntervalMs }),
       strictReadiness: flags.strictReadiness,
