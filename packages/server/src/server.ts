@@ -108,7 +108,9 @@ export const DEFAULT_HTTP_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
 /** The server's JSON logger (pino) at a level. */
 export function createServerLogger(level: string): Logger {
-  return pino({ level, base: { service: 'batchwise' } });
+  // Synchronous writes: the server logs events, not requests, and a forced exit (second signal,
+  // exit timeout) must not lose the lines that say why; async writes still queued were lost.
+  return pino({ level, base: { service: 'batchwise' } }, pino.destination({ dest: 1, sync: true }));
 }
 
 /** Loads the repositories and starts the enabled frontends. Ports of 0 are resolved in the result. */

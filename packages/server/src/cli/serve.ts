@@ -161,7 +161,7 @@ export function serveCommand(): Command {
     for (const given of flagsWithoutEffectGiven(flags as unknown as Record<string, unknown>)) {
       logger.warn(given, `${given.flag} has no effect in Batchwise: ${given.reason}`);
     }
-    const server = await startServer({
+    const starting = startServer({
       logger,
       modelRepositories: flags.modelRepository,
       host: flags.httpAddress,
@@ -200,32 +200,38 @@ export function serveCommand(): Command {
       cloudwatchMetrics: flags.cloudwatchMetrics,
       cloudwatchServiceName: flags.cloudwatchServiceName,
     });
+    // Signals are handled from here on, not once start-up has finished: models serve as soon as
+    // they load, while start-up may still be loading others, and a SIGTERM's default action
+    // would drop what they hold.
     let stopping = false;
     const stop = (signal: string) => {
       if (stopping) {
-        server.logger.warn({ signal }, 'second signal: exiting now');
-        return forceExit(server.logger);
+        logger.warn({ signal }, 'second signal: exiting now');
+        return forceExit(logger);
       }
       stopping = true;
-      server.logger.info({ signal }, 'shutting down: not ready, draining in-flight requests');
+      logger.info({ signal }, 'shutting down: not ready, draining in-flight requests');
       const force = setTimeout(() => {
-        server.logger.error('exit timeout reached with requests still in flight: forcing exit');
-        forceExit(server.logger);
+        logger.error('exit timeout reached with requests still in flight: forcing exit');
+        forceExit(logger);
       }, flags.exitTimeoutSecs * 1000);
       force.unref();
-      void server.close({ graceMs: flags.shutdownGraceSecs * 1000, exitTimeoutMs: flags.exitTimeoutSecs * 1000 }).then(
-        () => {
-          server.logger.info('drained; exiting');
-          process.exit(0);
-        },
-        (error: Error) => {
-          server.logger.error({ err: error.message }, 'error while shutting down');
-          process.exit(1);
-        },
-      );
+      void starting
+        .then((server) => server.close({ graceMs: flags.shutdownGraceSecs * 1000, exitTimeoutMs: flags.exitTimeoutSecs * 1000 }))
+        .then(
+          () => {
+            logger.info('drained; exiting');
+            process.exit(0);
+          },
+          (error: Error) => {
+            logger.error({ err: error.message }, 'error while shutting down');
+            process.exit(1);
+          },
+        );
     };
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
+    await starting;
   });
 }
 
