@@ -124,8 +124,10 @@ describe('memory budget admission control', () => {
     expect(big.body.length).toBeGreaterThan(floats * 4);
     for (let i = 0; i < 5; i++) expect((await send(16)).status).toBe(200);
     expect(await metric('batchwise_memory_accounted_bytes')).toBe(0);
-    // The baseline is not re-measured from RSS after the burst.
-    expect(await metric('batchwise_memory_baseline_bytes')).toBe(baseline);
+    // The baseline is not re-measured from RSS after the burst (only the JavaScript heap's
+    // growth is followed, a few MiB here), so a request as large is admitted again.
+    expect((await metric('batchwise_memory_baseline_bytes')) - baseline).toBeLessThan(16 * MiB);
+    expect((await send(Math.floor(floats * 0.9))).status).toBe(200);
     expect(await isReady(server.url)).toBe(true);
   });
 

@@ -223,6 +223,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         metricsServer && new Promise<void>((resolve) => metricsServer!.close(() => resolve())),
       ]);
       await models.close();
+      memory.close();
       await sharedMemory.close();
       await tracer.close();
       await emf?.stop();

@@ -1,14 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { ServerMetrics } from '../metrics/server-metrics.ts';
-import { MemoryGuard } from './memory-guard.ts';
+import { MemoryGuard, REQUEST_OVERHEAD_BYTES, type HeapReading } from './memory-guard.ts';
 import { advanceChargeBytes, requestChargeBytes } from './request-charge.ts';
 
 const MiB = 1024 * 1024;
+const O = REQUEST_OVERHEAD_BYTES;
+/** A heap that never grows: these tests are about request accounting. */
+const quietHeap = (): HeapReading => ({ youngBytes: 0, youngLimitBytes: 0, otherBytes: 0 });
 
 describe('MemoryGuard', () => {
   it('admits on accounted bytes against budget minus a stable baseline, not on RSS after a burst', () => {
     let rss = 300 * MiB;
-    const guard = new MemoryGuard(600 * MiB, new ServerMetrics({ processMetrics: false }), () => rss);
+    const guard = new MemoryGuard(600 * MiB, new ServerMetrics({ processMetrics: false }), () => rss, quietHeap);
     guard.settle();
     expect(guard.baselineBytes).toBe(300 * MiB);
     const big = guard.reserve(250 * MiB);
@@ -21,15 +24,15 @@ describe('MemoryGuard', () => {
   });
 
   it('spends the advance before charging more, and returns everything once', () => {
-    const guard = new MemoryGuard(100, new ServerMetrics({ processMetrics: false }), () => 0);
+    const guard = new MemoryGuard(O + 100, new ServerMetrics({ processMetrics: false }), () => 0, quietHeap);
     const r = guard.reserve(10, 30);
-    expect(guard.accountedBytes).toBe(40);
+    expect(guard.accountedBytes).toBe(O + 40);
     r.grow(20);
-    expect(guard.accountedBytes).toBe(40);
+    expect(guard.accountedBytes).toBe(O + 40);
     r.grow(20);
-    expect(guard.accountedBytes).toBe(50);
+    expect(guard.accountedBytes).toBe(O + 50);
     expect(() => r.grow(60)).toThrow(/over its memory budget/);
-    expect(guard.accountedBytes).toBe(50);
+    expect(guard.accountedBytes).toBe(O + 50);
     r.release();
     r.release();
     r.grow(10);
@@ -37,12 +40,53 @@ describe('MemoryGuard', () => {
   });
 
   it('counts models and caches held at rest in the baseline until released', () => {
-    const guard = new MemoryGuard(100, new ServerMetrics({ processMetrics: false }), () => 10);
+    const guard = new MemoryGuard(O + 100, new ServerMetrics({ processMetrics: false }), () => 10, quietHeap);
     const release = guard.holdAtRest(50);
-    expect(guard.freeBytes()).toBe(40);
+    expect(guard.freeBytes()).toBe(O + 40);
     expect(() => guard.reserve(41)).toThrow();
     release();
-    expect(guard.freeBytes()).toBe(90);
+    expect(guard.freeBytes()).toBe(O + 90);
+  });
+
+  it('charges every request a fixed overhead beside its tensors', () => {
+    const guard = new MemoryGuard(3 * O, new ServerMetrics({ processMetrics: false }), () => 0, quietHeap);
+    const a = guard.reserve(0);
+    const b = guard.reserve(0);
+    expect(guard.accountedBytes).toBe(2 * O);
+    expect(() => guard.reserve(O)).toThrow(/over its memory budget/);
+    a.release();
+    b.release();
+    expect(guard.accountedBytes).toBe(0);
+  });
+
+  it("reserves the young generation's headroom and follows the other heap spaces' growth", () => {
+    let heap: HeapReading = { youngBytes: 1 * MiB, youngLimitBytes: 32 * MiB, otherBytes: 40 * MiB };
+    const guard = new MemoryGuard(400 * MiB, new ServerMetrics({ processMetrics: false }), () => 200 * MiB, () => heap);
+    guard.settle();
+    try {
+      expect(guard.baselineBytes).toBe(200 * MiB + 31 * MiB);
+      // Under load the young generation fills its reserved headroom (not counted twice) and
+      // request objects promoted to old space add to the baseline.
+      heap = { youngBytes: 32 * MiB, youngLimitBytes: 32 * MiB, otherBytes: 100 * MiB };
+      guard.sampleHeap();
+      expect(guard.baselineBytes).toBe(200 * MiB + 31 * MiB + 60 * MiB);
+      expect(() => guard.reserve(110 * MiB)).toThrow(/over its memory budget/);
+      // A full collection hands old space back: so does the baseline.
+      heap = { youngBytes: 32 * MiB, youngLimitBytes: 32 * MiB, otherBytes: 30 * MiB };
+      guard.sampleHeap();
+      expect(guard.baselineBytes).toBe(231 * MiB);
+      expect(() => guard.reserve(110 * MiB).release()).not.toThrow();
+    } finally {
+      guard.close();
+    }
+  });
+
+  it('reads the real heap: the reserved young headroom stays within V8 limits', () => {
+    const guard = new MemoryGuard(4096 * MiB, new ServerMetrics({ processMetrics: false }), () => 100 * MiB);
+    guard.settle();
+    guard.close();
+    expect(guard.baselineBytes).toBeGreaterThanOrEqual(100 * MiB);
+    expect(guard.baselineBytes).toBeLessThanOrEqual(100 * MiB + 32 * MiB);
   });
 
   it('refuses a budget of 0', () => {

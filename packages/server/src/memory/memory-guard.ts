@@ -1,3 +1,4 @@
+import { getHeapSpaceStatistics } from 'node:v8';
 import { Errors } from '../core/errors.ts';
 import type { ServerMetrics } from '../metrics/server-metrics.ts';
 
@@ -11,6 +12,27 @@ export interface MemoryReservation {
   release(): void;
 }
 
+/** The JavaScript heap as the guard sees it, resident bytes. */
+export interface HeapReading {
+  /** The young generation now. */
+  readonly youngBytes: number;
+  /** The most the young generation grows to under a high allocation rate. */
+  readonly youngLimitBytes: number;
+  /** Every other space (old, code, large objects): request objects that live long land here. */
+  readonly otherBytes: number;
+}
+
+/**
+ * Fixed charge of every request on top of its tensors: its JavaScript objects (fastify or
+ * grpc-js request, parsed header, queue entry, promises) and socket and parser buffers.
+ * An estimate on the generous side: heap sampling found the server allocating about 25 KiB
+ * per small HTTP request over its life (2026-11-23), not all of it held at once.
+ */
+export const REQUEST_OVERHEAD_BYTES = 32 * 1024;
+
+/** How often the heap's growth beyond the baseline is read. */
+const HEAP_SAMPLE_MS = 100;
+
 /**
  * Admission control against the server's memory budget, before the kernel's OOM killer acts.
  *
@@ -20,6 +42,15 @@ export interface MemoryReservation {
  * is not used for admission: after a burst the allocator keeps memory that requests freed (RSS
  * rarely shrinks), and that memory is reused by the next requests, so an RSS test would refuse
  * everything for minutes while nothing is held. RSS stays a gauge (nv_cpu_memory_used_bytes).
+ *
+ * What the JavaScript runtime adds under load is part of the baseline, because V8 does hand it
+ * back: the young generation grows from about 1 MiB at rest to its limit (32 MiB by default on
+ * 64-bit) within a second of heavy traffic, so the headroom to that limit is reserved at
+ * settle(); the other spaces' growth beyond their size at settle() (request objects promoted
+ * while they wait, garbage until the next full collection) is read every 100 ms. Each request
+ * is also charged REQUEST_OVERHEAD_BYTES for what it holds outside its tensors. Buffers freed
+ * but not yet collected are not followed: an idle server may not collect for minutes, and
+ * counting them would refuse large requests while nothing is held.
  */
 export class MemoryGuard {
   /** Bytes charged to requests in flight. */
@@ -28,11 +59,18 @@ export class MemoryGuard {
   private processBytes: number;
   /** Held outside requests: estimated footprints of the model instances loaded (model-footprint.ts), the response cache. */
   private modelBytes = 0;
+  /** The young generation's growth still possible at settle(), reserved from then on. */
+  private youngHeadroomBytes = 0;
+  /** The heap at settle(), and its growth beyond that at the last reading. */
+  private settled: HeapReading | undefined;
+  private heapGrowthBytes = 0;
+  private sampler: NodeJS.Timeout | undefined;
 
   constructor(
     readonly budgetBytes: number,
     private readonly metrics: ServerMetrics,
     private readonly rss: () => number = () => process.memoryUsage.rss(),
+    private readonly heap: () => HeapReading = readHeap,
   ) {
     if (!(budgetBytes > 0)) throw new Error(`the memory budget must be more than 0 bytes, got ${budgetBytes}`);
     this.processBytes = rss();
@@ -43,7 +81,7 @@ export class MemoryGuard {
 
   /** Memory not available to requests: the process at rest and the models loaded, bytes. */
   get baselineBytes(): number {
-    return this.processBytes + this.modelBytes;
+    return this.processBytes + this.modelBytes + this.youngHeadroomBytes + this.heapGrowthBytes;
   }
 
   get accountedBytes(): number {
@@ -54,13 +92,34 @@ export class MemoryGuard {
    * Measures the baseline once, when start-up loading is done and before traffic: what the
    * process holds beyond the models' estimates (ONNX Runtime's libraries, worker threads,
    * arenas) is counted from then on. Never re-measured later, for the reason in the class
-   * comment. Returns the resident memory measured.
+   * comment; only the JavaScript heap's growth is followed, until close(). Returns the
+   * resident memory measured.
    */
   settle(): number {
     const rss = this.rss();
     this.processBytes = Math.max(this.processBytes, rss - this.modelBytes);
+    const heap = this.heap();
+    this.youngHeadroomBytes = Math.max(0, heap.youngLimitBytes - heap.youngBytes);
+    this.settled = heap;
+    this.heapGrowthBytes = 0;
     this.publishBaseline();
+    this.sampler ??= setInterval(() => this.sampleHeap(), HEAP_SAMPLE_MS).unref();
     return rss;
+  }
+
+  /** Reads the heap's growth beyond settle() into the baseline (also run every 100 ms after settle()). */
+  sampleHeap(): void {
+    if (this.settled === undefined) return;
+    const growth = Math.max(0, this.heap().otherBytes - this.settled.otherBytes);
+    if (growth === this.heapGrowthBytes) return;
+    this.heapGrowthBytes = growth;
+    this.publishBaseline();
+  }
+
+  /** Stops following the heap. */
+  close(): void {
+    clearInterval(this.sampler);
+    this.sampler = undefined;
   }
 
   /** Counts memory held outside requests (a model instance, the response cache) in the baseline until the returned function is called. */
@@ -83,11 +142,12 @@ export class MemoryGuard {
 
   /**
    * Charges `bytes` for a request, plus `advanceBytes` that its later grow() calls spend before
-   * charging more, or throws the over-budget error; the caller must release it.
+   * charging more, plus REQUEST_OVERHEAD_BYTES, or throws the over-budget error; the caller
+   * must release it.
    */
   reserve(bytes: number, advanceBytes = 0): MemoryReservation {
-    this.charge(bytes + advanceBytes);
-    let held = bytes + advanceBytes;
+    this.charge(REQUEST_OVERHEAD_BYTES + bytes + advanceBytes);
+    let held = REQUEST_OVERHEAD_BYTES + bytes + advanceBytes;
     let advance = advanceBytes;
     let released = false;
     return {
@@ -127,4 +187,26 @@ export class MemoryGuard {
         `${this.budgetBytes} bytes (models and process at rest ${this.baselineBytes}, held by requests in flight ${this.accounted}); retry later`,
     );
   }
+}
+
+/**
+ * V8's default young-generation limit: two semi-spaces of --max-semi-space-size, 16 MiB each
+ * on 64-bit unless the flag (in the command line or NODE_OPTIONS) says otherwise.
+ */
+function youngLimitBytes(): number {
+  const flags = [...process.execArgv, ...(process.env['NODE_OPTIONS'] ?? '').split(/\s+/)];
+  const semi = flags.map((f) => /^--max-semi-space-size=(\d+)$/.exec(f)?.[1]).findLast((v) => v !== undefined);
+  return 2 * (semi !== undefined ? Number(semi) : 16) * 1024 * 1024;
+}
+
+const YOUNG_LIMIT_BYTES = youngLimitBytes();
+
+function readHeap(): HeapReading {
+  let youngBytes = 0;
+  let otherBytes = 0;
+  for (const space of getHeapSpaceStatistics()) {
+    if (space.space_name === 'new_space' || space.space_name === 'new_large_object_space') youngBytes += space.physical_space_size;
+    else otherBytes += space.physical_space_size;
+  }
+  return { youngBytes, youngLimitBytes: YOUNG_LIMIT_BYTES, otherBytes };
 }
