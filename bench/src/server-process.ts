@@ -17,13 +17,22 @@ export interface ServerProcess {
 }
 
 /**
+ * Extra Node flags for the server process only, from BENCH_SERVER_NODE_ARGS (for example
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof`): Node refuses profiling flags in NODE_OPTIONS, and
+ * there they would profile the load generator too.
+ */
+function serverNodeArgs(): string[] {
+  return (process.env['BENCH_SERVER_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);
+}
+
+/**
  * The real `batchwise serve` in its own process, on ephemeral loopback ports, so the load
  * generator does not share the server's event loop. Resolves once every model is loaded.
  */
 export async function startServerProcess(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', CLI, 'serve', '--http-address', '127.0.0.1', '--http-port', '0', '--grpc-port', '0', '--metrics-port', '0', ...args],
+    [...serverNodeArgs(), '--import', 'tsx', CLI, 'serve', '--http-address', '127.0.0.1', '--http-port', '0', '--grpc-port', '0', '--metrics-port', '0', ...args],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
   );
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
