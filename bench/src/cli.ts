@@ -13,9 +13,10 @@ import { PROTOCOLS, type Protocol } from './workload.ts';
 const USAGE = `usage: pnpm bench <scenario...> [options]
 
 scenarios (several run in order; 'all' runs every one):
-  batching   4x2048 FP32 MLP, batching off and on, HTTP binary, concurrency 1..32
+  batching   4x2048 FP32 MLP, batching off and on, HTTP binary, concurrency 1..32; batching on
+             at c=1 and the top compared with the model in-process, measured side by side
   limit      the same model in-process (ONNX Runtime, same threads) at the batch sizes
-             the last batching run formed; compares the server with it
+             the last batching run formed; reports that run's paired ratios
   overhead   16-float identity over HTTP binary vs a bare fastify echo
   grpc       gRPC (grpc-js client, and a lean pre-encoded node:http2 one) vs HTTP binary
              on the tiny model; gRPC vs HTTP binary on the batching model (c=16)

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SMOKE_WINDOWS } from '../src/load-generator.ts';
+import { writeResult } from '../src/report.ts';
 import { runBatching, SMOKE_MODEL } from '../src/scenarios/batching.ts';
 import { runLimit } from '../src/scenarios/limit.ts';
 import { runOverhead } from '../src/scenarios/overhead.ts';
@@ -9,17 +10,18 @@ const log = () => undefined;
 // Tiny versions of each scenario, so that the benchmark code keeps working; numbers are not checked.
 describe('bench scenarios (smoke)', () => {
   // One test, not two: the limit scenario reads the result file the batching run writes.
-  it('batching: both configurations answer over every protocol, closed and open loop; then limit runs in-process at the sizes it formed', async () => {
+  it('batching: both configurations answer over every protocol, closed and open loop, paired with an in-process reference; then limit runs in-process at the sizes it formed', async () => {
     const result = await runBatching({
       model: SMOKE_MODEL,
-      concurrencies: [16],
+      concurrencies: [1, 16],
       rates: [200],
       windows: SMOKE_WINDOWS,
       protocols: ['http-binary', 'http-json', 'grpc'],
       log,
       name: 'smoke-batching',
+      referenceWindowMs: 50,
     });
-    expect(result.points).toHaveLength(12);
+    expect(result.points).toHaveLength(18);
     for (const p of result.points) {
       expect(p.client.errors, p.client.firstError).toBe(0);
       expect(p.client.throughput).toBeGreaterThan(0);
@@ -30,19 +32,51 @@ describe('bench scenarios (smoke)', () => {
     for (const p of open) expect(p.client.load).toMatchObject({ rate: 200, arrivals: 'poisson' });
     for (const p of result.points.filter((p) => p.model === 'mlp_off')) expect(Object.keys(p.server.batches).map(Number)).toEqual([1]);
     expect(Object.keys(result.ratios).sort()).toEqual([
+      'c1_p50_over_in_process',
+      'c1_p50_over_in_process_grpc',
+      'c1_p50_over_in_process_http_json',
       'p99_on_vs_off_c16',
       'p99_on_vs_off_c16_grpc',
       'p99_on_vs_off_c16_http_json',
+      'server_vs_limit',
+      'server_vs_limit_grpc',
+      'server_vs_limit_http_json',
       'throughput_on_vs_off_c16',
       'throughput_on_vs_off_c16_grpc',
       'throughput_on_vs_off_c16_http_json',
     ]);
+    // Batching on, at c=1 and at the top of the sweep, per protocol: a reference window before
+    // (every size c clients can form) and after (the sizes formed) the server's measurement.
+    expect(result.paired.map((p) => `${p.protocol} c=${p.concurrency}`)).toEqual(['http-binary c=1', 'http-binary c=16', 'http-json c=1', 'http-json c=16', 'grpc c=1', 'grpc c=16']);
+    for (const p of result.paired) {
+      const point = result.points.find((x) => x.model === 'mlp_on' && x.protocol === p.protocol && x.concurrency === p.concurrency && x.rate === undefined)!;
+      const formed = Object.keys(point.server.batches).map(Number);
+      expect(p.windows.map((w) => w.runs.map((r) => r.batchSize))).toEqual(
+        p.concurrency === 1 ? [[1], [1]] : [Array.from({ length: 16 }, (_, i) => i + 1), formed],
+      );
+      for (const w of p.windows) for (const r of w.runs) expect(r.runs).toBeGreaterThanOrEqual(3);
+      expect(p.perWindow).toHaveLength(2);
+      for (const v of p.perWindow) expect(v).toBeGreaterThan(0);
+    }
+    expect(result.ratios['c1_p50_over_in_process']).toBeGreaterThan(0);
+    expect(result.ratios['server_vs_limit']).toBeGreaterThan(0);
 
-    const { rows, comparison } = await runLimit({ model: SMOKE_MODEL, durationMs: 50, log, name: 'smoke-limit', batchingName: 'smoke-batching' });
+    // limit: the table at the sizes formed; the ratios it reports are the paired ones.
+    const { rows, comparison, paired } = await runLimit({ model: SMOKE_MODEL, durationMs: 50, log, name: 'smoke-limit', batchingName: 'smoke-batching' });
     const formed = [...new Set(result.points.flatMap((p) => Object.keys(p.server.batches).map(Number)))].sort((a, b) => a - b);
     expect(rows.map((r) => r.batchSize)).toEqual(formed);
     expect(rows.every((r) => r.samplesPerSecond > 0)).toBe(true);
-    expect(comparison['server_vs_limit']).toBeGreaterThan(0);
+    expect(paired).toBe(true);
+    expect(comparison['server_vs_limit']).toBe(result.ratios['server_vs_limit']);
+    expect(comparison['c1_p50_over_in_process_grpc']).toBe(result.ratios['c1_p50_over_in_process_grpc']);
+
+    // A batching result without paired ratios (from before they existed): limit compares with its own table.
+    const unpairedRatios = Object.fromEntries(Object.entries(result.ratios).filter(([k]) => !k.startsWith('server_vs_limit') && !k.startsWith('c1_p50')));
+    await writeResult('smoke-batching-unpaired', { ...result, paired: undefined, ratios: unpairedRatios });
+    const unpaired = await runLimit({ model: SMOKE_MODEL, batchSizes: formed, durationMs: 20, log, name: 'smoke-limit-unpaired', batchingName: 'smoke-batching-unpaired' });
+    expect(unpaired.paired).toBe(false);
+    expect(unpaired.comparison['server_vs_limit']).toBeGreaterThan(0);
+    expect(unpaired.comparison['c1_p50_over_in_process']).toBeGreaterThan(0);
   });
 
   it('overhead and gRPC: echo, HTTP binary, gRPC and lean gRPC all answer', async () => {

@@ -1,6 +1,14 @@
 import { mlp } from '@batchwise/modelgen';
 import { cpuShare, cpuSnapshot, type CpuShare } from '../cpu-usage.ts';
-import { measure, type Load, type LoadResult, type WindowOptions } from '../load-generator.ts';
+import {
+  latencyVsInProcess,
+  medianRunMs,
+  openInProcess,
+  samplesPerSecondOnBatches,
+  throughputVsLimit,
+  type ReferenceWindow,
+} from '../in-process.ts';
+import { measure, sleep, type Load, type LoadResult, type WindowOptions } from '../load-generator.ts';
 import { latencyThroughputSvg } from '../plot.ts';
 import { environment, table, writeResult } from '../report.ts';
 import { breakdown, readStats, type ServerBreakdown } from '../server-stats.ts';
@@ -18,6 +26,15 @@ export const THREADS = 2;
 /** max_queue_delay_microseconds of the batching-on configuration (BENCH_DELAY_US overrides). */
 export const DELAY_US = Number(process.env['BENCH_DELAY_US'] ?? 1000);
 
+/** max_batch_size of both configurations. */
+const MAX_BATCH_SIZE = 64;
+
+/**
+ * Pause before an in-process reference window: after a load the server still works for a
+ * moment (0.3-0.4 cores over the first 100 ms, then nothing, measured on the 4x2048 model).
+ */
+const SETTLE_MS = 250;
+
 /** Open loop: requests outstanding at most (and HTTP connections kept). */
 const OPEN_LOOP_MAX_OUTSTANDING = 256;
 
@@ -34,9 +51,34 @@ export interface Point {
   readonly cpu?: CpuShare;
 }
 
+/**
+ * A batching-on point compared with the same model run in-process in the bench process, in
+ * reference windows just before and just after the server's measurement (the server loaded
+ * but idle meanwhile): this machine's speed drifts by up to 1.5x within minutes, so a
+ * reference measured at another time mostly measures the drift.
+ */
+export interface PairedPoint {
+  readonly protocol: Protocol;
+  /** 1: `c1_p50_over_in_process`; the highest of the closed-loop sweep: `server_vs_limit`. */
+  readonly concurrency: number;
+  /** The reference windows, before and after the server's measurement. */
+  readonly windows: readonly ReferenceWindow[];
+  /**
+   * latencyVsInProcess or throughputVsLimit (bench/src/in-process.ts) of the server's point and
+   * the median over the windows of each batch size's run time.
+   */
+  readonly comparison: Record<string, number>;
+  /**
+   * The reference of each window alone (batch-1 ms; samples/s on the server's batches), in
+   * order: how far the machine drifted across the server's measurement.
+   */
+  readonly perWindow: readonly number[];
+}
+
 export interface BatchingResult {
   readonly model: string;
   readonly points: Point[];
+  readonly paired: PairedPoint[];
   readonly ratios: Record<string, number>;
 }
 
@@ -52,17 +94,38 @@ export async function runBatching(options: {
   protocols?: readonly Protocol[];
   log: (line: string) => void;
   name?: string;
+  /** Length of each in-process reference window. @default windows.windowMs */
+  referenceWindowMs?: number;
 }): Promise<BatchingResult> {
   const { model, log } = options;
   const label = `mlp-${model.layers}x${model.width}`;
   const file = await cachedModel(label, () => mlp({ layers: model.layers, width: model.width }), log);
   const repo = await benchRepository('batching', [
-    { name: 'mlp_off', modelFile: file, config: fp32Config('mlp_off', { width: model.width, maxBatchSize: 64, batching: false, threads: THREADS }) },
-    { name: 'mlp_on', modelFile: file, config: fp32Config('mlp_on', { width: model.width, maxBatchSize: 64, batching: true, delayUs: DELAY_US, threads: THREADS }) },
+    { name: 'mlp_off', modelFile: file, config: fp32Config('mlp_off', { width: model.width, maxBatchSize: MAX_BATCH_SIZE, batching: false, threads: THREADS }) },
+    { name: 'mlp_on', modelFile: file, config: fp32Config('mlp_on', { width: model.width, maxBatchSize: MAX_BATCH_SIZE, batching: true, delayUs: DELAY_US, threads: THREADS }) },
   ]);
   const env = environment();
-  const server = await startServerProcess(['--model-repository', repo]);
+  // Paired with the in-process reference: batching on, closed loop, at c=1 and at the top.
+  const top = options.concurrencies.length > 0 ? Math.max(...options.concurrencies) : undefined;
+  const referenceMs = options.referenceWindowMs ?? options.windows.windowMs;
+  // One session for the whole run, idle while the server is measured (its two threads stop
+  // spinning within 100 ms of a window, inside the measurement's warm-up).
+  const reference = top === undefined ? undefined : await openInProcess({ file, width: model.width, threads: THREADS });
+  const server = await startServerProcess(['--model-repository', repo]).catch(async (error: unknown) => {
+    await reference?.release();
+    throw error;
+  });
+  const referenceWindow = async (what: string, batchSizes: readonly number[]): Promise<ReferenceWindow> => {
+    await sleep(SETTLE_MS);
+    const w = await reference!.window(batchSizes, referenceMs, [process.pid, server.child.pid!]);
+    const first = w.runs[0]!;
+    const last = w.runs.at(-1)!;
+    const runs = w.runs.length === 1 ? '' : ` ... batch ${last.batchSize} ${last.runMs.toFixed(2)} ms (${w.runs.length} sizes)`;
+    log(`  in-process reference ${what}: batch ${first.batchSize} ${first.runMs.toFixed(2)} ms${runs} per run${w.cpu ? `; server ${w.cpu.pidCores[1]} cores, other ${w.cpu.otherCores}` : ''}`);
+    return w;
+  };
   const points: Point[] = [];
+  const paired: PairedPoint[] = [];
   const loads: { load: Load; concurrency: number; rate?: number; tag: string }[] = [
     ...options.concurrencies.map((concurrency) => ({ load: { concurrency }, concurrency, tag: `c=${concurrency}` })),
     ...(options.rates ?? []).map((rate) => ({
@@ -76,35 +139,49 @@ export async function runBatching(options: {
     for (const protocol of options.protocols ?? ['http-binary']) {
       for (const name of ['mlp_off', 'mlp_on']) {
         for (const { load, concurrency, rate, tag } of loads) {
+          const pair = reference && name === 'mlp_on' && rate === undefined && (concurrency === 1 || concurrency === top);
+          // Before, every size the server can form at this concurrency (which ones it will form is
+          // known only after); after, the sizes it formed.
+          const before = pair ? await referenceWindow(`before ${name} ${protocol} ${tag}`, range(1, Math.min(concurrency, MAX_BATCH_SIZE))) : undefined;
           const { send, close } = inferRequest(server, protocol, name, model.width, concurrency);
           const pids = [process.pid, server.child.pid!];
-          let before: Awaited<ReturnType<typeof readStats>> | undefined;
-          let after: typeof before;
+          let statsBefore: Awaited<ReturnType<typeof readStats>> | undefined;
+          let statsAfter: typeof statsBefore;
           let cpuBefore: ReturnType<typeof cpuSnapshot>;
           let cpuAfter: typeof cpuBefore;
           const result = await measure(`${name} ${protocol} ${tag}`, send, load, { ...options.windows, log }, {
             onMeasureStart: async () => {
-              before = await readStats(server.httpUrl, name);
+              statsBefore = await readStats(server.httpUrl, name);
               cpuBefore = cpuSnapshot(pids);
             },
             onMeasureEnd: async () => {
               cpuAfter = cpuSnapshot(pids);
-              after = await readStats(server.httpUrl, name);
+              statsAfter = await readStats(server.httpUrl, name);
             },
           });
           await close();
           const cpu = cpuShare(cpuBefore, cpuAfter);
-          points.push({ model: name, protocol, concurrency, ...(rate !== undefined && { rate }), client: result, server: breakdown(before!, after!), ...(cpu && { cpu }) });
+          const point: Point = { model: name, protocol, concurrency, ...(rate !== undefined && { rate }), client: result, server: breakdown(statsBefore!, statsAfter!), ...(cpu && { cpu }) };
+          points.push(point);
+          if (before) {
+            const formed = Object.keys(point.server.batches).map(Number);
+            const afterWindow = await referenceWindow(`after ${name} ${protocol} ${tag}`, concurrency === 1 || formed.length === 0 ? [1] : formed);
+            const p = pairedPoint(point, [before, afterWindow]);
+            if (p) paired.push(p);
+          }
         }
       }
     }
   } finally {
+    await reference?.release();
     await server.stop();
   }
-  const ratios = batchingRatios(points);
-  const result = { model: label, delayUs: DELAY_US, threads: THREADS, environment: env, points, ratios };
+  const ratios = { ...batchingRatios(points), ...pairedRatios(paired) };
+  const result = { model: label, delayUs: DELAY_US, threads: THREADS, environment: env, points, paired, ratios };
   log(`\n${formatPoints(points)}\n`);
   for (const [k, v] of Object.entries(ratios)) log(`${k}: ${v.toFixed(2)}`);
+  if (paired.length > 0) log('paired in-process reference (windows just before and after the server measurement, server idle):');
+  for (const p of paired) log(formatPaired(p));
   const protocols = [...new Set(points.map((p) => p.protocol))];
   const svg = latencyThroughputSvg(
     `${label}: p99 latency vs throughput (${protocols.join(', ')})`,
@@ -137,11 +214,56 @@ export function batchingRatios(points: readonly Point[]): Record<string, number>
     const off = find('mlp_off');
     const on = find('mlp_on');
     if (!off || !on) continue;
-    const suffix = protocol === 'http-binary' ? '' : `_${protocol.replace('-', '_')}`;
+    const suffix = protocolSuffix(protocol);
     ratios[`throughput_on_vs_off_c16${suffix}`] = on.client.throughput / off.client.throughput;
     ratios[`p99_on_vs_off_c16${suffix}`] = on.client.latencyMs.p99 / off.client.latencyMs.p99;
   }
   return ratios;
+}
+
+/** The paired comparison of a batching-on point, from its reference windows. */
+function pairedPoint(point: Point, windows: readonly ReferenceWindow[]): PairedPoint | undefined {
+  const runMs = medianRunMs(windows);
+  const { protocol, concurrency } = point;
+  if (concurrency === 1) {
+    const batch1 = runMs.get(1);
+    if (batch1 === undefined) return undefined;
+    const perWindow = windows.map((w) => w.runs.find((r) => r.batchSize === 1)?.runMs ?? NaN);
+    return { protocol, concurrency, windows, comparison: latencyVsInProcess(point.client.latencyMs.p50, batch1), perWindow };
+  }
+  const comparison = throughputVsLimit({ throughput: point.client.throughput, ...point.server }, runMs);
+  if (!comparison) return undefined;
+  const perWindow = windows.map((w) => samplesPerSecondOnBatches(point.server.batches, new Map(w.runs.map((r) => [r.batchSize, r.runMs]))) ?? NaN);
+  return { protocol, concurrency, windows, comparison, perWindow };
+}
+
+/** `c1_p50_over_in_process` and `server_vs_limit` per protocol, suffixed as in batchingRatios. */
+export function pairedRatios(paired: readonly PairedPoint[]): Record<string, number> {
+  const ratios: Record<string, number> = {};
+  for (const p of paired) {
+    const name = p.concurrency === 1 ? 'c1_p50_over_in_process' : 'server_vs_limit';
+    ratios[`${name}${protocolSuffix(p.protocol)}`] = p.comparison[name]!;
+  }
+  return ratios;
+}
+
+function formatPaired(p: PairedPoint): string {
+  const c = p.comparison;
+  const windows = p.perWindow.map((v) => v.toFixed(p.concurrency === 1 ? 2 : 0)).join(', ');
+  return p.concurrency === 1
+    ? `  ${p.protocol} c=1: server p50 ${c['c1_server_p50_ms']!.toFixed(2)} ms over in-process batch 1 ` +
+        `${c['in_process_batch1_ms']!.toFixed(2)} ms (median of the windows before and after: ${windows} ms)`
+    : `  ${p.protocol} c=${p.concurrency}: server ${c['server_saturated_infer_per_s']!.toFixed(0)} infer/s (mean batch ` +
+        `${c['server_avg_batch_size']!.toFixed(1)}) over in-process ${c['limit_on_formed_batches']!.toFixed(0)} samples/s ` +
+        `on the same batches (windows before and after: ${windows}; at the mean batch: ${c['limit_at_mean_batch']!.toFixed(0)})`;
+}
+
+function protocolSuffix(protocol: Protocol): string {
+  return protocol === 'http-binary' ? '' : `_${protocol.replace('-', '_')}`;
+}
+
+function range(from: number, to: number): number[] {
+  return Array.from({ length: to - from + 1 }, (_, i) => from + i);
 }
 
 export function formatPoints(points: readonly Point[]): string {

@@ -1,9 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import ort from 'onnxruntime-node';
 import { mlp } from '@batchwise/modelgen';
-import { cpuShare, cpuSnapshot, type CpuShare } from '../cpu-usage.ts';
-import { summarize } from '../stats.ts';
+import { type CpuShare } from '../cpu-usage.ts';
+import { latencyVsInProcess, openInProcess, REFERENCE_RATIOS, samplesPerSecond, throughputVsLimit } from '../in-process.ts';
 import { environment, RESULTS_DIR, table, writeResult } from '../report.ts';
 import { cachedModel } from '../workload.ts';
 import { THREADS, type BatchingModel, type BatchingResult } from './batching.ts';
@@ -17,7 +16,13 @@ export interface LimitRow {
 
 /**
  * The same model in-process through ONNX Runtime with the same threads: the physical limit
- * the server is measured against, at the batch sizes the server formed.
+ * the server is measured against, as a table over the batch sizes the server formed.
+ *
+ * The ratios to quote come from the batching run, which measures its own in-process reference
+ * side by side with the server (PairedPoint in batching.ts). This scenario runs minutes later,
+ * and this machine's speed drifts by up to 1.5x within minutes, so it compares the server with
+ * its table only when the batching result has no paired ratios (a run from before they existed,
+ * or one without a closed-loop sweep), and says that those are unpaired.
  */
 export async function runLimit(options: {
   model: BatchingModel;
@@ -28,11 +33,10 @@ export async function runLimit(options: {
   name?: string;
   /** The batching run to compare with (bench/results/<name>.json). @default 'batching' */
   batchingName?: string;
-}): Promise<{ rows: LimitRow[]; comparison: Record<string, number> }> {
+}): Promise<{ rows: LimitRow[]; comparison: Record<string, number>; paired: boolean }> {
   const { model, log } = options;
   const env = environment();
   const file = await cachedModel(`mlp-${model.layers}x${model.width}`, () => mlp({ layers: model.layers, width: model.width }), log);
-  const session = await ort.InferenceSession.create(file, { executionProviders: ['cpu'], intraOpNumThreads: THREADS });
   const batchingFile = join(RESULTS_DIR, `${options.batchingName ?? 'batching'}.json`);
   const label = `mlp-${model.layers}x${model.width}`;
   const batching = await readFile(batchingFile, 'utf8').then(
@@ -47,62 +51,50 @@ export async function runLimit(options: {
     : [];
   const sizes = options.batchSizes ?? (formed.length > 0 ? formed : [1, 2, 4, 8, 16, 32, 64]);
   const rows: LimitRow[] = [];
-  for (const batchSize of sizes) {
-    const input = new ort.Tensor('float32', new Float32Array(batchSize * model.width).fill(0.5), [batchSize, model.width]);
-    await session.run({ INPUT0: input });
-    const times: number[] = [];
-    const cpuBefore = cpuSnapshot([process.pid]);
-    const start = performance.now();
-    while (performance.now() - start < options.durationMs || times.length < 3) {
-      const t0 = performance.now();
-      await session.run({ INPUT0: input });
-      times.push(performance.now() - t0);
+  const reference = await openInProcess({ file, width: model.width, threads: THREADS });
+  try {
+    for (const batchSize of sizes) {
+      const w = await reference.window([batchSize], options.durationMs);
+      const { runMs } = w.runs[0]!;
+      rows.push({ batchSize, runMs, samplesPerSecond: samplesPerSecond(batchSize, runMs), ...(w.cpu && { cpu: w.cpu }) });
+      log(`  in-process batch ${batchSize}: ${runMs.toFixed(2)} ms/run, ${samplesPerSecond(batchSize, runMs).toFixed(0)} samples/s`);
     }
-    const cpu = cpuShare(cpuBefore, cpuSnapshot([process.pid]));
-    const runMs = summarize(times).p50;
-    rows.push({ batchSize, runMs, samplesPerSecond: (batchSize * 1000) / runMs, ...(cpu && { cpu }) });
-    log(`  in-process batch ${batchSize}: ${runMs.toFixed(2)} ms/run, ${((batchSize * 1000) / runMs).toFixed(0)} samples/s`);
-  }
-  await session.release();
-
-  const comparison: Record<string, number> = {};
-  if (batching) {
-    const on = batching.points.filter((p) => p.model === 'mlp_on' && p.protocol === 'http-binary');
-    const saturated = on.reduce((a, b) => (b.client.throughput > a.client.throughput ? b : a), on[0]!);
-    if (saturated) {
-      const nearest = rows.reduce((a, b) => (Math.abs(b.batchSize - saturated.server.avgBatchSize) < Math.abs(a.batchSize - saturated.server.avgBatchSize) ? b : a));
-      const interpolated = interpolate(rows, saturated.server.avgBatchSize);
-      comparison['server_saturated_infer_per_s'] = saturated.client.throughput;
-      comparison['server_avg_batch_size'] = saturated.server.avgBatchSize;
-      comparison['limit_at_that_batch_size'] = interpolated;
-      comparison['server_vs_limit'] = saturated.client.throughput / interpolated;
-      comparison['nearest_measured_batch'] = nearest.batchSize;
-    }
-    const c1 = batching.points.find((p) => p.model === 'mlp_on' && p.concurrency === 1 && p.protocol === 'http-binary');
-    const b1 = rows.find((r) => r.batchSize === 1);
-    if (c1 && b1) {
-      comparison['c1_server_p50_ms'] = c1.client.latencyMs.p50;
-      comparison['in_process_batch1_ms'] = b1.runMs;
-      comparison['c1_p50_over_in_process'] = c1.client.latencyMs.p50 / b1.runMs;
-    }
+  } finally {
+    await reference.release();
   }
   log(`\n${table(['batch', 'ms/run', 'samples/s', 'other cpu'], rows.map((r) => [r.batchSize, r.runMs, r.samplesPerSecond, r.cpu?.otherCores ?? '']))}\n`);
-  for (const [k, v] of Object.entries(comparison)) log(`${k}: ${v.toFixed(3)}`);
-  await writeResult(options.name ?? 'limit', { model: label, threads: THREADS, environment: env, rows, comparison });
-  return { rows, comparison };
-}
 
-/** In-process samples/s at a (fractional) batch size, linear between measured sizes. */
-function interpolate(rows: readonly LimitRow[], batchSize: number): number {
-  const sorted = [...rows].sort((a, b) => a.batchSize - b.batchSize);
-  if (batchSize <= sorted[0]!.batchSize) return sorted[0]!.samplesPerSecond;
-  for (let i = 1; i < sorted.length; i++) {
-    const a = sorted[i - 1]!;
-    const b = sorted[i]!;
-    if (batchSize <= b.batchSize) {
-      const t = (batchSize - a.batchSize) / (b.batchSize - a.batchSize);
-      return a.samplesPerSecond + t * (b.samplesPerSecond - a.samplesPerSecond);
+  const pairedRatios = Object.fromEntries(
+    Object.entries(batching?.ratios ?? {}).filter(([k]) => REFERENCE_RATIOS.some((name) => k === name || k.startsWith(`${name}_`))),
+  );
+  const paired = Object.keys(pairedRatios).length > 0;
+  let comparison: Record<string, number> = {};
+  if (paired) {
+    comparison = pairedRatios;
+    log(`the ratios to quote, from ${batchingFile}, measured against an in-process reference side by side with the server (details: its 'paired'):`);
+  } else if (batching) {
+    comparison = unpairedComparison(batching, rows);
+    if (Object.keys(comparison).length > 0) {
+      log(
+        `unpaired: ${batchingFile} has no paired ratios, so this compares its server with the table above, measured minutes ` +
+          'apart; this machine drifts by up to 1.5x in minutes, so re-run the batching scenario for ratios to quote',
+      );
     }
   }
-  return sorted.at(-1)!.samplesPerSecond;
+  for (const [k, v] of Object.entries(comparison)) log(`${k}: ${v.toFixed(3)}`);
+  await writeResult(options.name ?? 'limit', { model: label, threads: THREADS, environment: env, rows, comparison, comparisonPaired: paired });
+  return { rows, comparison, paired };
+}
+
+/** The batching run's HTTP binary server (saturated point and c=1) against this run's table. */
+function unpairedComparison(batching: BatchingResult, rows: readonly LimitRow[]): Record<string, number> {
+  const runMs = new Map(rows.map((r) => [r.batchSize, r.runMs]));
+  const on = batching.points.filter((p) => p.model === 'mlp_on' && p.protocol === 'http-binary');
+  const saturated = on.reduce<(typeof on)[number] | undefined>((a, b) => (!a || b.client.throughput > a.client.throughput ? b : a), undefined);
+  const c1 = on.find((p) => p.concurrency === 1 && p.rate === undefined);
+  const batch1 = runMs.get(1);
+  return {
+    ...(saturated && throughputVsLimit({ throughput: saturated.client.throughput, ...saturated.server }, runMs)),
+    ...(c1 && batch1 !== undefined && latencyVsInProcess(c1.client.latencyMs.p50, batch1)),
+  };
 }
