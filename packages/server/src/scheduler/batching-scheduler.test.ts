@@ -4,7 +4,7 @@ import { ServerMetrics } from '../metrics/server-metrics.ts';
 import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { BatchingScheduler } from './batching-scheduler.ts';
-import { FakeClock, RecordingInstance } from './test-support.ts';
+import { FakeClock, RecordingInstance, tick } from './test-support.ts';
 
 function setup(
   dynamic: Record<string, unknown> | undefined,
@@ -45,16 +45,22 @@ function setup(
     );
     return { promise, record };
   };
-  const flush = () => new Promise((r) => setTimeout(r, 0));
+  /** Lets settled promises run, ends the turn (deferred dispatch), and lets what that settled run. */
+  const flush = async () => {
+    await tick();
+    clock.endTurn();
+    await tick();
+  };
   return { scheduler, clock, models, stats, send, settled, flush };
 }
 
 describe('without dynamic_batching', () => {
   it('runs each request alone, in arrival order, on the next free instance', async () => {
-    const { models, send, flush } = setup(undefined, { instances: 2 });
+    const { models, send, flush, clock } = setup(undefined, { instances: 2 });
     send([1]);
     send([2]);
     send([3]);
+    clock.endTurn();
     expect(models[0]!.batches).toEqual([[1]]);
     expect(models[1]!.batches).toEqual([[2]]);
     models[1]!.finish();
@@ -63,10 +69,73 @@ describe('without dynamic_batching', () => {
   });
 });
 
+describe('dispatch at the end of the event-loop turn', () => {
+  it('requests enqueued in the same turn to an idle instance form one batch', () => {
+    const { models, send, clock } = setup({}, { maxBatchSize: 8 });
+    send([1]);
+    send([2]);
+    send([3]);
+    expect(models[0]!.batches).toEqual([]);
+    expect(clock.deferredCount).toBe(1); // coalesced: one dispatch per turn
+    clock.endTurn();
+    expect(models[0]!.batches).toEqual([[1, 2, 3]]);
+  });
+
+  it('an instance that frees up takes everything that arrived until the end of its turn', async () => {
+    const { models, send, clock, flush } = setup({}, { maxBatchSize: 8 });
+    send([0]);
+    clock.endTurn();
+    send([1]);
+    send([2]);
+    expect(clock.deferredCount).toBe(0); // nothing to do while the only instance is busy
+    models[0]!.finish();
+    await tick();
+    send([3]);
+    clock.endTurn();
+    expect(models[0]!.batches).toEqual([[0], [1, 2, 3]]);
+    models[0]!.finish();
+    await flush();
+    expect(clock.deferredCount).toBe(0); // the queue was empty when the instance freed up
+  });
+
+  it('without dynamic batching, requests of one turn still run one by one, one per free instance', () => {
+    const { models, send, clock } = setup(undefined, { instances: 2 });
+    send([1]);
+    send([2]);
+    send([3]);
+    clock.endTurn();
+    expect(models.map((m) => m.batches)).toEqual([[[1]], [[2]]]);
+  });
+
+  it('a burst to idle instances fills one batch before the next, as Triton does', () => {
+    const { models, send, clock } = setup({}, { instances: 2, maxBatchSize: 4 });
+    for (let i = 0; i < 6; i++) send([i]);
+    clock.endTurn();
+    expect(models.map((m) => m.batches)).toEqual([[[0, 1, 2, 3]], [[4, 5]]]);
+  });
+
+  it('a burst beyond max_queue_size is not refused while an instance is free to take from it', async () => {
+    const { models, send, clock, flush, settled } = setup({ default_queue_policy: { max_queue_size: 2 } });
+    send([0]);
+    send([1]);
+    send([2]); // the queue is full: the free instance takes [0, 1] now
+    expect(models[0]!.batches).toEqual([[0, 1]]);
+    send([3]);
+    send([4]); // full, and no instance is free
+    clock.endTurn();
+    await flush();
+    expect(settled.map((s) => s.value)).toEqual(['Exceeds maximum queue size']);
+    models[0]!.finish();
+    await flush();
+    expect(models[0]!.batches).toEqual([[0, 1], [2, 3]]);
+  });
+});
+
 describe('dynamic batching', () => {
   it('sends at once when nobody waits (delay 0), and batches what queued while busy', async () => {
-    const { models, send, flush, settled } = setup({});
+    const { models, send, flush, settled, clock } = setup({});
     send([1]);
+    clock.endTurn();
     expect(models[0]!.batches).toEqual([[1]]);
     send([2]);
     send([3]);
@@ -94,6 +163,7 @@ describe('dynamic batching', () => {
   it('adaptive delay (the default): does not wait when the next request is not expected before the delay ends', async () => {
     const { models, send, clock, flush } = setup({ max_queue_delay_microseconds: 1000 }, { adaptive: true });
     send([1]);
+    clock.endTurn();
     expect(models[0]!.batches).toEqual([]);
     clock.advanceMs(1);
     expect(models[0]!.batches).toEqual([[1]]);
@@ -102,6 +172,7 @@ describe('dynamic batching', () => {
     clock.advanceMs(5);
     // Requests 5 ms apart: waiting 1 ms for company would only add latency.
     send([2]);
+    clock.endTurn();
     expect(models[0]!.batches).toEqual([[1], [2]]);
   });
 
@@ -152,19 +223,23 @@ describe('dynamic batching', () => {
   });
 
   it('sends at once when the maximum batch can be formed', () => {
-    const { models, send } = setup({ max_queue_delay_microseconds: 1_000_000 }, { maxBatchSize: 4 });
+    const { models, send, clock } = setup({ max_queue_delay_microseconds: 1_000_000 }, { maxBatchSize: 4 });
     send([1, 2]);
     send([3]);
+    clock.endTurn();
     expect(models[0]!.batches).toEqual([]);
     send([4]);
+    clock.endTurn();
     expect(models[0]!.batches).toEqual([[1, 2, 3, 4]]);
   });
 
   it('sends at once when a preferred size can be formed, preferring the largest', async () => {
     const { models, send, clock, flush } = setup({ max_queue_delay_microseconds: 1_000_000, preferred_batch_size: [2, 4] });
     send([1]);
+    clock.endTurn();
     expect(models[0]!.batches).toEqual([]);
     send([2]);
+    clock.endTurn();
     expect(models[0]!.batches).toEqual([[1, 2]]);
     send([3]);
     send([4, 5]);
@@ -176,23 +251,24 @@ describe('dynamic batching', () => {
   });
 
   it('keeps multi-sample requests whole: one that does not fit waits for the next batch', async () => {
-    const { models, send, flush } = setup({}, { maxBatchSize: 4 });
+    const { models, send, flush, clock } = setup({}, { maxBatchSize: 4 });
     send([0]);
     send([1, 2, 3]);
     send([4, 5]);
+    clock.endTurn();
+    expect(models[0]!.batches).toEqual([[0, 1, 2, 3]]);
     models[0]!.finish();
     await flush();
-    expect(models[0]!.batches).toEqual([[0], [1, 2, 3]]);
-    models[0]!.finish();
-    await flush();
-    expect(models[0]!.batches[2]).toEqual([4, 5]);
+    expect(models[0]!.batches).toEqual([[0, 1, 2, 3], [4, 5]]);
   });
 
   it('never batches requests whose shapes differ', async () => {
-    const { models, send, flush, settled } = setup({}, { maxBatchSize: 8 });
+    const { models, send, flush, settled, clock } = setup({}, { maxBatchSize: 8 });
     send([0]);
     send([1, 2], { width: 2 });
     send([3]);
+    clock.endTurn();
+    expect(models[0]!.batches).toEqual([[0]]);
     models[0]!.finish();
     await flush();
     expect(models[0]!.batches[1]).toEqual([1, 2]);
@@ -205,8 +281,9 @@ describe('dynamic batching', () => {
   });
 
   it('serves higher priority levels first; an out-of-range priority takes the default level', async () => {
-    const { models, send, flush } = setup({ priority_levels: 3, default_priority_level: 2 }, { maxBatchSize: 2 });
+    const { models, send, flush, clock } = setup({ priority_levels: 3, default_priority_level: 2 }, { maxBatchSize: 2 });
     send([0]);
+    clock.endTurn();
     send([1], { priority: 3 });
     send([2]);
     send([3], { priority: 1 });
@@ -220,8 +297,9 @@ describe('dynamic batching', () => {
   });
 
   it('rejects at once when the queue is full', async () => {
-    const { send, flush, settled, stats } = setup({ default_queue_policy: { max_queue_size: 2 } });
+    const { send, flush, settled, stats, clock } = setup({ default_queue_policy: { max_queue_size: 2 } });
     send([0]);
+    clock.endTurn();
     send([1]);
     send([2]);
     send([3]);
@@ -235,6 +313,7 @@ describe('dynamic batching', () => {
       default_queue_policy: { default_timeout_microseconds: 5000, timeout_action: 'REJECT' },
     });
     send([0]);
+    clock.endTurn();
     send([1]);
     clock.advanceMs(4.9);
     await flush();
@@ -248,6 +327,7 @@ describe('dynamic batching', () => {
   it('uses the request timeout only when the policy allows overriding it', async () => {
     const allowed = setup({ default_queue_policy: { allow_timeout_override: true, default_timeout_microseconds: 100_000 } });
     allowed.send([0]);
+    allowed.clock.endTurn();
     allowed.send([1], { timeoutMicroseconds: 1000 });
     allowed.clock.advanceMs(1);
     await allowed.flush();
@@ -255,6 +335,7 @@ describe('dynamic batching', () => {
 
     const denied = setup({ default_queue_policy: { allow_timeout_override: false } });
     denied.send([0]);
+    denied.clock.endTurn();
     denied.send([1], { timeoutMicroseconds: 1000 });
     denied.clock.advanceMs(10);
     await denied.flush();
@@ -281,9 +362,10 @@ describe('dynamic batching', () => {
   });
 
   it('preserve_ordering delivers responses in arrival order across instances', async () => {
-    const { models, send, flush, settled } = setup({ preserve_ordering: true }, { instances: 2, maxBatchSize: 1 });
+    const { models, send, flush, settled, clock } = setup({ preserve_ordering: true }, { instances: 2, maxBatchSize: 1 });
     send([0]);
     send([1]);
+    clock.endTurn();
     models[1]!.finish();
     await flush();
     expect(settled).toEqual([]);
@@ -293,14 +375,24 @@ describe('dynamic batching', () => {
   });
 
   it('keeps every instance busy: the next batch forms while one runs', async () => {
-    const { models, send } = setup({}, { instances: 3, maxBatchSize: 4 });
-    for (let i = 0; i < 5; i++) send([i]);
+    const { models, send, clock, flush } = setup({}, { instances: 3, maxBatchSize: 4 });
+    for (let i = 0; i < 3; i++) {
+      send([i]);
+      clock.endTurn();
+    }
+    send([3]);
+    send([4]);
+    clock.endTurn();
     expect(models.map((m) => m.batches)).toEqual([[[0]], [[1]], [[2]]]);
+    models[1]!.finish();
+    await flush();
+    expect(models.map((m) => m.batches)).toEqual([[[0]], [[1], [3, 4]], [[2]]]);
   });
 
   it('fails every request of a failed batch and carries on', async () => {
-    const { models, send, flush, settled, stats } = setup({}, { maxBatchSize: 4 });
+    const { models, send, flush, settled, stats, clock } = setup({}, { maxBatchSize: 4 });
     send([0]);
+    clock.endTurn();
     send([1]);
     send([2]);
     models[0]!.failNext = true;
@@ -310,6 +402,7 @@ describe('dynamic batching', () => {
     models[0]!.finish();
     await flush();
     send([3]);
+    clock.endTurn();
     models[0]!.finish();
     await flush();
     expect(settled.map((s) => s.value)).toEqual([[1], 'boom', 'boom', [4]]);
@@ -317,8 +410,11 @@ describe('dynamic batching', () => {
   });
 
   it('counts statistics as Triton does', async () => {
-    const { models, send, flush, stats } = setup({}, { maxBatchSize: 8, autoFinish: true });
-    const all = [send([0]), send([1, 2]), send([3])];
+    const { models, send, flush, stats, clock } = setup({}, { maxBatchSize: 8, autoFinish: true });
+    const first = send([0]);
+    clock.endTurn();
+    const all = [first, send([1, 2]), send([3])];
+    await flush();
     await Promise.all(all.map((r) => r.record));
     await flush();
     const s = stats.snapshot();
@@ -330,8 +426,9 @@ describe('dynamic batching', () => {
   });
 
   it('drain resolves once nothing is queued or running', async () => {
-    const { scheduler, models, send, flush } = setup({});
+    const { scheduler, models, send, flush, clock } = setup({});
     send([0]);
+    clock.endTurn();
     send([1]);
     let drained = false;
     void scheduler.drain().then(() => (drained = true));

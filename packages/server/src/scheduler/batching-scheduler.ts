@@ -18,6 +18,18 @@ import { markCompute } from '../trace/tracer.ts';
  * is busy, REJECT or DELAY) and optional ordering. Without it each request runs alone, in
  * arrival order. A batch forms only when an instance is free, so batches grow while all
  * instances are busy.
+ *
+ * Batches form at the end of an event-loop turn (Clock.defer: setImmediate), once per turn
+ * however many requests arrive and instances free up in it. Requests decoded in the same
+ * turn (a burst read from many sockets at once, or arriving while a batch completes) join one
+ * batch, as Triton's batcher thread, when woken, takes everything queued by then; dispatching
+ * at once would send the first alone to the idle instance and make the rest wait for it.
+ * This waits for no timer: a lone request leaves in the loop iteration it arrived in (the
+ * check phase, right after I/O), so max_queue_delay 0 and models without dynamic batching
+ * still send as soon as an instance is free. max_queue_delay and queue-timeout timers act
+ * when they fire. Requests waiting for the end of the turn count towards max_queue_size, but
+ * one that finds its level full while a dispatch is pending lets that dispatch run first: a
+ * request is refused only when no free instance could take from the queue.
  */
 export class BatchingScheduler implements Scheduler {
   private readonly queues: PriorityQueues;
@@ -29,6 +41,12 @@ export class BatchingScheduler implements Scheduler {
   private lastBatchNs: bigint | undefined;
   private delayTimer: unknown;
   private idleWaiters: (() => void)[] = [];
+  /** A dispatch is deferred to the end of this event-loop turn (at most one at a time). */
+  private dispatchDeferred = false;
+  private readonly deferredDispatch = (): void => {
+    this.dispatchDeferred = false;
+    this.dispatch();
+  };
 
   constructor(
     private readonly context: SchedulerContext,
@@ -47,6 +65,8 @@ export class BatchingScheduler implements Scheduler {
 
   enqueue(request: QueuedRequest): Promise<Tensor[]> {
     const level = this.queues.levelOf(request.priority);
+    // A free instance takes its batch now rather than let this request be refused.
+    if (level.full && this.dispatchDeferred) this.dispatch();
     if (level.full) {
       this.context.stats.recordFailure(request, 'REJECTED');
       return Promise.reject(Errors.queueFull());
@@ -60,7 +80,8 @@ export class BatchingScheduler implements Scheduler {
       }
       this.queues.add(waiting);
       this.arrivals?.note(request.arrivalNs);
-      this.dispatch();
+      this.context.stats.setPending(this.queues.size);
+      this.dispatchAtEndOfTurn();
     });
   }
 
@@ -80,6 +101,13 @@ export class BatchingScheduler implements Scheduler {
     this.context.stats.recordFailure(waiting.request, 'REJECTED');
     waiting.reject(Errors.requestTimeout());
     this.afterChange();
+  }
+
+  /** Coalesced: one dispatch at the end of the turn, only when an instance is free and a request waits. */
+  private dispatchAtEndOfTurn(): void {
+    if (this.dispatchDeferred || this.freeInstances.length === 0 || this.queues.size === 0) return;
+    this.dispatchDeferred = true;
+    this.clock.defer(this.deferredDispatch);
   }
 
   private dispatch(): void {
@@ -127,44 +155,59 @@ export class BatchingScheduler implements Scheduler {
     this.executing += batch.length;
     const instanceIndex = this.freeInstances.shift()!;
     const tickets = this.ordered ? batch.map(() => this.ordered!.ticket()) : undefined;
-    void this.run(instanceIndex, batch, tickets).finally(() => {
-      this.executing -= batch.length;
-      this.freeInstances.push(instanceIndex);
-      this.dispatch();
-    });
+    void this.run(instanceIndex, batch, tickets);
   }
 
+  /** Runs a batch, settles its requests and frees the instance. */
   private async run(instanceIndex: number, batch: Waiting[], tickets: number[] | undefined): Promise<void> {
     const { instances, outputNames, stats } = this.context;
     const dispatchedNs = this.clock.nowNs();
-    const sizes = batch.map((w) => w.request.batchSize);
-    let perRequest: Tensor[][];
-    let timings: ExecutionTimings;
-    try {
-      const inputs = assembleBatch(batch.map((w) => w.request.inputs), sizes);
-      const result = await instances[instanceIndex]!.execute(inputs, outputNames);
-      this.lastBatchNs = this.clock.nowNs() - dispatchedNs;
-      timings = result.timings;
-      perRequest = splitOutputs(result.outputs, sizes);
-    } catch (error) {
-      const failure = toInferenceServerError(error);
-      batch.forEach((waiting, i) => {
-        stats.recordFailure(waiting.request, 'BACKEND');
-        this.settle(tickets?.[i], () => waiting.reject(failure));
-      });
-      return;
+    const sizes: number[] = [];
+    const inputs: (readonly Tensor[])[] = [];
+    let samples = 0;
+    for (const waiting of batch) {
+      sizes.push(waiting.request.batchSize);
+      inputs.push(waiting.request.inputs);
+      samples += waiting.request.batchSize;
     }
-    stats.recordExecution(sizes.reduce((a, b) => a + b, 0), timings);
-    batch.forEach((waiting, i) => {
-      stats.recordSuccess(waiting.request, Number(dispatchedNs - waiting.request.arrivalNs), timings);
-      if (waiting.request.trace) markCompute(waiting.request.trace, dispatchedNs, timings);
-      this.settle(tickets?.[i], () => waiting.resolve(perRequest[i]!));
-    });
+    try {
+      let perRequest: Tensor[][];
+      let timings: ExecutionTimings;
+      try {
+        const result = await instances[instanceIndex]!.execute(assembleBatch(inputs, sizes), outputNames);
+        this.lastBatchNs = this.clock.nowNs() - dispatchedNs;
+        timings = result.timings;
+        perRequest = splitOutputs(result.outputs, sizes);
+      } catch (error) {
+        const failure = toInferenceServerError(error);
+        for (let i = 0; i < batch.length; i++) {
+          const waiting = batch[i]!;
+          stats.recordFailure(waiting.request, 'BACKEND');
+          if (tickets) this.ordered!.settle(tickets[i]!, () => waiting.reject(failure));
+          else waiting.reject(failure);
+        }
+        return;
+      }
+      stats.recordExecution(samples, timings);
+      for (let i = 0; i < batch.length; i++) {
+        const waiting = batch[i]!;
+        const outputs = perRequest[i]!;
+        stats.recordSuccess(waiting.request, Number(dispatchedNs - waiting.request.arrivalNs), timings);
+        if (waiting.request.trace) markCompute(waiting.request.trace, dispatchedNs, timings);
+        if (tickets) this.ordered!.settle(tickets[i]!, () => waiting.resolve(outputs));
+        else waiting.resolve(outputs);
+      }
+    } finally {
+      this.release(instanceIndex, batch.length);
+    }
   }
 
-  private settle(ticket: number | undefined, settle: () => void): void {
-    if (ticket === undefined) settle();
-    else this.ordered!.settle(ticket, settle);
+  /** The instance is free again: the next batch forms at the end of this turn. */
+  private release(instanceIndex: number, requests: number): void {
+    this.executing -= requests;
+    this.freeInstances.push(instanceIndex);
+    this.dispatchAtEndOfTurn();
+    this.afterChange();
   }
 
   private afterChange(): void {

@@ -7,6 +7,11 @@ export interface Clock {
   setPreciseTimeout(fn: () => void, delayNs: bigint): unknown;
   /** Cancels a timer of either kind. */
   clearTimeout(handle: unknown): void;
+  /**
+   * Runs `fn` once the current turn of the event loop ends: after the I/O callbacks (and
+   * their microtasks) already due in this turn, before any timer. setImmediate in Node.
+   */
+  defer(fn: () => void): void;
 }
 
 const NS_PER_MS = 1_000_000n;
@@ -56,4 +61,5 @@ export const systemClock: Clock = {
     if (handle instanceof PreciseTimer) handle.cancel();
     else clearTimeout(handle as NodeJS.Timeout);
   },
+  defer: (fn) => void setImmediate(fn),
 };

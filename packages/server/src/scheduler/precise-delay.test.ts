@@ -71,3 +71,47 @@ describe('max_queue_delay on the real clock', () => {
     expect(median(waitsUs)).toBeLessThan(600);
   });
 });
+
+describe('dispatch at the end of the turn, on the real clock', () => {
+  const config = (dynamic: Record<string, unknown> | undefined) => ({
+    name: 'm',
+    max_batch_size: 8,
+    input: [{ name: 'INPUT0', data_type: 'TYPE_FP32' as const, dims: [1] }],
+    output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32' as const, dims: [1] }],
+    ...(dynamic && { dynamic_batching: dynamic }),
+  });
+  const request = () => ({
+    inputs: [{ name: 'INPUT0', datatype: 'FP32' as const, shape: [1, 1], data: new Uint8Array(4) }],
+    batchSize: 1,
+    priority: 0,
+    timeoutMicroseconds: 0,
+    arrivalNs: process.hrtime.bigint(),
+  });
+  const nextImmediate = () => new Promise((resolve) => setImmediate(resolve));
+
+  // The deferred dispatch is a setImmediate queued before the test's own: if it waited for
+  // any timer, the batch would not have started when the test's immediate runs.
+  for (const [name, dynamic] of [
+    ['max_queue_delay 0', {}],
+    ['the adaptive delay with a lone client', { max_queue_delay_microseconds: 5000 }],
+    ['no dynamic batching', undefined],
+  ] as const) {
+    it(`${name}: a lone client's requests start in the turn they arrive, one after another, without a timer`, async () => {
+      const instance = new TimedInstance(true);
+      const stats = new VersionStatistics('m', '1', new ServerMetrics({ processMetrics: false }));
+      const scheduler = new BatchingScheduler({ config: config(dynamic), instances: [instance], outputNames: ['OUTPUT0'], stats });
+      // The adaptive delay learns the traffic from its first requests (the first waits the delay).
+      const learning = dynamic && 'max_queue_delay_microseconds' in dynamic ? 3 : 0;
+      for (let i = 0; i < 30; i++) {
+        const done = scheduler.enqueue(request());
+        expect(instance.batches.length).toBe(i);
+        if (i >= learning) {
+          await nextImmediate();
+          expect(instance.batches.length).toBe(i + 1);
+        }
+        await done;
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+    });
+  }
+});

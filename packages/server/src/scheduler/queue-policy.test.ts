@@ -13,8 +13,9 @@ describe('priorities', () => {
   });
 
   it('serves a priority beyond priority_levels at the default level, as Triton does, without failing it', async () => {
-    const { send, models, flush, settled, stats } = schedulerHarness({ max_batch_size: 1, ...levels({}) });
+    const { send, models, flush, settled, stats, clock } = schedulerHarness({ max_batch_size: 1, ...levels({}) });
     void send('busy', [0]);
+    clock.endTurn();
     void send('beyond', [1], { priority: 3 });
     void send('low', [2], { priority: 2 });
     void send('high', [3], { priority: 1 });
@@ -36,6 +37,7 @@ describe('priorities', () => {
       },
     );
     void send('busy', [0]);
+    clock.endTurn();
     void send('late', [1], { priority: 1 });
     clock.advanceMs(2);
     void send('low', [2], { priority: 2 });
@@ -54,6 +56,7 @@ describe('queue policy', () => {
       dynamic_batching: { default_queue_policy: { max_queue_size: 2, timeout_action: 'DELAY', default_timeout_microseconds: 100 } },
     });
     void send('busy', [0]);
+    clock.endTurn();
     void send('a', [1]);
     void send('b', [2]);
     clock.advanceMs(1);
@@ -68,6 +71,7 @@ describe('queue policy', () => {
     async function timedOutAtMs(policy: Record<string, unknown>, timeoutUs: number): Promise<number | undefined> {
       const { send, clock, flush, settled } = schedulerHarness({ dynamic_batching: { default_queue_policy: policy } });
       void send('busy', [0]);
+      clock.endTurn();
       void send('r', [1], { timeoutMicroseconds: timeoutUs });
       for (let ms = 0; ms < 1000 && settled.length === 0; ms++) {
         clock.advanceMs(1);
@@ -110,6 +114,7 @@ describe('queue policy', () => {
       dynamic_batching: { default_queue_policy: { default_timeout_microseconds: 1000 } },
     });
     void send('busy', [0]);
+    clock.endTurn();
     for (let i = 0; i < 5000; i++) {
       void send(`r${i}`, [i]);
       clock.advanceMs(0.0001);
@@ -129,9 +134,10 @@ describe('queue policy', () => {
 
 describe('ordering and instances', () => {
   it('preserve_ordering follows dispatch order: a later high-priority request does not wait for queued low-priority ones', async () => {
-    const { send, models, flush, settled } = schedulerHarness({ max_batch_size: 1, ...levels({ preserve_ordering: true }) }, { instances: 2 });
+    const { send, models, flush, settled, clock } = schedulerHarness({ max_batch_size: 1, ...levels({ preserve_ordering: true }) }, { instances: 2 });
     void send('A', [0]);
     void send('B', [1]);
+    clock.endTurn();
     void send('C', [2]);
     void send('D', [3], { priority: 1 });
     models[0]!.finish();
@@ -149,8 +155,12 @@ describe('ordering and instances', () => {
   });
 
   it('keeps every instance busy and grows batches while they are', async () => {
-    const { send, models, flush, settled } = schedulerHarness({ max_batch_size: 4, dynamic_batching: {} }, { instances: 2 });
-    for (let i = 1; i <= 5; i++) void send(`r${i}`, [i]);
+    const { send, models, flush, settled, clock } = schedulerHarness({ max_batch_size: 4, dynamic_batching: {} }, { instances: 2 });
+    for (let i = 1; i <= 5; i++) {
+      void send(`r${i}`, [i]);
+      if (i <= 2) clock.endTurn();
+    }
+    clock.endTurn();
     expect(models.map((m) => m.batches)).toEqual([[[1]], [[2]]]);
     models[0]!.finish();
     await flush();
@@ -168,18 +178,21 @@ describe('ordering and instances', () => {
   });
 
   it('without dynamic_batching runs multi-sample requests alone, one per free instance', async () => {
-    const { send, models } = schedulerHarness({}, { instances: 2 });
+    const { send, models, clock } = schedulerHarness({}, { instances: 2 });
     void send('a', [1, 2]);
     void send('b', [3]);
     void send('c', [4]);
+    clock.endTurn();
     expect(models.map((m) => m.batches)).toEqual([[[1, 2]], [[3]]]);
   });
 });
 
 describe('statistics after known traffic', () => {
   it('counts requests, samples, executions and batch sizes as Triton does', async () => {
-    const { send, models, flush, stats, pendingGauge } = schedulerHarness({ dynamic_batching: { default_queue_policy: { max_queue_size: 4 } } });
-    const all = [send('a', [1]), send('b', [2, 3]), send('c', [4]), send('d', [5, 6, 7]), send('e', [8]), send('full', [9])];
+    const { send, models, flush, stats, pendingGauge, clock } = schedulerHarness({ dynamic_batching: { default_queue_policy: { max_queue_size: 4 } } });
+    const first = send('a', [1]);
+    clock.endTurn();
+    const all = [first, send('b', [2, 3]), send('c', [4]), send('d', [5, 6, 7]), send('e', [8]), send('full', [9])];
     expect(await pendingGauge()).toBe(4); // 'a' runs, b..e wait, 'full' was refused
     models[0]!.failNext = true;
     models[0]!.finish();
@@ -187,6 +200,7 @@ describe('statistics after known traffic', () => {
     models[0]!.finish();
     await flush();
     void send('f', [10, 11]);
+    clock.endTurn();
     models[0]!.finish();
     await Promise.all(all);
     await flush();

@@ -7,11 +7,16 @@ import type { Tensor } from '../tensor/tensor.ts';
 import { BatchingScheduler } from './batching-scheduler.ts';
 import type { Clock } from './clock.ts';
 
-/** A clock the test moves by hand. */
+/**
+ * A clock the test moves by hand. Work deferred to the end of the event-loop turn
+ * (`defer`) runs when the test calls `endTurn()`, and before time moves: `advanceMs` ends
+ * the current turn first, and each timer it fires runs in a turn of its own.
+ */
 export class FakeClock implements Clock {
   private now = 0n;
   private timers: { at: bigint; fn: () => void; id: number }[] = [];
   private nextId = 0;
+  private deferred: (() => void)[] = [];
 
   nowNs(): bigint {
     return this.now;
@@ -27,8 +32,20 @@ export class FakeClock implements Clock {
   clearTimeout(handle: unknown): void {
     this.timers = this.timers.filter((t) => t.id !== handle);
   }
-  /** Moves time forward, firing due timers in order. */
+  defer(fn: () => void): void {
+    this.deferred.push(fn);
+  }
+  /** Work deferred and not yet run. */
+  get deferredCount(): number {
+    return this.deferred.length;
+  }
+  /** Ends the current event-loop turn: runs deferred work, in order, including work it defers. */
+  endTurn(): void {
+    for (let fn = this.deferred.shift(); fn; fn = this.deferred.shift()) fn();
+  }
+  /** Ends the current turn, then moves time forward, firing due timers in order, each in a turn of its own. */
   advanceMs(ms: number): void {
+    this.endTurn();
     const target = this.now + BigInt(Math.round(ms * 1e6));
     for (;;) {
       const due = this.timers.filter((t) => t.at <= target).sort((a, b) => (a.at < b.at ? -1 : 1))[0];
@@ -36,10 +53,14 @@ export class FakeClock implements Clock {
       this.now = due.at;
       this.timers = this.timers.filter((t) => t !== due);
       due.fn();
+      this.endTurn();
     }
     this.now = target;
   }
 }
+
+/** One turn of the real event loop: promise callbacks already due have run. */
+export const tick = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 0));
 
 /**
  * A model instance that computes OUTPUT0 = INPUT0 + 1 for FP32 and records every batch; a
@@ -116,5 +137,11 @@ export function schedulerHarness(config: Partial<ModelConfig>, { instances = 1 }
     );
   };
   const pendingGauge = async () => (await metrics.pendingRequests.get()).values[0]?.value;
-  return { scheduler, clock, models, stats, send, settled, pendingGauge, flush: () => new Promise((r) => setTimeout(r, 0)) };
+  /** Lets settled promises run, ends the turn (deferred dispatch), and lets what that settled run. */
+  const flush = async () => {
+    await tick();
+    clock.endTurn();
+    await tick();
+  };
+  return { scheduler, clock, models, stats, send, settled, pendingGauge, flush };
 }
