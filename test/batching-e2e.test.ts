@@ -92,16 +92,19 @@ dynamic_batching { max_queue_delay_microseconds: 20000 }`,
   it('times a request out at its deadline while the instance is busy', async () => {
     const row = new Array(WIDTH).fill(0.5);
     const answered: string[] = [];
-    const tracked = (name: string, parameters: Record<string, unknown> = {}) =>
-      send('deadline', row, parameters).then((r) => (answered.push(name), r));
+    const tracked = (name: string, rows: number, parameters: Record<string, unknown> = {}) =>
+      send('deadline', new Array(rows).fill(row).flat(), parameters).then((r) => (answered.push(name), r));
     // One runs and two wait: whenever the timed request arrives, a whole run (far longer
     // than its 100 ms) is still ahead of it, without any assumption about this machine's speed.
-    const ahead = [tracked('first'), tracked('second'), tracked('third')];
+    // No two of them fit in one batch (max_batch_size 16), so however and in whatever order
+    // they arrive (in one turn of the server's event loop, where they would otherwise form one
+    // batch, or in several), one runs and the other two wait, each for a run of its own.
+    const ahead = [tracked('first', 9), tracked('second', 9), tracked('third', 9)];
     for (let polls = 0; (await metricReader('deadline'))('nv_inference_pending_request_count') !== 2; polls++) {
       expect(polls).toBeLessThan(2000);
       await new Promise((r) => setTimeout(r, 5));
     }
-    const timedOut = await tracked('timed', { timeout: 100_000 });
+    const timedOut = await tracked('timed', 1, { timeout: 100_000 });
     expect(timedOut.status).toBe(503);
     expect(timedOut.json.error).toBe('Request timeout expired');
     // Served in turn it would come after all three; it left the queue with at least two still unanswered.
