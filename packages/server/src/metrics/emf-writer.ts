@@ -1,4 +1,4 @@
-import type { MetricObjectWithValues, MetricValue } from 'prom-client';
+import type { MetricValue } from 'prom-client';
 import { EMF_DIMENSIONS, EMF_MAX_VALUES_PER_METRIC, EMF_METRICS, EMF_NAMESPACE } from './emf-metrics.ts';
 import type { EmfMetricKey } from './emf-metrics.ts';
 import type { ServerMetrics } from './server-metrics.ts';
@@ -104,10 +104,9 @@ export class EmfWriter {
       if (v.labels['reason'] === 'BACKEND') of(v.labels).backend += v.value;
     }
     for (const v of (await this.metrics.pendingRequests.get()).values) of(v.labels).pending += v.value;
-    const histogram = (await this.metrics.requestDurationSeconds.get()) as MetricObjectWithValues<MetricValue<string>>;
-    for (const v of histogram.values) {
+    for (const v of (await this.metrics.requestDurationSeconds.get()).values) {
       const le = v.labels['le'];
-      if (le === undefined || !('metricName' in v) || !String(v.metricName).endsWith('_bucket')) continue;
+      if (le === undefined || !v.metricName.endsWith('_bucket')) continue;
       const t = of(v.labels);
       const bound = le === '+Inf' ? Infinity : Number(le);
       t.buckets.set(bound, (t.buckets.get(bound) ?? 0) + v.value);

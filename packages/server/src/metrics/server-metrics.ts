@@ -1,4 +1,6 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { CollectedHistogram, type HistogramData } from './collected-histogram.ts';
+import { FAILURE_REASONS, VersionSeries, wholeMicroseconds } from './version-series.ts';
 
 const MODEL_LABELS = ['model', 'version'] as const;
 
@@ -11,28 +13,31 @@ const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 /**
  * Every metric the server exports, declared once. Names and labels of the nv_* family are
  * Triton's, so existing dashboards work; the batchwise_* histograms are what Triton lacks.
+ *
+ * Per-version metrics are read when scraped from each version's VersionSeries (plain
+ * numbers the request path adds to, see versionSeries), not updated through prom-client on
+ * every request. Triton's counters and the pending gauge of a version exist from its first
+ * load, at 0; the cache and GPU out-of-memory counters from their first count, and the
+ * histograms from their first observation, as prom-client would show them.
  */
 export class ServerMetrics {
   readonly registry = new Registry();
+  /** By model and version, in the order they were first loaded. */
+  private readonly versions = new Map<string, VersionSeries>();
 
-  readonly requestSuccess = this.counter('nv_inference_request_success', 'Number of successful inference requests, all batch sizes');
-  readonly requestFailure = new Counter({
-    name: 'nv_inference_request_failure',
-    help: 'Number of failed inference requests, all batch sizes',
-    labelNames: [...MODEL_LABELS, 'reason'],
-    registers: [this.registry],
-  });
-  readonly inferenceCount = this.counter('nv_inference_count', 'Number of inferences performed (does not include cached requests)');
-  readonly executionCount = this.counter('nv_inference_exec_count', 'Number of model executions performed (does not include cached requests)');
-  readonly requestDurationUs = this.counter('nv_inference_request_duration_us', 'Cumulative inference request duration in microseconds (includes cached requests)');
-  readonly queueDurationUs = this.counter('nv_inference_queue_duration_us', 'Cumulative inference queuing duration in microseconds (includes cached requests)');
-  readonly computeInputDurationUs = this.counter('nv_inference_compute_input_duration_us', 'Cumulative compute input duration in microseconds (does not include cached requests)');
-  readonly computeInferDurationUs = this.counter('nv_inference_compute_infer_duration_us', 'Cumulative compute inference duration in microseconds (does not include cached requests)');
-  readonly computeOutputDurationUs = this.counter('nv_inference_compute_output_duration_us', 'Cumulative inference compute output duration in microseconds (does not include cached requests)');
-  readonly cacheHits = this.counter('nv_cache_num_hits_per_model', 'Number of response cache hits per model');
-  readonly cacheHitDurationUs = this.counter('nv_cache_hit_duration_per_model', 'Cumulative time spent looking up response cache hits, microseconds');
-  readonly cacheMisses = this.counter('nv_cache_num_misses_per_model', 'Number of response cache misses per model');
-  readonly cacheMissDurationUs = this.counter('nv_cache_miss_duration_per_model', 'Cumulative time spent on response cache misses (lookup and insertion), microseconds');
+  readonly requestSuccess = this.versionCounter('nv_inference_request_success', 'Number of successful inference requests, all batch sizes', (s) => s.success);
+  readonly requestFailure = this.failureCounter();
+  readonly inferenceCount = this.versionCounter('nv_inference_count', 'Number of inferences performed (does not include cached requests)', (s) => s.inferences);
+  readonly executionCount = this.versionCounter('nv_inference_exec_count', 'Number of model executions performed (does not include cached requests)', (s) => s.executions);
+  readonly requestDurationUs = this.versionCounter('nv_inference_request_duration_us', 'Cumulative inference request duration in microseconds (includes cached requests)', (s) => wholeMicroseconds(s.requestNs));
+  readonly queueDurationUs = this.versionCounter('nv_inference_queue_duration_us', 'Cumulative inference queuing duration in microseconds (includes cached requests)', (s) => wholeMicroseconds(s.queueNs));
+  readonly computeInputDurationUs = this.versionCounter('nv_inference_compute_input_duration_us', 'Cumulative compute input duration in microseconds (does not include cached requests)', (s) => wholeMicroseconds(s.computeInputNs));
+  readonly computeInferDurationUs = this.versionCounter('nv_inference_compute_infer_duration_us', 'Cumulative compute inference duration in microseconds (does not include cached requests)', (s) => wholeMicroseconds(s.computeInferNs));
+  readonly computeOutputDurationUs = this.versionCounter('nv_inference_compute_output_duration_us', 'Cumulative inference compute output duration in microseconds (does not include cached requests)', (s) => wholeMicroseconds(s.computeOutputNs));
+  readonly cacheHits = this.versionCounter('nv_cache_num_hits_per_model', 'Number of response cache hits per model', (s) => s.cacheHits, 'first-count');
+  readonly cacheHitDurationUs = this.versionCounter('nv_cache_hit_duration_per_model', 'Cumulative time spent looking up response cache hits, microseconds', (s) => wholeMicroseconds(s.cacheHitNs), 'first-count');
+  readonly cacheMisses = this.versionCounter('nv_cache_num_misses_per_model', 'Number of response cache misses per model', (s) => s.cacheMisses, 'first-count');
+  readonly cacheMissDurationUs = this.versionCounter('nv_cache_miss_duration_per_model', 'Cumulative time spent on response cache misses (lookup and insertion), microseconds', (s) => wholeMicroseconds(s.cacheMissNs), 'first-count');
   /** Server-wide gauges of the response cache, read when scraped. */
   observeResponseCache(cache: { readonly entryCount: number; readonly utilization: number; readonly evictionCount: number }): void {
     const gauge = (name: string, help: string, read: () => number) =>
@@ -42,12 +47,7 @@ export class ServerMetrics {
     gauge('nv_cache_util', 'Fraction of the response cache size in use', () => cache.utilization);
   }
 
-  readonly pendingRequests = new Gauge({
-    name: 'nv_inference_pending_request_count',
-    help: 'Instantaneous number of pending requests awaiting execution per-model.',
-    labelNames: MODEL_LABELS,
-    registers: [this.registry],
-  });
+  readonly pendingRequests = this.pendingGauge();
   readonly modelLoadDurationSeconds = new Gauge({
     name: 'nv_model_load_duration_secs',
     help: 'Model load time in seconds',
@@ -63,10 +63,10 @@ export class ServerMetrics {
     },
   });
 
-  readonly requestDurationSeconds = this.histogram('batchwise_inference_request_duration_seconds', 'End-to-end inference request duration inside the server, seconds', LATENCY_BUCKETS_SECONDS);
-  readonly queueDurationSeconds = this.histogram('batchwise_inference_queue_duration_seconds', 'Time a request waited in the queue, seconds', LATENCY_BUCKETS_SECONDS);
-  readonly computeDurationSeconds = this.histogram('batchwise_inference_compute_duration_seconds', 'Time to run one batch (input + infer + output), seconds', LATENCY_BUCKETS_SECONDS);
-  readonly batchSize = this.histogram('batchwise_inference_batch_size', 'Samples per model execution', BATCH_SIZE_BUCKETS);
+  readonly requestDurationSeconds = this.versionHistogram('batchwise_inference_request_duration_seconds', 'End-to-end inference request duration inside the server, seconds', (s) => s.requestSeconds);
+  readonly queueDurationSeconds = this.versionHistogram('batchwise_inference_queue_duration_seconds', 'Time a request waited in the queue, seconds', (s) => s.queueSeconds);
+  readonly computeDurationSeconds = this.versionHistogram('batchwise_inference_compute_duration_seconds', 'Time to run one batch (input + infer + output), seconds', (s) => s.computeSeconds);
+  readonly batchSize = this.versionHistogram('batchwise_inference_batch_size', 'Samples per model execution', (s) => s.batchSize);
   readonly modelState = new Gauge({
     name: 'batchwise_model_ready',
     help: '1 when the model version is ready to serve, 0 when it failed to load or is unavailable',
@@ -117,7 +117,7 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
-  readonly gpuOutOfMemory = this.counter('batchwise_gpu_out_of_memory_total', 'Requests failed by a GPU (CUDA) out-of-memory during their batch');
+  readonly gpuOutOfMemory = this.versionCounter('batchwise_gpu_out_of_memory_total', 'Requests failed by a GPU (CUDA) out-of-memory during their batch', (s) => s.gpuOutOfMemory, 'first-count');
   readonly memoryRejections = new Counter({
     name: 'batchwise_memory_rejections_total',
     help: 'Requests refused because admitting them would exceed the memory budget',
@@ -128,11 +128,75 @@ export class ServerMetrics {
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'batchwise_' });
   }
 
-  private counter(name: string, help: string): Counter<'model' | 'version'> {
-    return new Counter({ name, help, labelNames: MODEL_LABELS, registers: [this.registry] });
+  /**
+   * The series of a model version, created at its first load and kept for the life of the
+   * server (Prometheus counters never go back), shared by later loads of the same version.
+   */
+  versionSeries(model: string, version: string): VersionSeries {
+    const key = `${model}\u0000${version}`;
+    let series = this.versions.get(key);
+    if (!series) {
+      series = new VersionSeries(model, version, { latencySeconds: LATENCY_BUCKETS_SECONDS, batchSize: BATCH_SIZE_BUCKETS });
+      this.versions.set(key, series);
+    }
+    return series;
   }
 
-  private histogram(name: string, help: string, buckets: number[]): Histogram<'model' | 'version'> {
-    return new Histogram({ name, help, labelNames: MODEL_LABELS, buckets, registers: [this.registry] });
+  /** A counter per version, read from its series when scraped; 'first-count' ones appear once they count. */
+  private versionCounter(
+    name: string,
+    help: string,
+    read: (series: VersionSeries) => number,
+    from: 'load' | 'first-count' = 'load',
+  ): Counter<'model' | 'version'> {
+    const versions = this.versions;
+    return new Counter({
+      name,
+      help,
+      labelNames: MODEL_LABELS,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const series of versions.values()) {
+          const value = read(series);
+          if (from === 'load' || value > 0) this.inc(series.labels, value);
+        }
+      },
+    });
+  }
+
+  private failureCounter(): Counter<'model' | 'version' | 'reason'> {
+    const versions = this.versions;
+    return new Counter({
+      name: 'nv_inference_request_failure',
+      help: 'Number of failed inference requests, all batch sizes',
+      labelNames: [...MODEL_LABELS, 'reason'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const series of versions.values()) {
+          for (const reason of FAILURE_REASONS) this.inc({ ...series.labels, reason }, series.failures[reason]);
+        }
+      },
+    });
+  }
+
+  private pendingGauge(): Gauge<'model' | 'version'> {
+    const versions = this.versions;
+    return new Gauge({
+      name: 'nv_inference_pending_request_count',
+      help: 'Instantaneous number of pending requests awaiting execution per-model.',
+      labelNames: MODEL_LABELS,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const series of versions.values()) this.set(series.labels, series.pending);
+      },
+    });
+  }
+
+  private versionHistogram(name: string, help: string, read: (series: VersionSeries) => HistogramData): CollectedHistogram {
+    const versions = this.versions;
+    return new CollectedHistogram(name, help, () => Array.from(versions.values(), (s) => ({ labels: s.labels, data: read(s) })), this.registry);
   }
 }

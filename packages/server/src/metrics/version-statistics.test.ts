@@ -37,4 +37,59 @@ describe('VersionStatistics in Prometheus', () => {
     expect(Number.isInteger(await value(metrics.requestDurationUs))).toBe(true);
     expect(stats.snapshot().inference_stats.queue).toEqual({ count: 3, ns: 4500 });
   });
+
+  it('keeps counting across loads of the same version, as the series it shares; statistics restart with the load', async () => {
+    const metrics = new ServerMetrics({ processMetrics: false });
+    const timings = { computeInputNs: 1000, computeInferNs: 2000, computeOutputNs: 3000 };
+    const first = new VersionStatistics('m', '1', metrics);
+    first.recordExecution(2, timings);
+    first.recordSuccess({ batchSize: 2, arrivalNs: process.hrtime.bigint() }, 5000, timings);
+    first.recordFailure({ arrivalNs: process.hrtime.bigint() }, 'BACKEND');
+    first.setPending(3);
+    const reloaded = new VersionStatistics('m', '1', metrics);
+    reloaded.recordExecution(1, timings);
+    reloaded.recordSuccess({ batchSize: 1, arrivalNs: process.hrtime.bigint() }, 7000, timings);
+    const text = await metrics.registry.metrics();
+    expect(series(text, 'nv_inference_request_success')).toEqual(['nv_inference_request_success{model="m",version="1"} 2']);
+    expect(series(text, 'nv_inference_count')).toEqual(['nv_inference_count{model="m",version="1"} 3']);
+    expect(series(text, 'nv_inference_queue_duration_us')).toEqual(['nv_inference_queue_duration_us{model="m",version="1"} 12']);
+    expect(series(text, 'nv_inference_request_failure')).toContain('nv_inference_request_failure{model="m",version="1",reason="BACKEND"} 1');
+    expect(series(text, 'nv_inference_pending_request_count')).toEqual(['nv_inference_pending_request_count{model="m",version="1"} 0']);
+    expect(series(text, 'batchwise_inference_batch_size_sum')).toEqual(['batchwise_inference_batch_size_sum{model="m",version="1"} 3']);
+    expect(series(text, 'batchwise_inference_queue_duration_seconds_count')).toEqual(['batchwise_inference_queue_duration_seconds_count{model="m",version="1"} 2']);
+    expect(reloaded.snapshot().inference_count).toBe(1);
+  });
+
+  it('shows the cache and GPU out-of-memory counters and the histograms of a version from their first count, as prom-client did', async () => {
+    const metrics = new ServerMetrics({ processMetrics: false });
+    const stats = new VersionStatistics('m', '1', metrics);
+    const names = ['nv_cache_num_hits_per_model', 'nv_cache_hit_duration_per_model', 'nv_cache_num_misses_per_model',
+      'nv_cache_miss_duration_per_model', 'batchwise_gpu_out_of_memory_total', 'batchwise_inference_request_duration_seconds_count',
+      'batchwise_inference_batch_size_count'];
+    let text = await metrics.registry.metrics();
+    for (const name of names) expect(series(text, name)).toEqual([]);
+    stats.recordCacheHit({ arrivalNs: process.hrtime.bigint() }, 400);
+    stats.recordCacheMiss(900);
+    text = await metrics.registry.metrics();
+    expect(series(text, 'nv_cache_num_hits_per_model')).toEqual(['nv_cache_num_hits_per_model{model="m",version="1"} 1']);
+    expect(series(text, 'nv_cache_num_misses_per_model')).toEqual(['nv_cache_num_misses_per_model{model="m",version="1"} 1']);
+    // Under a whole microsecond so far: nothing counted yet.
+    expect(series(text, 'nv_cache_hit_duration_per_model')).toEqual([]);
+    expect(series(text, 'batchwise_inference_request_duration_seconds_count')).toEqual(['batchwise_inference_request_duration_seconds_count{model="m",version="1"} 1']);
+    stats.recordCacheHit({ arrivalNs: process.hrtime.bigint() }, 700);
+    stats.recordGpuOutOfMemory();
+    text = await metrics.registry.metrics();
+    expect(series(text, 'nv_cache_hit_duration_per_model')).toEqual(['nv_cache_hit_duration_per_model{model="m",version="1"} 1']);
+    expect(series(text, 'batchwise_gpu_out_of_memory_total')).toEqual(['batchwise_gpu_out_of_memory_total{model="m",version="1"} 1']);
+    expect(series(text, 'batchwise_inference_batch_size_count')).toEqual([]);
+  });
+
+  it('reads the pending gauge when scraped', async () => {
+    const metrics = new ServerMetrics({ processMetrics: false });
+    const stats = new VersionStatistics('m', '1', metrics);
+    stats.setPending(7);
+    expect((await metrics.pendingRequests.get()).values).toEqual([{ labels: { model: 'm', version: '1' }, value: 7 }]);
+    stats.setPending(0);
+    expect((await metrics.pendingRequests.get()).values).toEqual([{ labels: { model: 'm', version: '1' }, value: 0 }]);
+  });
 });

@@ -1,42 +1,23 @@
 import type { ExecutionTimings } from '../backends/backend.ts';
 import type { DurationStat, ModelStatistics } from '../core/types.ts';
 import type { ServerMetrics } from './server-metrics.ts';
+import type { FailureReason, VersionSeries } from './version-series.ts';
 
 type RequestInfo = { readonly batchSize: number; readonly arrivalNs: bigint };
 
 const zero = (): DurationStat => ({ count: 0, ns: 0 });
 
-/** Triton's reasons for nv_inference_request_failure; every one is exported (at 0) once a version loads. */
-export const FAILURE_REASONS = ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'] as const;
-export type FailureReason = (typeof FAILURE_REASONS)[number];
+export { FAILURE_REASONS, type FailureReason } from './version-series.ts';
 
 /**
- * A Prometheus counter of microseconds fed nanoseconds. It counts whole microseconds, as
- * Triton's integer *_duration_us counters do, and carries the sub-microsecond rest to the
- * next addition, so that nothing is lost over many requests.
- */
-class MicrosecondCounter {
-  private restNs = 0;
-
-  constructor(private readonly counter: { inc(value: number): void }) {}
-
-  addNs(ns: number): void {
-    const totalNs = this.restNs + ns;
-    const us = Math.floor(totalNs / 1000);
-    this.restNs = totalNs - us * 1000;
-    if (us > 0) this.counter.inc(us);
-  }
-}
-
-/**
- * Statistics of one model version, kept in Triton's statistics-extension shape and mirrored
- * into Prometheus. Label children are bound once at load time, not per request.
+ * Statistics of one model version, kept in Triton's statistics-extension shape (from this
+ * load on) and added to the version's VersionSeries, which ServerMetrics publishes to
+ * Prometheus when scraped (cumulative over every load of the version).
  */
 export class VersionStatistics {
   private readonly stats: ModelStatistics;
   private readonly batchStats = new Map<number, ModelStatistics['batch_stats'][number]>();
-  private readonly m;
-  private readonly failureCounters: ReadonlyMap<FailureReason, { inc(): void }>;
+  private readonly series: VersionSeries;
 
   constructor(
     readonly modelName: string,
@@ -57,33 +38,9 @@ export class VersionStatistics {
       memory_usage: [],
       response_stats: {},
     };
-    const labels = { model: modelName, version };
     // Triton exports a version's counters and pending gauge from the moment it loads, at 0.
-    const counter = <T extends { inc(value?: number): void }>(child: T): T => (child.inc(0), child);
-    this.m = {
-      success: counter(metrics.requestSuccess.labels(labels)),
-      inferenceCount: counter(metrics.inferenceCount.labels(labels)),
-      executionCount: counter(metrics.executionCount.labels(labels)),
-      requestUs: new MicrosecondCounter(counter(metrics.requestDurationUs.labels(labels))),
-      queueUs: new MicrosecondCounter(counter(metrics.queueDurationUs.labels(labels))),
-      inputUs: new MicrosecondCounter(counter(metrics.computeInputDurationUs.labels(labels))),
-      inferUs: new MicrosecondCounter(counter(metrics.computeInferDurationUs.labels(labels))),
-      outputUs: new MicrosecondCounter(counter(metrics.computeOutputDurationUs.labels(labels))),
-      requestSeconds: metrics.requestDurationSeconds.labels(labels),
-      queueSeconds: metrics.queueDurationSeconds.labels(labels),
-      computeSeconds: metrics.computeDurationSeconds.labels(labels),
-      batchSize: metrics.batchSize.labels(labels),
-      pending: metrics.pendingRequests.labels(labels),
-      gpuOutOfMemory: metrics.gpuOutOfMemory.labels(labels),
-      cacheHits: metrics.cacheHits.labels(labels),
-      cacheHitUs: new MicrosecondCounter(metrics.cacheHitDurationUs.labels(labels)),
-      cacheMisses: metrics.cacheMisses.labels(labels),
-      cacheMissUs: new MicrosecondCounter(metrics.cacheMissDurationUs.labels(labels)),
-    };
-    this.m.pending.set(0);
-    this.failureCounters = new Map(
-      FAILURE_REASONS.map((reason) => [reason, counter(metrics.requestFailure.labels({ ...labels, reason }))]),
-    );
+    this.series = metrics.versionSeries(modelName, version);
+    this.series.pending = 0;
   }
 
   /** One model execution of `batchSize` samples. */
@@ -99,9 +56,10 @@ export class VersionStatistics {
     add(entry.compute_input, timings.computeInputNs);
     add(entry.compute_infer, timings.computeInferNs);
     add(entry.compute_output, timings.computeOutputNs);
-    this.m.executionCount.inc();
-    this.m.batchSize.observe(batchSize);
-    this.m.computeSeconds.observe((timings.computeInputNs + timings.computeInferNs + timings.computeOutputNs) / 1e9);
+    const series = this.series;
+    series.executions++;
+    series.batchSize.observe(batchSize);
+    series.computeSeconds.observe((timings.computeInputNs + timings.computeInferNs + timings.computeOutputNs) / 1e9);
   }
 
   /** One request completed; compute timings are those of the batch it ran in, as Triton counts them. */
@@ -116,15 +74,16 @@ export class VersionStatistics {
     add(s.compute_output, timings.computeOutputNs);
     this.stats.inference_count += request.batchSize;
     this.stats.last_inference = Date.now();
-    this.m.success.inc();
-    this.m.inferenceCount.inc(request.batchSize);
-    this.m.requestUs.addNs(totalNs);
-    this.m.queueUs.addNs(queueNs);
-    this.m.inputUs.addNs(timings.computeInputNs);
-    this.m.inferUs.addNs(timings.computeInferNs);
-    this.m.outputUs.addNs(timings.computeOutputNs);
-    this.m.requestSeconds.observe(totalNs / 1e9);
-    this.m.queueSeconds.observe(queueNs / 1e9);
+    const series = this.series;
+    series.success++;
+    series.inferences += request.batchSize;
+    series.requestNs += totalNs;
+    series.queueNs += queueNs;
+    series.computeInputNs += timings.computeInputNs;
+    series.computeInferNs += timings.computeInferNs;
+    series.computeOutputNs += timings.computeOutputNs;
+    series.requestSeconds.observe(totalNs / 1e9);
+    series.queueSeconds.observe(queueNs / 1e9);
   }
 
   /**
@@ -136,18 +95,19 @@ export class VersionStatistics {
     add(this.stats.inference_stats.success, totalNs);
     add(this.stats.inference_stats.cache_hit, lookupNs);
     this.stats.last_inference = Date.now();
-    this.m.success.inc();
-    this.m.requestUs.addNs(totalNs);
-    this.m.requestSeconds.observe(totalNs / 1e9);
-    this.m.cacheHits.inc();
-    this.m.cacheHitUs.addNs(lookupNs);
+    const series = this.series;
+    series.success++;
+    series.requestNs += totalNs;
+    series.requestSeconds.observe(totalNs / 1e9);
+    series.cacheHits++;
+    series.cacheHitNs += lookupNs;
   }
 
   /** A request the cache did not hold: lookup and insertion time as cache_miss (its run is counted as usual). */
   recordCacheMiss(ns: number): void {
     add(this.stats.inference_stats.cache_miss, ns);
-    this.m.cacheMisses.inc();
-    this.m.cacheMissUs.addNs(ns);
+    this.series.cacheMisses++;
+    this.series.cacheMissNs += ns;
   }
 
   /** A request that failed after it reached the model (rejected, timed out, or the run failed). */
@@ -155,17 +115,17 @@ export class VersionStatistics {
     const totalNs = Number(process.hrtime.bigint() - request.arrivalNs);
     add(this.stats.inference_stats.fail, totalNs);
     this.stats.last_inference = Date.now();
-    this.failureCounters.get(reason)!.inc();
+    this.series.failures[reason]++;
   }
 
   /** A request whose batch failed with a GPU out-of-memory (also counted as a BACKEND failure). */
   recordGpuOutOfMemory(): void {
-    this.m.gpuOutOfMemory.inc();
+    this.series.gpuOutOfMemory++;
   }
 
   /** Requests queued and not yet executing (Triton's nv_inference_pending_request_count). */
   setPending(count: number): void {
-    this.m.pending.set(count);
+    this.series.pending = count;
   }
 
   snapshot(): ModelStatistics {

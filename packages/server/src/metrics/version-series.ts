@@ -1,0 +1,51 @@
+import { HistogramData } from './collected-histogram.ts';
+
+/** Triton's reasons for nv_inference_request_failure; every one is exported (at 0) once a version loads. */
+export const FAILURE_REASONS = ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'] as const;
+export type FailureReason = (typeof FAILURE_REASONS)[number];
+
+/**
+ * The Prometheus series of one model version, as plain numbers that the request path adds
+ * to; ServerMetrics publishes them when scraped. Recording a request is then a few
+ * additions, where prom-client hashed and validated the label object on each of about ten
+ * metric calls. There is one per model and version for the life of the server, shared by
+ * every load of that version, so counters stay cumulative across reloads.
+ */
+export class VersionSeries {
+  readonly labels: Readonly<{ model: string; version: string }>;
+  success = 0;
+  readonly failures: Record<FailureReason, number> = { REJECTED: 0, CANCELED: 0, BACKEND: 0, OTHER: 0 };
+  /** Samples inferred. */
+  inferences = 0;
+  executions = 0;
+  /** Durations summed in nanoseconds; exported in whole microseconds, as Triton's integer *_duration_us counters. */
+  requestNs = 0;
+  queueNs = 0;
+  computeInputNs = 0;
+  computeInferNs = 0;
+  computeOutputNs = 0;
+  cacheHits = 0;
+  cacheHitNs = 0;
+  cacheMisses = 0;
+  cacheMissNs = 0;
+  gpuOutOfMemory = 0;
+  /** Requests queued and not yet executing (Triton's nv_inference_pending_request_count). */
+  pending = 0;
+  readonly requestSeconds: HistogramData;
+  readonly queueSeconds: HistogramData;
+  readonly computeSeconds: HistogramData;
+  readonly batchSize: HistogramData;
+
+  constructor(model: string, version: string, buckets: { readonly latencySeconds: readonly number[]; readonly batchSize: readonly number[] }) {
+    this.labels = { model, version };
+    this.requestSeconds = new HistogramData(buckets.latencySeconds);
+    this.queueSeconds = new HistogramData(buckets.latencySeconds);
+    this.computeSeconds = new HistogramData(buckets.latencySeconds);
+    this.batchSize = new HistogramData(buckets.batchSize);
+  }
+}
+
+/** Nanoseconds as the whole microseconds a *_duration_us counter shows: the rest carries to the next addition. */
+export function wholeMicroseconds(ns: number): number {
+  return Math.floor(ns / 1000);
+}
