@@ -1,26 +1,28 @@
 import { describe, expect, it } from 'vitest';
 import { ServerMetrics } from '../metrics/server-metrics.ts';
-import { MemoryGuard, REQUEST_OVERHEAD_BYTES, type HeapReading } from './memory-guard.ts';
+import { EXTERNAL_GARBAGE_HEADROOM_BYTES, MemoryGuard, REQUEST_OVERHEAD_BYTES, type HeapReading } from './memory-guard.ts';
 import { advanceChargeBytes, requestChargeBytes } from './request-charge.ts';
 
 const MiB = 1024 * 1024;
 const O = REQUEST_OVERHEAD_BYTES;
+const E = EXTERNAL_GARBAGE_HEADROOM_BYTES;
 /** A heap that never grows: these tests are about request accounting. */
 const quietHeap = (): HeapReading => ({ youngBytes: 0, youngLimitBytes: 0, otherBytes: 0 });
 
 describe('MemoryGuard', () => {
   it('admits on accounted bytes against budget minus a stable baseline, not on RSS after a burst', () => {
     let rss = 300 * MiB;
-    const guard = new MemoryGuard(600 * MiB, new ServerMetrics({ processMetrics: false }), () => rss, quietHeap);
+    const guard = new MemoryGuard(E + 600 * MiB, new ServerMetrics({ processMetrics: false }), () => rss, quietHeap);
     guard.settle();
-    expect(guard.baselineBytes).toBe(300 * MiB);
+    guard.close();
+    expect(guard.baselineBytes).toBe(E + 300 * MiB);
     const big = guard.reserve(250 * MiB);
     expect(() => guard.reserve(100 * MiB)).toThrow(/over its memory budget/);
     rss = 900 * MiB; // the allocator keeps what the burst freed
     big.release();
     expect(guard.accountedBytes).toBe(0);
     expect(() => guard.reserve(1024).release()).not.toThrow();
-    expect(guard.baselineBytes).toBe(300 * MiB);
+    expect(guard.baselineBytes).toBe(E + 300 * MiB);
   });
 
   it('spends the advance before charging more, and returns everything once', () => {
@@ -59,22 +61,22 @@ describe('MemoryGuard', () => {
     expect(guard.accountedBytes).toBe(0);
   });
 
-  it("reserves the young generation's headroom and follows the other heap spaces' growth", () => {
+  it("reserves the young generation's headroom and room for uncollected Buffers, and follows the other heap spaces' growth", () => {
     let heap: HeapReading = { youngBytes: 1 * MiB, youngLimitBytes: 32 * MiB, otherBytes: 40 * MiB };
-    const guard = new MemoryGuard(400 * MiB, new ServerMetrics({ processMetrics: false }), () => 200 * MiB, () => heap);
+    const guard = new MemoryGuard(E + 400 * MiB, new ServerMetrics({ processMetrics: false }), () => 200 * MiB, () => heap);
     guard.settle();
     try {
-      expect(guard.baselineBytes).toBe(200 * MiB + 31 * MiB);
+      expect(guard.baselineBytes).toBe(E + 200 * MiB + 31 * MiB);
       // Under load the young generation fills its reserved headroom (not counted twice) and
       // request objects promoted to old space add to the baseline.
       heap = { youngBytes: 32 * MiB, youngLimitBytes: 32 * MiB, otherBytes: 100 * MiB };
       guard.sampleHeap();
-      expect(guard.baselineBytes).toBe(200 * MiB + 31 * MiB + 60 * MiB);
+      expect(guard.baselineBytes).toBe(E + 200 * MiB + 31 * MiB + 60 * MiB);
       expect(() => guard.reserve(110 * MiB)).toThrow(/over its memory budget/);
       // A full collection hands old space back: so does the baseline.
       heap = { youngBytes: 32 * MiB, youngLimitBytes: 32 * MiB, otherBytes: 30 * MiB };
       guard.sampleHeap();
-      expect(guard.baselineBytes).toBe(231 * MiB);
+      expect(guard.baselineBytes).toBe(E + 231 * MiB);
       expect(() => guard.reserve(110 * MiB).release()).not.toThrow();
     } finally {
       guard.close();
@@ -85,8 +87,8 @@ describe('MemoryGuard', () => {
     const guard = new MemoryGuard(4096 * MiB, new ServerMetrics({ processMetrics: false }), () => 100 * MiB);
     guard.settle();
     guard.close();
-    expect(guard.baselineBytes).toBeGreaterThanOrEqual(100 * MiB);
-    expect(guard.baselineBytes).toBeLessThanOrEqual(100 * MiB + 32 * MiB);
+    expect(guard.baselineBytes).toBeGreaterThanOrEqual(100 * MiB + E);
+    expect(guard.baselineBytes).toBeLessThanOrEqual(100 * MiB + 32 * MiB + E);
   });
 
   it('refuses a budget of 0', () => {

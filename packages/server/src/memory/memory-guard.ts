@@ -30,6 +30,16 @@ export interface HeapReading {
  */
 export const REQUEST_OVERHEAD_BYTES = 32 * 1024;
 
+/**
+ * Buffers (ArrayBuffers outside the heap) that requests dropped are freed only when the objects
+ * holding them are collected, and V8 starts that collection once external memory has grown
+ * about 64 MiB past its level after the last one (its external allocation soft limit): socket
+ * reads, body chunks after their concatenation and the drained bodies of refused requests pile
+ * up to that much under load. Measured 2026-11-23 in the overload scenario: 25 to 92 MiB of
+ * external memory against 58 MiB charged to requests.
+ */
+export const EXTERNAL_GARBAGE_HEADROOM_BYTES = 64 * 1024 * 1024;
+
 /** How often the heap's growth beyond the baseline is read. */
 const HEAP_SAMPLE_MS = 100;
 
@@ -46,7 +56,8 @@ const HEAP_SAMPLE_MS = 100;
  * What the JavaScript runtime adds under load is part of the baseline, because V8 does hand it
  * back: the young generation grows from about 1 MiB at rest to its limit (32 MiB by default on
  * 64-bit) within a second of heavy traffic, so the headroom to that limit is reserved at
- * settle(); the other spaces' growth beyond their size at settle() (request objects promoted
+ * settle(), as is EXTERNAL_GARBAGE_HEADROOM_BYTES for dropped Buffers not yet collected; the
+ * other spaces' growth beyond their size at settle() (request objects promoted
  * while they wait, garbage until the next full collection) is read every 100 ms. Each request
  * is also charged REQUEST_OVERHEAD_BYTES for what it holds outside its tensors. Buffers freed
  * but not yet collected are not followed: an idle server may not collect for minutes, and
@@ -59,8 +70,8 @@ export class MemoryGuard {
   private processBytes: number;
   /** Held outside requests: estimated footprints of the model instances loaded (model-footprint.ts), the response cache. */
   private modelBytes = 0;
-  /** The young generation's growth still possible at settle(), reserved from then on. */
-  private youngHeadroomBytes = 0;
+  /** The young generation's growth still possible at settle() and uncollected Buffers, reserved from then on. */
+  private runtimeHeadroomBytes = 0;
   /** The heap at settle(), and its growth beyond that at the last reading. */
   private settled: HeapReading | undefined;
   private heapGrowthBytes = 0;
@@ -81,7 +92,7 @@ export class MemoryGuard {
 
   /** Memory not available to requests: the process at rest and the models loaded, bytes. */
   get baselineBytes(): number {
-    return this.processBytes + this.modelBytes + this.youngHeadroomBytes + this.heapGrowthBytes;
+    return this.processBytes + this.modelBytes + this.runtimeHeadroomBytes + this.heapGrowthBytes;
   }
 
   get accountedBytes(): number {
@@ -99,7 +110,7 @@ export class MemoryGuard {
     const rss = this.rss();
     this.processBytes = Math.max(this.processBytes, rss - this.modelBytes);
     const heap = this.heap();
-    this.youngHeadroomBytes = Math.max(0, heap.youngLimitBytes - heap.youngBytes);
+    this.runtimeHeadroomBytes = Math.max(0, heap.youngLimitBytes - heap.youngBytes) + EXTERNAL_GARBAGE_HEADROOM_BYTES;
     this.settled = heap;
     this.heapGrowthBytes = 0;
     this.publishBaseline();
