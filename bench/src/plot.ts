@@ -39,7 +39,9 @@ export function latencyThroughputSvg(title: string, series: readonly Series[], y
   parts.push(`<text transform="translate(18 ${(py(0) + py(maxY)) / 2}) rotate(-90)" text-anchor="middle">${escape(yLabel)}</text>`);
   series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length];
-    const pts = [...s.points].sort((a, b) => a.x - b.x);
+    // In the order measured (rising concurrency or rate), not by throughput: past saturation
+    // throughput can fall while latency climbs, and sorting by x drew that as a zigzag.
+    const pts = s.points;
     const dash = s.dashed ? ' stroke-dasharray="6 4"' : '';
     parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2"${dash} points="${pts.map((p) => `${px(p.x).toFixed(1)},${py(p.y).toFixed(1)}`).join(' ')}"/>`);
     for (const p of pts) {

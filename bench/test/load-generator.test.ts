@@ -104,4 +104,10 @@ describe('statistics and plot', () => {
     expect(svg.match(/<polyline/g)).toHaveLength(2);
     expect(svg).toContain('&lt;&amp;&gt;');
   });
+
+  it('SVG joins a series in the order measured, even where throughput falls past saturation', () => {
+    const svg = latencyThroughputSvg('t', [{ name: 'off', points: [{ x: 10, y: 1 }, { x: 30, y: 2 }, { x: 20, y: 9 }] }]);
+    const xs = /<polyline[^>]*points="([^"]+)"/.exec(svg)![1]!.split(' ').map((p) => Number(p.split(',')[0]));
+    expect(xs[2]).toBeLessThan(xs[1]!);
+  });
 });
