@@ -41,6 +41,16 @@ describe('assembleBatch', () => {
     expect(batched!.data.byteLength).toBe(16);
     expect(batched!.data.buffer.byteLength).toBe(16);
   });
+
+  it('keeps the shape of a lone request: a model without batching has no batch dimension to rewrite', () => {
+    const image = { name: 'IMAGE', datatype: 'FP32', shape: [3, 2, 2], data: new Uint8Array(48) } satisfies Tensor;
+    const words = text('WORDS', 1, ['a', 'bb', 'ccc']);
+    const [batchedImage, batchedWords] = assembleBatch([[image, { ...words, shape: [3] }]], [1]);
+    expect(batchedImage!.shape).toEqual([3, 2, 2]);
+    expect(batchedImage!.data.byteLength).toBe(48);
+    expect(batchedWords!.shape).toEqual([3]);
+    expect(bytesElementsToStrings(batchedWords!.data, 'WORDS')).toEqual(['a', 'bb', 'ccc']);
+  });
 });
 
 describe('splitOutputs', () => {

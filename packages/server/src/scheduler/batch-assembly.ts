@@ -8,10 +8,16 @@ import type { Tensor } from '../tensor/tensor.ts';
  * element carries its own length). A batch of one is copied too: the buffer then belongs to
  * the batch alone, so the backend can transfer it to its worker without detaching memory a
  * caller still holds (a received body, a pooled buffer).
+ *
+ * A batch of one keeps each input's shape as it is: a model without batching
+ * (max_batch_size 0) has no batch dimension to rewrite, and its first dimension is data.
+ * Only batching models (whose first dimension is the request's batch size) ever batch
+ * several requests together.
  */
 export function assembleBatch(requests: readonly (readonly Tensor[])[], batchSizes: readonly number[]): Tensor[] {
   let total = 0;
   for (const size of batchSizes) total += size;
+  const alone = requests.length === 1;
   return requests[0]!.map((input, i) => {
     let bytes = 0;
     for (const r of requests) bytes += r[i]!.data.byteLength;
@@ -21,7 +27,8 @@ export function assembleBatch(requests: readonly (readonly Tensor[])[], batchSiz
       data.set(r[i]!.data, offset);
       offset += r[i]!.data.byteLength;
     }
-    return { name: input.name, datatype: input.datatype, shape: [total, ...input.shape.slice(1)], data };
+    const shape = alone ? input.shape : [total, ...input.shape.slice(1)];
+    return { name: input.name, datatype: input.datatype, shape, data };
   });
 }
 
