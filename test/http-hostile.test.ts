@@ -110,7 +110,7 @@ describe('hostile input over HTTP: a 4xx naming the problem, and the server stay
     expect(json.outputs[0].data).toEqual(row.map((x) => 2 * x));
   });
 
-  it('compresses responses over 1 KiB for clients that accept it (gzip or deflate), and only for them', async () => {
+  it('compresses inference replies over 1 KiB in the encoding Accept-Encoding asks for, and nothing else, as Triton does', async () => {
     const binaryBody = (values: number[]) => {
       const header = Buffer.from(JSON.stringify({
         inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } })),
@@ -149,10 +149,23 @@ describe('hostile input over HTTP: a 4xx naming the problem, and the server stay
     const values = Array.from({ length: 16 }, () => 7);
     const { header, body } = binaryBody(values);
     for (const [encoding, decode] of [['gzip', gunzipSync], ['deflate', inflateSync]] as const) {
-      // Every model's statistics are well over the 1 KiB threshold.
-      const stats = await raw('/v2/models/stats', { headers: { 'accept-encoding': encoding } });
-      expect(stats.headers['content-encoding']).toBe(encoding);
-      expect(JSON.parse(decode(stats.body).toString()).model_stats.length).toBeGreaterThan(0);
+      const inferred = await raw('/v2/models/identity_fp32/infer', {
+        method: 'POST',
+        headers: { 'accept-encoding': `identity;q=0.5, ${encoding}`, 'content-type': 'application/octet-stream', 'inference-header-content-length': String(identityHeader.length) },
+        body: Buffer.concat([identityHeader, Buffer.from(floats.buffer)]),
+      });
+      expect(inferred.headers['content-encoding']).toBe(encoding);
+      expect(decode(inferred.body).length).toBe(Number(inferred.headers['inference-header-content-length']) + 2048);
+      // Config, statistics, metadata and repository replies never are (Triton's asyncio client
+      // advertises gzip and does not decompress them); every model's statistics are over 1 KiB.
+      for (const [method, path] of [['GET', '/v2/models/stats'], ['GET', '/v2/models/simple/config'], ['GET', '/v2/models/simple'], ['POST', '/v2/repository/index']] as const) {
+        const reply = await raw(path, { method, headers: { 'accept-encoding': encoding } });
+        expect(reply.status, path).toBe(200);
+        expect(reply.headers['content-encoding'], path).toBeUndefined();
+        expect(JSON.parse(reply.body.toString()), path).toBeTruthy();
+      }
+      expect((await raw('/v2/models/stats', { headers: { 'accept-encoding': encoding } })).body.length).toBeGreaterThan(1024);
+      expect((await raw('/v2/models/simple/config', { headers: { 'accept-encoding': encoding } })).body.length).toBeGreaterThan(1024);
       // 4 outputs of 64 bytes each are below it: sent as they are.
       const small = await raw('/v2/models/simple/infer', {
         method: 'POST',
@@ -162,9 +175,16 @@ describe('hostile input over HTTP: a 4xx naming the problem, and the server stay
       expect(small.status).toBe(200);
       expect(small.headers['content-encoding']).toBeUndefined();
     }
-    const plain = await raw('/v2/models/stats');
-    expect(plain.headers['content-encoding']).toBeUndefined();
-    expect(JSON.parse(plain.body.toString()).model_stats.length).toBeGreaterThan(0);
+    // gzip;q=0 refuses gzip; an encoding Triton does not speak is not chosen.
+    for (const accept of ['gzip;q=0', 'br', 'identity']) {
+      const plain = await raw('/v2/models/identity_fp32/infer', {
+        method: 'POST',
+        headers: { 'accept-encoding': accept, 'content-type': 'application/octet-stream', 'inference-header-content-length': String(identityHeader.length) },
+        body: Buffer.concat([identityHeader, Buffer.from(floats.buffer)]),
+      });
+      expect(plain.status).toBe(200);
+      expect(plain.headers['content-encoding'], accept).toBeUndefined();
+    }
   });
 
   it('cuts off a slow client that never finishes its body', async () => {

@@ -1,5 +1,4 @@
 import { createServer } from 'node:http';
-import fastifyCompress from '@fastify/compress';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { InferenceService } from '../core/index.ts';
@@ -86,18 +85,8 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
   });
   registerRestrictedApiHook(app, options.restrictions);
   registerContentEncoding(app);
-  // Responses are compressed when the client accepts it, as Triton's HTTP server does (its
-  // clients' response_compression_algorithm). Request bodies are decoded by content-encoding.ts,
-  // which keeps the body limit on the decoded bytes, so the plugin's decompression stays off.
-  void app.register(fastifyCompress, {
-    globalCompression: true,
-    globalDecompression: false,
-    encodings: ['gzip', 'deflate'],
-    threshold: 1024,
-    // Binary-extension replies are JSON plus tensors; clients decompress before they split them.
-    customTypes: /^application\/(json|octet-stream)/,
-  });
-  // Routes go in after the plugin, so its onRoute hook sees them.
+  // Only inference replies are compressed, as Triton does (routes/infer.ts): Triton's asyncio
+  // client advertises gzip through its HTTP library but decompresses only inference replies.
   void app.register(async (routes) => {
     registerHealthRoutes(routes, service);
     registerModelRoutes(routes, service);

@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { InferenceService, MemoryReservation } from '../../core/index.ts';
 import { decodeHttpInferRequest, encodeHttpInferResponse, outputsSentAsJson } from '../infer-codec.ts';
+import { compressResponse, COMPRESSION_THRESHOLD_BYTES, negotiateResponseEncoding } from '../response-compression.ts';
 
 interface ModelParams {
   model: string;
@@ -111,11 +112,15 @@ export function registerInferRoutes(app: FastifyInstance, service: InferenceServ
         sentAsJson: outputsSentAsJson(inferRequest),
       });
       const encoded = encodeHttpInferResponse(response, inferRequest);
+      // Inference-Header-Content-Length counts the JSON before compression, as Triton's does.
       if (encoded.headerLength !== undefined) void reply.header('Inference-Header-Content-Length', encoded.headerLength);
-      return reply
-        .code(200)
-        .type(encoded.contentType)
-        .send(encoded.chunks.length === 1 ? encoded.chunks[0] : Buffer.concat(encoded.chunks));
+      let payload = encoded.chunks.length === 1 ? encoded.chunks[0]! : Buffer.concat(encoded.chunks);
+      const encoding = payload.length >= COMPRESSION_THRESHOLD_BYTES ? negotiateResponseEncoding(request.headers['accept-encoding']) : undefined;
+      if (encoding !== undefined) {
+        payload = await compressResponse(encoding, payload);
+        void reply.header('content-encoding', encoding);
+      }
+      return reply.code(200).type(encoded.contentType).send(payload);
     } finally {
       if (held) {
         held.handlerRunning = false;
