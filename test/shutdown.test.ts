@@ -1,7 +1,10 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GrpcClient } from '@batchwise/client';
 import { slowModel } from '@batchwise/modelgen';
-import { makeRepository } from './support/repository.ts';
+import { EXAMPLES, makeRepository } from './support/repository.ts';
 import { startChildServer } from './support/child-server.ts';
+import { startTestServer } from './support/server.ts';
 
 const config = `
 name: "slow"
@@ -20,8 +23,8 @@ async function inferOutcome(url: string, model = 'slow'): Promise<Outcome> {
   try {
     const r = await fetch(`${url}/v2/models/${model}/infer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     const text = await r.text();
-    // fastify's answer on a connection that outlived the listener, or ours after the grace.
-    if (r.status === 503 && /Service Unavailable|shutting down; request not admitted/.test(text) && !/memory budget/.test(text)) {
+    // A request routed on a connection that outlived the listener: the protocol's error shape.
+    if (r.status === 503 && (JSON.parse(text) as { error?: string }).error === 'Server is shutting down; request not admitted') {
       return 'refused at admission';
     }
     return r.status;
@@ -111,5 +114,40 @@ describe('SIGTERM under load', () => {
     expect(server.process.signalCode).toBe('SIGTERM');
     expect(server.logs.map((l: any) => l.msg)).toContain('exit timeout reached with requests still in flight: forcing exit');
     expect(stderr()).not.toMatch(/terminate called|Napi::Error|Aborted/);
+  });
+});
+
+describe('a request refused because the server is stopping', () => {
+  it('gets the protocol error shape: 503 {"error"} over HTTP, UNAVAILABLE over gRPC', async () => {
+    const server = await startTestServer([EXAMPLES]);
+    const grpc = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
+    try {
+      expect(await grpc.isServerLive()).toBe(true);
+      // A connection whose request headers are still arriving when close() begins is not idle,
+      // so it is not closed with the idle ones: its request is routed while the server closes.
+      const socket = connect(server.httpPort, '127.0.0.1');
+      await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+      socket.write('POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n');
+      await new Promise((r) => setTimeout(r, 100));
+      const answer = new Promise<string>((resolve) => {
+        let data = '';
+        socket.on('data', (d) => (data += d));
+        socket.on('close', () => resolve(data));
+      });
+      const closing = server.close();
+      await new Promise((r) => setTimeout(r, 100));
+      const body = JSON.stringify({ inputs: [] });
+      socket.end(`Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      const reply = await answer;
+      expect(reply).toMatch(/^HTTP\/1.1 503 /);
+      expect(reply).toMatch(/\r\nconnection: close\r\n/i);
+      expect(JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4))).toEqual({ error: 'Server is shutting down; request not admitted' });
+
+      const refused = await grpc.isServerLive().then(() => undefined, (error: { grpcCode?: number }) => error);
+      expect(refused?.grpcCode).toBe(14); // UNAVAILABLE
+      await closing;
+    } finally {
+      await grpc.close();
+    }
   });
 });

@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { InferenceService } from '../core/index.ts';
-import { isInferenceServerError } from '../core/index.ts';
+import { Errors, isInferenceServerError } from '../core/index.ts';
 import type { RestrictionTable } from '../access/restricted-api.ts';
 import { registerRestrictedApiHook } from './restricted-api-hook.ts';
 import { registerContentEncoding } from './content-encoding.ts';
@@ -52,7 +52,9 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
         },
         handler,
       ),
-    return503OnClosing: true,
+    // Requests routed once close() has begun are refused by our own hook below, in the
+    // protocol's error shape; fastify's would answer 503 with a body of its own.
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
   });
   // Every body is taken as raw bytes: infer bodies may carry binary tensors after the JSON.
@@ -74,6 +76,14 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
     if (status >= 500) options.logger.error({ err: error }, 'unexpected error in HTTP frontend');
     void reply.code(status).send({ error: error.message });
   });
+  // A request that arrives on a connection still open after close() began (its headers were
+  // still coming in, or it followed one in flight) is refused as Triton refuses a request while
+  // the server stops: UNAVAILABLE, 503, {"error": ...}.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', (_request, _reply, done) => done(closing ? Errors.shuttingDown() : undefined));
   app.setNotFoundHandler((request, reply) => {
     void reply.code(404).send({ error: `no route for ${request.method} ${request.url}` });
   });
