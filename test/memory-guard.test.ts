@@ -162,7 +162,7 @@ dynamic_batching { max_queue_delay_microseconds: 8000000 }`;
     await remove();
   });
 
-  it('the excess get 503 / UNAVAILABLE naming the memory budget, over HTTP and gRPC; the admitted complete', async () => {
+  it('the excess get 503 / RESOURCE_EXHAUSTED naming the memory budget, over HTTP and gRPC; the admitted complete', async () => {
     // Each request is charged about 4 x its input bytes (received, batch copy, output, binary
     // reply): with inputs of a ninth of the room, two fit and a third does not.
     const floats = Math.floor((await roomIn(server.metricsPort)) / 9 / 4) - 64;
@@ -187,7 +187,7 @@ dynamic_batching { max_queue_delay_microseconds: 8000000 }`;
       }
       for (const e of grpcRefused) {
         expect(e).toBeInstanceOf(BatchwiseClientError);
-        expect((e as BatchwiseClientError).grpcCode).toBe(GrpcStatus.UNAVAILABLE);
+        expect((e as BatchwiseClientError).grpcCode).toBe(GrpcStatus.RESOURCE_EXHAUSTED);
         expect((e as Error).message).toMatch(/over its memory budget/);
       }
       const [httpOk, grpcOk] = await Promise.all(admitted);

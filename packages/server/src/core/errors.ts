@@ -7,6 +7,7 @@ export type ErrorCode =
   | 'INVALID_ARG'
   | 'NOT_FOUND'
   | 'UNAVAILABLE'
+  | 'RESOURCE_EXHAUSTED'
   | 'UNSUPPORTED'
   | 'INTERNAL'
   | 'ALREADY_EXISTS'
@@ -37,6 +38,11 @@ export const Errors = {
   fileOverrideUnsupported: (parameter: string) =>
     new InferenceServerError('UNSUPPORTED', `model file override '${parameter}' is not supported by Batchwise; put the files in the model repository`),
   unavailable: (message: string) => new InferenceServerError('UNAVAILABLE', message),
+  /**
+   * The memory budget cannot hold the request now (retry later): 503 over HTTP, RESOURCE_EXHAUSTED over gRPC. Triton has
+   * no memory guard; gRPC's code for an exhausted resource says what happened, where UNAVAILABLE would say the server is down.
+   */
+  overMemoryBudget: (message: string) => new InferenceServerError('RESOURCE_EXHAUSTED', message),
   // Triton answers an unknown model with 400 over HTTP (reference/README.md).
   unknownModel: (model: string) =>
     new InferenceServerError('INVALID_ARG', `Request for unknown model: '${model}' is not found`),

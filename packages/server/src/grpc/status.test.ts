@@ -8,6 +8,7 @@ describe('grpcStatusOf', () => {
     ['INVALID_ARG', status.INVALID_ARGUMENT],
     ['NOT_FOUND', status.NOT_FOUND],
     ['UNAVAILABLE', status.UNAVAILABLE],
+    ['RESOURCE_EXHAUSTED', status.RESOURCE_EXHAUSTED],
     ['UNSUPPORTED', status.UNIMPLEMENTED],
     ['INTERNAL', status.INTERNAL],
     ['ALREADY_EXISTS', status.ALREADY_EXISTS],

@@ -11,6 +11,8 @@ export function grpcStatusOf(code: ErrorCode): status {
       return status.NOT_FOUND;
     case 'UNAVAILABLE':
       return status.UNAVAILABLE;
+    case 'RESOURCE_EXHAUSTED':
+      return status.RESOURCE_EXHAUSTED;
     case 'UNSUPPORTED':
       return status.UNIMPLEMENTED;
     case 'INTERNAL':

@@ -11,6 +11,7 @@ export function httpStatusOf(code: ErrorCode): number {
     case 'NOT_FOUND':
       return 404;
     case 'UNAVAILABLE':
+    case 'RESOURCE_EXHAUSTED':
       return 503;
     case 'UNSUPPORTED':
       return 501;

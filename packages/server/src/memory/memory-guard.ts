@@ -193,7 +193,7 @@ export class MemoryGuard {
 
   private overBudget(bytes: number): Error {
     this.metrics.memoryRejections.inc();
-    return Errors.unavailable(
+    return Errors.overMemoryBudget(
       `server is over its memory budget: admitting this request (${bytes} more bytes) would exceed --memory-limit ` +
         `${this.budgetBytes} bytes (models and process at rest ${this.baselineBytes}, held by requests in flight ${this.accounted}); retry later`,
     );
