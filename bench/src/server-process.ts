@@ -25,14 +25,28 @@ function serverNodeArgs(): string[] {
   return (process.env['BENCH_SERVER_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);
 }
 
+export interface StartServerOptions {
+  /**
+   * A command the server's `node` runs under, e.g. `['unshare', '--pid', '--fork', '--mount-proc']`
+   * to make the server PID 1 of a new PID namespace. `child` is then the launcher's process.
+   * @default - node is spawned directly
+   */
+  readonly launcher?: readonly string[];
+}
+
 /**
  * The real `batchwise serve` in its own process, on ephemeral loopback ports, so the load
  * generator does not share the server's event loop. Resolves once every model is loaded.
  */
-export async function startServerProcess(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
+export async function startServerProcess(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+  options: StartServerOptions = {},
+): Promise<ServerProcess> {
+  const [command, ...launcherArgs] = [...(options.launcher ?? []), process.execPath];
   const child = spawn(
-    process.execPath,
-    [...serverNodeArgs(), '--import', 'tsx', CLI, 'serve', '--http-address', '127.0.0.1', '--http-port', '0', '--grpc-port', '0', '--metrics-port', '0', ...args],
+    command!,
+    [...launcherArgs, ...serverNodeArgs(), '--import', 'tsx', CLI, 'serve', '--http-address', '127.0.0.1', '--http-port', '0', '--grpc-port', '0', '--metrics-port', '0', ...args],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
   );
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+/** The `batchwise` CLI (main.ts runs it, as a child of itself when it is PID 1). */
 import { Command } from 'commander';
 import { SERVER_VERSION } from '../core/inference-service.ts';
 import { doctorCommand } from './doctor.ts';
