@@ -1,45 +1,50 @@
 import { Errors } from '../core/errors.ts';
 
-const encoder = new TextEncoder();
-const decoder = new TextDecoder();
-
-/** KServe BYTES serialization: each element a 4-byte little-endian length, then its bytes. */
+/**
+ * KServe BYTES serialization: each element a 4-byte little-endian length, then its bytes. Strings
+ * are encoded straight into the result (as UTF-8, lone surrogates as U+FFFD like TextEncoder),
+ * with no array of their own per element: a tensor of millions of short strings would otherwise
+ * hold an object per element on top of its bytes.
+ */
 export function serializeBytesElements(elements: readonly (Uint8Array | string)[]): Uint8Array {
-  const parts = elements.map((e) => (typeof e === 'string' ? encoder.encode(e) : e));
   let total = 0;
-  for (const p of parts) total += 4 + p.byteLength;
-  const out = new Uint8Array(total);
-  const view = new DataView(out.buffer);
+  for (const e of elements) total += 4 + (typeof e === 'string' ? Buffer.byteLength(e, 'utf8') : e.byteLength);
+  // Every byte is written below; allocUnsafeSlow is never a slice of Node's shared pool.
+  const out = Buffer.allocUnsafeSlow(total);
   let offset = 0;
-  for (const p of parts) {
-    view.setUint32(offset, p.byteLength, true);
-    out.set(p, offset + 4);
-    offset += 4 + p.byteLength;
+  for (const e of elements) {
+    let length = e.length;
+    if (typeof e === 'string') length = out.write(e, offset + 4, 'utf8');
+    else out.set(e, offset + 4);
+    out.writeUInt32LE(length, offset);
+    offset += 4 + length;
   }
-  return out;
+  return new Uint8Array(out.buffer, out.byteOffset, total);
 }
 
 /** The elements as views on `data` (no copies). */
 export function deserializeBytesElements(data: Uint8Array, tensorName: string): Uint8Array[] {
   const elements: Uint8Array[] = [];
-  walk(data, tensorName, (start, end) => elements.push(data.subarray(start, end)));
+  forEachBytesElement(data, tensorName, (start, end) => elements.push(data.subarray(start, end)));
   return elements;
 }
 
 export function countBytesElements(data: Uint8Array, tensorName: string): number {
   let n = 0;
-  walk(data, tensorName, () => n++);
+  forEachBytesElement(data, tensorName, () => n++);
   return n;
 }
 
-/** The elements decoded as UTF-8 (invalid sequences become U+FFFD). */
+/** The elements decoded as UTF-8 (invalid sequences become U+FFFD, as TextDecoder does), with no view per element. */
 export function bytesElementsToStrings(data: Uint8Array, tensorName: string): string[] {
+  const text = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   const strings: string[] = [];
-  walk(data, tensorName, (start, end) => strings.push(decoder.decode(data.subarray(start, end))));
+  forEachBytesElement(data, tensorName, (start, end) => strings.push(text.toString('utf8', start, end)));
   return strings;
 }
 
-function walk(data: Uint8Array, tensorName: string, visit: (start: number, end: number) => void): void {
+/** Calls `visit` with the byte range of each element's content in `data`, in order; refuses a malformed layout. */
+export function forEachBytesElement(data: Uint8Array, tensorName: string, visit: (start: number, end: number) => void): void {
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
   const size = data.byteLength;
   let offset = 0;

@@ -6,10 +6,11 @@ import { parentPort, workerData } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
 import type { ModelTensorInfo } from '../../config/model-io.ts';
 import { TYPED_ARRAY_OF } from '../../tensor/datatype.ts';
-import { deserializeBytesElements, serializeBytesElements } from '../../tensor/bytes-codec.ts';
+import { serializeBytesElements } from '../../tensor/bytes-codec.ts';
 import { datatypeOfOrtType, ORT_TYPE_OF } from './ort-types.ts';
 import type { FromWorker, ToWorker, WireTensor, WorkerInit } from './protocol.ts';
 import { ownBuffer, transferListOf } from './protocol.ts';
+import { ortStringsOf } from './string-tensor.ts';
 import { cudaUnavailableMessage, ortSessionOptions, PROVIDER_NAME } from './session-options.ts';
 
 const port = parentPort!;
@@ -76,19 +77,7 @@ async function run(session: ort.InferenceSession, id: number, inputs: WireTensor
 
 function toOrtTensor(input: WireTensor): ort.Tensor {
   const shape = input.shape as number[];
-  if (input.datatype === 'BYTES') {
-    // ONNX Runtime string tensors hold text: refuse what would not survive the trip unchanged.
-    const decoder = new TextDecoder('utf-8', { fatal: true });
-    const strings = deserializeBytesElements(new Uint8Array(input.buffer), input.name).map((e: Uint8Array, i: number) => {
-      if (e.includes(0)) throw new Error(`element ${i} of BYTES input '${input.name}' contains a NUL byte, which ONNX Runtime string tensors cannot hold`);
-      try {
-        return decoder.decode(e);
-      } catch {
-        throw new Error(`element ${i} of BYTES input '${input.name}' is not valid UTF-8, which ONNX Runtime string tensors require`);
-      }
-    });
-    return new ort.Tensor('string', strings, shape);
-  }
+  if (input.datatype === 'BYTES') return new ort.Tensor('string', ortStringsOf(new Uint8Array(input.buffer), input.name), shape);
   const ortType = ORT_TYPE_OF[input.datatype];
   if (ortType === undefined) throw new Error(`datatype ${input.datatype} of input '${input.name}' is not supported by ONNX Runtime for Node.js`);
   const ArrayType = TYPED_ARRAY_OF[input.datatype];
