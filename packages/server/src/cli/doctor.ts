@@ -1,7 +1,7 @@
 import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
 import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { Command } from 'commander';
-import { visibleGpuIds } from '../backends/gpu-detect.ts';
+import { visibleGpus } from '../backends/gpu-detect.ts';
 import { probeExecutionProvider } from '../backends/onnxruntime/provider-probe.ts';
 import { cgroupMemoryLimitBytes, resolveMemoryBudgetBytes } from '../memory/memory-budget.ts';
 import { parseBool } from './flags.ts';
@@ -99,14 +99,16 @@ async function memoryCheck(flags: DoctorFlags): Promise<Check> {
 /** Preflight for operators: GPU and CUDA provider, memory budget, and with AWS access the AMI and bucket. */
 export async function runDoctor(flags: DoctorFlags): Promise<Check[]> {
   const checks: Check[] = [];
-  const gpus = visibleGpuIds();
+  const gpus = visibleGpus();
   checks.push({
     name: 'gpu-visible',
     ok: gpus.length > 0,
     required: flags.expectGpu,
-    detail: gpus.length > 0 ? `GPU devices visible: ${gpus.join(', ')}` : 'no /dev/nvidiaN device is visible to this process (is the task given a GPU, is the NVIDIA runtime in use?)',
+    detail: gpus.length > 0
+      ? `GPU devices visible: ${gpus.map((g) => `CUDA ${g.cudaOrdinal} = host ${g.hostDevice}`).join(', ')}`
+      : 'no /dev/nvidiaN device is visible to this process (is the task given a GPU, is the NVIDIA runtime in use?)',
   });
-  const cuda = await probeExecutionProvider('cuda', gpus[0] ?? 0);
+  const cuda = await probeExecutionProvider('cuda', gpus[0]?.cudaOrdinal ?? 0);
   checks.push({
     name: 'cuda-execution-provider',
     ok: cuda.usable,
