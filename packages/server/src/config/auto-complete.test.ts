@@ -89,6 +89,16 @@ describe('autoCompleteModelConfig', () => {
     expect(() => validateModelConfig(c, batchable)).not.toThrow();
   });
 
+  it('keeps max_batch_size 0 when a reshape has the model\'s full rank, whatever the rank of its dims', () => {
+    const c = autoCompleteModelConfig(
+      parseModelConfig('max_batch_size: 0 input [ { name: "mask" data_type: TYPE_INT64 dims: [ -1, 16, 8 ] reshape: { shape: [ -1, 128 ] } } ]'),
+      batchable,
+      'm',
+    );
+    expect(c.max_batch_size).toBe(0);
+    expect(() => validateModelConfig(c, batchable)).not.toThrow();
+  });
+
   it('keeps an existing scheduler and does not add dynamic batching next to it', () => {
     for (const scheduler of ['dynamic_batching { max_queue_delay_microseconds: 5 }', 'sequence_batching {}', 'ensemble_scheduling {}']) {
       const c = autoCompleteModelConfig(parseModelConfig(`max_batch_size: 8 ${scheduler}`), batchable, 'm');

@@ -1,7 +1,7 @@
 import { DATATYPE_TO_CONFIG_TYPE } from '../tensor/datatype.ts';
 import type { ModelConfig, ModelInput, ModelOutput } from './model-config.ts';
 import type { ModelIO, ModelTensorInfo } from './model-io.ts';
-import { hasBatchDim } from './shape-rules.ts';
+import { hasBatchDim, modelFacingDims } from './shape-rules.ts';
 
 /** Triton's --backend-config=default-max-batch-size, which auto-complete uses. */
 export const DEFAULT_MAX_BATCH_SIZE = 4;
@@ -16,8 +16,8 @@ export const DYNAMIC_BATCHING_PARAMETER = 'batchwise_dynamic_batching';
  * Completes a config from the model file, as Triton's onnxruntime backend does with
  * --strict-model-config=false. Differences, on purpose: batching is turned on
  * (`dynamic_batching {}`) whenever the result batches, and max_batch_size is not
- * raised from 0 when the config lists a tensor with dims of the model's full rank
- * (the author has written the batch dim into dims, so meant no batching).
+ * raised from 0 when the config lists a tensor with dims (or a reshape) of the model's
+ * full rank (the author has written the batch dim into them, so meant no batching).
  * Pure: the input is not changed.
  */
 export function autoCompleteModelConfig(
@@ -54,7 +54,7 @@ function listsBatchDim(config: ModelConfig, io: ModelIO): boolean {
   const fullRank = (tensors: (ModelInput | ModelOutput)[], model: readonly ModelTensorInfo[]) =>
     tensors.some((t) => {
       const m = model.find((x) => x.name === t.name);
-      return m !== undefined && (t.dims?.length ?? 0) > 0 && t.dims.length === m.dims.length;
+      return m !== undefined && (t.dims?.length ?? 0) > 0 && modelFacingDims(t).length === m.dims.length;
     });
   return fullRank(config.input, io.inputs) || fullRank(config.output, io.outputs);
 }
