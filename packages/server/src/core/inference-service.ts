@@ -6,7 +6,7 @@ import type { ModelManager } from './model-manager.ts';
 import type { MemoryGuard, MemoryReservation } from '../memory/memory-guard.ts';
 import { advanceChargeBytes, requestChargeBytes, type SentAsJson } from '../memory/request-charge.ts';
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
-import { validateRequest, type ValidatedRequest } from './request-validation.ts';
+import { reshapeDims, validateRequest, type ValidatedRequest } from './request-validation.ts';
 import { classify } from './classification.ts';
 import { pino, type Logger } from 'pino';
 import type { ResponseCache } from '../cache/response-cache.ts';
@@ -206,7 +206,7 @@ export class CoreInferenceService implements InferenceService {
         }
         throw toInferenceServerError(error);
       });
-    const outputs = selectOutputs(model, batched, validated.outputNames, validated.batchSize).map((tensor) => {
+    const outputs = selectOutputs(model, batched, validated.outputNames).map((tensor) => {
       const count = validated.classifications.get(tensor.name);
       if (count === undefined) return tensor;
       return classify(tensor, count, model.outputsByName.get(tensor.name)!.labels, model.maxBatchSize > 0);
@@ -299,14 +299,13 @@ export class CoreInferenceService implements InferenceService {
 }
 
 /** The asked-for outputs, in the order asked, shaped as the config declares them (reshape). */
-function selectOutputs(model: LoadedVersion, all: Tensor[], names: readonly string[], batchSize: number): Tensor[] {
+function selectOutputs(model: LoadedVersion, all: Tensor[], names: readonly string[]): Tensor[] {
   const byName = new Map(all.map((t) => [t.name, t]));
   return names.map((name) => {
     const tensor = byName.get(name);
     if (!tensor) throw Errors.internal(`model '${model.modelName}' produced no output '${name}'`);
     const spec = model.outputsByName.get(name)!;
-    if (!spec.reshaped) return tensor;
-    const shape = model.maxBatchSize > 0 ? [batchSize, ...spec.dims] : [...spec.dims];
-    return { ...tensor, shape };
+    if (!spec.modelDims) return tensor;
+    return { ...tensor, shape: reshapeDims(tensor.shape, spec.modelDims, spec.dims, model.maxBatchSize > 0) };
   });
 }

@@ -19,8 +19,8 @@ export interface OutputSpec {
   readonly name: string;
   readonly datatype: DataType;
   readonly dims: readonly number[];
-  /** Present when config.pbtxt reshapes the model's output to `dims`. */
-  readonly reshaped: boolean;
+  /** Dims the model gives (reshape), without the batch dimension, when config.pbtxt reshapes them to `dims`. */
+  readonly modelDims: readonly number[] | undefined;
   /** Class labels from the output's label_filename, one per line, for the classification extension. */
   readonly labels: readonly string[] | undefined;
 }

@@ -194,7 +194,7 @@ function assemble(
     name: output.name,
     datatype: CONFIG_TYPE_TO_DATATYPE[output.data_type]!,
     dims: output.dims,
-    reshaped: output.reshape !== undefined,
+    modelDims: output.reshape?.shape,
     labels: labels.get(output.name),
   }));
   const instances: ModelInstance[] = created.map((c) => c.instance);

@@ -73,7 +73,7 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
       batchSize = b;
     }
     checkByteSize(tensor, name);
-    const shape = reshapedShape(tensor.shape, spec.modelDims, batching);
+    const shape = reshapedShape(tensor.shape, spec.dims, spec.modelDims, batching);
     if (spec.modelDims && elementCount(shape) !== elementCount(tensor.shape)) {
       throw Errors.invalidArg(
         `input '${spec.name}' of model '${name}' cannot be reshaped from ${formatShape(tensor.shape)} to ${formatShape(shape)}`,
@@ -108,12 +108,26 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
 }
 
 /**
- * The shape the model receives for a tensor sent as `shape`: the config's `reshape` in place
- * of the config dims, the batch dimension kept. The same array when there is no reshape.
+ * The shape the model receives for a tensor sent as `shape` (of config `dims`): the config's
+ * `reshape` in place of the config dims, the batch dimension kept. The same array when there
+ * is no reshape.
  */
-export function reshapedShape(shape: readonly number[], reshape: readonly number[] | undefined, batching: boolean): readonly number[] {
-  if (!reshape) return shape;
-  return batching ? [shape[0]!, ...reshape] : [...reshape];
+export function reshapedShape(
+  shape: readonly number[], dims: readonly number[], reshape: readonly number[] | undefined, batching: boolean,
+): readonly number[] {
+  return reshape ? reshapeDims(shape, dims, reshape, batching) : shape;
+}
+
+/**
+ * Triton's reshape rule: `shape`, whose dims are `from` (after the batch dimension when
+ * batching), as dims `to`, each -1 of `to` taking in order the size `shape` has where `from`
+ * has -1. Inputs go from config dims to reshape, outputs from reshape back to config dims.
+ */
+export function reshapeDims(shape: readonly number[], from: readonly number[], to: readonly number[], batching: boolean): number[] {
+  const offset = batching ? 1 : 0;
+  const sizes = from.flatMap((d, i) => (d === -1 ? [shape[offset + i]!] : []));
+  let next = 0;
+  return [...shape.slice(0, offset), ...to.map((d) => (d === -1 ? sizes[next++]! : d))];
 }
 
 function shapeMatches(shape: readonly number[], expected: readonly number[]): boolean {

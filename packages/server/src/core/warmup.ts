@@ -45,8 +45,8 @@ async function sampleInputs(config: ModelConfig, modelDir: string, sample: Model
       if (!datatype) throw Errors.invalidArg(`model '${config.name}': warmup input '${name}' has unknown data_type ${input.data_type}`);
       const shape = [...batch, ...input.dims];
       const data = await sampleData(config.name, modelDir, name, datatype, shape, input);
-      const reshape = config.input.find((i) => i.name === name)?.reshape?.shape;
-      return { name, datatype, shape: [...reshapedShape(shape, reshape, batching)], data };
+      const spec = config.input.find((i) => i.name === name);
+      return { name, datatype, shape: [...reshapedShape(shape, spec?.dims ?? [], spec?.reshape?.shape, batching)], data };
     }),
   );
 }
