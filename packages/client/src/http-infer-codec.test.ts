@@ -29,6 +29,15 @@ describe('encodeHttpInferRequest', () => {
       '{"id":"r","parameters":{"priority":1},"outputs":[{"name":"O"}],"inputs":[{"name":"A","shape":[1],"datatype":"INT64","data":[1152921504606846976]}]}',
     );
   });
+
+  it('JSON: -0 keeps its sign', () => {
+    const { body } = encodeHttpInferRequest({
+      model: 'm',
+      binary: false,
+      inputs: [{ name: 'A', datatype: 'FP32', shape: [2], data: Float32Array.of(-0, 0) }],
+    });
+    expect(body.toString()).toContain('"data":[-0.0,0]');
+  });
 });
 
 describe('decodeHttpInferResponse', () => {

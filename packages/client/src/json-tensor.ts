@@ -35,7 +35,7 @@ function utf8Text(input: string, v: unknown): string {
 
 function numberText(input: string, v: unknown): string {
   if (typeof v === 'bigint') return v.toString();
-  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+  if (typeof v === 'number' && Number.isFinite(v)) return Object.is(v, -0) ? '-0.0' : String(v); // String(-0) is '0'
   if (typeof v === 'boolean') return v ? '1' : '0';
   throw new BatchwiseClientError(`input '${input}': ${String(v)} cannot travel as JSON; use binary: true`);
 }

@@ -124,11 +124,11 @@ describe('JSON tensor codec', () => {
     expect(encodeJsonTensorData({ name: 'BIG', datatype: 'UINT64', shape: [1], data: uint64 })).toBe('[18446744073709551615]');
   });
 
-  it('writes NaN and the infinities as the tokens Triton writes, not null', () => {
+  it('writes NaN, the infinities and -0 as Triton writes them (not null, not 0)', () => {
     for (const datatype of ['FP32', 'FP64'] as const) {
       const values = [NaN, Infinity, -Infinity, 1.5, -0];
       const data = new Uint8Array(new (datatype === 'FP32' ? Float32Array : Float64Array)(values).buffer);
-      expect(encodeJsonTensorData({ name: 'F', datatype, shape: [5], data })).toBe('[NaN,Infinity,-Infinity,1.5,0]');
+      expect(encodeJsonTensorData({ name: 'F', datatype, shape: [5], data })).toBe('[NaN,Infinity,-Infinity,1.5,-0.0]');
     }
   });
 

@@ -118,8 +118,8 @@ export function decodeJsonTensorData(name: string, datatype: DataType, shape: re
 /**
  * The text of a tensor's elements as a flat JSON array, written as Triton writes them
  * (TritonJson's rapidjson writer with kWriteNanAndInfFlag): NaN, Infinity and -Infinity as
- * those bare tokens, which Python's json and tritonclient read back (JSON.parse does not), and
- * 64-bit integers exactly, digit for digit. FP16/BF16 cannot be JSON: send them binary.
+ * those bare tokens, which Python's json and tritonclient read back (JSON.parse does not), -0
+ * as -0.0, and 64-bit integers exactly, digit for digit. FP16/BF16 cannot be JSON: send them binary.
  */
 export function encodeJsonTensorData(tensor: Tensor): string {
   const { datatype, name } = tensor;
@@ -141,6 +141,7 @@ export function encodeJsonTensorData(tensor: Tensor): string {
 }
 
 function floatText(value: number): string {
+  if (Object.is(value, -0)) return '-0.0'; // as rapidjson writes it; JSON.stringify drops the sign
   if (Number.isFinite(value)) return JSON.stringify(value);
   if (Number.isNaN(value)) return 'NaN';
   return value > 0 ? 'Infinity' : '-Infinity';
