@@ -1,9 +1,10 @@
-import { cp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { appendFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GrpcClient } from '@batchwise/client';
-import { identity, serializeModel } from '@batchwise/modelgen';
+import { identity, serializeModel, simpleAddSub } from '@batchwise/modelgen';
 import type { ModelManager } from '../packages/server/src/core/model-manager.ts';
 import { makeRepository } from './support/repository.ts';
 import { postJson, startTestServer, getJson } from './support/server.ts';
@@ -148,29 +149,6 @@ describe('repository index and refusals as Triton gives them', () => {
     expect((await postJson(`${server.url}/v2/repository/index`, { ready: true })).json).toEqual([]);
   });
 
-  it('refuses file: overrides alike over HTTP and gRPC, loading nothing', async () => {
-    const { server } = await start([{ name: 'a', model: identity('FP32', [4]), config: config('a') }], { modelControlMode: 'explicit' });
-    const grpc = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
-    cleanups.push(() => grpc.close());
-    const message = "model file override 'file:1/model.onnx' is not supported by Batchwise; put the files in the model repository";
-    const parameters = { config: JSON.stringify({ max_batch_size: 0 }), 'file:1/model.onnx': Buffer.from('bytes').toString('base64') };
-    const http = await postJson(`${server.url}/v2/repository/models/a/load`, { parameters });
-    expect(http.status).toBe(501); // UNSUPPORTED, as the HTTP frontend maps it
-    expect(http.json.error).toBe(message);
-    // The client has no file: parameters; the raw RepositoryModelLoad call carries bytes_param as Triton's clients do.
-    const raw = grpc as unknown as { call(method: string, request: unknown): Promise<unknown> };
-    const rpc = await raw
-      .call('RepositoryModelLoad', {
-        repository_name: '',
-        model_name: 'a',
-        parameters: { config: { string_param: parameters.config }, 'file:1/model.onnx': { bytes_param: Buffer.from('bytes') } },
-      })
-      .then(() => undefined, (error: { message: string; grpcCode?: number }) => error);
-    expect(rpc?.grpcCode).toBe(12); // UNIMPLEMENTED: Triton's code for UNSUPPORTED
-    expect(rpc?.message).toContain(message);
-    expect((await fetch(`${server.url}/v2/models/a/ready`)).status).toBe(400);
-  });
-
   it('refuses load and unload in model control mode NONE with the words Triton uses', async () => {
     const { server } = await start([{ name: 'a', model: identity('FP32', [4]), config: config('a') }], { modelControlMode: 'none' });
     for (const action of ['load', 'unload']) {
@@ -292,5 +270,107 @@ describe('poll mode', () => {
     const answered = await slow;
     expect(answered.status).toBe(200);
     expect(answered.json.model_version).toBe('1');
+  });
+});
+
+describe('load with file overrides, as Triton implements them', () => {
+  const simpleConfig = JSON.stringify({
+    name: 'simple',
+    max_batch_size: 8,
+    input: [{ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] }, { name: 'INPUT1', data_type: 'TYPE_INT32', dims: [16] }],
+    output: [{ name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: [16] }, { name: 'OUTPUT1', data_type: 'TYPE_INT32', dims: [16] }],
+  });
+  const simpleBytes = serializeModel(simpleAddSub());
+  const row = Array.from({ length: 16 }, (_, i) => i);
+  const inferSimple = (server: Server, model: string) =>
+    postJson(`${server.url}/v2/models/${model}/infer`, {
+      inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16], data: row })),
+    });
+  const overrideFolders = async () => (await readdir(tmpdir())).filter((n) => n.startsWith('batchwise-override-')).sort();
+
+  it('loads a generated model sent as files over HTTP (base64) and gRPC (bytes), in place of the repository\'s files', async () => {
+    const { server } = await start([{ name: 'a', model: identity('FP32', [4]), config: config('a') }], { modelControlMode: 'explicit', loadModels: ['a'] });
+    const grpc = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
+    cleanups.push(() => grpc.close());
+    const before = await overrideFolders();
+
+    // A model the repository does not have, over HTTP with Triton's JSON: config plus base64 files.
+    const parameters = { config: simpleConfig.replace('"simple"', '"fresh"'), 'file:1/model.onnx': Buffer.from(simpleBytes).toString('base64') };
+    expect((await postJson(`${server.url}/v2/repository/models/fresh/load`, { parameters })).status).toBe(200);
+    const fresh = await inferSimple(server, 'fresh');
+    expect(fresh.status).toBe(200);
+    expect(fresh.json.outputs.find((o: any) => o.name === 'OUTPUT0').data).toEqual(row.map((x) => 2 * x));
+    expect((await index(server)).find((r) => r.name === 'fresh')).toEqual({ name: 'fresh', version: '1', state: 'READY', reason: '' });
+
+    // Over gRPC, bytes_param: model 'a' now serves the override (two INT32 inputs), not its repository identity.
+    await grpc.loadModel('a', { config: simpleConfig.replace('"simple"', '"a"'), files: { '2/model.onnx': simpleBytes } });
+    const a = await inferSimple(server, 'a');
+    expect(a.status).toBe(200);
+    expect(a.json.model_version).toBe('2');
+    expect(a.json.outputs.find((o: any) => o.name === 'OUTPUT1').data).toEqual(row.map(() => 0));
+    expect((await infer(server, 'a')).status).toBe(400);
+
+    // A load without overrides undoes them: the repository's files serve again.
+    expect((await postJson(`${server.url}/v2/repository/models/a/load`, {})).status).toBe(200);
+    expect((await infer(server, 'a')).status).toBe(200);
+    // Override folders go once no version loaded from them serves.
+    expect((await postJson(`${server.url}/v2/repository/models/fresh/unload`, {})).status).toBe(200);
+    await waitFor(async () => JSON.stringify(await overrideFolders()) === JSON.stringify(before));
+  });
+
+  it('refuses what Triton refuses, alike over HTTP and gRPC, with its words, and loads nothing', async () => {
+    const { server } = await start([{ name: 'a', model: identity('FP32', [4]), config: config('a') }], {
+      modelControlMode: 'explicit',
+      modelLoadFilesMaxBytes: simpleBytes.byteLength + 10,
+    });
+    const grpc = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
+    cleanups.push(() => grpc.close());
+    const raw = grpc as unknown as { call(method: string, request: unknown): Promise<unknown> };
+    const grpcLoad = (parameters: Record<string, unknown>) =>
+      raw.call('RepositoryModelLoad', { repository_name: '', model_name: 'b', parameters }).then(
+        () => ({ code: 0, message: '' }),
+        (error: { message: string; grpcCode: number }) => ({ code: error.grpcCode, message: error.message }),
+      );
+    const httpLoad = async (parameters: Record<string, unknown>) => {
+      const { status, json } = await postJson(`${server.url}/v2/repository/models/b/load`, { parameters });
+      return { status, message: json?.error as string };
+    };
+    const model = Buffer.from(simpleBytes);
+    const cases: [string, Record<string, unknown>, Record<string, unknown>, string | RegExp][] = [
+      ['a file without the config', { 'file:1/model.onnx': model.toString('base64') }, { 'file:1/model.onnx': { bytes_param: model } }, "Load parameter 'config' must be specified for model file override"],
+      [
+        'a path that leaves the model folder',
+        { config: simpleConfig, 'file:../escape/model.onnx': model.toString('base64') },
+        { config: { string_param: simpleConfig }, 'file:../escape/model.onnx': { bytes_param: model } },
+        "Invalid file parameter 'file:../escape/model.onnx' with normalized path '../escape/model.onnx' must stay within model directory.",
+      ],
+      [
+        'files over the size limit',
+        { config: simpleConfig, 'file:1/model.onnx': model.toString('base64'), 'file:1/extra.bin': Buffer.alloc(64).toString('base64') },
+        { config: { string_param: simpleConfig }, 'file:1/model.onnx': { bytes_param: model }, 'file:1/extra.bin': { bytes_param: Buffer.alloc(64) } },
+        `'file:1/extra.bin' exceeds the maximum allowed data size limit of ${model.length + 10} bytes (--model-load-files-max-bytes): the file overrides of this load request take ${model.length + 64} bytes or more`,
+      ],
+      ['an unknown parameter', { config: simpleConfig, colour: 'blue' }, { config: { string_param: simpleConfig }, colour: { string_param: 'blue' } }, "Unrecognized load parameter 'colour' with type 'STRING'"],
+      ['a config that is not a string', { config: true }, { config: { bool_param: true } }, "Config parameter 'config' must have string type for its value"],
+    ];
+    for (const [what, http, rpc, message] of cases) {
+      const h = await httpLoad(http);
+      expect(h.status, what).toBe(400);
+      expect(h.message, what).toMatch(message);
+      const g = await grpcLoad(rpc);
+      expect(g.code, what).toBe(3); // INVALID_ARGUMENT
+      expect(g.message, what).toContain(typeof message === 'string' ? message : '');
+    }
+    // Each protocol's own form of a file: bytes over gRPC, base64 text over HTTP.
+    expect((await grpcLoad({ config: { string_param: simpleConfig }, 'file:1/model.onnx': { string_param: 'abc' } })).message).toContain(
+      "File parameter 'file:1/model.onnx' must have bytes type for its value",
+    );
+    expect((await httpLoad({ config: simpleConfig, 'file:1/model.onnx': 'not base64!' })).message).toBe("load parameter 'file:1/model.onnx' must be base64 text (the file's bytes)");
+    // A file in a folder a file already took.
+    const clash = await httpLoad({ config: simpleConfig.replace('"simple"', '"b"'), 'file:1': 'AAAA', 'file:1/model.onnx': model.toString('base64') });
+    expect(clash.status).toBe(400);
+    expect(clash.message).toMatch(/Invalid file parameter 'file:1(\/model.onnx)?', directory has been created as a file/);
+    expect((await fetch(`${server.url}/v2/models/b/ready`)).status).toBe(400);
+    expect(await index(server)).not.toContainEqual(expect.objectContaining({ name: 'b', state: 'READY' }));
   });
 });

@@ -18,6 +18,7 @@ import type {
   InferRequest,
   InferResult,
   InferStream,
+  LoadModelOptions,
   ModelMetadata,
   ModelStatistics,
   Parameters,
@@ -180,8 +181,10 @@ export class GrpcClient implements InferenceClient {
     return r.models;
   }
 
-  async loadModel(model: string, options: { config?: string } = {}): Promise<void> {
-    const parameters = options.config === undefined ? {} : { config: { string_param: options.config } };
+  async loadModel(model: string, options: LoadModelOptions = {}): Promise<void> {
+    const parameters: Record<string, { string_param: string } | { bytes_param: Uint8Array }> =
+      options.config === undefined ? {} : { config: { string_param: options.config } };
+    for (const [path, bytes] of Object.entries(options.files ?? {})) parameters[`file:${path}`] = { bytes_param: bytes };
     await this.call('RepositoryModelLoad', { repository_name: '', model_name: model, parameters });
   }
 

@@ -6,6 +6,7 @@ import type {
   InferRequest,
   InferResult,
   InferStream,
+  LoadModelOptions,
   ModelMetadata,
   ModelStatistics,
   RepositoryIndexEntry,
@@ -82,8 +83,11 @@ export class HttpClient implements InferenceClient {
     return (await this.json('POST', '/v2/repository/index', { ready: options.ready ?? false })) as RepositoryIndexEntry[];
   }
 
-  async loadModel(model: string, options: { config?: string } = {}): Promise<void> {
-    const parameters = options.config === undefined ? {} : { config: options.config };
+  async loadModel(model: string, options: LoadModelOptions = {}): Promise<void> {
+    const parameters: Record<string, string> = options.config === undefined ? {} : { config: options.config };
+    for (const [path, bytes] of Object.entries(options.files ?? {})) {
+      parameters[`file:${path}`] = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
+    }
     await this.send('POST', `/v2/repository/models/${encodeURIComponent(model)}/load`, JSON.stringify({ parameters }));
   }
 

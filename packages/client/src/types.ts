@@ -79,6 +79,11 @@ export interface InferRequest {
   readonly binary?: boolean;
 }
 
+export interface LoadModelOptions {
+  readonly config?: string;
+  readonly files?: Readonly<Record<string, Uint8Array>>;
+}
+
 export interface InferOutput {
   readonly name: string;
   readonly datatype: DataType;
@@ -173,8 +178,12 @@ export interface InferenceClient {
   /** All models' statistics when `model` is absent. */
   modelStatistics(model?: string, version?: string): Promise<ModelStatistics[]>;
   repositoryIndex(options?: { ready?: boolean }): Promise<RepositoryIndexEntry[]>;
-  /** `config`: a model config as JSON that replaces the repository's config.pbtxt. */
-  loadModel(model: string, options?: { config?: string }): Promise<void>;
+  /**
+   * `config`: a model config as JSON that replaces the repository's config.pbtxt. `files`: file
+   * overrides by path in the model folder (`1/model.onnx`), Triton's `file:` parameters; with
+   * them the model loads from these files and the config alone (the config is then required).
+   */
+  loadModel(model: string, options?: LoadModelOptions): Promise<void>;
   unloadModel(model: string, options?: { unloadDependents?: boolean }): Promise<void>;
   /**
    * Registers `byteSize` bytes at `offset` of the POSIX shared memory object `key` (e.g.

@@ -41,6 +41,8 @@ export interface ServerOptions {
   readonly repositoryPollSecs?: number;
   /** explicit mode: models to load at start-up ('*' = all). */
   readonly loadModels?: readonly string[];
+  /** Largest total size of the `file:` overrides of one repository load request, bytes. @default 128 MiB */
+  readonly modelLoadFilesMaxBytes?: number;
   readonly allowCpuFallback?: boolean;
   readonly maxBodyBytes?: number;
   readonly requestTimeoutMs?: number;
@@ -126,6 +128,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const models = new ModelManager(options.modelRepositories.map((location) => modelSourceFor(location, { logger })), {
     controlMode: options.modelControlMode ?? 'none',
     startupModels: options.loadModels ?? [],
+    ...(options.modelLoadFilesMaxBytes !== undefined && { maxLoadFileBytes: options.modelLoadFilesMaxBytes }),
     backend: withModelFootprints(
       createOnnxRuntimeBackend({ workerHeapLimitBytes: options.workerHeapLimitBytes ?? workerHeapLimitBytesFor(memoryBudgetBytes) }),
       memory,

@@ -5,6 +5,7 @@ import { pinoLevelFor } from '../logging/log-settings.ts';
 import { collect, parseBool, parsePort, parsePositiveInteger } from './flags.ts';
 import { addFlagsWithoutEffect, flagsWithoutEffectGiven } from './triton-flags.ts';
 import { forceExit } from './force-exit.ts';
+import { DEFAULT_FILE_OVERRIDE_MAX_BYTES, FILE_OVERRIDE_LIMIT_FLAG } from '../core/load-parameters.ts';
 
 interface ServeFlags {
   modelRepository: string[];
@@ -43,6 +44,7 @@ interface ServeFlags {
   responseCacheByteSize?: number;
   grpcRestrictedProtocol?: string[];
   httpMaxBodyBytes: number;
+  modelLoadFilesMaxBytes: number;
   httpKeepAliveTimeoutSecs: number;
   exitTimeoutSecs: number;
   shutdownGraceSecs: number;
@@ -131,6 +133,12 @@ export function serveCommand(): Command {
     .option('--disable-auto-complete-config [bool]', 'the same as --strict-model-config=true', parseBool, false)
     .option('--http-max-body-bytes <bytes>', 'largest request body accepted over HTTP', parsePositiveInteger, DEFAULT_MAX_BODY_BYTES)
     .option(
+      FILE_OVERRIDE_LIMIT_FLAG + ' <bytes>',
+      "largest total size of the file overrides ('file:<version>/<name>' parameters, decoded) of one repository load request",
+      parsePositiveInteger,
+      DEFAULT_FILE_OVERRIDE_MAX_BYTES,
+    )
+    .option(
       '--memory-limit <bytes|fraction>',
       'memory budget: bytes (12G, 512Mi, 12884901888) or a fraction of the container limit (0.8); requests that would exceed it get 503. Default: 0.8 of the cgroup limit, or of physical memory',
     )
@@ -196,6 +204,7 @@ export function serveCommand(): Command {
       ],
       allowCpuFallback: flags.allowCpuFallback,
       maxBodyBytes: flags.httpMaxBodyBytes,
+      modelLoadFilesMaxBytes: flags.modelLoadFilesMaxBytes,
       ...(flags.memoryLimit !== undefined && { memoryLimit: flags.memoryLimit }),
       cloudwatchMetrics: flags.cloudwatchMetrics,
       cloudwatchServiceName: flags.cloudwatchServiceName,

@@ -34,9 +34,6 @@ export const Errors = {
   invalidArg: (message: string) => new InferenceServerError('INVALID_ARG', message),
   internal: (message: string) => new InferenceServerError('INTERNAL', message),
   unsupported: (message: string) => new InferenceServerError('UNSUPPORTED', message),
-  /** The repository extension's `file:<version>/<name>` load parameters (README: differences from Triton). */
-  fileOverrideUnsupported: (parameter: string) =>
-    new InferenceServerError('UNSUPPORTED', `model file override '${parameter}' is not supported by Batchwise; put the files in the model repository`),
   unavailable: (message: string) => new InferenceServerError('UNAVAILABLE', message),
   /**
    * The memory budget cannot hold the request now (retry later): 503 over HTTP, RESOURCE_EXHAUSTED over gRPC. Triton has

@@ -15,4 +15,6 @@ export type {
 } from './types.ts';
 export { Errors, InferenceServerError, isInferenceServerError, toInferenceServerError } from './errors.ts';
 export type { ErrorCode } from './errors.ts';
+export { FILE_PARAMETER_PREFIX } from './load-parameters.ts';
+export type { LoadParameter, LoadParameters } from './load-parameters.ts';
 export type { MemoryReservation } from '../memory/memory-guard.ts';

@@ -3,6 +3,7 @@ import type { Tensor } from '../tensor/tensor.ts';
 import { Errors, toInferenceServerError } from './errors.ts';
 import type { LoadedVersion } from './loaded-version.ts';
 import type { ModelManager } from './model-manager.ts';
+import type { LoadParameters } from './load-parameters.ts';
 import type { MemoryGuard, MemoryReservation } from '../memory/memory-guard.ts';
 import { advanceChargeBytes, requestChargeBytes, type SentAsJson } from '../memory/request-charge.ts';
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
@@ -263,8 +264,8 @@ export class CoreInferenceService implements InferenceService {
     return this.models.index(readyOnly);
   }
 
-  loadModel(modelName: string, options: { config?: string } = {}): Promise<void> {
-    return this.models.load(modelName, options.config);
+  loadModel(modelName: string, parameters: LoadParameters = {}): Promise<void> {
+    return this.models.load(modelName, parameters);
   }
 
   unloadModel(modelName: string): Promise<void> {

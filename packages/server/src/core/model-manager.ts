@@ -7,8 +7,11 @@ import type { ModelFolder } from '../repository/model-folder.ts';
 import type { ListedModel, ModelSource } from '../repository/model-source.ts';
 import { selectVersions } from '../repository/version-policy.ts';
 import { withBackoff } from '../repository/backoff.ts';
+import { writeOverrideModel } from '../repository/override-model.ts';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Errors, InferenceServerError, toInferenceServerError } from './errors.ts';
+import { DEFAULT_FILE_OVERRIDE_MAX_BYTES, modelLoadRequestOf, type LoadParameters } from './load-parameters.ts';
 import type { LoadedVersion } from './loaded-version.ts';
 import { loadVersion, readConfig, type LoaderOptions } from './model-loader.ts';
 import type { ModelState, RepositoryIndexEntry } from './types.ts';
@@ -19,12 +22,16 @@ export interface ModelManagerOptions extends LoaderOptions {
   readonly controlMode: ModelControlMode;
   /** explicit mode: models loaded at start-up ('*' = all). */
   readonly startupModels: readonly string[];
+  /** Largest total size of the file overrides of one load request, bytes. @default 128 MiB */
+  readonly maxLoadFileBytes?: number;
 }
 
 interface ServingVersion {
   readonly loaded: LoadedVersion;
   /** Identity of what it was loaded from (config text + version folder contents). */
   readonly fingerprint: string;
+  /** The model folder it was loaded from; its instances read their model file there when replaced. */
+  readonly dir: string;
 }
 
 interface ModelEntry {
@@ -45,6 +52,8 @@ interface ModelEntry {
   draining: Set<LoadedVersion>;
   /** Serialises loads, unloads and cache pruning of one model. */
   busy: Promise<void>;
+  /** Temporary folders of file overrides, removed once no version loaded from them serves or drains. */
+  overrideDirs: Set<string>;
 }
 
 /** Triton's words, in POLL and NONE mode alike (model_repository_manager.cc). */
@@ -137,15 +146,30 @@ export class ModelManager {
     await Promise.all(work);
   }
 
-  /** Repository extension: load (or reload) a model, optionally with a JSON config override. */
-  async load(name: string, configJson?: string): Promise<void> {
+  /**
+   * Repository extension: load (or reload) a model, optionally with a JSON config override and
+   * file overrides. With file overrides the model loads from a temporary folder holding only
+   * them and the config, as in Triton, whether or not the repositories have the model.
+   */
+  async load(name: string, parameters: LoadParameters = {}): Promise<void> {
     if (this.options.controlMode !== 'explicit') throw Errors.unavailable(NOT_ALLOWED);
-    const override = configJson === undefined ? undefined : configFromJson(name, configJson);
-    const found = await this.scan();
-    if (this.duplicates.has(name)) throw Errors.invalidArg(`failed to load '${name}': ${DUPLICATE}`);
-    const listed = found.get(name);
-    if (!listed) throw Errors.invalidArg(`failed to load '${name}': model '${name}' was not found in any model repository`);
+    const request = modelLoadRequestOf(parameters, this.options.maxLoadFileBytes ?? DEFAULT_FILE_OVERRIDE_MAX_BYTES);
+    const override = request.config === undefined ? undefined : configFromJson(name, request.config);
+    let listed: ListedModel;
+    if (override && request.files.size > 0) {
+      const written = await writeOverrideModel(name, printModelConfig(override), request.files);
+      this.entryFor(name).overrideDirs.add(written.dir);
+      listed = written.listed;
+    } else {
+      const found = await this.scan();
+      if (this.duplicates.has(name)) throw Errors.invalidArg(`failed to load '${name}': ${DUPLICATE}`);
+      const repositoryModel = found.get(name);
+      if (!repositoryModel) throw Errors.invalidArg(`failed to load '${name}': model '${name}' was not found in any model repository`);
+      listed = repositoryModel;
+    }
     const failure = await this.reconcile(listed, override, true);
+    // The files of an override that did not load, or that this load replaced, go once unused.
+    this.schedulePrune(this.entryFor(name));
     if (failure !== undefined) throw Errors.invalidArg(`failed to load '${name}': ${failure}`);
   }
 
@@ -230,7 +254,7 @@ export class ModelManager {
       }
       const result = results[i]!;
       if (result.status === 'fulfilled') {
-        next.set(key, { loaded: result.value, fingerprint: fingerprints[wanted.indexOf(v)]! });
+        next.set(key, { loaded: result.value, fingerprint: fingerprints[wanted.indexOf(v)]!, dir: folder.dir });
         for (const instance of result.value.instances) {
           instance.onFatal = (error) => void this.failServingVersion(entry, result.value, error.message);
         }
@@ -324,6 +348,7 @@ export class ModelManager {
       entry = {
         name, state: 'UNKNOWN', reason: undefined, wanted: false, serving: new Map(), failedVersions: new Map(),
         failedFingerprints: new Map(), listed: undefined, selected: [], draining: new Set(), busy: Promise.resolve(),
+        overrideDirs: new Set(),
       };
       this.models.set(name, entry);
     }
@@ -350,16 +375,31 @@ export class ModelManager {
     return done;
   }
 
-  /** Removes cached versions that nothing selects, serves or drains; in the model's queue of work. */
+  /**
+   * Removes cached versions that nothing selects, serves or drains, and file override folders
+   * no serving version was loaded from; in the model's queue of work.
+   */
   private schedulePrune(entry: ModelEntry): void {
     entry.busy = entry.busy.then(async () => {
+      if (entry.draining.size > 0 || this.stopping.signal.aborted) return;
+      await this.removeOverrideDirs(entry, new Set([...entry.serving.values()].map((s) => s.dir)));
       const listed = entry.listed;
-      if (!listed || entry.draining.size > 0 || this.stopping.signal.aborted) return;
+      if (!listed) return;
       const keep = new Set([...entry.selected, ...[...entry.serving.keys()].map(Number)]);
       await listed.prune([...keep]).catch((error: unknown) =>
         this.logger.warn({ model: entry.name, err: toInferenceServerError(error).message }, 'pruning the local model cache failed'),
       );
     });
+  }
+
+  private async removeOverrideDirs(entry: ModelEntry, inUse: ReadonlySet<string>): Promise<void> {
+    for (const dir of entry.overrideDirs) {
+      if (inUse.has(dir)) continue;
+      entry.overrideDirs.delete(dir);
+      await rm(dir, { recursive: true, force: true }).catch((error: unknown) =>
+        this.logger.warn({ model: entry.name, dir, err: toInferenceServerError(error).message }, 'removing a file override folder failed'),
+      );
+    }
   }
 
   /** Lets in-flight requests finish, then closes the instances. */
@@ -457,6 +497,7 @@ export class ModelManager {
     const all = this.loadedVersions();
     for (const entry of this.models.values()) entry.serving = new Map();
     await Promise.all([...all.map((v) => this.retire(undefined, v)), ...this.draining]);
+    await Promise.all([...this.models.values()].map((entry) => this.removeOverrideDirs(entry, new Set())));
   }
 }
 

@@ -5,6 +5,7 @@ import type { Parameters, Tensor } from '../tensor/tensor.ts';
 import type { TraceSettings, TraceSettingsUpdate } from '../trace/trace-settings.ts';
 import type { MemoryReservation } from '../memory/memory-guard.ts';
 import type { SentAsJson } from '../memory/request-charge.ts';
+import type { LoadParameters } from './load-parameters.ts';
 
 /** One inference request, decoded from either protocol; tensors are views on the wire buffer. */
 export interface InferenceRequest {
@@ -162,9 +163,17 @@ export interface InferenceService {
    * request ends, whatever its outcome.
    */
   reserveRequestMemory(bodyBytes: number, target?: BodyTarget): MemoryReservation;
+  /**
+   * Before a frontend decodes a request's elements into arrays or values of their own: refuses
+   * (INVALID_ARG, naming the count and the limit) more elements than --max-request-elements allows
+   * or the model takes, or BYTES elements a model instance could not hold as strings; then charges
+   * `census.decodeBytes` to `memory`, or throws the over-budget error (RESOURCE_EXHAUSTED).
+   */
+  admitElements(memory: MemoryReservation, target: { readonly modelName: string; readonly modelVersion?: string }, census: ElementCensus): void;
   statistics(modelName?: string, modelVersion?: string): ModelStatistics[];
   repositoryIndex(readyOnly: boolean): RepositoryIndexEntry[];
-  loadModel(modelName: string, options?: { config?: string }): Promise<void>;
+  /** Repository extension: `config` and `file:<path>` parameters (load-parameters.ts). */
+  loadModel(modelName: string, parameters?: LoadParameters): Promise<void>;
   unloadModel(modelName: string, options?: { unloadDependents?: boolean }): Promise<void>;
   /** System shared memory extension: `key` names a POSIX shared memory object the client created. */
   registerSystemSharedMemory(name: string, key: string, offset: number, byteSize: number): Promise<void>;

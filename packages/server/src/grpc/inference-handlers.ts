@@ -1,6 +1,6 @@
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { Errors, type InferenceService } from '../core/index.ts';
+import { Errors, type InferenceService, type LoadParameter, type LoadParameters } from '../core/index.ts';
 import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
 import { currentLogSettings, updateLogSettings, type LogSettings } from '../logging/log-settings.ts';
 import { parseTraceSettingsUpdate, traceSettingsToWire } from '../trace/trace-settings.ts';
@@ -69,7 +69,7 @@ export function inferenceServiceHandlers(
       })),
     })),
     RepositoryModelLoad: unary('RepositoryModelLoad', logger, async (r: RepositoryModelRequest) => {
-      await service.loadModel(r.model_name, loadOptions(r.parameters));
+      await service.loadModel(r.model_name, loadParametersOf(r.parameters));
       return {};
     }),
     RepositoryModelUnload: unary('RepositoryModelUnload', logger, async (r: RepositoryModelRequest) => {
@@ -107,14 +107,30 @@ export function inferenceServiceHandlers(
   };
 }
 
-function loadOptions(parameters: Record<string, ModelRepositoryParameterWire>): { config?: string } {
-  for (const key of Object.keys(parameters)) {
-    if (key.startsWith('file:')) throw Errors.fileOverrideUnsupported(key);
+/** ModelRepositoryParameter oneofs as load parameters; the core decides what each may be. */
+function loadParametersOf(wire: Record<string, ModelRepositoryParameterWire>): LoadParameters {
+  const parameters: Record<string, LoadParameter> = {};
+  for (const [name, p] of Object.entries(wire)) {
+    switch (p.parameter_choice) {
+      case 'bool_param':
+        parameters[name] = { type: 'BOOL', value: p.bool_param ?? false };
+        break;
+      case 'int64_param':
+        parameters[name] = { type: 'INT', value: Number(p.int64_param ?? 0) };
+        break;
+      case 'string_param':
+        parameters[name] = { type: 'STRING', value: p.string_param ?? '' };
+        break;
+      case 'bytes_param': {
+        const bytes = p.bytes_param ?? new Uint8Array(0);
+        parameters[name] = { type: 'BYTES', byteLength: bytes.byteLength, bytes: () => bytes };
+        break;
+      }
+      default:
+        throw Errors.invalidArg(`load parameter '${name}' has no value`);
+    }
   }
-  const config = parameters['config'];
-  if (config === undefined) return {};
-  if (config.parameter_choice !== 'string_param') throw Errors.invalidArg(`load parameter 'config' must be a string (JSON model config)`);
-  return { config: config.string_param ?? '' };
+  return parameters;
 }
 
 /** SettingValue lists -> update values: an empty list clears, trace_level stays a list, others take their one value. */
