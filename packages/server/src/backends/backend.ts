@@ -20,6 +20,11 @@ export interface ModelInstance {
   close(): Promise<void>;
   /** Set by the owner: called once if the instance gives up after repeated crashes. */
   onFatal: ((error: Error) => void) | undefined;
+  /**
+   * The JavaScript heap limit of what runs the instance (a worker thread), bytes, where BYTES
+   * tensors become one string per element; undefined when not limited.
+   */
+  readonly heapLimitBytes?: number;
 }
 
 export interface InstanceOptions {

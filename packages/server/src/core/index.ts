@@ -3,6 +3,7 @@ export type {
   InferenceRequest,
   InferenceResponse,
   BodyTarget,
+  ElementCensus,
   InferenceService,
   InferOptions,
   ModelMetadata,

@@ -9,6 +9,7 @@ import { advanceChargeBytes, requestChargeBytes, type SentAsJson } from '../memo
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
 import { reshapeDims, validateRequest, type ValidatedRequest } from './request-validation.ts';
 import { classify } from './classification.ts';
+import { checkElementCount, checkInputElements, checkStringElements, checkValidatedElements } from './element-admission.ts';
 import { pino, type Logger } from 'pino';
 import type { ResponseCache } from '../cache/response-cache.ts';
 import { Tracer, type RequestTrace } from '../trace/tracer.ts';
@@ -17,6 +18,7 @@ import { RequestSharedMemory } from '../shared-memory/request-shared-memory.ts';
 import { SystemSharedMemory, type SharedMemoryRegionStatus } from '../shared-memory/system-shared-memory.ts';
 import type {
   BodyTarget,
+  ElementCensus,
   InferenceRequest,
   InferenceResponse,
   InferenceService,
@@ -51,6 +53,8 @@ export interface CoreInferenceServiceOptions {
   readonly strictReadiness?: boolean;
   /** Triton's --cache-config local cache, for models whose config enables response_cache. */
   readonly responseCache?: ResponseCache;
+  /** --max-request-elements: tensor elements one request may carry. @default no limit */
+  readonly maxRequestElements?: number;
   readonly logger?: Logger;
 }
 
@@ -70,6 +74,7 @@ export class CoreInferenceService implements InferenceService {
   private readonly responseCache: ResponseCache | undefined;
   private readonly logger: Logger;
   private readonly warnedNoCache = new Set<string>();
+  private readonly maxRequestElements: number;
 
   constructor(
     private readonly models: ModelManager,
@@ -80,6 +85,7 @@ export class CoreInferenceService implements InferenceService {
     this.tracer = options.tracer ?? new Tracer({}, options.logger ?? pino({ level: 'silent' }));
     this.strictReadiness = options.strictReadiness ?? true;
     this.responseCache = options.responseCache;
+    this.maxRequestElements = options.maxRequestElements ?? Infinity;
     this.logger = options.logger ?? pino({ level: 'silent' });
   }
 
@@ -172,8 +178,10 @@ export class CoreInferenceService implements InferenceService {
     trace: RequestTrace | undefined,
   ): Promise<InferenceResponse> {
     let validated;
+    let stringHeapBytes;
     try {
       validated = validateRequest(request, model);
+      stringHeapBytes = checkValidatedElements(model, validated.inputs, this.maxRequestElements);
     } catch (error) {
       model.stats.recordFailure({ arrivalNs }, 'OTHER');
       throw toInferenceServerError(error);
@@ -199,6 +207,7 @@ export class CoreInferenceService implements InferenceService {
         priority: validated.priority,
         timeoutMicroseconds: validated.timeoutMicroseconds,
         arrivalNs,
+        stringHeapBytes,
         ...(trace && { trace }),
       })
       .catch((error: unknown) => {
@@ -247,6 +256,17 @@ export class CoreInferenceService implements InferenceService {
     const ready = target !== undefined && this.models.isModelReady(target.modelName, target.modelVersion);
     const model = ready ? this.models.resolve(target.modelName, target.modelVersion) : undefined;
     return this.memory.reserve(bodyBytes, model ? advanceChargeBytes(model, bodyBytes, target!.repliesAsJson) : 0);
+  }
+
+  admitElements(memory: MemoryReservation, target: { readonly modelName: string; readonly modelVersion?: string }, census: ElementCensus): void {
+    checkElementCount(census.elements, this.maxRequestElements);
+    // A request for a model that is not ready gets that error from infer(), as it always did.
+    if (this.models.isModelReady(target.modelName, target.modelVersion)) {
+      const model = this.models.resolve(target.modelName, target.modelVersion);
+      for (const input of census.inputs) checkInputElements(model, input.name, input.elements);
+      if (census.stringElements > 0) checkStringElements(model, census.stringElements, census.stringBytes);
+    }
+    memory.grow(census.decodeBytes);
   }
 
   statistics(modelName?: string, modelVersion?: string): ModelStatistics[] {

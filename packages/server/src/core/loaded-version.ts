@@ -36,6 +36,8 @@ export interface LoadedVersion {
   readonly outputs: readonly OutputSpec[];
   readonly outputsByName: ReadonlyMap<string, OutputSpec>;
   readonly instances: readonly ModelInstance[];
+  /** The most JavaScript heap one batch's BYTES strings may take in an instance (element-cost.ts); Infinity when not limited. */
+  readonly maxBatchStringHeapBytes: number;
   readonly scheduler: Scheduler;
   readonly stats: VersionStatistics;
   readonly executionProvider: string;

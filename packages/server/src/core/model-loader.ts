@@ -14,6 +14,7 @@ import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { ServerMetrics } from '../metrics/server-metrics.ts';
 import { fileExists, fileInModelFolder, type ModelFolder } from '../repository/model-folder.ts';
 import { createScheduler } from '../scheduler/index.ts';
+import { stringHeapCapacityBytes } from '../memory/element-cost.ts';
 import { CONFIG_TYPE_TO_DATATYPE } from '../tensor/datatype.ts';
 import { Errors } from './errors.ts';
 import { warmUp } from './warmup.ts';
@@ -200,6 +201,7 @@ function assemble(
   const instances: ModelInstance[] = created.map((c) => c.instance);
   const stats = new VersionStatistics(modelName, version, metrics);
   const outputNames = outputs.map((o) => o.name);
+  const maxBatchStringHeapBytes = Math.min(...instances.map((i) => stringHeapCapacityBytes(i.heapLimitBytes)));
   const first = created[0]!;
   return {
     modelName,
@@ -211,7 +213,8 @@ function assemble(
     outputs,
     outputsByName: new Map(outputs.map((o) => [o.name, o])),
     instances,
-    scheduler: createScheduler({ config, instances, outputNames, stats }),
+    maxBatchStringHeapBytes,
+    scheduler: createScheduler({ config, instances, outputNames, stats, maxBatchStringHeapBytes }),
     stats,
     executionProvider: first.executionProvider,
     fallbackReason: first.fallbackReason,

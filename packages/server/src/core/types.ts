@@ -129,6 +129,22 @@ export interface BodyTarget {
   readonly repliesAsJson: boolean;
 }
 
+/**
+ * What a frontend counted of a request's tensor elements before decoding them, from the wire
+ * (InferenceService.admitElements). Counts may err high, never low.
+ */
+export interface ElementCensus {
+  /** Elements of the request, or of those inputs decoding turns into arrays or values of their own. */
+  readonly elements: number;
+  /** Of them, BYTES elements (JSON: strings in arrays) and their content bytes. */
+  readonly stringElements: number;
+  readonly stringBytes: number;
+  /** Elements of each input, where known before decoding (checked against what the model takes). */
+  readonly inputs: readonly { readonly name: string; readonly elements: number }[];
+  /** What decoding will allocate and create (typed arrays, BYTES layouts, parsed values), bytes. */
+  readonly decodeBytes: number;
+}
+
 /** How a frontend holds and sends one request, for the memory guard's charge. */
 export interface InferOptions {
   /**
@@ -159,10 +175,24 @@ export interface InferenceService {
   /**
    * Charges a request body of this many bytes to the memory budget before it is read, with an
    * advance on the rest of the request's charge estimated from the model's config, or throws
-   * the over-budget error (UNAVAILABLE). Pass the reservation to infer() and release it when the
+   * the over-budget error (RESOURCE_EXHAUSTED). Pass the reservation to infer() and release it when the
    * request ends, whatever its outcome.
    */
   reserveRequestMemory(bodyBytes: number, target?: BodyTarget): MemoryReservation;
+  /**
+   * Before a frontend decodes a request's elements into arrays or values of their own: refuses
+   * (INVALID_ARG, naming the count and the limit) more elements than --max-request-elements allows
+   * or the model takes, or BYTES elements a model instance could not hold as strings; then charges
+   * `census.decodeBytes` to `memory`, or throws the over-budget error (RESOURCE_EXHAUSTED).
+   */
+  admitElements(memory: MemoryReservation, target: { readonly modelName: string; readonly modelVersion?: string }, census: ElementCensus): void;
+  /**
+   * Before a frontend decodes a request's elements into arrays or values of their own: refuses
+   * (INVALID_ARG, naming the count and the limit) more elements than --max-request-elements allows
+   * or the model takes, or BYTES elements a model instance could not hold as strings; then charges
+   * `census.decodeBytes` to `memory`, or throws the over-budget error (RESOURCE_EXHAUSTED).
+   */
+  admitElements(memory: MemoryReservation, target: { readonly modelName: string; readonly modelVersion?: string }, census: ElementCensus): void;
   statistics(modelName?: string, modelVersion?: string): ModelStatistics[];
   repositoryIndex(readyOnly: boolean): RepositoryIndexEntry[];
   /** Repository extension: `config` and `file:<path>` parameters (load-parameters.ts). */

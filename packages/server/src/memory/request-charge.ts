@@ -1,5 +1,7 @@
 import { ELEMENT_BYTE_SIZE, type DataType } from '../tensor/datatype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import { elementCount } from '../tensor/shape.ts';
+import { bytesTensorContent, stringConversionBytes } from './element-cost.ts';
 
 /**
  * Longest JSON text of one element and its separator, by datatype: what a reply written as
@@ -58,8 +60,9 @@ function planOf(model: ChargedModel): ModelPlan {
     itemBytes += elements * (ELEMENT_BYTE_SIZE[input.datatype] || BYTES_ELEMENT_ESTIMATE);
     largestItem = Math.max(largestItem, elements);
   }
+  // Strings are left out of the advance (per body byte it would err far high for long ones); infer() charges them exactly.
   const perItem = (json: boolean) =>
-    chargeBeyondReceived(outputs, itemBytes, largestItem, 1, [...outputs.keys()], () => json) / Math.max(1, itemBytes);
+    chargeBeyondReceived(outputs, itemBytes, largestItem, 1, [...outputs.keys()], () => json, false) / Math.max(1, itemBytes);
   plan = { outputs, advancePerBodyByte: { binary: perItem(false), json: perItem(true) } };
   plans.set(model, plan);
   return plan;
@@ -79,6 +82,8 @@ function fixedElements(dims: readonly number[]): number | undefined {
  * An output with a variable dim is taken to have as many elements per batch item as the
  * largest input (identity and elementwise models echo their input's shape); a BYTES output
  * is taken to be as large as the request's inputs, at BYTES_ELEMENT_ESTIMATE per element at least.
+ * - BYTES inputs and outputs once more as the strings ONNX Runtime takes and gives in the worker
+ *   (element-cost.ts), an object per element.
  */
 export function requestChargeBytes(
   model: ChargedModel,
@@ -88,11 +93,14 @@ export function requestChargeBytes(
   const batch = model.maxBatchSize > 0 ? Math.max(1, request.batchSize) : 1;
   let inputBytes = 0;
   let largestInputItem = 0;
+  let strings = 0;
   for (const input of request.inputs) {
+    const elements = elementCount(input.shape);
     inputBytes += input.data.byteLength;
-    largestInputItem = Math.max(largestInputItem, input.shape.reduce((a, d) => a * d, 1) / batch);
+    largestInputItem = Math.max(largestInputItem, elements / batch);
+    if (input.datatype === 'BYTES') strings += stringConversionBytes(elements, bytesTensorContent(elements, input.data.byteLength));
   }
-  return chargeBeyondReceived(planOf(model).outputs, inputBytes, largestInputItem, batch, request.outputNames, sentAsJson);
+  return chargeBeyondReceived(planOf(model).outputs, inputBytes, largestInputItem, batch, request.outputNames, sentAsJson, true) + strings;
 }
 
 /**
@@ -114,6 +122,7 @@ function chargeBeyondReceived(
   batch: number,
   outputNames: readonly string[],
   sentAsJson: SentAsJson | undefined,
+  convertsStrings: boolean,
 ): number {
   let charge = inputBytes;
   for (const name of outputNames) {
@@ -122,6 +131,7 @@ function chargeBeyondReceived(
     const elements = (output.itemElements ?? largestInputItem) * batch;
     const raw = output.datatype === 'BYTES' ? Math.max(inputBytes, elements * BYTES_ELEMENT_ESTIMATE) : elements * ELEMENT_BYTE_SIZE[output.datatype];
     charge += raw + (sentAsJson?.(output) ? jsonTextBytes(output.datatype, elements, raw) * JSON_REPLY_COPIES : raw);
+    if (convertsStrings && output.datatype === 'BYTES') charge += stringConversionBytes(elements, bytesTensorContent(elements, raw));
   }
   return Math.ceil(charge);
 }

@@ -36,6 +36,12 @@ describe('chooseBatch (Triton GetDynamicBatch)', () => {
     expect(chooseBatch(queue([3, 3, 3]), rule(), 0n)).toEqual({ count: 2 });
   });
 
+  it("stops growing before the batch's BYTES strings would pass the instances' room for them", () => {
+    const q = queue([1, 1, 1]).map(({ request }) => ({ request: { ...request, stringHeapBytes: 40 } }));
+    expect(chooseBatch(q, { ...rule(), maxBatchStringHeapBytes: 100 }, 0n)).toEqual({ count: 2 });
+    expect(chooseBatch(q, { ...rule(), maxBatchStringHeapBytes: 120 }, 0n)).toEqual({ count: 3 });
+  });
+
   it('waits for the rest of the delay, counted from the oldest request', () => {
     const q = queue([1, 1]);
     q[1]!.request = { ...q[1]!.request, arrivalNs: 400_000n };

@@ -4,7 +4,10 @@ import type { QueuedRequest } from './scheduler.ts';
 /** Send the first `count` requests of the queue now, or look again after `waitNs`. */
 export type BatchChoice = { readonly count: number } | { readonly waitNs: bigint };
 
-type Rule = Pick<BatchingOptions, 'maxBatchSize' | 'preferredBatchSizes' | 'maxPreferredBatchSize' | 'maxQueueDelayNs'>;
+type Rule = Pick<BatchingOptions, 'maxBatchSize' | 'preferredBatchSizes' | 'maxPreferredBatchSize' | 'maxQueueDelayNs'> & {
+  /** The most JavaScript heap a batch's BYTES strings may take in an instance; a request that would pass it waits for the next batch. */
+  readonly maxBatchStringHeapBytes?: number;
+};
 
 /** What the adaptive delay knows of the traffic; absent under Triton's strict delay. */
 export interface Company {
@@ -19,7 +22,8 @@ export interface Company {
 /**
  * Triton's dynamic batch choice (DynamicBatchScheduler::GetDynamicBatch) over the queue in
  * serving order. Requests join whole and in order; the walk stops at the first request that
- * would pass max_batch_size or whose inputs differ from the first's. Then, in this order:
+ * would pass max_batch_size (or the instance's room for strings) or whose inputs differ from the
+ * first's. Then, in this order:
  * the largest preferred size reached goes at once (unless the delay has passed); failing
  * that, the prefix just below the largest preferred size when the queue holds more; a batch
  * that cannot grow goes at once; after max_queue_delay from the oldest request, or with no
@@ -33,8 +37,10 @@ export function chooseBatch(
   company?: Company,
 ): BatchChoice {
   const { maxBatchSize, preferredBatchSizes, maxPreferredBatchSize, maxQueueDelayNs } = rule;
+  const maxStringHeapBytes = rule.maxBatchStringHeapBytes ?? Infinity;
   let first: QueuedRequest | undefined;
   let samples = 0;
+  let stringHeapBytes = 0;
   let count = 0;
   let best = 0;
   let cannotGrow = false;
@@ -45,12 +51,14 @@ export function chooseBatch(
       first = request;
     } else {
       if (samples + size > maxPreferredBatchSize && best === 0) best = count;
-      if (samples + size > maxBatchSize || !sameInputShapes(first, request)) {
+      const strings = stringHeapBytes + (request.stringHeapBytes ?? 0);
+      if (samples + size > maxBatchSize || strings > maxStringHeapBytes || !sameInputShapes(first, request)) {
         cannotGrow = true;
         break;
       }
     }
     samples += size;
+    stringHeapBytes += request.stringHeapBytes ?? 0;
     count++;
     if (request.arrivalNs < oldestNs) oldestNs = request.arrivalNs;
     if (preferredBatchSizes.has(samples)) best = count;

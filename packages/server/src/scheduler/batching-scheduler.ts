@@ -36,6 +36,8 @@ export class BatchingScheduler implements Scheduler {
   private readonly freeInstances: number[];
   private readonly ordered: OrderedDelivery | undefined;
   private readonly arrivals: ArrivalGap | undefined;
+  /** The options and the instances' room for strings, as chooseBatch takes them. */
+  private readonly rule: Parameters<typeof chooseBatch>[1];
   private executing = 0;
   /** Dispatch to completion of the last batch, for the adaptive delay. */
   private lastBatchNs: bigint | undefined;
@@ -57,6 +59,7 @@ export class BatchingScheduler implements Scheduler {
     this.freeInstances = context.instances.map((_, i) => i);
     this.ordered = options.preserveOrdering ? new OrderedDelivery() : undefined;
     this.arrivals = options.dynamic && options.adaptiveDelay ? new ArrivalGap() : undefined;
+    this.rule = { ...options, maxBatchStringHeapBytes: context.maxBatchStringHeapBytes ?? Infinity };
   }
 
   get pendingCount(): number {
@@ -117,7 +120,7 @@ export class BatchingScheduler implements Scheduler {
     }
     while (this.freeInstances.length > 0 && this.queues.size > 0) {
       const choice = this.options.dynamic
-        ? chooseBatch(this.queues.inServingOrder(), this.options, this.clock.nowNs(), this.company())
+        ? chooseBatch(this.queues.inServingOrder(), this.rule, this.clock.nowNs(), this.company())
         : { count: 1 };
       if ('waitNs' in choice) {
         this.delayTimer = this.clock.setPreciseTimeout(() => {

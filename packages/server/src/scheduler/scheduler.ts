@@ -18,6 +18,8 @@ export interface QueuedRequest {
   readonly arrivalNs: bigint;
   /** Present when the request is traced: the scheduler marks its compute timestamps. */
   readonly trace?: RequestTrace;
+  /** JavaScript heap its BYTES inputs take in an instance as strings (element-cost.ts stringHeapBytes). @default 0 */
+  readonly stringHeapBytes?: number;
 }
 
 /** Queues requests of one model version and runs them on that version's instances. */
@@ -35,4 +37,6 @@ export interface SchedulerContext {
   readonly instances: readonly ModelInstance[];
   readonly outputNames: readonly string[];
   readonly stats: VersionStatistics;
+  /** A batch grows only while its requests' stringHeapBytes fit in this. @default Infinity */
+  readonly maxBatchStringHeapBytes?: number;
 }

@@ -59,6 +59,7 @@ class WorkerInstance implements ModelInstance {
     private worker: Worker,
     private readonly spawn: () => Worker,
     private readonly modelName: string,
+    readonly heapLimitBytes: number | undefined,
   ) {
     this.attach(worker);
   }
@@ -224,7 +225,7 @@ async function createInstance(options: InstanceOptions, backendOptions: OnnxRunt
   const worker = await waitUntilLoaded(spawn());
   const { io, executionProvider, fallbackReason } = worker.loaded;
   return {
-    instance: new WorkerInstance(worker, spawn, options.modelName),
+    instance: new WorkerInstance(worker, spawn, options.modelName, backendOptions.workerHeapLimitBytes),
     io,
     executionProvider,
     ...(fallbackReason !== undefined && { fallbackReason }),

@@ -1,0 +1,66 @@
+import { bytesTensorContent, stringHeapBytes } from '../memory/element-cost.ts';
+import { elementCount, formatShape } from '../tensor/shape.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import { Errors } from './errors.ts';
+import type { LoadedVersion } from './loaded-version.ts';
+
+/**
+ * Bounds on how many elements one request may carry, checked before what they cost exists:
+ * frontends call these through InferenceService.admitElements with what they counted before
+ * decoding, and infer() with the validated shapes, before the request is queued.
+ */
+
+/** --max-request-elements: more elements than the flag allows are refused outright (INVALID_ARG). */
+export function checkElementCount(elements: number, maxRequestElements: number): void {
+  if (elements > maxRequestElements) {
+    throw Errors.invalidArg(`the request has ${elements} tensor elements; at most ${maxRequestElements} are allowed per request (--max-request-elements)`);
+  }
+}
+
+/** An input whose dims are all fixed takes at most max_batch_size (or 1) times their product elements. */
+export function checkInputElements(model: LoadedVersion, input: string, elements: number): void {
+  const spec = model.inputsByName.get(input);
+  if (!spec || spec.dims.some((d) => d < 0)) return;
+  const batch = Math.max(1, model.maxBatchSize);
+  const most = batch * elementCount(spec.dims);
+  if (elements > most) {
+    const shape = model.maxBatchSize > 0 ? `max_batch_size ${batch} x ${formatShape(spec.dims)}` : formatShape(spec.dims);
+    throw Errors.invalidArg(`input '${input}' has ${elements} elements, but model '${model.modelName}' takes at most ${most} (${shape})`);
+  }
+}
+
+/**
+ * BYTES elements become one string each in a model instance's worker, whose heap is limited: a
+ * request that alone would fill the room one batch has there is refused, rather than sent to a
+ * worker that would die of it (batches of several requests stop growing at that room, see
+ * chooseBatch). Returns the heap the strings take, for the scheduler.
+ */
+export function checkStringElements(model: LoadedVersion, elements: number, contentBytes: number): number {
+  const heap = stringHeapBytes(elements, contentBytes);
+  const room = model.maxBatchStringHeapBytes;
+  if (heap > room) {
+    const most = Math.floor((elements * room) / heap);
+    throw Errors.invalidArg(
+      `the request's ${elements} BYTES elements (${contentBytes} bytes) would take about ${heap} bytes of a model instance's JavaScript heap ` +
+        `as ONNX Runtime strings; a batch may take ${room} (half the instance's heap limit, from --memory-limit), about ${most} such elements`,
+    );
+  }
+  return heap;
+}
+
+/** The checks above on a validated request's tensors; returns the heap its strings take in the worker. */
+export function checkValidatedElements(model: LoadedVersion, inputs: readonly Tensor[], maxRequestElements: number): number {
+  let elements = 0;
+  let stringElements = 0;
+  let stringBytes = 0;
+  for (const input of inputs) {
+    const n = elementCount(input.shape);
+    elements += n;
+    if (input.datatype === 'BYTES') {
+      stringElements += n;
+      stringBytes += bytesTensorContent(n, input.data.byteLength);
+    }
+  }
+  checkElementCount(elements, maxRequestElements);
+  return stringElements > 0 ? checkStringElements(model, stringElements, stringBytes) : 0;
+}
