@@ -186,13 +186,6 @@ export interface InferenceService {
    * `census.decodeBytes` to `memory`, or throws the over-budget error (RESOURCE_EXHAUSTED).
    */
   admitElements(memory: MemoryReservation, target: { readonly modelName: string; readonly modelVersion?: string }, census: ElementCensus): void;
-  /**
-   * Before a frontend decodes a request's elements into arrays or values of their own: refuses
-   * (INVALID_ARG, naming the count and the limit) more elements than --max-request-elements allows
-   * or the model takes, or BYTES elements a model instance could not hold as strings; then charges
-   * `census.decodeBytes` to `memory`, or throws the over-budget error (RESOURCE_EXHAUSTED).
-   */
-  admitElements(memory: MemoryReservation, target: { readonly modelName: string; readonly modelVersion?: string }, census: ElementCensus): void;
   statistics(modelName?: string, modelVersion?: string): ModelStatistics[];
   repositoryIndex(readyOnly: boolean): RepositoryIndexEntry[];
   /** Repository extension: `config` and `file:<path>` parameters (load-parameters.ts). */
