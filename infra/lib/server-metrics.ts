@@ -42,6 +42,8 @@ const STATISTICS: Readonly<Record<EmfMetricKey, ServerMetricStatistic>> = {
   gpuMemoryUsedBytes: 'Maximum',
   memoryAccountedBytes: 'Maximum',
   memoryBudgetBytes: 'Maximum',
+  // A gauge per task: the task with the most failed models.
+  modelsFailedToLoad: 'Maximum',
 };
 
 export const SERVER_METRICS = Object.fromEntries(

@@ -280,6 +280,7 @@ export class ModelManager {
     entry.failedFingerprints = failedFingerprints;
     entry.state = next.size > 0 ? 'READY' : 'UNAVAILABLE';
     entry.reason = failed.size > 0 ? [...failed.entries()].map(([v, r]) => `version ${v}: ${r}`).join('; ') : undefined;
+    this.reportLoadState(entry);
 
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     for (const { loaded } of next.values()) {
@@ -306,6 +307,7 @@ export class ModelManager {
     entry.failedVersions.set(version.version, reason);
     entry.failedFingerprints.set(version.version, serving.fingerprint);
     entry.reason = `version ${version.version}: ${reason}`;
+    this.reportLoadState(entry);
     if (entry.serving.size === 0) entry.state = 'UNAVAILABLE';
     this.logger.error({ model: entry.name, version: version.version, reason }, 'model version unavailable after repeated instance crashes');
     await this.retireInBackground(entry, [version]);
@@ -313,9 +315,20 @@ export class ModelManager {
 
   private recordFailure(entry: ModelEntry, reason: string): string {
     entry.reason = reason;
+    this.reportLoadState(entry);
     if (entry.serving.size === 0) entry.state = 'UNAVAILABLE';
     this.logger.error({ model: entry.name, reason, stillServing: [...entry.serving.keys()] }, 'model failed to load');
     return reason;
+  }
+
+  /**
+   * batchwise_model_load_failed: 1 while a model the server should serve has a failure on
+   * record (a selected version that did not load, instances that crashed until it stopped
+   * serving, a config or download that failed), whether or not an older version still serves;
+   * 0 once a load clears it or the model is unloaded.
+   */
+  private reportLoadState(entry: ModelEntry): void {
+    this.options.metrics.modelLoadFailed.labels({ model: entry.name }).set(entry.wanted && entry.reason !== undefined ? 1 : 0);
   }
 
   private markFailed(name: string, reason: string): void {
@@ -335,6 +348,7 @@ export class ModelManager {
       entry.state = 'UNAVAILABLE';
       entry.reason = reason;
       entry.wanted = false;
+      this.reportLoadState(entry);
       this.logger.info({ model: entry.name, reason }, 'model unloaded');
       return { drained: this.retireInBackground(entry, retired) };
     });

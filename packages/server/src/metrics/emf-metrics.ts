@@ -70,6 +70,12 @@ export const EMF_METRICS = {
     name: 'MemoryBudgetBytes', unit: 'Bytes',
     description: 'The memory guard budget, i.e. the --memory-limit value (constant per task).',
   },
+  modelsFailedToLoad: {
+    name: 'ModelsFailedToLoad', unit: 'Count',
+    description:
+      'Models this task should serve whose latest load failed (batchwise_model_load_failed), at the end of the ' +
+      "interval (gauge): their number on the service line, 1 or 0 on a model's line.",
+  },
 } as const satisfies Record<string, EmfMetricSpec>;
 
 export type EmfMetricKey = keyof typeof EMF_METRICS;

@@ -91,6 +91,26 @@ describe('CloudWatch embedded metric format', () => {
     expect(declared(service()).map((m) => m.Name).sort()).toEqual(Object.values(EMF_METRICS).map((m) => m.name).sort());
   });
 
+  it('counts models whose load failed: 1 on the model\'s line (even one that never loaded), their number on the service line', async () => {
+    const { metrics, stats, lines, writer } = setup();
+    stats.setPending(0);
+    metrics.modelLoadFailed.labels({ model: 'simple' }).set(0);
+    metrics.modelLoadFailed.labels({ model: 'broken' }).set(1);
+    metrics.modelLoadFailed.labels({ model: 'bad_config' }).set(1);
+    await writer.flush();
+    const line = (model?: string) => lines.find((l) => l.Model === model)!;
+    expect(line('simple').ModelsFailedToLoad).toBe(0);
+    expect(line('broken')).toMatchObject({ ModelsFailedToLoad: 1, RequestCount: 0 });
+    expect(line(undefined).ModelsFailedToLoad).toBe(2);
+    expect(declared(line(undefined))).toContainEqual({ Name: 'ModelsFailedToLoad', Unit: 'Count' });
+
+    // A gauge, not a delta: still failed in the next interval.
+    lines.length = 0;
+    metrics.modelLoadFailed.labels({ model: 'bad_config' }).set(0);
+    await writer.flush();
+    expect(line(undefined).ModelsFailedToLoad).toBe(1);
+  });
+
   it('turns cumulative buckets into a distribution whose p99 lies inside the p99 bucket, not at its edge', () => {
     // 990 requests at <= 1 ms, 10 in (250 ms, 500 ms]: the bucket-edge method said 500 ms.
     const buckets = new Map([[0.001, 990], [0.25, 990], [0.5, 1000], [1, 1000], [Infinity, 1000]]);

@@ -26,6 +26,8 @@ interface Totals {
   rejected: number;
   backend: number;
   pending: number;
+  /** Gauge: 1 per model whose latest load failed. */
+  failed: number;
   buckets: Map<number, number>;
 }
 
@@ -104,6 +106,7 @@ export class EmfWriter {
       if (v.labels['reason'] === 'BACKEND') of(v.labels).backend += v.value;
     }
     for (const v of (await this.metrics.pendingRequests.get()).values) of(v.labels).pending += v.value;
+    for (const v of (await this.metrics.modelLoadFailed.get()).values) of(v.labels).failed += v.value;
     for (const v of (await this.metrics.requestDurationSeconds.get()).values) {
       const le = v.labels['le'];
       if (le === undefined || !v.metricName.endsWith('_bucket')) continue;
@@ -131,7 +134,7 @@ export class EmfWriter {
 }
 
 function emptyTotals(): Totals {
-  return { memoryRejections: 0, success: 0, failure: 0, rejected: 0, backend: 0, pending: 0, buckets: new Map() };
+  return { memoryRejections: 0, success: 0, failure: 0, rejected: 0, backend: 0, pending: 0, failed: 0, buckets: new Map() };
 }
 
 function subtract(now: Totals, before: Totals): Totals {
@@ -144,6 +147,7 @@ function subtract(now: Totals, before: Totals): Totals {
     rejected: now.rejected - before.rejected,
     backend: now.backend - before.backend,
     pending: now.pending,
+    failed: now.failed,
     buckets,
   };
 }
@@ -155,6 +159,7 @@ function accumulate(into: Totals, delta: Totals): void {
   into.rejected += delta.rejected;
   into.backend += delta.backend;
   into.pending += delta.pending;
+  into.failed += delta.failed;
   for (const [le, count] of delta.buckets) into.buckets.set(le, (into.buckets.get(le) ?? 0) + count);
 }
 
@@ -166,6 +171,7 @@ function valuesOf(t: Totals): MetricValues {
     queueRejections: t.rejected,
     memoryRejections: t.memoryRejections,
     pendingRequests: t.pending,
+    modelsFailedToLoad: t.failed,
   };
   const latency = distributionFromCumulativeBuckets(t.buckets, 1000);
   if (latency) values.requestLatency = latency;

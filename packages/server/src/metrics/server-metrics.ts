@@ -81,6 +81,16 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  readonly modelLoadFailed = new Gauge({
+    name: 'batchwise_model_load_failed',
+    help:
+      '1 while a model the server should serve has a failed load on record (a version that did not load, instances ' +
+      'that crashed repeatedly, a config or download that failed), even if an older version still serves; 0 once ' +
+      'a load succeeds or the model is unloaded',
+    labelNames: ['model'],
+    registers: [this.registry],
+  });
+
   readonly gpuMemoryUsedBytes = new Gauge({
     name: 'nv_gpu_memory_used_bytes',
     help: 'GPU used memory, in bytes',
