@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
+import { wireContents } from './test-wire.ts';
 import type { ModelInferRequestWire } from './wire-types.ts';
 
 const request = (over: Partial<ModelInferRequestWire>): ModelInferRequestWire => ({
@@ -45,7 +46,7 @@ describe('decodeInferRequest', () => {
 
   it('typed contents become raw bytes', () => {
     const r = decodeInferRequest(
-      request({ inputs: [{ name: 'A', datatype: 'FP32', shape: ['2'], contents: { fp32_contents: [1, 2] } }] }),
+      request({ inputs: [{ name: 'A', datatype: 'FP32', shape: ['2'], contents: wireContents({ fp32_contents: [1, 2] }) }] }),
     );
     expect([...r.inputs[0]!.data]).toEqual([...new Uint8Array(Float32Array.of(1, 2).buffer)]);
   });
@@ -65,7 +66,7 @@ describe('decodeInferRequest', () => {
     [
       'raw and contents together',
       request({
-        inputs: [{ name: 'A', datatype: 'INT32', shape: ['1'], contents: { int_contents: [1] } }],
+        inputs: [{ name: 'A', datatype: 'INT32', shape: ['1'], contents: wireContents({ int_contents: [1] }) }],
         raw_input_contents: [Buffer.alloc(4)],
       }),
       /input 'A' has contents while raw_input_contents is used/,

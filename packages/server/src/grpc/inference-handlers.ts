@@ -1,13 +1,13 @@
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Errors, type InferenceService, type LoadParameter, type LoadParameters } from '../core/index.ts';
-import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
+import { runInferMessage } from './infer-call.ts';
 import { currentLogSettings, updateLogSettings, type LogSettings } from '../logging/log-settings.ts';
 import { parseTraceSettingsUpdate, traceSettingsToWire } from '../trace/trace-settings.ts';
 import { toModelStatisticsWire } from './statistics.ts';
 import { streamInferHandler, type DrainableStream } from './stream-infer.ts';
 import { unary } from './unary.ts';
-import type { LogSettingValueWire, ModelInferRequestWire, ModelRepositoryParameterWire, WireLong } from './wire-types.ts';
+import type { LogSettingValueWire, ModelRepositoryParameterWire, WireLong } from './wire-types.ts';
 
 interface NameVersion {
   name: string;
@@ -53,9 +53,7 @@ export function inferenceServiceHandlers(
     ModelConfig: unary('ModelConfig', logger, (r: NameVersion) => ({
       config: service.modelConfig(r.name, version(r.version)),
     })),
-    ModelInfer: unary('ModelInfer', logger, async (r: ModelInferRequestWire) =>
-      encodeInferResponse(await service.infer(decodeInferRequest(r))),
-    ),
+    ModelInfer: unary('ModelInfer', logger, (message: Buffer) => runInferMessage(service, message)),
     ModelStreamInfer: streamInferHandler(service, streams, logger),
     ModelStatistics: unary('ModelStatistics', logger, (r: NameVersion) => ({
       model_stats: service.statistics(r.name || undefined, version(r.version)).map(toModelStatisticsWire),

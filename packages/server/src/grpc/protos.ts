@@ -34,6 +34,16 @@ export function loadServiceDefinitions(protoDir: string = PROTO_DIR): ServiceDef
   };
 }
 
+/**
+ * The inference service with ModelInfer and ModelStreamInfer requests handed to their handlers
+ * as the message's bytes: decodeInferMessage (infer-message.ts) decodes them there, counting
+ * tensor elements on the wire before any is decoded.
+ */
+export function withRawInferRequests(service: ServiceDefinition): ServiceDefinition {
+  const raw = (method: string) => ({ ...service[method]!, requestDeserialize: (bytes: Buffer) => bytes });
+  return { ...service, ModelInfer: raw('ModelInfer'), ModelStreamInfer: raw('ModelStreamInfer') };
+}
+
 function serviceOf(root: GrpcObject, path: string[]): ServiceDefinition {
   let node: unknown = root;
   for (const part of path) node = (node as Record<string, unknown>)[part];

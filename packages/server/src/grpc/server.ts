@@ -4,7 +4,7 @@ import type { RestrictionTable } from '../access/restricted-api.ts';
 import { Errors, type InferenceService } from '../core/index.ts';
 import { healthHandlers } from './health.ts';
 import { inferenceServiceHandlers } from './inference-handlers.ts';
-import { loadServiceDefinitions } from './protos.ts';
+import { loadServiceDefinitions, withRawInferRequests } from './protos.ts';
 import { restrictHandlers } from './restrictions.ts';
 import type { DrainableStream } from './stream-infer.ts';
 
@@ -68,7 +68,7 @@ export function createGrpcFrontend(service: InferenceService, options: GrpcFront
   const streams = new Set<DrainableStream>();
   const definitions = loadServiceDefinitions();
   server.addService(
-    definitions.inference,
+    withRawInferRequests(definitions.inference),
     restrictHandlers(inferenceServiceHandlers(service, streams, logger), options.restrictions ?? new Map()),
   );
   server.addService(definitions.health, healthHandlers(service, logger));

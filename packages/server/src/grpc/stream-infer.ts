@@ -1,9 +1,19 @@
 import type { handleBidiStreamingCall } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Errors, toInferenceServerError, type InferenceService } from '../core/index.ts';
-import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
+import { runInferMessage } from './infer-call.ts';
+import { decodeInferMessage } from './infer-message.ts';
 import { toServiceError } from './status.ts';
-import type { ModelInferRequestWire, ModelStreamInferResponseWire } from './wire-types.ts';
+import type { ModelStreamInferResponseWire } from './wire-types.ts';
+
+/** What an error response of a stream repeats of its request. */
+interface RequestIdentity {
+  readonly model_name: string;
+  readonly model_version: string;
+  readonly id: string;
+}
+
+const UNREADABLE: RequestIdentity = { model_name: '', model_version: '', id: '' };
 
 /** An open ModelStreamInfer call, as the frontend's shutdown sees it. */
 export interface DrainableStream {
@@ -33,7 +43,7 @@ export function streamInferHandler(
   service: InferenceService,
   streams: Set<DrainableStream>,
   logger: Logger,
-): handleBidiStreamingCall<ModelInferRequestWire, ModelStreamInferResponseWire> {
+): handleBidiStreamingCall<Buffer, ModelStreamInferResponseWire> {
   return (call) => {
     let pending = 0;
     let inputEnded = false;
@@ -85,7 +95,7 @@ export function streamInferHandler(
       writeBlocked = false;
       updateFlow();
     });
-    const fail = (msg: ModelInferRequestWire, error: unknown) => {
+    const fail = (msg: RequestIdentity, error: unknown) => {
       const e = toInferenceServerError(error);
       logger.debug({ method: 'ModelStreamInfer', code: e.code, err: e.message }, 'stream request failed');
       write({
@@ -94,21 +104,22 @@ export function streamInferHandler(
       });
     };
 
-    call.on('data', (msg: ModelInferRequestWire) => {
+    call.on('data', (message: Buffer) => {
       if (finished) return;
-      if (draining) return fail(msg, Errors.shuttingDown());
-      let request;
+      let decoded;
       try {
-        request = decodeInferRequest(msg);
+        decoded = decodeInferMessage(message);
       } catch (error) {
-        return fail(msg, error);
+        // Unreadable: answered on the stream like any other failure, which goes on.
+        return fail(UNREADABLE, error);
       }
+      const msg = decoded.request;
+      if (draining) return fail(msg, Errors.shuttingDown());
       pending++;
       updateFlow();
-      service
-        .infer(request)
+      runInferMessage(service, message, decoded)
         .then(
-          (response) => write({ error_message: '', infer_response: encodeInferResponse(response) }),
+          (response) => write({ error_message: '', infer_response: response }),
           (error: unknown) => fail(msg, error),
         )
         .finally(() => {

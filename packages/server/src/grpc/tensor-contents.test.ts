@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { InferenceServerError } from '../core/index.ts';
 import type { DataType } from '../tensor/datatype.ts';
 import { contentsToRaw, hasContents } from './tensor-contents.ts';
+import { wireContents } from './test-wire.ts';
 import type { InferTensorContentsWire } from './wire-types.ts';
 
 const le = (view: ArrayBufferView) => [...new Uint8Array(view.buffer, view.byteOffset, view.byteLength)];
@@ -21,25 +22,25 @@ describe('contentsToRaw', () => {
     ['FP64', { fp64_contents: [Math.PI] }, le(Float64Array.of(Math.PI))],
   ];
   it.each(cases)('%s', (datatype, contents, expected) => {
-    expect([...contentsToRaw('IN', datatype, contents)]).toEqual(expected);
+    expect([...contentsToRaw('IN', datatype, wireContents(contents))]).toEqual(expected);
   });
 
   it('BYTES becomes 4-byte little-endian length-prefixed elements', () => {
-    const raw = contentsToRaw('IN', 'BYTES', { bytes_contents: [Buffer.from('hi'), new Uint8Array(0), Buffer.from([0xff])] });
+    const raw = contentsToRaw('IN', 'BYTES', wireContents({ bytes_contents: [Buffer.from('hi'), new Uint8Array(0), Buffer.from([0xff])] }));
     expect([...raw]).toEqual([2, 0, 0, 0, 104, 105, 0, 0, 0, 0, 1, 0, 0, 0, 0xff]);
   });
 
   it('values land at 64-bit precision beyond 2^53', () => {
-    const raw = contentsToRaw('IN', 'INT64', { int64_contents: ['9007199254740993'] });
+    const raw = contentsToRaw('IN', 'INT64', wireContents({ int64_contents: ['9007199254740993'] }));
     expect(new BigInt64Array(raw.slice().buffer)[0]).toBe(9007199254740993n);
   });
 
   it.each(['FP16', 'BF16'] as const)('%s has no typed field: only raw', (datatype) => {
-    expect(() => contentsToRaw('IN', datatype, { fp32_contents: [1] })).toThrow(/must be sent in raw_input_contents/);
+    expect(() => contentsToRaw('IN', datatype, wireContents({ fp32_contents: [1] }))).toThrow(/must be sent in raw_input_contents/);
   });
 
   it('rejects elements in the field of another datatype, naming both', () => {
-    const call = () => contentsToRaw('IN', 'INT32', { fp32_contents: [1] });
+    const call = () => contentsToRaw('IN', 'INT32', wireContents({ fp32_contents: [1] }));
     expect(call).toThrow(InferenceServerError);
     expect(call).toThrow("input 'IN' of datatype INT32 has data in 'fp32_contents'; INT32 elements belong in 'int_contents'");
   });
@@ -50,12 +51,12 @@ describe('contentsToRaw', () => {
     ['INT8', { int_contents: [128] }],
     ['INT16', { int_contents: [-32769] }],
   ])('rejects %s values out of range', (datatype, contents) => {
-    expect(() => contentsToRaw('IN', datatype, contents)).toThrow(/outside the range/);
+    expect(() => contentsToRaw('IN', datatype, wireContents(contents))).toThrow(/outside the range/);
   });
 
   it('hasContents', () => {
     expect(hasContents(undefined)).toBe(false);
-    expect(hasContents({ bool_contents: [], fp32_contents: [] })).toBe(false);
-    expect(hasContents({ bytes_contents: [new Uint8Array(0)] })).toBe(true);
+    expect(hasContents(wireContents({ bool_contents: [], fp32_contents: [] }))).toBe(false);
+    expect(hasContents(wireContents({ bytes_contents: [new Uint8Array(0)] }))).toBe(true);
   });
 });

@@ -1,3 +1,5 @@
+import type { WireContents } from './wire-contents.ts';
+
 /**
  * Shapes of the protobuf messages as @grpc/proto-loader hands them to us and takes them
  * back (see PROTO_LOADER_OPTIONS): snake_case fields, 64-bit integers as decimal strings
@@ -19,6 +21,7 @@ export interface InferParameterWire {
 
 export type ParameterMapWire = Record<string, InferParameterWire>;
 
+/** InferTensorContents as clients encode it (ModelInferRequest's own stay on the wire: WireContents). */
 export interface InferTensorContentsWire {
   bool_contents?: boolean[];
   int_contents?: number[];
@@ -35,7 +38,8 @@ export interface InferInputTensorWire {
   datatype: string;
   shape: WireLong[];
   parameters?: ParameterMapWire;
-  contents?: InferTensorContentsWire | null;
+  /** Found on the wire by decodeInferMessage and decoded by decodeInferRequest. */
+  contents?: WireContents | null;
 }
 
 export interface InferRequestedOutputTensorWire {

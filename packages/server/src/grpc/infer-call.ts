@@ -1,0 +1,26 @@
+import type { InferenceService } from '../core/index.ts';
+import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
+import { decodeInferMessage, type InferMessage } from './infer-message.ts';
+import type { ModelInferResponseWire } from './wire-types.ts';
+
+/**
+ * One ModelInfer request, unary or in a stream: the message is charged as received, its typed
+ * contents are admitted from their counts (element limits, what the model takes, their decoded
+ * size in the budget) before they are decoded, and the reservation is held until the response.
+ */
+export async function runInferMessage(
+  service: InferenceService,
+  message: Uint8Array,
+  decoded: InferMessage = decodeInferMessage(message),
+): Promise<ModelInferResponseWire> {
+  const memory = service.reserveRequestMemory(message.byteLength);
+  try {
+    const { request, census } = decoded;
+    if (census.elements > 0) {
+      service.admitElements(memory, { modelName: request.model_name, ...(request.model_version !== '' && { modelVersion: request.model_version }) }, census);
+    }
+    return encodeInferResponse(await service.infer(decodeInferRequest(request), { memory }));
+  } finally {
+    memory.release();
+  }
+}

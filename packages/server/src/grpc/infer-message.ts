@@ -1,0 +1,66 @@
+import protobuf from 'protobufjs';
+import { join } from 'node:path';
+import { Errors, isInferenceServerError, type ElementCensus } from '../core/index.ts';
+import { isDataType } from '../tensor/datatype.ts';
+import { PROTO_DIR, PROTO_LOADER_OPTIONS } from './protos.ts';
+import { contentsElementCount, decodedContentsBytes } from './tensor-contents.ts';
+import { CONTENTS_FIELD_NUMBER, findInputContents } from './wire-contents.ts';
+import type { ModelInferRequestWire } from './wire-types.ts';
+
+/**
+ * ModelInferRequest without InferInputTensor.contents: protobufjs skips that field as unknown, so
+ * everything else decodes exactly as @grpc/proto-loader would decode it (same loader options)
+ * while the typed contents stay on the wire, found and counted by findInputContents.
+ */
+function requestTypeWithoutContents(): protobuf.Type {
+  const root = new protobuf.Root();
+  root.resolvePath = (_origin, target) => join(PROTO_DIR, target);
+  root.loadSync('grpc_service.proto', { keepCase: true });
+  const input = root.lookupType('inference.ModelInferRequest.InferInputTensor');
+  input.remove(input.fields['contents']!);
+  root.resolveAll();
+  return root.lookupType('inference.ModelInferRequest');
+}
+
+// Loaded with the module, not by the first request.
+const requestType = requestTypeWithoutContents();
+
+/** A received ModelInferRequest: its fields, its inputs' contents on the wire, and what decoding them will create. */
+export interface InferMessage {
+  readonly request: ModelInferRequestWire;
+  readonly census: ElementCensus;
+}
+
+/**
+ * Decodes a ModelInferRequest message except its inputs' typed contents, which are counted on
+ * the wire and attached as WireContents (decoded later by decodeInferRequest, once the counts
+ * have been admitted). A message protobuf cannot read is INVALID_ARG.
+ */
+export function decodeInferMessage(message: Uint8Array): InferMessage {
+  let request: ModelInferRequestWire;
+  let contents;
+  try {
+    request = requestType.toObject(requestType.decode(message), PROTO_LOADER_OPTIONS) as ModelInferRequestWire;
+    contents = findInputContents(message);
+  } catch (error) {
+    if (isInferenceServerError(error)) throw error;
+    throw Errors.invalidArg(`malformed ModelInferRequest: ${(error as Error).message}`);
+  }
+  let elements = 0;
+  let stringElements = 0;
+  let stringBytes = 0;
+  let decodeBytes = 0;
+  const inputs: { name: string; elements: number }[] = [];
+  request.inputs.forEach((input, i) => {
+    const found = contents[i];
+    if (!found) return;
+    input.contents = found;
+    const n = contentsElementCount(found);
+    elements += n;
+    stringElements += found.counts[CONTENTS_FIELD_NUMBER.bytes_contents]!;
+    stringBytes += found.bytesContentBytes;
+    if (isDataType(input.datatype)) decodeBytes += decodedContentsBytes(input.datatype, found);
+    inputs.push({ name: input.name, elements: n });
+  });
+  return { request, census: { elements, stringElements, stringBytes, inputs, decodeBytes } };
+}

@@ -1,0 +1,29 @@
+import { join } from 'node:path';
+import protobuf from 'protobufjs';
+import { decodeInferMessage } from './infer-message.ts';
+import { PROTO_DIR } from './protos.ts';
+import type { WireContents } from './wire-contents.ts';
+import type { InferTensorContentsWire } from './wire-types.ts';
+
+/** Test support: ModelInferRequest messages as clients encode them, from the object form. */
+
+let requestType: protobuf.Type | undefined;
+
+export function encodeInferRequest(request: Record<string, unknown>): Buffer {
+  if (!requestType) {
+    const root = new protobuf.Root();
+    root.resolvePath = (_origin, target) => join(PROTO_DIR, target);
+    root.loadSync('grpc_service.proto', { keepCase: true });
+    root.resolveAll();
+    requestType = root.lookupType('inference.ModelInferRequest');
+  }
+  return Buffer.from(requestType.encode(requestType.fromObject(request)).finish());
+}
+
+/** `contents` as they lie on the wire of a request that carries them (none: empty). */
+export function wireContents(contents: InferTensorContentsWire): WireContents {
+  const message = encodeInferRequest({ inputs: [{ name: 'IN', contents }] });
+  return (
+    decodeInferMessage(message).request.inputs[0]!.contents ?? { message, ranges: [], counts: [0, 0, 0, 0, 0, 0, 0, 0, 0], bytesContentBytes: 0 }
+  );
+}
