@@ -1,18 +1,21 @@
 # syntax=docker/dockerfile:1.7
-# Batchwise server image for ECS GPU instances. Build context: the repository root.
+# Batchwise server image for ECS GPU instances. Build context: the repository root, narrowed by
+# the allow-list in .dockerignore.
 
-# ---- build: install the workspace, compile TypeScript, cut a production-only tree ----
+# ---- build: install the server's dependencies, compile it, cut a production-only tree ----
 FROM node:22-bookworm AS build
 # Corepack fails signature checks for this pnpm line; npm installs it fine.
 RUN npm i -g pnpm@12.21.0
 WORKDIR /src
-# The whole workspace: --frozen-lockfile checks every importer in pnpm-lock.yaml.
+# The context is an allow-list (.dockerignore): the workspace manifests and lockfile and the
+# server package (sources without tests, protos). pnpm installs the workspace projects present,
+# checking them against the lockfile (--frozen-lockfile); the others are not in the context.
 COPY . .
 # onnxruntime-node's install script stays disabled here (allowBuilds in pnpm-workspace.yaml);
 # its CUDA libraries are fetched below, into the production tree only.
 RUN --mount=type=cache,id=pnpm-store,target=/root/.local/share/pnpm/store \
     pnpm install --frozen-lockfile
-RUN pnpm build
+RUN pnpm exec tsc -b packages/server
 # Since pnpm 12.2 deploy works without injected workspace packages: the server package
 # (src, dist, proto) plus its production dependencies, self-contained.
 RUN --mount=type=cache,id=pnpm-store,target=/root/.local/share/pnpm/store \

@@ -21,6 +21,8 @@ export interface AlarmsProps {
   readonly service: ecs.Ec2Service;
   readonly httpTargetGroup: elbv2.ApplicationTargetGroup;
   readonly grpcTargetGroup: elbv2.ApplicationTargetGroup;
+  /** The load balancer in front of both target groups (its own 5xx: no healthy target, timeouts). */
+  readonly loadBalancer: elbv2.IApplicationLoadBalancer;
   /** `ServiceName` dimension of the server's EMF metrics. */
   readonly metricsServiceName: string;
   /** Container hard limit, MiB: the memory alarm fires near it. */
@@ -238,10 +240,59 @@ export class Alarms extends Construct {
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }));
+      // Not one target healthy: every request to this port is answered 503 by the load balancer.
+      // Missing data counts as none healthy. It fires on a stack's first deploy until the first
+      // task is ready (model download), and never on a rolling deploy (minHealthyPercent 100).
+      add(`${kind}NoHealthyTargets`, tg.metrics.healthyHostCount({ statistic: 'Maximum', period: MINUTE }).createAlarm(this, `${Kind}NoHealthyTargetsAlarm`, {
+        alarmDescription:
+          `ALB ${Kind} target group: no healthy target for 2 minutes, so the load balancer answers every request with 503.`,
+        threshold: 1,
+        evaluationPeriods: 2,
+        comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+      }));
     }
+
+    // 5xx the load balancer itself answers (502 bad gateway, 503 no healthy target, 504 timeout):
+    // the tasks never see these requests, so neither the target 5xx nor the server's metrics do.
+    const elb5xx = props.loadBalancer.metrics.httpCodeElb(elbv2.HttpCodeElb.ELB_5XX_COUNT, { statistic: 'Sum', period: MINUTE });
+    const lbRequests = props.loadBalancer.metrics.requestCount({ statistic: 'Sum', period: MINUTE });
+    add('loadBalancer5xx', percentOf(elb5xx, lbRequests, 'ALB 5xx %').createAlarm(this, 'LoadBalancer5xxAlarm', {
+      alarmDescription:
+        `The load balancer itself answered more than ${errorPercent}% of requests with 5xx (502, 503 no healthy ` +
+        'target, 504 timeout) in 2 of 3 minutes.',
+      threshold: errorPercent,
+      evaluationPeriods: 3,
+      datapointsToAlarm: 2,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    }));
 
     const server = (spec: ServerMetricSpec): cloudwatch.Metric =>
       serverMetric(spec, props.metricsServiceName);
+    // Every task writes the service-wide EMF line every 10 s, RequestCount included even when 0:
+    // lines in a minute is the heartbeat. Every other server-metric alarm treats missing data as
+    // fine, and autoscaling does nothing without its metric, so silence must alarm on its own.
+    add('heartbeat', server(SERVER_METRICS.requestCount).with({ statistic: 'SampleCount' }).createAlarm(this, 'HeartbeatAlarm', {
+      alarmDescription:
+        'No task wrote server metrics for 3 minutes (no EMF line in CloudWatch): the tasks are down or their logs ' +
+        'do not reach CloudWatch. Autoscaling is frozen and the server-metric alarms are blind meanwhile.',
+      threshold: 1,
+      evaluationPeriods: 3,
+      comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+    }));
+    // With --strict-readiness false a failed model leaves its task in service: this is where it shows.
+    add('modelsFailedToLoad', server(SERVER_METRICS.modelsFailedToLoad).createAlarm(this, 'ModelsFailedToLoadAlarm', {
+      alarmDescription:
+        'A task has a model whose latest load failed, for 2 minutes: requests to it fail (or an older version ' +
+        'serves on). See the task logs ("failed to load") and POST /v2/repository/index; the metric by Model ' +
+        'dimension names it.',
+      threshold: 1,
+      evaluationPeriods: 2,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    }));
     add('queueRejections', server(SERVER_METRICS.queueRejections).createAlarm(this, 'QueueRejectionsAlarm', {
       alarmDescription: 'The server rejects requests: a model queue is full or its queue timeout expires (clients get 503).',
       threshold: 1,

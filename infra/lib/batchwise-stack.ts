@@ -1,10 +1,7 @@
-import { fileURLToPath } from 'node:url';
 import { CfnOutput, Duration, Stack } from 'aws-cdk-lib';
 import type { StackProps } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
-import * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
-import { Platform } from 'aws-cdk-lib/aws-ecr-assets';
 import type { Construct } from 'constructs';
 import { AccessLogs } from './access-logs.ts';
 import { Alarms } from './alarms.ts';
@@ -18,9 +15,7 @@ import { LoadBalancer } from './load-balancer.ts';
 import { ModelStore } from './model-store.ts';
 import { Network } from './network.ts';
 import { Notifications } from './notifications.ts';
-
-/** Repository root: the Docker build context of the server image. */
-export const REPOSITORY_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+import { serverImageFromRepository } from './server-image.ts';
 
 export interface BatchwiseStackProps extends StackProps {
   /** ACM certificate for the HTTPS listeners (gRPC on :8001 always; :8000 when HTTPS). */
@@ -41,9 +36,7 @@ export interface BatchwiseStackProps extends StackProps {
   readonly memoryReservationMiB?: number;
   /** GPU memory for instance types outside the table. @default 16384 */
   readonly gpuMemoryMiB?: number;
-  /** @default - minCapacity */
-  readonly desiredCount?: number;
-  /** @default 1 */
+  /** Fewest tasks; also what a new service scales to first (it carries no desired count). @default 1 */
   readonly minCapacity?: number;
   /** @default 4 */
   readonly maxCapacity?: number;
@@ -59,10 +52,12 @@ export interface BatchwiseStackProps extends StackProps {
   readonly amiVariant?: GpuAmiVariant;
   /** @default - resolved from the SSM public parameter on every deploy */
   readonly amiId?: string;
-  /** @default 'HTTP' */
+  /** 'HTTP' is an explicit choice: the load balancer then refuses the model-repository API on :8000. @default 'HTTPS' */
   readonly httpListenerProtocol?: 'HTTP' | 'HTTPS';
-  /** @default '0.0.0.0/0' */
-  readonly allowedIngressCidr?: string;
+  /** Who may reach :8000 and :8001 ('0.0.0.0/0': public, on purpose). Required: no default. */
+  readonly allowedIngressCidr: string;
+  /** Requests per client IP per 5 minutes before AWS WAF blocks it. @default 20000 */
+  readonly wafRateLimitPer5Minutes?: number;
   /** @default - no scraper access to :8002 */
   readonly metricsScraperCidr?: string;
   /** @default - no scraper access to :8002 */
@@ -73,6 +68,12 @@ export interface BatchwiseStackProps extends StackProps {
   readonly githubBranch?: string;
   /** @default - a GitHub OIDC provider is created */
   readonly githubOidcProviderArn?: string;
+  /**
+   * Trust GitHub OIDC subjects that carry the ref (the repository's OIDC subject customised to
+   * `repo, context, ref`), so the role checks the branch itself, not only the environment.
+   * @default false
+   */
+  readonly githubOidcRefInSubject?: boolean;
   /** @default 1 */
   readonly natGateways?: number;
   /** @default 600 */
@@ -81,6 +82,8 @@ export interface BatchwiseStackProps extends StackProps {
   readonly targetPendingRequestsPerTask?: number;
   /** @default 500 */
   readonly latencyP99AlarmMs?: number;
+  /** ECS Exec into the server container. @default false */
+  readonly enableExecuteCommand?: boolean;
 }
 
 /** Batchwise on ECS on GPU instances behind an ALB, with alarms, dashboard and CI access. */
@@ -118,9 +121,7 @@ export class BatchwiseStack extends Stack {
       notificationTopic: notifications.topic,
     });
 
-    const image = props.imageUri
-      ? imageFromUri(this, props.imageUri)
-      : ecs.ContainerImage.fromAsset(REPOSITORY_ROOT, { file: 'Dockerfile', platform: Platform.LINUX_AMD64 });
+    const image = props.imageUri ? imageFromUri(this, props.imageUri) : serverImageFromRepository();
 
     const inference = new InferenceService(this, 'Inference', {
       cluster: capacity.cluster,
@@ -129,7 +130,6 @@ export class BatchwiseStack extends Stack {
       memory,
       image,
       metricsServiceName,
-      desiredCount: props.desiredCount,
       minCapacity,
       maxCapacity,
       targetPendingRequestsPerTask: props.targetPendingRequestsPerTask,
@@ -139,6 +139,7 @@ export class BatchwiseStack extends Stack {
       metricsScraperSecurityGroup: props.metricsScraperSecurityGroupId
         ? ec2.SecurityGroup.fromSecurityGroupId(this, 'MetricsScraper', props.metricsScraperSecurityGroupId)
         : undefined,
+      enableExecuteCommand: props.enableExecuteCommand,
     });
 
     const lb = new LoadBalancer(this, 'LoadBalancer', {
@@ -146,8 +147,9 @@ export class BatchwiseStack extends Stack {
       service: inference.service,
       certificateArn: props.certificateArn,
       httpListenerProtocol:
-        props.httpListenerProtocol === 'HTTPS' ? elbv2.ApplicationProtocol.HTTPS : elbv2.ApplicationProtocol.HTTP,
+        props.httpListenerProtocol === 'HTTP' ? elbv2.ApplicationProtocol.HTTP : elbv2.ApplicationProtocol.HTTPS,
       allowedIngressCidr: props.allowedIngressCidr,
+      wafRateLimitPer5Minutes: props.wafRateLimitPer5Minutes,
       accessLogsBucket: accessLogs.bucket,
     });
 
@@ -157,6 +159,7 @@ export class BatchwiseStack extends Stack {
       service: inference.service,
       httpTargetGroup: lb.httpTargetGroup,
       grpcTargetGroup: lb.grpcTargetGroup,
+      loadBalancer: lb.loadBalancer,
       metricsServiceName,
       memoryHardLimitMiB: memory.hardLimitMiB,
       gpuMemoryMiB: memory.gpuMemoryMiB,
@@ -181,13 +184,14 @@ export class BatchwiseStack extends Stack {
           githubBranch: props.githubBranch,
           githubEnvironment: envName,
           githubOidcProviderArn: props.githubOidcProviderArn,
+          refInSubject: props.githubOidcRefInSubject,
           modelStore,
           repositoryKey: modelStore.repositoryKey,
         })
       : undefined;
 
     const dns = lb.loadBalancer.loadBalancerDnsName;
-    const httpScheme = props.httpListenerProtocol === 'HTTPS' ? 'https' : 'http';
+    const httpScheme = props.httpListenerProtocol === 'HTTP' ? 'http' : 'https';
     new CfnOutput(this, 'LoadBalancerDnsName', { value: dns, description: 'ALB DNS name' });
     new CfnOutput(this, 'HttpEndpoint', { value: `${httpScheme}://${dns}:${SERVER_PORTS.http}`, description: 'KServe v2 REST' });
     new CfnOutput(this, 'GrpcEndpoint', { value: `${dns}:${SERVER_PORTS.grpc}`, description: 'KServe v2 gRPC (TLS)' });

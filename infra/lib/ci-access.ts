@@ -10,13 +10,22 @@ export interface CiAccessProps {
   /** GitHub repository `owner/name` whose workflows may assume the role. */
   readonly githubRepo: string;
   /**
-   * Branch whose workflow runs may assume the role (runs in a GitHub environment named
-   * like the stack's envName may as well).
+   * The protected branch deploys come from. Checked by the role itself only with `refInSubject`;
+   * otherwise the GitHub environment's deployment branch rule must allow only this branch (and
+   * the `model/*` tags of promotions): infra/README, "CI access".
    * @default 'main'
    */
   readonly githubBranch?: string;
-  /** GitHub environment name allowed besides the branch. */
+  /** The GitHub environment the deploy and promotion jobs run in (named like the stack's envName). */
   readonly githubEnvironment: string;
+  /**
+   * The repository's OIDC subject is customised to include the ref (`include_claim_keys`
+   * `["repo", "context", "ref"]`): trust only jobs of the environment on the branch or on a
+   * `model/*` tag. Without it GitHub's default subject names the environment but not the branch,
+   * and only the environment's protection rules keep other branches out.
+   * @default false
+   */
+  readonly refInSubject?: boolean;
   /**
    * ARN of the account's existing GitHub OIDC provider (an account holds one per URL).
    * @default - a provider is created
@@ -28,6 +37,31 @@ export interface CiAccessProps {
 }
 
 const REPO_PATTERN = /^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/;
+
+/** Tags whose pushes promote a model (.github/workflows/promote-model.yml). */
+export const PROMOTION_TAG_PATTERN = 'model/*';
+
+/**
+ * Who may assume the CI role: jobs of `repo` that run in the GitHub `environment`, nothing else
+ * (no branch-only subject: a job without the environment skips its protection rules). With
+ * `refInSubject` the subject also names the ref, so the role itself admits only the branch and
+ * the promotion tags; with GitHub's default subject the environment's deployment branch rule
+ * does that (infra/README, "CI access").
+ */
+function trustConditions(repo: string, environment: string, branch: string, refInSubject: boolean): iam.Conditions {
+  const aud = { 'token.actions.githubusercontent.com:aud': 'sts.amazonaws.com' };
+  const subject = `repo:${repo}:environment:${environment}`;
+  if (!refInSubject) return { StringEquals: { ...aud, 'token.actions.githubusercontent.com:sub': subject } };
+  return {
+    StringEquals: aud,
+    StringLike: {
+      'token.actions.githubusercontent.com:sub': [
+        `${subject}:ref:refs/heads/${branch}`,
+        `${subject}:ref:refs/tags/${PROMOTION_TAG_PATTERN}`,
+      ],
+    },
+  };
+}
 
 /**
  * Role for GitHub Actions through OIDC: may assume the CDK bootstrap roles (deploy),
@@ -42,6 +76,8 @@ export class CiAccess extends Construct {
       throw new Error(`githubRepo must be 'owner/name', got '${props.githubRepo}'.`);
     }
     const branch = props.githubBranch ?? 'main';
+    // The trust policy compares with StringLike: a wildcard here would widen it.
+    if (!/^[A-Za-z0-9._/-]+$/.test(branch)) throw new Error(`githubBranch must be a branch name without wildcards, got '${branch}'.`);
     const providerArn =
       props.githubOidcProviderArn ??
       new iam.OidcProviderNative(this, 'GithubOidcProvider', {
@@ -56,15 +92,7 @@ export class CiAccess extends Construct {
       // role-duration-seconds 5400). The CDK CLI re-assumes the chained bootstrap roles (1 h
       // limit) from these credentials as long as they are valid.
       maxSessionDuration: Duration.hours(2),
-      assumedBy: new iam.WebIdentityPrincipal(providerArn, {
-        StringEquals: { 'token.actions.githubusercontent.com:aud': 'sts.amazonaws.com' },
-        StringLike: {
-          'token.actions.githubusercontent.com:sub': [
-            `repo:${props.githubRepo}:ref:refs/heads/${branch}`,
-            `repo:${props.githubRepo}:environment:${props.githubEnvironment}`,
-          ],
-        },
-      }),
+      assumedBy: new iam.WebIdentityPrincipal(providerArn, trustConditions(props.githubRepo, props.githubEnvironment, branch, props.refInSubject ?? false)),
     });
 
     const qualifier =

@@ -10,13 +10,21 @@ import type { BatchwiseStackProps } from './batchwise-stack.ts';
  */
 export const CONTEXT_KEYS = [
   'envName', 'certificateArn', 'instanceType', 'memoryLimitMiB', 'memoryReservationMiB', 'gpuMemoryMiB',
-  'desiredCount', 'minCapacity', 'maxCapacity', 'modelBucketName', 'modelPrefix', 'imageUri', 'alarmEmail',
-  'amiVariant', 'amiId', 'httpListenerProtocol', 'allowedIngressCidr', 'metricsScraperCidr',
-  'metricsScraperSecurityGroupId', 'githubRepo', 'githubBranch', 'githubOidcProviderArn', 'natGateways',
-  'healthCheckGracePeriodSeconds', 'targetPendingRequestsPerTask', 'latencyP99AlarmMs',
+  'minCapacity', 'maxCapacity', 'modelBucketName', 'modelPrefix', 'imageUri', 'alarmEmail',
+  'amiVariant', 'amiId', 'httpListenerProtocol', 'allowedIngressCidr', 'wafRateLimitPer5Minutes', 'metricsScraperCidr',
+  'metricsScraperSecurityGroupId', 'githubRepo', 'githubBranch', 'githubOidcProviderArn', 'githubOidcRefInSubject',
+  'natGateways', 'healthCheckGracePeriodSeconds', 'targetPendingRequestsPerTask', 'latencyP99AlarmMs',
+  'enableExecuteCommand',
 ] as const;
 
 export type ContextKey = (typeof CONTEXT_KEYS)[number];
+
+/** Keys the stack no longer reads, with what to do instead: refused like unknown keys, but saying why. */
+const RETIRED_KEYS: Readonly<Record<string, string>> = {
+  desiredCount:
+    'the service no longer carries a desired count: CloudFormation re-sent it on every deploy and reset the task count ' +
+    'that autoscaling had chosen. Autoscaling owns it within minCapacity..maxCapacity; set minCapacity instead',
+};
 
 class ContextError extends Error {
   constructor(key: ContextKey, message: string) {
@@ -49,6 +57,14 @@ function oneOf<T extends string>(node: Node, key: ContextKey, allowed: readonly 
   return value as T;
 }
 
+function bool(node: Node, key: ContextKey): boolean | undefined {
+  const value: unknown = node.tryGetContext(key);
+  if (value === undefined || value === null || value === '') return undefined;
+  if (value === true || value === 'true') return true;
+  if (value === false || value === 'false') return false;
+  throw new ContextError(key, `expected true or false, got ${JSON.stringify(value)}.`);
+}
+
 function matching(node: Node, key: ContextKey, pattern: RegExp, what: string): string | undefined {
   const value = str(node, key);
   if (value !== undefined && !pattern.test(value)) throw new ContextError(key, `'${value}' is not ${what}.`);
@@ -61,6 +77,8 @@ const CIDR = /^(\d{1,3}\.){3}\d{1,3}\/\d{1,2}$/;
 const OUR_SHAPE = /^[a-z][A-Za-z0-9]*$/;
 
 function unknownKeyError(key: string, where: string): Error {
+  const retired = RETIRED_KEYS[key];
+  if (retired !== undefined) return new Error(`Context key '${key}' ${where} is no longer read: ${retired}.`);
   const suggestion = CONTEXT_KEYS.find((k) => k.toLowerCase() === key.toLowerCase()) ??
     CONTEXT_KEYS.find((k) => editDistance(k, key) <= 2);
   return new Error(
@@ -135,18 +153,22 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
     );
   }
   const envName = matching(node, 'envName', /^[a-z][a-z0-9-]{0,19}$/, 'a lowercase name of up to 20 characters');
+  const allowedIngressCidr = matching(node, 'allowedIngressCidr', CIDR, 'an IPv4 CIDR');
+  if (allowedIngressCidr === undefined) {
+    throw new ContextError(
+      'allowedIngressCidr',
+      'required: who may reach the inference ports :8000 and :8001 through the load balancer. Set the clients\' ' +
+        'network (e.g. 203.0.113.0/24), or 0.0.0.0/0 to make the endpoint public on purpose (the WAF rate limit ' +
+        'then bounds what one address can send). There is no default, so the stack is never public by accident.',
+    );
+  }
 
-  const desiredCount = int(node, 'desiredCount');
   const minCapacity = int(node, 'minCapacity');
   const maxCapacity = int(node, 'maxCapacity');
   const min = minCapacity ?? 1;
   const max = maxCapacity ?? Math.max(4, min);
-  const desired = desiredCount ?? min;
   if (min < 1) throw new ContextError('minCapacity', `must be >= 1, got ${min}.`);
   if (min > max) throw new ContextError('minCapacity', `(${min}) must not exceed maxCapacity (${max}).`);
-  if (desired < min || desired > max) {
-    throw new ContextError('desiredCount', `(${desired}) must lie within minCapacity..maxCapacity (${min}..${max}).`);
-  }
 
   const memoryLimitMiB = int(node, 'memoryLimitMiB');
   const memoryReservationMiB = int(node, 'memoryReservationMiB');
@@ -159,6 +181,10 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
   }
   const latency = int(node, 'latencyP99AlarmMs');
   if (latency !== undefined && latency <= 0) throw new ContextError('latencyP99AlarmMs', `must be > 0, got ${latency}.`);
+  const wafRateLimit = int(node, 'wafRateLimitPer5Minutes');
+  if (wafRateLimit !== undefined && (wafRateLimit < 10 || wafRateLimit > 2_000_000_000)) {
+    throw new ContextError('wafRateLimitPer5Minutes', `must lie within 10..2000000000 (AWS WAF's range), got ${wafRateLimit}.`);
+  }
   const target = int(node, 'targetPendingRequestsPerTask');
   if (target !== undefined && target <= 0) {
     throw new ContextError('targetPendingRequestsPerTask', `must be > 0, got ${target}.`);
@@ -171,7 +197,6 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
     memoryLimitMiB,
     memoryReservationMiB,
     gpuMemoryMiB: int(node, 'gpuMemoryMiB'),
-    desiredCount: desired,
     minCapacity: min,
     maxCapacity: max,
     modelBucketName: matching(node, 'modelBucketName', /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'an S3 bucket name'),
@@ -181,15 +206,18 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
     amiVariant: oneOf(node, 'amiVariant', ['al2023', 'al2'] as const),
     amiId: matching(node, 'amiId', /^ami-[0-9a-f]{8,17}$/, 'an AMI id (ami-0123456789abcdef0)'),
     httpListenerProtocol: oneOf(node, 'httpListenerProtocol', ['HTTP', 'HTTPS'] as const),
-    allowedIngressCidr: matching(node, 'allowedIngressCidr', CIDR, 'an IPv4 CIDR'),
+    allowedIngressCidr,
+    wafRateLimitPer5Minutes: wafRateLimit,
     metricsScraperCidr: matching(node, 'metricsScraperCidr', CIDR, 'an IPv4 CIDR'),
     metricsScraperSecurityGroupId: matching(node, 'metricsScraperSecurityGroupId', /^sg-[0-9a-f]{8,17}$/, 'a security group id'),
     githubRepo: matching(node, 'githubRepo', /^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, "a GitHub repository 'owner/name'"),
     githubBranch: str(node, 'githubBranch'),
     githubOidcProviderArn: matching(node, 'githubOidcProviderArn', /^arn:aws[a-z-]*:iam::\d{12}:oidc-provider\/.+$/, 'an IAM OIDC provider ARN'),
+    githubOidcRefInSubject: bool(node, 'githubOidcRefInSubject'),
     natGateways: int(node, 'natGateways'),
     healthCheckGracePeriodSeconds: grace,
     targetPendingRequestsPerTask: target,
     latencyP99AlarmMs: latency,
+    enableExecuteCommand: bool(node, 'enableExecuteCommand'),
   };
 }

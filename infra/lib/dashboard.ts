@@ -59,7 +59,7 @@ export class Dashboard extends Construct {
       new cloudwatch.GraphWidget({
         title: 'Requests and failures (server)',
         left: [m(SERVER_METRICS.requestCount), m(SERVER_METRICS.requestFailures), m(SERVER_METRICS.backendFailures)],
-        right: [m(SERVER_METRICS.queueRejections), m(SERVER_METRICS.memoryRejections)],
+        right: [m(SERVER_METRICS.queueRejections), m(SERVER_METRICS.memoryRejections), m(SERVER_METRICS.modelsFailedToLoad)],
         width: 8,
       }),
       new cloudwatch.GraphWidget({

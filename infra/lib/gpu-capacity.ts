@@ -55,6 +55,9 @@ class PinnedLinuxImage implements ec2.IMachineImage {
   }
 }
 
+/** AWS managed policy for the SSM agent (Session Manager). */
+export const SSM_MANAGED_INSTANCE_POLICY = 'AmazonSSMManagedInstanceCore';
+
 const AMI_ID_PATTERN = /^ami-[0-9a-f]{8,17}$/;
 
 /** ECS cluster with Container Insights and an Auto Scaling group of GPU instances as its capacity provider. */
@@ -98,7 +101,16 @@ export class GpuCapacity extends Construct {
 
     const role = new iam.Role(this, 'InstanceRole', {
       assumedBy: new iam.ServicePrincipal('ec2.amazonaws.com'),
-      description: 'Batchwise GPU container instances (ECS agent)',
+      description: 'Batchwise GPU container instances (ECS agent, SSM Session Manager)',
+      // A shell on a GPU host for diagnosis (nvidia-smi, docker, the ECS agent's logs) without SSH
+      // keys or an inbound port: `aws ssm start-session --target <instance-id>`.
+      managedPolicies: [iam.ManagedPolicy.fromAwsManagedPolicyName(SSM_MANAGED_INSTANCE_POLICY)],
+    });
+    Validations.of(role).acknowledge({
+      id: `AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/${SSM_MANAGED_INSTANCE_POLICY}]`,
+      reason:
+        'SSM Session Manager on the GPU hosts (no SSH, no inbound port): the AWS-maintained policy follows the ' +
+        'SSM agent\'s needs (ssm, ssmmessages, ec2messages), which a copy would not.',
     });
 
     const userData = ec2.UserData.forLinux();
@@ -107,6 +119,9 @@ export class GpuCapacity extends Construct {
       'echo ECS_AWSVPC_BLOCK_IMDS=true >> /etc/ecs/ecs.config',
       'echo ECS_ENABLE_GPU_SUPPORT=true >> /etc/ecs/ecs.config',
       'echo ECS_IMAGE_PULL_BEHAVIOR=prefer-cached >> /etc/ecs/ecs.config',
+      // Session Manager needs the SSM agent; install it where the AMI lacks it, never failing the boot.
+      '(command -v amazon-ssm-agent >/dev/null || dnf install -y amazon-ssm-agent || yum install -y amazon-ssm-agent) ' +
+        '&& systemctl enable --now amazon-ssm-agent || echo "SSM agent unavailable: no Session Manager on this host"',
     );
 
     const rootVolumeGiB = props.rootVolumeGiB ?? 100;
@@ -161,9 +176,12 @@ export class GpuCapacity extends Construct {
       machineImageType: ecs.MachineImageType.AMAZON_LINUX_2,
       enableManagedScaling: true,
       targetCapacityPercent: 100,
-      // Managed draining moves tasks off an instance before scale-in terminates it; managed
-      // termination protection would also block stack deletion, so it stays off.
-      enableManagedTerminationProtection: false,
+      // Managed termination protection: the group launches instances protected from scale-in and
+      // ECS lifts the protection only from instances without tasks, so scale-in ends empty
+      // instances, never one serving requests. Managed draining moves tasks off an instance before
+      // it is terminated otherwise (instance refresh, AMI change). Stack deletion then needs the
+      // protection lifted first: infra/README, "Teardown".
+      enableManagedTerminationProtection: true,
       enableManagedDraining: true,
     });
     this.cluster.addAsgCapacityProvider(this.capacityProvider);

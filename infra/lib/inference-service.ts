@@ -29,9 +29,12 @@ export interface InferenceServiceProps {
   readonly image: ecs.ContainerImage;
   /** Value of the `ServiceName` dimension the server writes with its EMF metrics. */
   readonly metricsServiceName: string;
-  /** @default 1 */
-  readonly desiredCount?: number;
-  /** @default 1 */
+  /**
+   * Fewest tasks autoscaling keeps. The service itself carries no desired count (CloudFormation
+   * would send it again on every deploy and reset the count autoscaling chose): it is created
+   * with one task and autoscaling raises it to this.
+   * @default 1
+   */
   readonly minCapacity?: number;
   /** @default 4 */
   readonly maxCapacity?: number;
@@ -63,7 +66,22 @@ export interface InferenceServiceProps {
   readonly metricsScraperSecurityGroup?: ec2.ISecurityGroup;
   /** @default logs.RetentionDays.ONE_MONTH */
   readonly logRetention?: logs.RetentionDays;
+  /**
+   * ECS Exec (`aws ecs execute-command`) into the server container, for diagnosis.
+   * @default false
+   */
+  readonly enableExecuteCommand?: boolean;
 }
+
+/**
+ * `serve` flags the stack decides, with why. Readiness is Triton's `--strict-readiness false`: a
+ * task is ready once its start-up loading is done and until it shuts down, whatever state single
+ * models are in. With strict readiness (the server's default) one model that loads slowly or
+ * fails to load, picked up by every task's poll at once, made every task unready: the load
+ * balancer dropped them all, ECS replaced them, and the replacements failed the same way. Failed
+ * models are reported instead by the ModelsFailedToLoad metric and its alarm.
+ */
+export const SERVE_READINESS_FLAGS = ['--strict-readiness', 'false'] as const;
 
 /** Healthy when `/v2/health/live` answers 200. The CUDA base image has no curl; node has fetch. */
 export const CONTAINER_HEALTH_CHECK_SCRIPT =
@@ -98,19 +116,15 @@ export class InferenceService extends Construct {
 
   constructor(scope: Construct, id: string, props: InferenceServiceProps) {
     super(scope, id);
-    const desiredCount = props.desiredCount ?? 1;
     const minCapacity = props.minCapacity ?? 1;
     const maxCapacity = props.maxCapacity ?? 4;
-    for (const [name, value] of Object.entries({ desiredCount, minCapacity, maxCapacity })) {
+    for (const [name, value] of Object.entries({ minCapacity, maxCapacity })) {
       if (!Number.isInteger(value) || value < 1) {
         throw new Error(`${name} must be an integer >= 1, got ${value}.`);
       }
     }
     if (minCapacity > maxCapacity) {
       throw new Error(`minCapacity (${minCapacity}) must not exceed maxCapacity (${maxCapacity}).`);
-    }
-    if (desiredCount < minCapacity || desiredCount > maxCapacity) {
-      throw new Error(`desiredCount (${desiredCount}) must lie within minCapacity..maxCapacity (${minCapacity}..${maxCapacity}).`);
     }
     const target = props.targetPendingRequestsPerTask ?? 16;
     if (!(target > 0)) {
@@ -138,6 +152,7 @@ export class InferenceService extends Construct {
         '--model-repository', props.modelStore.repositoryUri,
         '--model-control-mode', 'poll',
         '--repository-poll-secs', '30',
+        ...SERVE_READINESS_FLAGS,
         '--memory-limit', String(props.memory.serverBudgetBytes),
         '--cloudwatch-metrics',
         '--cloudwatch-service-name', props.metricsServiceName,
@@ -171,6 +186,9 @@ export class InferenceService extends Construct {
       },
       stopTimeout,
       ulimits: [{ name: ecs.UlimitName.NOFILE, softLimit: 65536, hardLimit: 65536 }],
+      // docker-init as PID 1: it passes signals on and reaps processes, so the server is not PID 1,
+      // where the kernel drops the SIGTERM its forced exit sends itself (the CLI also copes alone).
+      linuxParameters: new ecs.LinuxParameters(this, 'LinuxParameters', { initProcessEnabled: true }),
     });
     Validations.of(this.taskDefinition).acknowledge({
       id: 'AwsSolutions-ECS2',
@@ -209,7 +227,7 @@ export class InferenceService extends Construct {
     this.service = new ecs.Ec2Service(this, 'Service', {
       cluster: props.cluster,
       taskDefinition: this.taskDefinition,
-      desiredCount,
+      // No desiredCount: see minCapacity.
       capacityProviderStrategies: [{ capacityProvider: props.capacityProvider.capacityProviderName, weight: 1 }],
       vpcSubnets: { subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS },
       securityGroups: [this.securityGroup],
@@ -220,7 +238,16 @@ export class InferenceService extends Construct {
       healthCheckGracePeriod: grace,
       placementStrategies: [ecs.PlacementStrategy.spreadAcross(ecs.BuiltInAttributes.AVAILABILITY_ZONE)],
       propagateTags: ecs.PropagatedTagSource.SERVICE,
+      enableExecuteCommand: props.enableExecuteCommand ?? false,
     });
+    if (props.enableExecuteCommand) {
+      Validations.of(this.taskDefinition.taskRole).acknowledge({
+        id: 'AwsSolutions-IAM5[Resource::*]',
+        reason:
+          'ECS Exec (context enableExecuteCommand, off by default): the ssmmessages channel actions the SSM agent ' +
+          'in the task uses have no resource-level permissions.',
+      });
+    }
 
     // The cluster's capacity provider association (AWS::ECS::ClusterCapacityProviderAssociations)
     // is added to the cluster by an aspect at synth time; depending on the cluster construct

@@ -1,10 +1,12 @@
-import { Duration, Stack, Token, Validations } from 'aws-cdk-lib';
+import { Aws, CfnRule, Duration, Fn, Stack, Token, Validations } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import type * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 import { CONTAINER_NAME, SERVER_PORTS } from './inference-service.ts';
+import { MODEL_REPOSITORY_KEY_HEADER } from './server-metrics.ts';
+import { WebAcl } from './web-acl.ts';
 
 export interface LoadBalancerProps {
   readonly vpc: ec2.IVpc;
@@ -13,15 +15,22 @@ export interface LoadBalancerProps {
   /** ACM certificate for the HTTPS listeners (gRPC on an ALB needs HTTPS). */
   readonly certificateArn: string;
   /**
-   * Protocol of the :8000 listener (KServe v2 REST). HTTPS uses the same certificate.
-   * @default elbv2.ApplicationProtocol.HTTP
+   * Protocol of the :8000 listener (KServe v2 REST). HTTPS uses the same certificate. HTTP is an
+   * explicit choice: the load balancer then refuses the model-repository API and any request
+   * carrying the repository key header on :8000 (403), so the key never travels in clear text.
+   * @default elbv2.ApplicationProtocol.HTTPS
    */
   readonly httpListenerProtocol?: elbv2.ApplicationProtocol;
   /**
-   * Clients allowed to reach :8000 and :8001.
-   * @default '0.0.0.0/0'
+   * Clients allowed to reach :8000 and :8001; '0.0.0.0/0' makes the endpoint public. No
+   * default: a public endpoint is a decision, not an accident.
    */
-  readonly allowedIngressCidr?: string;
+  readonly allowedIngressCidr: string;
+  /**
+   * Requests one client IP may send in any 5 minutes before AWS WAF blocks it (rate-based rule).
+   * @default 20000 (about 67 requests per second, sustained)
+   */
+  readonly wafRateLimitPer5Minutes?: number;
   /** Bucket that receives ALB access logs (under `alb/`). */
   readonly accessLogsBucket: s3.IBucket;
   /**
@@ -31,7 +40,38 @@ export interface LoadBalancerProps {
   readonly deregistrationDelay?: Duration;
 }
 
-const ACM_ARN_PATTERN = /^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate\/[A-Za-z0-9-]+$/;
+const ACM_ARN_PATTERN = /^arn:aws[a-z-]*:acm:([a-z0-9-]+):\d{12}:certificate\/[A-Za-z0-9-]+$/;
+
+/** Paths of the model-repository API (load, unload, index), refused on a plain HTTP listener. */
+export const MODEL_REPOSITORY_PATHS = ['/v2/repository/*'];
+
+/**
+ * An ALB only uses ACM certificates of its own region; a certificate from another region fails
+ * the listener after minutes of deploy. Checked at synth when the stack's region is known, and
+ * always by a CloudFormation rule, which fails the deploy before any resource is created
+ * (an environment-agnostic synth has no region to compare with).
+ */
+function checkCertificateRegion(scope: Construct, certificateArn: string): void {
+  const certificateRegion = ACM_ARN_PATTERN.exec(certificateArn)?.[1];
+  if (certificateRegion === undefined) return;
+  const stackRegion = Stack.of(scope).region;
+  if (!Token.isUnresolved(stackRegion) && stackRegion !== certificateRegion) {
+    throw new Error(
+      `certificateArn is in ${certificateRegion} but the stack deploys to ${stackRegion}: an ALB needs an ACM ` +
+        `certificate of its own region. Request or import the certificate in ${stackRegion}.`,
+    );
+  }
+  new CfnRule(scope, 'CertificateRegion', {
+    assertions: [
+      {
+        assert: Fn.conditionEquals(Aws.REGION, certificateRegion),
+        assertDescription:
+          `certificateArn is an ACM certificate of ${certificateRegion}: deploy the stack to ${certificateRegion}, or use ` +
+          'a certificate of the region you deploy to (an ALB only uses certificates of its own region).',
+      },
+    ],
+  });
+}
 
 /**
  * Internet-facing ALB: :8000 (HTTP or HTTPS) to the REST port, :8001 HTTPS to the gRPC port
@@ -53,8 +93,9 @@ export class LoadBalancer extends Construct {
           '(arn:aws:acm:<region>:<account>:certificate/<id>).',
       );
     }
-    const httpProtocol = props.httpListenerProtocol ?? elbv2.ApplicationProtocol.HTTP;
-    const ingressCidr = props.allowedIngressCidr ?? '0.0.0.0/0';
+    checkCertificateRegion(this, props.certificateArn);
+    const httpProtocol = props.httpListenerProtocol ?? elbv2.ApplicationProtocol.HTTPS;
+    const ingressCidr = props.allowedIngressCidr;
     const deregistrationDelay = props.deregistrationDelay ?? Duration.seconds(60);
     const certificates = [elbv2.ListenerCertificate.fromArn(props.certificateArn)];
 
@@ -70,8 +111,9 @@ export class LoadBalancer extends Construct {
       Validations.of(securityGroup).acknowledge({
         id: 'AwsSolutions-EC23',
         reason:
-          'Public inference endpoint on 8000/8001 only; narrow it with context allowedIngressCidr. The ' +
-          'model-repository API behind it requires the batchwise-key header.',
+          'allowedIngressCidr 0.0.0.0/0 was set explicitly (the context has no default): a public inference ' +
+          'endpoint on 8000/8001 only, behind a WAF rate-based rule per client IP; the model-repository API ' +
+          'behind it requires the batchwise-key header, over HTTPS only.',
       });
     }
 
@@ -83,6 +125,7 @@ export class LoadBalancer extends Construct {
       dropInvalidHeaderFields: true,
       http2Enabled: true,
     });
+    new WebAcl(this, 'WebAcl', { loadBalancer: this.loadBalancer, rateLimitPer5Minutes: props.wafRateLimitPer5Minutes });
     if (Token.isUnresolved(Stack.of(this).region)) {
       Validations.of(this.loadBalancer).acknowledge({
         id: 'AwsSolutions-ELB2',
@@ -143,6 +186,27 @@ export class LoadBalancer extends Construct {
       sslPolicy: elbv2.SslPolicy.RECOMMENDED_TLS,
       open: false,
       defaultTargetGroups: [this.grpcTargetGroup],
+    });
+    if (httpProtocol === elbv2.ApplicationProtocol.HTTP) this.refuseRepositoryKeyInClearText(this.httpListener);
+  }
+
+  /** On a plain HTTP listener: the model-repository API, and anything carrying its key, get 403 from the ALB. */
+  private refuseRepositoryKeyInClearText(listener: elbv2.ApplicationListener): void {
+    const refusal = elbv2.ListenerAction.fixedResponse(403, {
+      contentType: 'application/json',
+      messageBody: JSON.stringify({
+        error: `the model-repository API and the ${MODEL_REPOSITORY_KEY_HEADER} header are refused on plain HTTP: use the HTTPS listeners`,
+      }),
+    });
+    listener.addAction('RefuseRepositoryKeyHeader', {
+      priority: 1,
+      conditions: [elbv2.ListenerCondition.httpHeader(MODEL_REPOSITORY_KEY_HEADER, ['*'])],
+      action: refusal,
+    });
+    listener.addAction('RefuseRepositoryApi', {
+      priority: 2,
+      conditions: [elbv2.ListenerCondition.pathPatterns(MODEL_REPOSITORY_PATHS)],
+      action: refusal,
     });
   }
 }

@@ -1,4 +1,4 @@
-import { RemovalPolicy, Validations } from 'aws-cdk-lib';
+import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
@@ -21,6 +21,15 @@ export interface ModelStoreProps {
    * @default - no server access logs
    */
   readonly accessLogsBucket?: s3.IBucket;
+  /**
+   * How long an overwritten or deleted object version of the new bucket is kept (versioning's
+   * undo window); the newest `noncurrentVersionsToRetain` are kept whatever their age. Unused
+   * for an imported bucket, whose lifecycle is its owner's.
+   * @default Duration.days(30)
+   */
+  readonly noncurrentVersionExpiration?: Duration;
+  /** @default 3 */
+  readonly noncurrentVersionsToRetain?: number;
 }
 
 const PREFIX_PATTERN = /^[A-Za-z0-9!_.*'()-]+(\/[A-Za-z0-9!_.*'()-]+)*$/;
@@ -58,6 +67,16 @@ export class ModelStore extends Construct {
         serverAccessLogsBucket: props.accessLogsBucket,
         serverAccessLogsPrefix: props.accessLogsBucket ? 'model-bucket/' : undefined,
         removalPolicy: RemovalPolicy.RETAIN,
+        // Versioning keeps every overwritten model file (hundreds of MiB each) forever otherwise.
+        lifecycleRules: [
+          {
+            id: 'NoncurrentVersions',
+            noncurrentVersionExpiration: props.noncurrentVersionExpiration ?? Duration.days(30),
+            noncurrentVersionsToRetain: props.noncurrentVersionsToRetain ?? 3,
+            expiredObjectDeleteMarker: true,
+            abortIncompleteMultipartUploadAfter: Duration.days(7),
+          },
+        ],
       });
       if (!props.accessLogsBucket) {
         Validations.of(bucket).acknowledge({

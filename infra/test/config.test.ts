@@ -4,17 +4,31 @@ import { join } from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { describe, expect, it } from 'vitest';
 import { applyEnvironmentFile, ENVIRONMENTS_DIR, stackPropsFromContext } from '../lib/config.ts';
-import { CERTIFICATE_ARN, IMAGE_URI, buildApp } from './synth.ts';
+import { CERTIFICATE_ARN, IMAGE_URI, REQUIRED, buildApp } from './synth.ts';
 import { GPU_INSTANCE_TYPES, hostHeadroomMiB, taskMemoryFor } from '../lib/instance-types.ts';
 import { EMF_METRICS } from '../../packages/server/src/metrics/emf-metrics.ts';
 import { SERVER_METRICS } from '../lib/server-metrics.ts';
 
-const base = { certificateArn: CERTIFICATE_ARN, imageUri: IMAGE_URI };
+const base = { ...REQUIRED, imageUri: IMAGE_URI };
 const build = (context: Record<string, unknown>) => () => buildApp({ ...base, ...context });
 
 describe('context validation', () => {
   it('requires certificateArn and says which key and why', () => {
     expect(() => buildApp({ imageUri: IMAGE_URI })).toThrow(/Context 'certificateArn': required: .*HTTPS.*-c certificateArn=/);
+  });
+
+  it('requires allowedIngressCidr, so the endpoint is never public by accident, and takes 0.0.0.0/0 when said', () => {
+    expect(() => buildApp({ certificateArn: CERTIFICATE_ARN, imageUri: IMAGE_URI })).toThrow(
+      /Context 'allowedIngressCidr': required: .*0\.0\.0\.0\/0 to make the endpoint public on purpose/,
+    );
+    expect(build({ allowedIngressCidr: 'everyone' })).toThrow(/Context 'allowedIngressCidr': 'everyone' is not an IPv4 CIDR/);
+    expect(build({ allowedIngressCidr: '0.0.0.0/0' })).not.toThrow();
+  });
+
+  it('rejects a certificate from another region than the stack\'s', () => {
+    expect(build({ certificateArn: 'arn:aws:acm:eu-west-1:123456789012:certificate/example' })).toThrow(
+      /certificateArn is in eu-west-1 but the stack deploys to us-east-1: an ALB needs an ACM certificate of its own region/,
+    );
   });
 
   it('rejects a malformed certificateArn', () => {
@@ -30,13 +44,18 @@ describe('context validation', () => {
     expect(build({ memoryLimitMiB: 16384 })).toThrow(/memoryLimitMiB 16384 does not fit g4dn.xlarge: at most 14336 MiB/);
   });
 
-  it('rejects minCapacity > maxCapacity and a desiredCount outside them', () => {
+  it('rejects minCapacity > maxCapacity', () => {
     expect(build({ minCapacity: '5', maxCapacity: '2' })).toThrow(/Context 'minCapacity': \(5\) must not exceed maxCapacity \(2\)/);
-    expect(build({ minCapacity: '1', maxCapacity: '2', desiredCount: '3' })).toThrow(/Context 'desiredCount'/);
+  });
+
+  it('refuses desiredCount, saying that autoscaling owns the task count', () => {
+    expect(build({ desiredCount: '2' })).toThrow(/Context key 'desiredCount' in the context is no longer read: .*set minCapacity instead/);
   });
 
   it('rejects values of the wrong type or shape, naming the key', () => {
-    expect(build({ desiredCount: 'two' })).toThrow(/Context 'desiredCount': expected an integer/);
+    expect(build({ minCapacity: 'two' })).toThrow(/Context 'minCapacity': expected an integer/);
+    expect(build({ enableExecuteCommand: 'yes' })).toThrow(/Context 'enableExecuteCommand': expected true or false/);
+    expect(build({ wafRateLimitPer5Minutes: '5' })).toThrow(/Context 'wafRateLimitPer5Minutes': must lie within 10\.\.2000000000/);
     expect(build({ amiVariant: 'ubuntu' })).toThrow(/Context 'amiVariant': expected one of al2023, al2/);
     expect(build({ amiId: 'latest' })).toThrow(/Context 'amiId'/);
     expect(build({ httpListenerProtocol: 'TCP' })).toThrow(/Context 'httpListenerProtocol'/);
@@ -66,8 +85,8 @@ describe('unknown context keys', () => {
 describe('environment settings file', () => {
   const dir = () => {
     const d = mkdtempSync(join(tmpdir(), 'batchwise-env-'));
-    writeFileSync(join(d, 'prod.json'), JSON.stringify({ certificateArn: CERTIFICATE_ARN, alarmEmail: 'ops@example.com', maxCapacity: 8, natGateways: 2 }));
-    writeFileSync(join(d, 'typo.json'), JSON.stringify({ certificateArn: CERTIFICATE_ARN, natGateway: 2 }));
+    writeFileSync(join(d, 'prod.json'), JSON.stringify({ ...REQUIRED, alarmEmail: 'ops@example.com', maxCapacity: 8, natGateways: 2 }));
+    writeFileSync(join(d, 'typo.json'), JSON.stringify({ ...REQUIRED, natGateway: 2 }));
     return d;
   };
   const read = (context: Record<string, unknown>, d: string) => {
@@ -91,7 +110,7 @@ describe('environment settings file', () => {
   });
 
   it('is optional: no file, only the context', () => {
-    const { file, props } = read({ envName: 'staging', certificateArn: CERTIFICATE_ARN }, dir());
+    const { file, props } = read({ envName: 'staging', ...REQUIRED }, dir());
     expect(file).toBeUndefined();
     expect(props.alarmEmail).toBeUndefined();
   });

@@ -1,12 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { Match } from 'aws-cdk-lib/assertions';
-import { CERTIFICATE_ARN, IMAGE_URI, memo, only, synth } from './synth.ts';
+import { CERTIFICATE_ARN, IMAGE_URI, INGRESS_CIDR, REQUIRED, memo, only, synth } from './synth.ts';
 import { SERVER_METRICS } from '../lib/server-metrics.ts';
 
 const GITHUB_REPO = 'acme/batchwise';
 const defaults = memo(() =>
-  synth({ certificateArn: CERTIFICATE_ARN, imageUri: IMAGE_URI, githubRepo: GITHUB_REPO, alarmEmail: 'ops@example.com' }),
+  synth({ ...REQUIRED, imageUri: IMAGE_URI, githubRepo: GITHUB_REPO, alarmEmail: 'ops@example.com' }),
 );
 const t = () => defaults().template;
 const container = () => only(t(), 'AWS::ECS::TaskDefinition').props.ContainerDefinitions[0];
@@ -53,6 +53,26 @@ describe('GPU capacity', () => {
     });
   });
 
+  it('protects instances that run tasks from scale-in: managed termination protection, new instances protected', () => {
+    t().hasResourceProperties('AWS::ECS::CapacityProvider', {
+      AutoScalingGroupProvider: Match.objectLike({ ManagedTerminationProtection: 'ENABLED' }),
+    });
+    expect(only(t(), 'AWS::AutoScaling::AutoScalingGroup').props.NewInstancesProtectedFromScaleIn).toBe(true);
+  });
+
+  it('lets operators open an SSM session on a GPU host (no SSH, no inbound port)', () => {
+    const role = Object.values(t().findResources('AWS::IAM::Role')).find((r) =>
+      JSON.stringify(r.Properties.AssumeRolePolicyDocument).includes('ec2.amazonaws.com'),
+    )!;
+    expect(JSON.stringify(role.Properties.ManagedPolicyArns)).toContain(':iam::aws:policy/AmazonSSMManagedInstanceCore');
+    const lt = only(t(), 'AWS::EC2::LaunchTemplate').props.LaunchTemplateData;
+    expect(JSON.stringify(lt.UserData)).toContain('amazon-ssm-agent');
+    const sg = Object.values(t().findResources('AWS::EC2::SecurityGroup')).find((r) =>
+      String(r.Properties.GroupDescription).startsWith('Batchwise GPU container instances'),
+    )!;
+    expect(sg.Properties.SecurityGroupIngress).toBeUndefined();
+  });
+
   it('spans two AZs with an S3 gateway endpoint', () => {
     t().resourceCountIs('AWS::EC2::Subnet', 4);
     t().hasResourceProperties('AWS::EC2::VPCEndpoint', {
@@ -82,6 +102,8 @@ describe('task definition', () => {
     expect(command).toEqual(
       expect.arrayContaining(['--model-control-mode', 'poll', '--repository-poll-secs', '30', '--cloudwatch-metrics']),
     );
+    // A model that loads slowly or fails must not make every task unready at once.
+    expect(command[command.indexOf('--strict-readiness') + 1]).toBe('false');
     expect(command[command.indexOf('--cloudwatch-service-name') + 1]).toBe('batchwise-dev');
     expect(command[command.indexOf('--model-repository') + 1]).toEqual({
       'Fn::Join': ['', ['s3://', { Ref: expect.stringMatching(/^ModelStoreBucket/) }, '/models']],
@@ -103,6 +125,10 @@ describe('task definition', () => {
     expect(container().LogConfiguration.LogDriver).toBe('awslogs');
     expect(only(t(), 'AWS::ECS::TaskDefinition').props.NetworkMode).toBe('awsvpc');
   });
+
+  it('runs an init process as PID 1, so the server\'s forced exit is not dropped', () => {
+    expect(container().LinuxParameters).toMatchObject({ InitProcessEnabled: true });
+  });
 });
 
 describe('service', () => {
@@ -115,6 +141,16 @@ describe('service', () => {
     });
     expect(svc.HealthCheckGracePeriodSeconds).toBe(600);
     expect(svc.NetworkConfiguration.AwsvpcConfiguration.AssignPublicIp).toBe('DISABLED');
+  });
+
+  it('carries no desired count, which CloudFormation would reset on every deploy: autoscaling owns it', () => {
+    const svc = only(t(), 'AWS::ECS::Service').props;
+    expect(svc).not.toHaveProperty('DesiredCount');
+    t().hasResourceProperties('AWS::ApplicationAutoScaling::ScalableTarget', { MinCapacity: 1, ScalableDimension: 'ecs:service:DesiredCount' });
+  });
+
+  it('leaves ECS Exec off unless asked for', () => {
+    expect(only(t(), 'AWS::ECS::Service').props.EnableExecuteCommand).toBe(false);
   });
 
   it('is created after, and deleted before, the cluster\'s capacity provider association', () => {
@@ -139,18 +175,44 @@ describe('service', () => {
 });
 
 describe('load balancer', () => {
-  it('listens on :8000 HTTP and :8001 HTTPS with the certificate', () => {
-    t().hasResourceProperties('AWS::ElasticLoadBalancingV2::Listener', {
-      Port: 8000,
-      Protocol: 'HTTP',
-      Certificates: Match.absent(),
-    });
-    t().hasResourceProperties('AWS::ElasticLoadBalancingV2::Listener', {
-      Port: 8001,
-      Protocol: 'HTTPS',
-      Certificates: [{ CertificateArn: CERTIFICATE_ARN }],
-    });
+  it('serves both :8000 and :8001 over HTTPS with the certificate by default', () => {
+    for (const port of [8000, 8001]) {
+      t().hasResourceProperties('AWS::ElasticLoadBalancingV2::Listener', {
+        Port: port,
+        Protocol: 'HTTPS',
+        Certificates: [{ CertificateArn: CERTIFICATE_ARN }],
+      });
+    }
+    t().resourceCountIs('AWS::ElasticLoadBalancingV2::ListenerRule', 0);
     t().hasResourceProperties('AWS::ElasticLoadBalancingV2::LoadBalancer', { Scheme: 'internet-facing' });
+    t().hasOutput('HttpEndpoint', { Value: { 'Fn::Join': ['', Match.arrayWith([Match.stringLikeRegexp('^https://')])] } });
+  });
+
+  it('admits only the configured clients, and attaches a WAF web ACL with a rate-based rule per client IP', () => {
+    const alb = Object.values(t().findResources('AWS::EC2::SecurityGroup')).find((r) =>
+      String(r.Properties.GroupDescription).startsWith('Batchwise ALB'),
+    )!;
+    expect(alb.Properties.SecurityGroupIngress.map((r: any) => [r.CidrIp, r.FromPort])).toEqual([[INGRESS_CIDR, 8000], [INGRESS_CIDR, 8001]]);
+    const acl = only(t(), 'AWS::WAFv2::WebACL');
+    expect(acl.props).toMatchObject({ Scope: 'REGIONAL', DefaultAction: { Allow: {} } });
+    expect(acl.props.Rules).toEqual([
+      expect.objectContaining({
+        Action: { Block: {} },
+        Statement: { RateBasedStatement: { Limit: 20000, AggregateKeyType: 'IP', EvaluationWindowSec: 300 } },
+      }),
+    ]);
+    const alb2 = only(t(), 'AWS::ElasticLoadBalancingV2::LoadBalancer').logicalId;
+    t().hasResourceProperties('AWS::WAFv2::WebACLAssociation', {
+      ResourceArn: { Ref: alb2 },
+      WebACLArn: { 'Fn::GetAtt': [acl.logicalId, 'Arn'] },
+    });
+  });
+
+  it('checks at deploy time, before creating anything, that the certificate is of the stack\'s region', () => {
+    const rules = t().toJSON().Rules;
+    expect(Object.values(rules)).toContainEqual({
+      Assertions: [{ Assert: { 'Fn::Equals': [{ Ref: 'AWS::Region' }, 'us-east-1'] }, AssertDescription: expect.stringContaining('us-east-1') }],
+    });
   });
 
   it('checks readiness on the HTTP target group and gRPC health with code 0 on the GRPC one', () => {
@@ -201,6 +263,15 @@ describe('model store and IAM', () => {
       BlockPublicAcls: true, BlockPublicPolicy: true, IgnorePublicAcls: true, RestrictPublicBuckets: true,
     });
     expect(model.LoggingConfiguration.LogFilePrefix).toBe('model-bucket/');
+    // Versioning keeps overwritten model files; they expire after 30 days (the newest 3 stay).
+    expect(model.LifecycleConfiguration.Rules).toEqual([
+      expect.objectContaining({
+        Status: 'Enabled',
+        NoncurrentVersionExpiration: { NoncurrentDays: 30, NewerNoncurrentVersions: 3 },
+        ExpiredObjectDeleteMarker: true,
+        AbortIncompleteMultipartUpload: { DaysAfterInitiation: 7 },
+      }),
+    ]);
     t().hasResourceProperties('AWS::S3::BucketPolicy', {
       PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]) },
     });
@@ -256,10 +327,12 @@ describe('model store and IAM', () => {
     )!;
     const statement = role.Properties.AssumeRolePolicyDocument.Statement[0];
     expect(statement.Action).toBe('sts:AssumeRoleWithWebIdentity');
+    // Only jobs in the GitHub environment (whose deployment branch rule admits the protected
+    // branch only), compared exactly: no branch-only subject, no wildcard.
     expect(statement.Condition).toEqual({
-      StringEquals: { 'token.actions.githubusercontent.com:aud': 'sts.amazonaws.com' },
-      StringLike: {
-        'token.actions.githubusercontent.com:sub': [`repo:${GITHUB_REPO}:ref:refs/heads/main`, `repo:${GITHUB_REPO}:environment:dev`],
+      StringEquals: {
+        'token.actions.githubusercontent.com:aud': 'sts.amazonaws.com',
+        'token.actions.githubusercontent.com:sub': `repo:${GITHUB_REPO}:environment:dev`,
       },
     });
     t().resourceCountIs('AWS::IAM::OIDCProvider', 1);
@@ -272,7 +345,7 @@ describe('alarms', () => {
 
   it('routes every alarm to the SNS topic with an e-mail subscription', () => {
     const topic = only(t(), 'AWS::SNS::Topic').logicalId;
-    expect(alarms()).toHaveLength(12);
+    expect(alarms()).toHaveLength(17);
     for (const alarm of alarms()) expect(alarm.AlarmActions).toEqual([{ Ref: topic }]);
     t().hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'ops@example.com' });
   });
@@ -363,6 +436,41 @@ describe('alarms', () => {
     ]));
     expect(byMetric(SERVER_METRICS.gpuMemoryUsedBytes.name)).toEqual([
       expect.objectContaining({ Namespace: 'Batchwise', Dimensions: dims, Threshold: Math.floor(16 * 1024 ** 3 * 0.9) }),
+    ]);
+  });
+
+  it('alarms on the load balancer\'s own 5xx and on a target group without a healthy target', () => {
+    const elb = alarms().filter((a) => a.Metrics?.some((m: any) => m.MetricStat?.Metric.MetricName === 'HTTPCode_ELB_5XX_Count'));
+    expect(elb).toHaveLength(1);
+    const stat = (name: string) => elb[0].Metrics.find((m: any) => m.MetricStat?.Metric.MetricName === name).MetricStat;
+    expect(stat('HTTPCode_ELB_5XX_Count')).toMatchObject({ Stat: 'Sum', Metric: { Namespace: 'AWS/ApplicationELB', Dimensions: [{ Name: 'LoadBalancer', Value: expect.anything() }] } });
+    expect(stat('RequestCount').Metric.Dimensions.map((d: any) => d.Name)).toEqual(['LoadBalancer']);
+    expect(elb[0]).toMatchObject({ Threshold: 5, ComparisonOperator: 'GreaterThanThreshold', EvaluationPeriods: 3, DatapointsToAlarm: 2 });
+
+    const none = byMetric('HealthyHostCount');
+    expect(none).toHaveLength(2);
+    for (const a of none) {
+      expect(a).toMatchObject({ Statistic: 'Maximum', Threshold: 1, ComparisonOperator: 'LessThanThreshold', TreatMissingData: 'breaching' });
+    }
+  });
+
+  it('has a heartbeat on the line every task writes, which treats silence as an outage', () => {
+    expect(byMetric('RequestCount').filter((a) => a.Namespace === 'Batchwise')).toEqual([
+      expect.objectContaining({
+        Statistic: 'SampleCount',
+        Dimensions: [{ Name: 'ServiceName', Value: 'batchwise-dev' }],
+        Threshold: 1,
+        ComparisonOperator: 'LessThanThreshold',
+        TreatMissingData: 'breaching',
+      }),
+    ]);
+  });
+
+  it('alarms on models that failed to load, which readiness no longer reports', () => {
+    expect(byMetric(SERVER_METRICS.modelsFailedToLoad.name)).toEqual([
+      expect.objectContaining({
+        Namespace: 'Batchwise', Statistic: 'Maximum', Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      }),
     ]);
   });
 

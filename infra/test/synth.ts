@@ -13,6 +13,10 @@ const CDK_JSON_CONTEXT = (JSON.parse(readFileSync(new URL('../../cdk.json', impo
 
 export const CERTIFICATE_ARN = 'arn:aws:acm:us-east-1:123456789012:certificate/example';
 export const IMAGE_URI = 'public.ecr.aws/example/batchwise:1.0.0';
+/** A documentation range (RFC 5737): the clients' network the tests allow in. */
+export const INGRESS_CIDR = '203.0.113.0/24';
+/** The context keys without a default. */
+export const REQUIRED = { certificateArn: CERTIFICATE_ARN, allowedIngressCidr: INGRESS_CIDR } as const;
 
 export interface Synthesized {
   readonly stack: BatchwiseStack;
