@@ -184,12 +184,16 @@ function assemble(
   unappliedSettings: Record<string, string>,
   labels: ReadonlyMap<string, readonly string[]>,
 ): LoadedVersion {
+  // An input may be left out when the config says so and the model runs without it: ONNX Runtime
+  // for Node.js runs a graph only with every input it lists, so a request leaving one of those
+  // out is refused in validation (naming it) instead of failing in the model (500).
+  const runsWithout = new Set(created[0]!.io.inputs.filter((t) => t.optional).map((t) => t.name));
   const inputs: InputSpec[] = config.input.map((input) => ({
     name: input.name,
     datatype: CONFIG_TYPE_TO_DATATYPE[input.data_type]!,
     dims: input.dims,
     modelDims: input.reshape?.shape,
-    optional: input.optional ?? false,
+    optional: (input.optional ?? false) && runsWithout.has(input.name),
   }));
   const outputs: OutputSpec[] = config.output.map((output) => ({
     name: output.name,
