@@ -200,7 +200,7 @@ describe.skipIf(!upstreamPresent)('gRPC frontend driven by a client built from t
       expect(byId.get(id).infer_response.raw_output_contents[0]).toEqual(SAMPLES.INT32.raw);
     }
     expect(byId.get('s2').error_message).toBe("Request for unknown model: 'nope' is not found");
-    expect(byId.get('s3').error_message).toMatch(/has 3 bytes of data/);
+    expect(byId.get('s3').error_message).toMatch(/^input byte size mismatch for input 'INPUT0' for model '[a-z_0-9]+'. Expected \d+, got 3: /);
   });
 
   it('statistics, repository and settings RPCs', async () => {
@@ -217,8 +217,9 @@ describe.skipIf(!upstreamPresent)('gRPC frontend driven by a client built from t
     // Model control mode NONE, as Triton: UNAVAILABLE.
     await expect(call('RepositoryModelLoad', { model_name: 'simple' })).rejects.toMatchObject({ code: status.UNAVAILABLE });
     await expect(call('RepositoryModelUnload', { model_name: 'simple' })).rejects.toMatchObject({ code: status.UNAVAILABLE });
+    // File overrides too: as in Triton, the control mode is checked before the parameters.
     await expect(call('RepositoryModelLoad', { model_name: 'simple', parameters: { 'file:1/model.onnx': { bytes_param: Buffer.alloc(1) } } })).rejects.toMatchObject({
-      code: status.UNIMPLEMENTED,
+      code: status.UNAVAILABLE,
     });
 
     const log = await call('LogSettings', {});

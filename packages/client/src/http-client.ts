@@ -1,7 +1,8 @@
 import { Pool } from 'undici';
 import { BatchwiseClientError } from './errors.ts';
-import { decodeHttpInferResponse, encodeHttpInferRequest, HEADER_LENGTH } from './http-infer-codec.ts';
+import { decodeHttpInferResponse, encodeHttpInferRequest, encodeRawHttpInferRequest, HEADER_LENGTH } from './http-infer-codec.ts';
 import type {
+  HttpInferOptions,
   InferenceClient,
   InferRequest,
   InferResult,
@@ -63,8 +64,9 @@ export class HttpClient implements InferenceClient {
     return (await this.json('GET', `${modelPath(model, version)}/config`)) as Record<string, unknown>;
   }
 
-  async infer(request: InferRequest): Promise<InferResult> {
-    const { headers, body } = encodeHttpInferRequest(request);
+  /** `raw`: send the one input as a raw binary request (HttpInferOptions). */
+  async infer(request: InferRequest, options: HttpInferOptions = {}): Promise<InferResult> {
+    const { headers, body } = options.raw ? encodeRawHttpInferRequest(request) : encodeHttpInferRequest(request);
     const response = await this.send('POST', `${modelPath(request.model, request.version)}/infer`, body, headers);
     const header = response.headers[HEADER_LENGTH];
     return decodeHttpInferResponse(response.body, Array.isArray(header) ? header[0] : header);

@@ -1,7 +1,7 @@
 import { BatchwiseClientError } from './errors.ts';
 import { inputToJsonText, outputFromJson } from './json-tensor.ts';
 import { parseResponseJson } from './response-json.ts';
-import { fromRawBytes, toRawBytes } from './tensor-data.ts';
+import { deserializeBytes, fromRawBytes, toRawBytes } from './tensor-data.ts';
 import { sharedMemoryParameters } from './shared-memory.ts';
 import type { DataType, InferInput, InferRequest, InferRequestedOutput, InferResult, Parameters, SharedMemoryLocation } from './types.ts';
 
@@ -61,6 +61,32 @@ export function encodeHttpInferRequest(request: InferRequest): HttpInferBody {
   return {
     headers: { 'content-type': 'application/octet-stream', [HEADER_LENGTH]: String(json.byteLength) },
     body: Buffer.concat([json, ...tensors]),
+  };
+}
+
+/**
+ * A raw binary request (Triton's binary tensor data extension with Inference-Header-Content-Length
+ * 0): the body is the bytes of the request's one input, whose name and shape the server deduces
+ * from the model config; a BYTES input is its one element, without a length prefix. There is no
+ * JSON, so no id, outputs or parameters; every output comes back binary.
+ */
+export function encodeRawHttpInferRequest(request: InferRequest): HttpInferBody {
+  const [input, ...others] = request.inputs;
+  if (!input || others.length > 0 || input.sharedMemory) {
+    throw new BatchwiseClientError('a raw request carries exactly one input, sent in the request');
+  }
+  if (request.id !== undefined || request.outputs?.length || Object.keys(request.parameters ?? {}).length > 0) {
+    throw new BatchwiseClientError('a raw request has no JSON: it cannot carry an id, outputs or parameters');
+  }
+  let bytes = toRawBytes(input.name, input.datatype, input.data);
+  if (input.datatype === 'BYTES') {
+    const elements = deserializeBytes(input.name, bytes);
+    if (elements.length !== 1) throw new BatchwiseClientError(`a raw BYTES input holds one element; '${input.name}' has ${elements.length}`);
+    bytes = elements[0]!;
+  }
+  return {
+    headers: { 'content-type': 'application/octet-stream', [HEADER_LENGTH]: '0' },
+    body: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
   };
 }
 

@@ -79,6 +79,18 @@ export interface InferRequest {
   readonly binary?: boolean;
 }
 
+/** How HttpClient.infer sends a request. */
+export interface HttpInferOptions {
+  /**
+   * Send a raw binary request, as Triton's binary tensor data extension allows
+   * (`Inference-Header-Content-Length: 0`): the body is the bytes of the request's one input, and
+   * the server takes its name and shape from the model config (the one variable dimension from
+   * the byte size; a batching model gets a batch of 1). A BYTES input must be one element. No id,
+   * outputs or parameters travel; every output comes back. @default false
+   */
+  readonly raw?: boolean;
+}
+
 export interface LoadModelOptions {
   readonly config?: string;
   readonly files?: Readonly<Record<string, Uint8Array>>;

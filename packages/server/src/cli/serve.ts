@@ -44,6 +44,7 @@ interface ServeFlags {
   responseCacheByteSize?: number;
   grpcRestrictedProtocol?: string[];
   httpMaxBodyBytes: number;
+  httpMaxInputSize?: number;
   modelLoadFilesMaxBytes: number;
   httpKeepAliveTimeoutSecs: number;
   exitTimeoutSecs: number;
@@ -132,6 +133,7 @@ export function serveCommand(): Command {
     )
     .option('--disable-auto-complete-config [bool]', 'the same as --strict-model-config=true', parseBool, false)
     .option('--http-max-body-bytes <bytes>', 'largest request body accepted over HTTP', parsePositiveInteger, DEFAULT_MAX_BODY_BYTES)
+    .option('--http-max-input-size <bytes>', "Triton's name for --http-max-body-bytes (wins when both are given)", parsePositiveInteger)
     .option(
       FILE_OVERRIDE_LIMIT_FLAG + ' <bytes>',
       "largest total size of the file overrides ('file:<version>/<name>' parameters, decoded) of one repository load request",
@@ -203,7 +205,7 @@ export function serveCommand(): Command {
         ...(flags.responseCacheByteSize !== undefined ? [`local,size=${flags.responseCacheByteSize}`] : []),
       ],
       allowCpuFallback: flags.allowCpuFallback,
-      maxBodyBytes: flags.httpMaxBodyBytes,
+      maxBodyBytes: flags.httpMaxInputSize ?? flags.httpMaxBodyBytes,
       modelLoadFilesMaxBytes: flags.modelLoadFilesMaxBytes,
       ...(flags.memoryLimit !== undefined && { memoryLimit: flags.memoryLimit }),
       cloudwatchMetrics: flags.cloudwatchMetrics,

@@ -55,6 +55,19 @@ export const Errors = {
       `Request for unknown model: '${model}' has no available versions` +
         (reason ? ` (${reason})` : ''),
     ),
+  /** Triton's words (its tests and clients match on them); `detail` says more. */
+  inputByteSizeMismatch: (input: string, model: string, expected: number, got: number, detail: string) =>
+    new InferenceServerError(
+      'INVALID_ARG',
+      `input byte size mismatch for input '${input}' for model '${model}'. Expected ${expected}, got ${got}: ${detail}`,
+    ),
+  /** An HTTP body past --http-max-body-bytes, in the words of Triton's --http-max-input-size refusal (400). */
+  requestBodyTooLarge: (declaredBytes: number | undefined, limitBytes: number) =>
+    new InferenceServerError(
+      'INVALID_ARG',
+      `Request JSON size of ${declaredBytes ?? `more than ${limitBytes}`} bytes exceeds the maximum allowed value of ${limitBytes} bytes. ` +
+        'Use --http-max-body-bytes to increase the limit.',
+    ),
   queueFull: () => new InferenceServerError('UNAVAILABLE', 'Exceeds maximum queue size'),
   requestTimeout: () => new InferenceServerError('UNAVAILABLE', 'Request timeout expired'),
   serverNotReady: () => new InferenceServerError('UNAVAILABLE', 'Server not ready'),

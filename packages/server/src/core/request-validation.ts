@@ -1,10 +1,11 @@
-import { ELEMENT_BYTE_SIZE } from '../tensor/datatype.ts';
+import { checkedElementCount, expectedByteSize } from '../tensor/byte-size.ts';
 import { countBytesElements, deserializeBytesElements } from '../tensor/bytes-codec.ts';
 import { elementCount, formatShape } from '../tensor/shape.ts';
 import type { ParameterValue, Tensor } from '../tensor/tensor.ts';
 import { classificationCount } from './classification.ts';
 import { Errors } from './errors.ts';
 import type { LoadedVersion } from './loaded-version.ts';
+import { rawRequestInput } from './raw-input.ts';
 import type { InferenceRequest } from './types.ts';
 
 export interface ValidatedRequest {
@@ -21,13 +22,15 @@ export interface ValidatedRequest {
 
 /**
  * Checks a request against the model's config, once, for both protocols: names, datatypes,
- * shapes, batch size, byte sizes, requested outputs and scheduling parameters.
+ * shapes, batch size, byte sizes, requested outputs and scheduling parameters. A raw binary
+ * request's one input is deduced from the config first.
  */
 export function validateRequest(request: InferenceRequest, model: LoadedVersion): ValidatedRequest {
   const name = model.modelName;
+  const given = request.rawInput === undefined ? request.inputs : [rawRequestInput(request.rawInput, model)];
   const byName = new Map<string, Tensor>();
-  for (const input of request.inputs) {
-    if (byName.has(input.name)) throw Errors.invalidArg(`input '${input.name}' appears more than once in the request for model '${name}'`);
+  for (const input of given) {
+    if (byName.has(input.name)) throw Errors.invalidArg(`input '${input.name}' already exists in request for model '${name}'`);
     if (!model.inputsByName.has(input.name)) {
       throw Errors.invalidArg(`unexpected inference input '${input.name}' for model '${name}'`);
     }
@@ -36,7 +39,7 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
   const missing = model.inputs.filter((spec) => !spec.optional && !byName.has(spec.name)).map((s) => `'${s.name}'`);
   if (missing.length > 0) {
     throw Errors.invalidArg(
-      `expected ${model.inputs.length} inputs but got ${request.inputs.length} inputs for model '${name}'; missing ${missing.join(', ')}`,
+      `expected ${model.inputs.length} inputs but got ${given.length} inputs for model '${name}'; missing ${missing.join(', ')}`,
     );
   }
 
@@ -137,7 +140,8 @@ function shapeMatches(shape: readonly number[], expected: readonly number[]): bo
 }
 
 function checkByteSize(tensor: Tensor, model: string): void {
-  const count = elementCount(tensor.shape);
+  // Past 2^31 elements, or bytes, in Triton's words (the frontends only read the shape).
+  const count = checkedElementCount(tensor.shape, tensor.name);
   if (tensor.datatype === 'BYTES') {
     checkText(tensor, model);
     const found = countBytesElements(tensor.data, tensor.name);
@@ -148,11 +152,10 @@ function checkByteSize(tensor: Tensor, model: string): void {
     }
     return;
   }
-  const expected = count * ELEMENT_BYTE_SIZE[tensor.datatype];
+  const expected = expectedByteSize(tensor.datatype, tensor.shape, tensor.name);
   if (tensor.data.byteLength !== expected) {
-    throw Errors.invalidArg(
-      `input '${tensor.name}' of model '${model}' has ${tensor.data.byteLength} bytes of data, but shape ${formatShape(tensor.shape)} of ${tensor.datatype} needs ${expected}`,
-    );
+    const detail = `shape ${formatShape(tensor.shape)} of ${tensor.datatype} takes ${expected} bytes`;
+    throw Errors.inputByteSizeMismatch(tensor.name, model, expected, tensor.data.byteLength, detail);
   }
 }
 
@@ -185,7 +188,7 @@ function requestedOutputs(request: InferenceRequest, model: LoadedVersion): stri
       throw Errors.invalidArg(`unexpected inference output '${output.name}' for model '${model.modelName}'`);
     }
     if (seen.has(output.name)) {
-      throw Errors.invalidArg(`output '${output.name}' is requested more than once for model '${model.modelName}'`);
+      throw Errors.invalidArg(`output '${output.name}' already exists in request for model '${model.modelName}'`);
     }
     seen.add(output.name);
   }

@@ -14,6 +14,12 @@ export interface InferenceRequest {
   /** Empty or absent: the version chosen by the model's version policy (the highest ready). */
   readonly modelVersion?: string;
   readonly inputs: RequestInput[];
+  /**
+   * A raw binary request's body (HTTP `Inference-Header-Content-Length: 0`): the bytes of the
+   * model's only input, its name, datatype and shape deduced from the config (raw-input.ts);
+   * `inputs` is then empty.
+   */
+  readonly rawInput?: Uint8Array;
   /** Absent or empty: every output of the model. */
   readonly outputs?: RequestedOutput[];
   /** Request-level parameters, e.g. `priority`, `timeout` (microseconds), `binary_data_output`. */

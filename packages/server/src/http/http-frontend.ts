@@ -63,7 +63,12 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
     done(null, body),
   );
 
-  app.setErrorHandler((error: FastifyError | Error, _request, reply) => {
+  app.setErrorHandler((error: FastifyError | Error, request, reply) => {
+    if ('code' in error && error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      // Content-Length counts the encoded bytes; a compressed or chunked body passed the limit as it streamed.
+      const declared = request.headers['content-encoding'] === undefined ? Number(request.headers['content-length']) : NaN;
+      error = Errors.requestBodyTooLarge(Number.isSafeInteger(declared) ? declared : undefined, options.maxBodyBytes);
+    }
     if (isInferenceServerError(error)) {
       void reply.code(httpStatusOf(error.code)).send({ error: error.message });
       return;

@@ -5,7 +5,7 @@ import { countBytesElements } from '../tensor/bytes-codec.ts';
 import { isDataType, type DataType } from '../tensor/datatype.ts';
 import { describeValue } from '../tensor/describe-value.ts';
 import { decodeJsonTensorData, encodeJsonTensorData } from '../tensor/json-codec.ts';
-import { parseRequestJson } from '../tensor/json-text.ts';
+import { checkJsonNesting, parseRequestJson } from '../tensor/json-text.ts';
 import { formatShape } from '../tensor/shape.ts';
 import type { Parameters } from '../tensor/tensor.ts';
 
@@ -13,9 +13,14 @@ export const HEADER_LENGTH_HEADER = 'Inference-Header-Content-Length';
 
 type Json = Record<string, unknown>;
 
+/** Levels of JSON around an input's `data` in an infer body: the body, `inputs`, the input. */
+const DATA_DEPTH = 3;
+
 /**
  * Decodes a KServe v2 HTTP infer body: JSON, or JSON followed by binary tensor data when
- * `Inference-Header-Content-Length` is given. Binary inputs are views on `body` (no copies).
+ * `Inference-Header-Content-Length` is given, or with that header 0 Triton's raw binary request
+ * (the body is the model's only input; the core deduces its name and shape; every output comes
+ * back binary). Binary inputs are views on `body` (no copies).
  */
 export function decodeHttpInferRequest(
   body: Buffer,
@@ -24,18 +29,24 @@ export function decodeHttpInferRequest(
   modelVersion: string | undefined,
 ): InferenceRequest {
   const jsonLength = headerLength === undefined ? body.length : parseHeaderLength(headerLength, body.length);
+  if (jsonLength === 0 && headerLength !== undefined) {
+    return {
+      modelName,
+      ...(modelVersion !== undefined && { modelVersion }),
+      inputs: [],
+      rawInput: new Uint8Array(body.buffer, body.byteOffset, body.length),
+      parameters: { binary_data_output: true },
+    };
+  }
   const header = parseJsonObject(body.subarray(0, jsonLength), parseRequestJson);
 
   const rawInputs = header['inputs'];
   if (!Array.isArray(rawInputs)) throw Errors.invalidArg("the request must have an 'inputs' array");
-  const names = new Set<string>();
   let binaryOffset = jsonLength;
   const inputs = rawInputs.map((raw: unknown, i): RequestInput => {
     const input = jsonObject(raw, `input ${i}`);
     const name = input['name'];
     if (typeof name !== 'string' || name === '') throw Errors.invalidArg(`input ${i} must have a non-empty string 'name'`);
-    if (names.has(name)) throw Errors.invalidArg(`input '${name}' appears more than once`);
-    names.add(name);
     const datatype = input['datatype'];
     if (!isDataType(datatype)) throw Errors.invalidArg(`input '${name}' has unknown datatype ${describeValue(datatype)}`);
     if (input['shape'] === undefined) throw Errors.invalidArg(`input '${name}' must have a 'shape' array`);
@@ -52,7 +63,7 @@ export function decodeHttpInferRequest(
     }
     if (binarySize === undefined) {
       if (!hasData) throw Errors.invalidArg(`input '${name}' has neither 'data' nor a binary_data_size parameter`);
-      return { name, datatype, shape, data: decodeJsonTensorData(name, datatype, shape, input['data']) };
+      return { name, datatype, shape, data: decodeJsonTensorData(name, datatype, shape, input['data'], DATA_DEPTH) };
     }
     if (typeof binarySize !== 'number' || !Number.isSafeInteger(binarySize) || binarySize < 0) {
       throw Errors.invalidArg(`binary_data_size of input '${name}' must be a non-negative integer, got ${describeValue(binarySize)}`);
@@ -119,6 +130,8 @@ export function parseJsonObject(bytes: Buffer, parse: (text: string) => unknown 
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw Errors.invalidArg(`the request JSON must be an object, got ${describeValue(parsed)}`);
   }
+  // Infer bodies can be large: their one deep structure, tensor data, is checked as it is flattened.
+  if (parse === JSON.parse) checkJsonNesting(parsed);
   return parsed as Json;
 }
 
@@ -140,13 +153,10 @@ function checkBytesElementCount(name: string, shape: readonly number[], data: Ui
 function parseOutputs(raw: unknown): RequestedOutput[] | undefined {
   if (raw === undefined) return undefined;
   if (!Array.isArray(raw)) throw Errors.invalidArg(`'outputs' must be an array, got ${describeValue(raw)}`);
-  const seen = new Set<string>();
   return raw.map((o: unknown, i): RequestedOutput => {
     const output = jsonObject(o, `output ${i}`);
     const name = output['name'];
     if (typeof name !== 'string' || name === '') throw Errors.invalidArg(`output ${i} must have a non-empty string 'name'`);
-    if (seen.has(name)) throw Errors.invalidArg(`output '${name}' is requested more than once`);
-    seen.add(name);
     const what = `parameters of output '${name}'`;
     const parameters = parameterObject(output['parameters'], what);
     checkBoolean(parameters, 'binary_data', what);

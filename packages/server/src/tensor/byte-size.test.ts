@@ -27,7 +27,7 @@ describe('validateShape', () => {
     [[[2]], /'IN'.*got an array/],
     [[NaN], /'IN'.*got NaN/],
     [[Infinity], /'IN'.*got Infinity/],
-    [[1, 2 ** 52], /'IN'.*dimension 1 \(4503599627370496\) exceeds the limit/],
+    [[1, 2 ** 52], /'IN'.*dimension 1 \(4503599627370496\) causes total element count to exceed maximum size of 2147483648/],
     ['[1,2]', /shape of tensor 'IN' must be an array/],
     [{ length: 1 }, /shape of tensor 'IN' must be an array/],
     [new Array(65).fill(1), /'IN' has 65 dimensions; at most 64/],
@@ -35,6 +35,15 @@ describe('validateShape', () => {
     const error = errorOf(() => validateShape(shape, 'IN'));
     expect(error.code).toBe('INVALID_ARG');
     expect(error.message).toMatch(message);
+  });
+});
+
+describe('validateShape with dimensions beyond 2^53 (bigints from the exact JSON parse)', () => {
+  it('calls a positive one too large, in Triton\'s words, and a negative one negative', () => {
+    expect(errorOf(() => validateShape([16, 2n ** 60n + 2n], 'IN')).message).toBe(
+      "shape of tensor 'IN': dimension 1 (1152921504606846978) causes total element count to exceed maximum size of 2147483648",
+    );
+    expect(errorOf(() => validateShape([-(2n ** 60n)], 'IN')).message).toMatch(/'IN'.*dimension 0 must be a non-negative integer, got -1152921504606846976/);
   });
 });
 
@@ -49,15 +58,15 @@ describe('expectedByteSize', () => {
   it('accepts exactly the limit and refuses one byte beyond it', () => {
     expect(expectedByteSize('UINT8', [2 ** 31], 'X')).toBe(MAX_TENSOR_BYTE_SIZE);
     expect(errorOf(() => expectedByteSize('FP16', [2 ** 30 + 1], 'BIG')).message).toMatch(
-      /tensor 'BIG' of datatype FP16 and shape \[1073741825\] would take 2147483650 bytes; the limit is 2147483648/,
+      /byte size overflow for input 'BIG': datatype FP16 and shape \[1073741825\] would take 2147483650 bytes; the limit is 2147483648/,
     );
   });
 
   it('refuses element counts that overflow, without losing precision or reaching Infinity', () => {
     const error = errorOf(() => expectedByteSize('INT32', [65536, 65536, 65536], 'INPUT1'));
     expect(error.code).toBe('INVALID_ARG');
-    expect(error.message).toMatch(/shape \[65536,65536,65536\] of tensor 'INPUT1' has too many elements/);
-    expect(() => checkedElementCount(new Array(64).fill(2 ** 31), 'X')).toThrow(/too many elements/);
+    expect(error.message).toBe("shape [65536,65536,65536] of tensor 'INPUT1' causes total element count to exceed maximum size of 2147483648");
+    expect(() => checkedElementCount(new Array(64).fill(2 ** 31), 'X')).toThrow(/causes total element count to exceed maximum size of/);
     expect(checkedElementCount([...new Array(63).fill(2 ** 31), 0], 'X')).toBe(0);
   });
 });

@@ -89,16 +89,24 @@ describe('JSON tensor codec', () => {
 
   it('refuses bad shapes, naming the input', () => {
     expect(messageOf(() => decodeJsonTensorData('IN', 'FP32', [-1], []))).toMatch(/'IN'.*non-negative integer, got -1/);
-    expect(messageOf(() => decodeJsonTensorData('IN', 'FP32', [65536, 65536, 65536], []))).toMatch(/'IN' has too many elements/);
+    expect(messageOf(() => decodeJsonTensorData('IN', 'FP32', [65536, 65536, 65536], []))).toMatch(/'IN' causes total element count to exceed maximum size of/);
   });
 
-  it('survives 100k-deep nesting with a clear error', () => {
-    let deep: unknown = [1];
-    for (let i = 0; i < 100_000; i++) deep = [deep];
-    expect(messageOf(() => decodeJsonTensorData('DEEP', 'INT32', [1], deep))).toBe("data of input 'DEEP' is nested more than 64 levels deep");
+  it('survives 100k-deep nesting with Triton\'s error, and takes what its JSON nesting limit (100) allows', () => {
+    const nest = (levels: number) => {
+      let deep: unknown = 1;
+      for (let i = 0; i < levels; i++) deep = [deep];
+      return deep;
+    };
+    expect(messageOf(() => decodeJsonTensorData('DEEP', 'INT32', [1], nest(100_000)))).toBe(
+      "JSON nesting depth exceeds maximum allowed limit (100): the data of input 'DEEP' is nested more than 100 levels deep",
+    );
+    // Inside a request (3 levels enclose the data) 97 levels reach the limit and 98 pass it.
+    expect([...decodeJsonTensorData('OK', 'INT8', [1], nest(97), 3)]).toEqual([1]);
+    expect(messageOf(() => decodeJsonTensorData('DEEP', 'INT8', [1], nest(98), 3))).toMatch(/\(100\): the data of input 'DEEP' is nested more than 97 levels deep/);
     const cyclic: unknown[] = [];
     cyclic.push(cyclic);
-    expect(messageOf(() => decodeJsonTensorData('CYC', 'INT32', [1], cyclic))).toMatch(/'CYC' is nested more than 64/);
+    expect(messageOf(() => decodeJsonTensorData('CYC', 'INT32', [1], cyclic))).toMatch(/'CYC' is nested more than 100/);
   });
 
   it('takes 64-bit integers exactly from bigints (what json-text.ts gives beyond 2^53)', () => {

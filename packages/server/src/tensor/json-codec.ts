@@ -1,8 +1,9 @@
 import { Errors } from '../core/errors.ts';
-import { checkedElementCount, MAX_DIMENSIONS, validateShape } from './byte-size.ts';
+import { checkedElementCount, validateShape } from './byte-size.ts';
 import { bytesElementsToStrings, serializeBytesElements } from './bytes-codec.ts';
 import { ELEMENT_BYTE_SIZE, TYPED_ARRAY_OF, type DataType } from './datatype.ts';
 import { describeKind } from './describe-value.ts';
+import { jsonNestingError, MAX_JSON_NESTING_DEPTH } from './json-text.ts';
 import type { Tensor } from './tensor.ts';
 import { typedArrayOf } from './typed-view.ts';
 
@@ -17,10 +18,11 @@ const INTEGER64_RANGE: Partial<Record<DataType, readonly [bigint, bigint]>> = {
 };
 
 /**
- * Flattens nested arrays iteratively (no recursion, so no stack to exhaust); nesting deeper
- * than any allowed shape is refused.
+ * Flattens nested arrays iteratively (no recursion, so no stack to exhaust). `data` sits
+ * `enclosingDepth` levels deep in its request; arrays that take the request past Triton's JSON
+ * nesting limit are refused in its words.
  */
-function flatten(name: string, data: unknown): unknown[] {
+function flatten(name: string, data: unknown, enclosingDepth: number): unknown[] {
   if (!Array.isArray(data)) return [data];
   const out: unknown[] = [];
   const stack: { array: unknown[]; index: number }[] = [{ array: data, index: 0 }];
@@ -32,8 +34,8 @@ function flatten(name: string, data: unknown): unknown[] {
     }
     const value = top.array[top.index++];
     if (Array.isArray(value)) {
-      if (stack.length >= MAX_DIMENSIONS) {
-        throw Errors.invalidArg(`data of input '${name}' is nested more than ${MAX_DIMENSIONS} levels deep`);
+      if (enclosingDepth + stack.length >= MAX_JSON_NESTING_DEPTH) {
+        throw jsonNestingError(`the data of input '${name}' is nested more than ${MAX_JSON_NESTING_DEPTH - enclosingDepth} levels deep`);
       }
       stack.push({ array: value, index: 0 });
     } else {
@@ -47,13 +49,16 @@ function notANumber(name: string, datatype: DataType, index: number, value: unkn
   return Errors.invalidArg(`element ${index} of ${datatype} input '${name}' must be a number, got ${describeKind(value)}`);
 }
 
-/** Decodes the JSON `data` of an input (nested or flat) into raw little-endian bytes. */
-export function decodeJsonTensorData(name: string, datatype: DataType, shape: readonly number[], data: unknown): Uint8Array {
+/**
+ * Decodes the JSON `data` of an input (nested or flat) into raw little-endian bytes. `data` sits
+ * `enclosingDepth` levels of objects and arrays deep in its request (for the nesting limit).
+ */
+export function decodeJsonTensorData(name: string, datatype: DataType, shape: readonly number[], data: unknown, enclosingDepth = 0): Uint8Array {
   if (datatype === 'FP16' || datatype === 'BF16') {
     throw Errors.invalidArg(`datatype ${datatype} of input '${name}' must be sent as binary data, not JSON`);
   }
   const expected = checkedElementCount(validateShape(shape, name), name);
-  const values = flatten(name, data);
+  const values = flatten(name, data, enclosingDepth);
   if (values.length !== expected) {
     throw Errors.invalidArg(`unexpected number of elements for input '${name}': expected ${expected}, got ${values.length}`);
   }

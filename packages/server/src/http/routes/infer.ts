@@ -38,7 +38,7 @@ const heldMemory = new WeakMap<IncomingMessage, HeldMemory>();
 /**
  * Admission: the body is charged from its Content-Length before it is read, so bodies that
  * would exceed the memory budget get 503 unread. A body over the size limit is left to the
- * body parser's 413.
+ * body parser's refusal (400, in Triton's words).
  */
 function reserveBody(service: InferenceService, request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply): void {
   const declared = Number(request.headers['content-length']);
