@@ -264,7 +264,10 @@ export class CoreInferenceService implements InferenceService {
     if (this.models.isModelReady(target.modelName, target.modelVersion)) {
       const model = this.models.resolve(target.modelName, target.modelVersion);
       for (const input of census.inputs) checkInputElements(model, input.name, input.elements);
-      if (census.stringElements > 0) checkStringElements(model, census.stringElements, census.stringBytes);
+      // Strings sent to a model without BYTES inputs are refused as such once decoded.
+      if (census.stringElements > 0 && model.inputs.some((i) => i.datatype === 'BYTES')) {
+        checkStringElements(model, census.stringElements, census.stringBytes);
+      }
     }
     memory.grow(census.decodeBytes);
   }

@@ -27,6 +27,8 @@ export function decodeHttpInferRequest(
   headerLength: string | undefined,
   modelName: string,
   modelVersion: string | undefined,
+  /** Called with the JSON part before it is parsed (memory/element admission, json-admission.ts). */
+  beforeParse?: (json: Buffer) => void,
 ): InferenceRequest {
   const jsonLength = headerLength === undefined ? body.length : parseHeaderLength(headerLength, body.length);
   if (jsonLength === 0 && headerLength !== undefined) {
@@ -38,7 +40,9 @@ export function decodeHttpInferRequest(
       parameters: { binary_data_output: true },
     };
   }
-  const header = parseJsonObject(body.subarray(0, jsonLength), parseRequestJson);
+  const json = body.subarray(0, jsonLength);
+  beforeParse?.(json);
+  const header = parseJsonObject(json, parseRequestJson);
 
   const rawInputs = header['inputs'];
   if (!Array.isArray(rawInputs)) throw Errors.invalidArg("the request must have an 'inputs' array");

@@ -52,3 +52,12 @@ export function stringHeapCapacityBytes(heapLimitBytes: number | undefined): num
 export function bytesTensorContent(elements: number, dataBytes: number): number {
   return Math.max(0, dataBytes - 4 * elements);
 }
+
+/**
+ * What JSON.parse creates from a request body: the text as a JavaScript string (one byte a
+ * character, two when any is outside ASCII), JSON_VALUE_BYTES per value in its arrays, and the
+ * content of its strings (up to two bytes a byte), bytes.
+ */
+export function jsonParseBytes(textBytes: number, twoByteText: boolean, values: number, stringBytes: number): number {
+  return textBytes * (twoByteText ? 2 : 1) + values * JSON_VALUE_BYTES + stringBytes * 2;
+}

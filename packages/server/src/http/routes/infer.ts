@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { InferenceService, MemoryReservation } from '../../core/index.ts';
 import { decodeHttpInferRequest, encodeHttpInferResponse, outputsSentAsJson } from '../infer-codec.ts';
+import { admitJsonBody } from '../json-admission.ts';
 import { compressResponse, COMPRESSION_THRESHOLD_BYTES, negotiateResponseEncoding } from '../response-compression.ts';
 
 interface ModelParams {
@@ -95,11 +96,14 @@ export function registerInferRoutes(app: FastifyInstance, service: InferenceServ
     try {
       const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
       const headerLength = request.headers[HEADER_LENGTH];
+      const { model, version } = request.params;
+      const target = { modelName: model, ...(version !== undefined && { modelVersion: version }) };
       const inferRequest = decodeHttpInferRequest(
         body,
         Array.isArray(headerLength) ? headerLength[0] : headerLength,
-        request.params.model,
-        request.params.version,
+        model,
+        version,
+        held && ((json) => admitJsonBody(service, held.reservation, target, json)),
       );
       if (held) {
         // Inputs sent as JSON are decoded into arrays of their own, beside the body.
