@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { identity, serializeModel } from '@batchwise/modelgen';
 import { makeRepository } from './support/repository.ts';
 import { postJson, startTestServer } from './support/server.ts';
+import { waitFor } from './support/wait-for.ts';
 
 /**
  * What the ECS task relies on (infra/lib/inference-service.ts runs `--strict-readiness false`):
@@ -23,15 +24,6 @@ afterEach(async () => {
   for (const c of cleanups.splice(0)) await c();
 });
 
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('condition not met in time');
-}
-
 async function pollingServer(strictReadiness: boolean) {
   const repo = await makeRepository([{ name: 'good', model: identity('FP32', [4]), config: config('good') }]);
   const server = await startTestServer([repo.dir], { modelControlMode: 'poll', repositoryPollSecs: 1, strictReadiness });
@@ -49,7 +41,7 @@ async function pollingServer(strictReadiness: boolean) {
     await mkdir(join(repo.dir, 'broken', '1'), { recursive: true });
     await writeFile(join(repo.dir, 'broken', 'config.pbtxt'), config('broken'));
     await writeFile(join(repo.dir, 'broken', '1', 'model.onnx'), Buffer.from('not an onnx model'));
-    await waitFor(async () => (await failedGauge('broken')) === '1');
+    await waitFor(async () => (await failedGauge('broken')) === '1', 15_000, 'the broken model\'s load failed');
   };
   return { repo, server, failedGauge, ready, addBrokenModel };
 }
