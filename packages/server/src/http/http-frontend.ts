@@ -17,7 +17,7 @@ import { httpStatusOf } from './status.ts';
 
 export interface HttpFrontendOptions {
   readonly logger: Logger;
-  /** Largest request body accepted, bytes; larger ones get 413 before they are read whole. */
+  /** Largest request body accepted, bytes; larger ones are refused (400, Triton's words) before they are read whole. */
   readonly maxBodyBytes: number;
   /** Time allowed for a client to send a whole request, ms (slow clients get cut off). */
   readonly requestTimeoutMs: number;
