@@ -6,10 +6,9 @@
  * 'feeds'"), and an initializer-backed input cannot be configured at all.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BatchwiseClientError, HttpClient } from '@batchwise/client';
+import { BatchwiseClientError } from '@batchwise/client';
 import { GraphBuilder } from '@batchwise/modelgen';
-import { makeRepository } from './support/repository.ts';
-import { startTestServer } from './support/server.ts';
+import { serveModels, type ServedModels } from './support/server.ts';
 
 function addModel(initializer: boolean) {
   const g = new GraphBuilder('add');
@@ -26,35 +25,27 @@ input [ { name: "A" data_type: TYPE_FP32 dims: [ 2 ] }, { name: "C" data_type: T
 output [ { name: "Y" data_type: TYPE_FP32 dims: [ 2 ] } ]`;
 
 describe('optional inputs', () => {
-  let server: Awaited<ReturnType<typeof startTestServer>>;
-  let repo: Awaited<ReturnType<typeof makeRepository>>;
-  let client: HttpClient;
+  let served: ServedModels;
   beforeAll(async () => {
-    repo = await makeRepository([
+    served = await serveModels([
       { name: 'required', model: addModel(false), config: config('required') },
       { name: 'initializer', model: addModel(true), config: config('initializer') },
     ]);
-    server = await startTestServer([repo.dir]);
-    client = new HttpClient({ url: server.url });
   });
-  afterAll(async () => {
-    await client?.close();
-    await server?.close();
-    await repo?.remove();
-  });
+  afterAll(() => served?.close());
 
   const a = { name: 'A', datatype: 'FP32', shape: [1, 2], data: Float32Array.of(1, 1) } as const;
 
   it('refuses a request leaving out an input the model requires, naming it, and serves it when sent', async () => {
-    const refused = await client.infer({ model: 'required', inputs: [a] }).catch((e: unknown) => e);
+    const refused = await served.client.infer({ model: 'required', inputs: [a] }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(BatchwiseClientError);
     expect(refused).toMatchObject({ httpStatus: 400, message: expect.stringContaining("missing 'C'") });
-    const r = await client.infer({ model: 'required', inputs: [a, { name: 'C', datatype: 'FP32', shape: [1, 2], data: Float32Array.of(10, 20) }] });
+    const r = await served.client.infer({ model: 'required', inputs: [a, { name: 'C', datatype: 'FP32', shape: [1, 2], data: Float32Array.of(10, 20) }] });
     expect(r.outputs[0]!.data).toEqual(Float32Array.of(11, 21));
   });
 
   it('cannot configure an input backed by an initializer: the load fails naming it', async () => {
-    const entry = (await client.repositoryIndex()).find((m) => m.name === 'initializer');
+    const entry = (await served.client.repositoryIndex()).find((m) => m.name === 'initializer');
     expect(entry).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringContaining("input 'C' in the config is not an input of the model") });
   });
 });

@@ -5,10 +5,8 @@
  * failed the load; reshaped outputs reported -1 in their shape.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HttpClient } from '@batchwise/client';
 import { identity } from '@batchwise/modelgen';
-import { makeRepository } from './support/repository.ts';
-import { startTestServer } from './support/server.ts';
+import { serveModels, type ServedModels } from './support/server.ts';
 
 const BATCHING = `
 max_batch_size: 4
@@ -21,25 +19,17 @@ input [ { name: "INPUT0" data_type: TYPE_UINT16 dims: [ -1, 6 ] reshape: { shape
 output [ { name: "OUTPUT0" data_type: TYPE_UINT16 dims: [ -1, 6 ] reshape: { shape: [ -1, 2, 3 ] } } ]`;
 
 describe('reshape with variable dims', () => {
-  let server: Awaited<ReturnType<typeof startTestServer>>;
-  let repo: Awaited<ReturnType<typeof makeRepository>>;
-  let client: HttpClient;
+  let served: ServedModels;
   beforeAll(async () => {
-    repo = await makeRepository([
+    served = await serveModels([
       { name: 'batching', model: identity('INT32', [-1, 2, 2]), config: BATCHING },
       { name: 'not_batching', model: identity('UINT16', [-1, 2, 3], { batch: false }), config: NOT_BATCHING },
     ]);
-    server = await startTestServer([repo.dir]);
-    client = new HttpClient({ url: server.url });
   });
-  afterAll(async () => {
-    await client?.close();
-    await server?.close();
-    await repo?.remove();
-  });
+  afterAll(() => served?.close());
 
   it('loads both models, warmup samples included', async () => {
-    expect(await client.repositoryIndex()).toEqual([
+    expect(await served.client.repositoryIndex()).toEqual([
       expect.objectContaining({ name: 'batching', state: 'READY' }),
       expect.objectContaining({ name: 'not_batching', state: 'READY' }),
     ]);
@@ -47,13 +37,13 @@ describe('reshape with variable dims', () => {
 
   it('fills the variable dims of input and output reshapes from the request (batching)', async () => {
     const data = Int32Array.from({ length: 24 }, (_, i) => i - 5);
-    const r = await client.infer({ model: 'batching', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [2, 3, 4], data }] });
+    const r = await served.client.infer({ model: 'batching', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [2, 3, 4], data }] });
     expect(r.outputs[0]).toMatchObject({ name: 'OUTPUT0', shape: [2, 3, 4], data });
   });
 
   it('fills the variable dims of input and output reshapes from the request (no batching)', async () => {
     const data = Uint16Array.from({ length: 30 }, (_, i) => i * 1000);
-    const r = await client.infer({ model: 'not_batching', inputs: [{ name: 'INPUT0', datatype: 'UINT16', shape: [5, 6], data }] });
+    const r = await served.client.infer({ model: 'not_batching', inputs: [{ name: 'INPUT0', datatype: 'UINT16', shape: [5, 6], data }] });
     expect(r.outputs[0]).toMatchObject({ name: 'OUTPUT0', shape: [5, 6], data });
   });
 });

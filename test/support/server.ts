@@ -1,5 +1,7 @@
 import { pino } from 'pino';
+import { HttpClient } from '@batchwise/client';
 import { startServer, type RunningServer, type ServerOptions } from '@batchwise/server';
+import { makeRepository, type RepositoryModel } from './repository.ts';
 
 /** A real server on loopback with ephemeral ports and quiet logs. */
 export async function startTestServer(
@@ -16,6 +18,29 @@ export async function startTestServer(
     ...options,
   });
   return Object.assign(server, { url: `http://127.0.0.1:${server.httpPort}` });
+}
+
+export interface ServedModels {
+  readonly server: RunningServer & { url: string };
+  readonly client: HttpClient;
+  /** Closes the client and the server and removes the repository. */
+  close(): Promise<void>;
+}
+
+/** Generated models in a throw-away repository, served by a test server, with an HTTP client. */
+export async function serveModels(models: readonly RepositoryModel[], options: Partial<ServerOptions> = {}): Promise<ServedModels> {
+  const repo = await makeRepository(models);
+  const server = await startTestServer([repo.dir], options);
+  const client = new HttpClient({ url: server.url });
+  return {
+    server,
+    client,
+    close: async () => {
+      await client.close();
+      await server.close();
+      await repo.remove();
+    },
+  };
 }
 
 export async function postJson(url: string, body: unknown): Promise<{ status: number; json: any }> {
