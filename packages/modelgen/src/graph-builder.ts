@@ -58,7 +58,14 @@ export const TENSOR_DATATYPES: readonly TensorDatatype[] = [
   'BYTES',
 ];
 
-const ELEM_TYPES: Record<TensorDatatype, number> = {
+/**
+ * What a graph's inputs and outputs may be declared as: the datatypes above, `STRING` (an alias
+ * of `BYTES`) and BF16, which onnxruntime-node cannot load (it has no bfloat16 tensors), so
+ * models with it only serve to test that the server refuses them.
+ */
+export type GraphDatatype = TensorDatatype | 'STRING' | 'BF16';
+
+const ELEM_TYPES: Record<TensorDatatype | 'BF16', number> = {
   BOOL: onnx.TensorProto.DataType.BOOL,
   UINT8: onnx.TensorProto.DataType.UINT8,
   UINT16: onnx.TensorProto.DataType.UINT16,
@@ -71,11 +78,12 @@ const ELEM_TYPES: Record<TensorDatatype, number> = {
   FP16: onnx.TensorProto.DataType.FLOAT16,
   FP32: onnx.TensorProto.DataType.FLOAT,
   FP64: onnx.TensorProto.DataType.DOUBLE,
+  BF16: onnx.TensorProto.DataType.BFLOAT16,
   BYTES: onnx.TensorProto.DataType.STRING,
 };
 
 /** ONNX `TensorProto.DataType` number for a KServe datatype name (`STRING` = `BYTES`). */
-export function onnxElemType(datatype: TensorDatatype | 'STRING'): number {
+export function onnxElemType(datatype: GraphDatatype): number {
   const t = ELEM_TYPES[datatype === 'STRING' ? 'BYTES' : datatype];
   if (t === undefined) throw new Error(`unsupported datatype '${datatype}'`);
   return t;
@@ -94,7 +102,7 @@ export type Dim = number | string;
 
 export interface ValueInfo {
   readonly name: string;
-  readonly datatype: TensorDatatype | 'STRING';
+  readonly datatype: GraphDatatype;
   readonly dims: readonly Dim[];
 }
 
@@ -184,12 +192,12 @@ export class GraphBuilder {
 
   constructor(readonly graphName: string) {}
 
-  input(name: string, datatype: TensorDatatype | 'STRING', dims: readonly Dim[]): string {
+  input(name: string, datatype: GraphDatatype, dims: readonly Dim[]): string {
     this.inputs.push(valueInfoProto({ name, datatype, dims }));
     return name;
   }
 
-  output(name: string, datatype: TensorDatatype | 'STRING', dims: readonly Dim[]): string {
+  output(name: string, datatype: GraphDatatype, dims: readonly Dim[]): string {
     this.outputs.push(valueInfoProto({ name, datatype, dims }));
     return name;
   }

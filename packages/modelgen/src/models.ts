@@ -3,7 +3,7 @@
  * `batch` first dimension unless said otherwise, and all weights come from a seeded PRNG, so
  * the same arguments always give the same bytes.
  */
-import { GraphBuilder, type Dim, type ModelProto, type TensorDatatype } from './graph-builder.ts';
+import { GraphBuilder, type Dim, type GraphDatatype, type ModelProto } from './graph-builder.ts';
 import { mulberry32, uniformFloat32 } from './prng.ts';
 
 export const BATCH_DIM = 'batch';
@@ -38,7 +38,7 @@ export interface IdentityOptions {
  * per-item dims as in a Triton config (-1 = variable); a `batch` dim is prepended by default.
  */
 export function identity(
-  datatype: TensorDatatype | 'STRING',
+  datatype: GraphDatatype,
   dims: readonly Dim[],
   options: IdentityOptions = {},
 ): ModelProto {

@@ -96,4 +96,10 @@ function fromOrtTensor(name: string, tensor: ort.Tensor): WireTensor {
   return { name, datatype, shape, buffer: ownBuffer(new Uint8Array(data.buffer, data.byteOffset, data.byteLength)) };
 }
 
-openSession().catch((error: Error) => send({ type: 'load-failed', message: error.message }));
+/** ONNX Runtime names the element type it cannot take by number; 16 is bfloat16, which onnxruntime-node has no tensors for. */
+function loadFailure(message: string): string {
+  if (!/Unsupported data type: 16\b/.test(message)) return message;
+  return `the model has a BF16 (bfloat16) tensor, which ONNX Runtime for Node.js cannot run (${message})`;
+}
+
+openSession().catch((error: Error) => send({ type: 'load-failed', message: loadFailure(error.message) }));
