@@ -21,7 +21,7 @@ import { EmfWriter } from './metrics/emf-writer.ts';
 import { startGpuMonitor } from './metrics/gpu-monitor.ts';
 import { MemoryGuard } from './memory/memory-guard.ts';
 import { withModelFootprints } from './memory/model-footprint.ts';
-import { resolveMemoryBudgetBytes, workerHeapLimitBytesFor } from './memory/memory-budget.ts';
+import { maxRequestElementsFor, resolveMemoryBudgetBytes, workerHeapLimitBytesFor } from './memory/memory-budget.ts';
 
 export interface ServerOptions {
   readonly modelRepositories: readonly string[];
@@ -75,6 +75,8 @@ export interface ServerOptions {
   readonly traceConfig?: readonly string[];
   /** Bytes ("12G"), a fraction of the container limit ("0.8"), or absent: 80% of the container (or machine) memory. */
   readonly memoryLimit?: string;
+  /** Tensor elements one request may carry; more are refused with 400 / INVALID_ARGUMENT. @default one per 16 bytes of the memory budget */
+  readonly maxRequestElements?: number;
   /** JavaScript heap limit of each model instance's worker thread, bytes. @default a quarter of the memory budget (64 MiB to 4 GiB) */
   readonly workerHeapLimitBytes?: number;
   /** Write CloudWatch embedded-metric-format lines to stdout every 10 s. */
@@ -155,6 +157,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     strictReadiness: options.strictReadiness ?? true,
     logger,
     ...(responseCache && { responseCache }),
+    maxRequestElements: options.maxRequestElements ?? maxRequestElementsFor(memoryBudgetBytes),
   });
   const emf = options.cloudwatchMetrics
     ? new EmfWriter(metrics, { serviceName: options.cloudwatchServiceName ?? 'batchwise' })

@@ -50,6 +50,7 @@ interface ServeFlags {
   exitTimeoutSecs: number;
   shutdownGraceSecs: number;
   memoryLimit?: string;
+  maxRequestElements?: number;
   cloudwatchMetrics: boolean;
   cloudwatchServiceName: string;
 }
@@ -135,6 +136,11 @@ export function serveCommand(): Command {
     .option('--http-max-body-bytes <bytes>', 'largest request body accepted over HTTP', parsePositiveInteger, DEFAULT_MAX_BODY_BYTES)
     .option('--http-max-input-size <bytes>', "Triton's name for --http-max-body-bytes (wins when both are given)", parsePositiveInteger)
     .option(
+      '--max-request-elements <count>',
+      'most tensor elements one request may carry over HTTP or gRPC, counted before they are decoded; more get 400 / INVALID_ARGUMENT. Default: one per 16 bytes of --memory-limit',
+      parsePositiveInteger,
+    )
+    .option(
       FILE_OVERRIDE_LIMIT_FLAG + ' <bytes>',
       "largest total size of the file overrides ('file:<version>/<name>' parameters, decoded) of one repository load request",
       parsePositiveInteger,
@@ -208,6 +214,7 @@ export function serveCommand(): Command {
       maxBodyBytes: flags.httpMaxInputSize ?? flags.httpMaxBodyBytes,
       modelLoadFilesMaxBytes: flags.modelLoadFilesMaxBytes,
       ...(flags.memoryLimit !== undefined && { memoryLimit: flags.memoryLimit }),
+      ...(flags.maxRequestElements !== undefined && { maxRequestElements: flags.maxRequestElements }),
       cloudwatchMetrics: flags.cloudwatchMetrics,
       cloudwatchServiceName: flags.cloudwatchServiceName,
     });

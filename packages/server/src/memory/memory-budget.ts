@@ -74,6 +74,17 @@ export function workerHeapLimitBytesFor(budgetBytes: number): number {
   return Math.min(4 * 1024 ** 3, Math.max(64 * 1024 ** 2, Math.floor(budgetBytes / 4)));
 }
 
+/**
+ * Default of --max-request-elements: one element per 16 bytes of the budget. A request of 32-bit
+ * elements is charged at least 16 bytes an element (received, batch copy, output, binary reply;
+ * request-charge.ts), so past this many it could not be admitted even alone: it is refused as too
+ * large (400) rather than as over budget (503), and the per-element work one request can cause
+ * (counting, decoding, JSON values) stays in proportion to the budget.
+ */
+export function maxRequestElementsFor(budgetBytes: number): number {
+  return Math.max(1, Math.floor(budgetBytes / 16));
+}
+
 function refuseZero(bytes: number, flag: string): number {
   if (bytes === 0) throw new Error(`--memory-limit must be more than 0 bytes (0 would refuse every request), got '${flag}'`);
   return bytes;
