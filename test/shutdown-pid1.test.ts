@@ -11,22 +11,29 @@ import { makeRepository } from './support/repository.ts';
  * forced exit's own SIGTERM did nothing there, and the exit timeout hung until ECS killed the
  * task with 137. These tests run the real CLI as PID 1 of a new PID namespace.
  */
-const LAUNCHER = ['unshare', '--pid', '--fork', '--mount-proc'];
+const LAUNCHERS = [
+  // As root (or with CAP_SYS_ADMIN).
+  ['unshare', '--pid', '--fork', '--mount-proc'],
+  // Unprivileged, where user namespaces are allowed: root of its own user namespace.
+  ['unshare', '--user', '--map-root-user', '--pid', '--fork', '--mount-proc'],
+];
 
-/** Why the namespace cannot be made here, or undefined when it can. */
-function pidNamespaceUnavailable(): string | undefined {
-  const probe = spawnSync(LAUNCHER[0]!, [...LAUNCHER.slice(1), 'sh', '-c', 'echo $$'], { encoding: 'utf8', timeout: 10_000 });
-  if (probe.error) return `${LAUNCHER.join(' ')} could not run: ${probe.error.message}`;
-  if (probe.status !== 0 || probe.stdout.trim() !== '1') {
-    return `${LAUNCHER.join(' ')} is not permitted here (exit ${probe.status}): ${probe.stderr.trim()}`;
+/** The first launcher that makes a PID namespace here, or why none does. */
+function pidNamespaceLauncher(): { launcher: string[] } | { unavailable: string } {
+  const why: string[] = [];
+  for (const launcher of LAUNCHERS) {
+    const probe = spawnSync(launcher[0]!, [...launcher.slice(1), 'sh', '-c', 'echo $$'], { encoding: 'utf8', timeout: 10_000 });
+    if (probe.status === 0 && probe.stdout.trim() === '1') return { launcher };
+    why.push(`${launcher.join(' ')}: ${probe.error?.message ?? `exit ${probe.status}, ${probe.stderr.trim()}`}`);
   }
-  return undefined;
+  return { unavailable: why.join('; ') };
 }
 
-const unavailable = pidNamespaceUnavailable();
+const namespace = pidNamespaceLauncher();
+const unavailable = 'unavailable' in namespace ? namespace.unavailable : undefined;
 if (unavailable) {
   // Said loudly: a skipped test must not read as a passed one.
-  console.warn(`SKIPPED shutdown-pid1: the server cannot be run as PID 1 in a new PID namespace: ${unavailable}`);
+  console.warn(`SKIPPED shutdown-pid1: the server cannot be run as PID 1 in a new PID namespace here (${unavailable})`);
 }
 
 const config = `
@@ -55,7 +62,7 @@ describe.skipIf(unavailable !== undefined)('the server as PID 1 (unshare --pid -
 
   /** The server as PID 1 of its namespace, seen from here: the launcher, and the PID to signal as a container runtime would. */
   async function serverAsPid1(args: string[]) {
-    const server = await startServerProcess(['--model-repository', repo.dir, ...args], {}, { launcher: LAUNCHER });
+    const server = await startServerProcess(['--model-repository', repo.dir, ...args], {}, { launcher: (namespace as { launcher: string[] }).launcher });
     let stderr = '';
     server.child.stderr!.on('data', (d) => (stderr += d));
     // 'close' comes once its output is read to the end (the log lines), after 'exit'.
