@@ -1,4 +1,5 @@
 import { bytesTensorContent, stringHeapBytes } from '../memory/element-cost.ts';
+import { countBytesElements } from '../tensor/bytes-codec.ts';
 import { elementCount, formatShape } from '../tensor/shape.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { Errors } from './errors.ts';
@@ -48,19 +49,27 @@ export function checkStringElements(model: LoadedVersion, elements: number, cont
   return heap;
 }
 
-/** The checks above on a validated request's tensors; returns the heap its strings take in the worker. */
-export function checkValidatedElements(model: LoadedVersion, inputs: readonly Tensor[], maxRequestElements: number): number {
+/**
+ * The string check on a request's BYTES inputs as received, before validation walks them: their
+ * elements are counted on the length-prefixed layout (no object per element), and only inputs the
+ * model takes as BYTES count (others fail validation as they are). Returns the heap the strings
+ * take in the worker, for the scheduler.
+ */
+export function checkRequestStrings(model: LoadedVersion, inputs: readonly Tensor[]): number {
   let elements = 0;
-  let stringElements = 0;
-  let stringBytes = 0;
+  let contentBytes = 0;
   for (const input of inputs) {
-    const n = elementCount(input.shape);
+    if (input.datatype !== 'BYTES' || model.inputsByName.get(input.name)?.datatype !== 'BYTES') continue;
+    const n = countBytesElements(input.data, input.name);
     elements += n;
-    if (input.datatype === 'BYTES') {
-      stringElements += n;
-      stringBytes += bytesTensorContent(n, input.data.byteLength);
-    }
+    contentBytes += bytesTensorContent(n, input.data.byteLength);
   }
+  return elements > 0 ? checkStringElements(model, elements, contentBytes) : 0;
+}
+
+/** --max-request-elements on a validated request's tensors. */
+export function checkValidatedElements(inputs: readonly Tensor[], maxRequestElements: number): void {
+  let elements = 0;
+  for (const input of inputs) elements += elementCount(input.shape);
   checkElementCount(elements, maxRequestElements);
-  return stringElements > 0 ? checkStringElements(model, stringElements, stringBytes) : 0;
 }

@@ -9,7 +9,7 @@ import { advanceChargeBytes, requestChargeBytes, type SentAsJson } from '../memo
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
 import { reshapeDims, validateRequest, type ValidatedRequest } from './request-validation.ts';
 import { classify } from './classification.ts';
-import { checkElementCount, checkInputElements, checkStringElements, checkValidatedElements } from './element-admission.ts';
+import { checkElementCount, checkInputElements, checkRequestStrings, checkStringElements, checkValidatedElements } from './element-admission.ts';
 import { pino, type Logger } from 'pino';
 import type { ResponseCache } from '../cache/response-cache.ts';
 import { Tracer, type RequestTrace } from '../trace/tracer.ts';
@@ -180,8 +180,10 @@ export class CoreInferenceService implements InferenceService {
     let validated;
     let stringHeapBytes;
     try {
+      // Strings first: validation walks every BYTES element.
+      stringHeapBytes = checkRequestStrings(model, request.inputs);
       validated = validateRequest(request, model);
-      stringHeapBytes = checkValidatedElements(model, validated.inputs, this.maxRequestElements);
+      checkValidatedElements(validated.inputs, this.maxRequestElements);
     } catch (error) {
       model.stats.recordFailure({ arrivalNs }, 'OTHER');
       throw toInferenceServerError(error);
