@@ -1,5 +1,5 @@
 import { checkedElementCount, expectedByteSize } from '../tensor/byte-size.ts';
-import { countBytesElements, deserializeBytesElements } from '../tensor/bytes-codec.ts';
+import { countBytesElements, firstNonTextElement } from '../tensor/bytes-codec.ts';
 import { elementCount, formatShape } from '../tensor/shape.ts';
 import type { ParameterValue, Tensor } from '../tensor/tensor.ts';
 import { classificationCount } from './classification.ts';
@@ -159,25 +159,14 @@ function checkByteSize(tensor: Tensor, model: string): void {
   }
 }
 
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
-
 /** ONNX Runtime string tensors hold text: bytes that would not survive unchanged are refused here, before batching. */
 function checkText(tensor: Tensor, model: string): void {
-  deserializeBytesElements(tensor.data, tensor.name).forEach((element, i) => {
-    let ok = !element.includes(0);
-    if (ok) {
-      try {
-        strictUtf8.decode(element);
-      } catch {
-        ok = false;
-      }
-    }
-    if (!ok) {
-      throw Errors.invalidArg(
-        `element ${i} of BYTES input '${tensor.name}' of model '${model}' is not NUL-free UTF-8 text, which ONNX Runtime string tensors require`,
-      );
-    }
-  });
+  const i = firstNonTextElement(tensor.data, tensor.name);
+  if (i >= 0) {
+    throw Errors.invalidArg(
+      `element ${i} of BYTES input '${tensor.name}' of model '${model}' is not NUL-free UTF-8 text, which ONNX Runtime string tensors require`,
+    );
+  }
 }
 
 function requestedOutputs(request: InferenceRequest, model: LoadedVersion): string[] {

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isInferenceServerError } from '../core/errors.ts';
-import { bytesElementsToStrings, countBytesElements, deserializeBytesElements, serializeBytesElements } from './bytes-codec.ts';
+import { bytesElementsToStrings, countBytesElements, deserializeBytesElements, firstNonTextElement, serializeBytesElements } from './bytes-codec.ts';
 
 describe('BYTES codec', () => {
   it('serializes each element as a 4-byte little-endian length and its bytes', () => {
@@ -25,6 +25,12 @@ describe('BYTES codec', () => {
     expect(elements.map((e) => e.buffer === backing.buffer)).toEqual([true, true]);
     expect(elements[0]!.byteOffset).toBe(9);
     expect(new TextDecoder().decode(elements[1])).toBe('q');
+  });
+
+  it('finds the first element that is not NUL-free UTF-8 text', () => {
+    expect(firstNonTextElement(serializeBytesElements(['a', '', 'wörld', '🙂']), 'T')).toBe(-1);
+    expect(firstNonTextElement(serializeBytesElements(['a', Uint8Array.of(0x62, 0), Uint8Array.of(0xff)]), 'T')).toBe(1);
+    expect(firstNonTextElement(serializeBytesElements(['a', 'b', Uint8Array.of(0xc3)]), 'T')).toBe(2);
   });
 
   it('an empty buffer holds no elements', () => {

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { Errors } from '../core/errors.ts';
 
 /**
@@ -41,6 +42,30 @@ export function bytesElementsToStrings(data: Uint8Array, tensorName: string): st
   const strings: string[] = [];
   forEachBytesElement(data, tensorName, (start, end) => strings.push(text.toString('utf8', start, end)));
   return strings;
+}
+
+/**
+ * The index of the first element that is not text (UTF-8 without NUL bytes), or -1, checked on
+ * the layout without an object per element (only an element outside ASCII is looked at as a view).
+ */
+export function firstNonTextElement(data: Uint8Array, tensorName: string): number {
+  let index = 0;
+  let found = -1;
+  forEachBytesElement(data, tensorName, (start, end) => {
+    if (found >= 0) return;
+    let ascii = true;
+    for (let i = start; i < end; i++) {
+      const b = data[i]!;
+      if (b === 0) {
+        found = index;
+        return;
+      }
+      if (b >= 0x80) ascii = false;
+    }
+    if (!ascii && !isUtf8(data.subarray(start, end))) found = index;
+    index++;
+  });
+  return found;
 }
 
 /** Calls `visit` with the byte range of each element's content in `data`, in order; refuses a malformed layout. */
