@@ -271,7 +271,14 @@ export class CoreInferenceService implements InferenceService {
         checkStringElements(model, census.stringElements, census.stringBytes);
       }
     }
-    memory.grow(census.decodeBytes);
+    try {
+      memory.grow(census.decodeBytes);
+    } catch (error) {
+      const e = toInferenceServerError(error);
+      throw e.code === 'RESOURCE_EXHAUSTED'
+        ? Errors.overMemoryBudget(`decoding the request's ${census.elements} elements would take about ${census.decodeBytes} bytes: ${e.message}`)
+        : e;
+    }
   }
 
   statistics(modelName?: string, modelVersion?: string): ModelStatistics[] {
