@@ -1,11 +1,12 @@
 /**
- * `pnpm bench <scenario...> [options]`: batching | limit | overhead | grpc | overload | shutdown | all.
+ * `pnpm bench <scenario...> [options]`: batching | limit | overhead | grpc | overload | many-elements | shutdown | all.
  * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg.
  */
 import { FULL_WINDOWS, SMOKE_WINDOWS, type WindowOptions } from './load-generator.ts';
 import { FULL_MODEL, SMOKE_MODEL, runBatching } from './scenarios/batching.ts';
 import { runLimit } from './scenarios/limit.ts';
 import { runOverhead } from './scenarios/overhead.ts';
+import { runManyElements } from './scenarios/many-elements.ts';
 import { runOverload } from './scenarios/overload.ts';
 import { runShutdown } from './scenarios/shutdown.ts';
 import { PROTOCOLS, type Protocol } from './workload.ts';
@@ -20,7 +21,9 @@ scenarios (several run in order; 'all' runs every one):
   overhead   16-float identity over HTTP binary vs a bare fastify echo
   grpc       gRPC (grpc-js client, and a lean pre-encoded node:http2 one) vs HTTP binary
              on the tiny model; gRPC vs HTTP binary on the batching model (c=16)
-  overload   4x the saturated rate for 60 s: 503s, memory, readiness
+  overload   4x the saturated rate for 60 s: 503s, memory, readiness; then requests of 20M tiny
+             elements (gRPC, HTTP JSON and binary) against a 1 GiB budget: each refused within
+             1 s or served, another client unharmed, peak RSS (many-elements also runs it alone)
   shutdown   SIGTERM under load: nothing admitted is lost
 
 options:
@@ -67,7 +70,11 @@ const scenarios: Record<string, () => Promise<unknown>> = {
   limit: () =>
     runLimit({ model, durationMs: smoke ? 100 : 1500, log, name: `${prefix}limit`, batchingName: `${prefix}batching` }),
   overhead: () => runOverhead({ concurrency: smoke ? 4 : 16, windows, log, name: `${prefix}overhead` }),
-  overload: () => runOverload({ model, durationMs: smoke ? 1000 : 60_000, memoryLimit: smoke ? '0.8' : '2G', windows, log }),
+  overload: async () => {
+    await runOverload({ model, durationMs: smoke ? 1000 : 60_000, memoryLimit: smoke ? '0.8' : '2G', windows, log });
+    await scenarios['many-elements']!();
+  },
+  'many-elements': () => runManyElements({ elements: smoke ? 200_000 : 20_000_000, memoryLimit: '1G', log, name: `${prefix}many-elements` }),
   shutdown: () => runShutdown({ model, concurrency: smoke ? 4 : 16, loadMs: smoke ? 500 : 3000, log }),
   grpc: async () => {
     await runOverhead({ concurrency: smoke ? 4 : 16, windows, protocols: ['http-binary', 'grpc', 'grpc-raw'], log, name: `${prefix}grpc-tiny` });

@@ -3,6 +3,7 @@ import { SMOKE_WINDOWS } from '../src/load-generator.ts';
 import { writeResult } from '../src/report.ts';
 import { runBatching, SMOKE_MODEL } from '../src/scenarios/batching.ts';
 import { runLimit } from '../src/scenarios/limit.ts';
+import { runManyElements } from '../src/scenarios/many-elements.ts';
 import { runOverhead } from '../src/scenarios/overhead.ts';
 
 const log = () => undefined;
@@ -85,5 +86,14 @@ describe('bench scenarios (smoke)', () => {
     expect(results.every((r) => r.errors === 0 && r.throughput > 0)).toBe(true);
     expect(ratios['grpc_vs_http_binary']).toBeGreaterThan(0);
     expect(ratios['grpc_raw_vs_http_binary']).toBeGreaterThan(0);
+  });
+
+  it('many-elements: every request answered (served or refused), the other client unharmed, peak RSS read', async () => {
+    const result = await runManyElements({ elements: 200_000, memoryLimit: '1G', log, name: 'smoke-many-elements' });
+    expect(result.requests).toHaveLength(7);
+    for (const r of result.requests) expect(r.code, r.message).toBeDefined();
+    expect(result.bystander.failed).toBe(0);
+    expect(result.bystander.notReady).toBe(0);
+    expect(result.peakRssBytes).toBeGreaterThan(0);
   });
 });
