@@ -3,7 +3,7 @@ import { request as httpRequest } from 'node:http';
 import { connect } from 'node:http2';
 import protobuf from 'protobufjs';
 import { GrpcClient, HttpClient } from '@batchwise/client';
-import { identity } from '@batchwise/modelgen';
+import { identity, type IModelProto } from '@batchwise/modelgen';
 import { benchRepository, cachedModel } from './workload.ts';
 
 /**
@@ -127,34 +127,27 @@ export function residentBytes(pid: number): { now: number; peak: number } {
   return { now: kib('VmRSS'), peak: kib('VmHWM') };
 }
 
-const MODELS = {
-  /** BYTES in, BYTES out, batching up to 8. */
-  text: `name: "text"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]`,
-  /** FP32 vectors of any length, batching up to 8. */
-  vector: `name: "vector"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]`,
-  /** Any number of one-element rows in one request (no batching: the first dim is the model's own). */
-  rows: `name: "rows"
-max_batch_size: 0
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1, 1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1, 1 ] } ]`,
-};
+/**
+ * The identity models the many-element requests go to: text (BYTES, batching up to 8), vector
+ * (FP32 of any length, batching up to 8) and rows (any number of one-element FP32 rows in one
+ * request: no batching, the first dim is the model's own).
+ */
+export const MANY_ELEMENTS_MODELS: readonly { readonly name: string; readonly config: string; readonly model: () => IModelProto }[] = [
+  { name: 'text', model: () => identity('STRING', [-1]), config: identityConfig('text', 8, 'TYPE_STRING', [-1]) },
+  { name: 'vector', model: () => identity('FP32', [-1]), config: identityConfig('vector', 8, 'TYPE_FP32', [-1]) },
+  { name: 'rows', model: () => identity('FP32', [-1, 1], { batch: false }), config: identityConfig('rows', 0, 'TYPE_FP32', [-1, 1]) },
+];
 
-/** A repository of the identity models the many-element requests go to: text (BYTES), vector (FP32), rows (FP32 [-1, 1]). */
+function identityConfig(name: string, maxBatchSize: number, type: string, dims: readonly number[]): string {
+  const tensor = (tensorName: string) => `{ name: "${tensorName}" data_type: ${type} dims: [ ${dims.join(', ')} ] }`;
+  return `name: "${name}"\nmax_batch_size: ${maxBatchSize}\ninput [ ${tensor('INPUT0')} ]\noutput [ ${tensor('OUTPUT0')} ]`;
+}
+
+/** MANY_ELEMENTS_MODELS as a repository in the bench cache. */
 export async function manyElementsRepository(log: (line: string) => void): Promise<string> {
-  const text = await cachedModel('identity-bytes', () => identity('STRING', [-1]), log);
-  const vector = await cachedModel('identity-fp32', () => identity('FP32', [-1]), log);
-  const rows = await cachedModel('identity-fp32-rows', () => identity('FP32', [-1, 1], { batch: false }), log);
-  return benchRepository('many-elements', [
-    { name: 'text', modelFile: text, config: MODELS.text },
-    { name: 'vector', modelFile: vector, config: MODELS.vector },
-    { name: 'rows', modelFile: rows, config: MODELS.rows },
-  ]);
+  const entries = [];
+  for (const m of MANY_ELEMENTS_MODELS) entries.push({ name: m.name, modelFile: await cachedModel(`identity-${m.name}`, m.model, log), config: m.config });
+  return benchRepository('many-elements', entries);
 }
 
 export interface Bystander {

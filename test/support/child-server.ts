@@ -4,6 +4,7 @@ import { startServerProcess } from '../../bench/src/server-process.ts';
 export interface ChildServer {
   readonly process: ChildProcess;
   readonly url: string;
+  readonly grpcAddress: string;
   readonly logs: unknown[];
   readonly exited: Promise<number | null>;
 }
@@ -11,5 +12,5 @@ export interface ChildServer {
 /** The real CLI in a child process (`batchwise serve`), on ephemeral ports; resolves once it is ready. */
 export async function startChildServer(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ChildServer> {
   const server = await startServerProcess(args, env);
-  return { process: server.child, url: server.httpUrl, logs: server.logs, exited: server.exited };
+  return { process: server.child, url: server.httpUrl, grpcAddress: server.grpcAddress, logs: server.logs, exited: server.exited };
 }

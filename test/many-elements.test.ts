@@ -1,0 +1,97 @@
+/**
+ * Issue 21's proof: requests that are modest on the wire but hold tens of millions of tiny
+ * elements, against the real CLI in a child process with a small memory budget (so its resident
+ * memory can be read from /proc). Each is refused before it is decoded, or served; the server
+ * stays ready, another client's requests keep succeeding, and resident memory stays within the
+ * budget plus the runtime reserve.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  binaryBytesBody,
+  bytesContentsMessage,
+  jsonBody,
+  MANY_ELEMENTS_MODELS,
+  post,
+  residentBytes,
+  RUNTIME_RESERVE_BYTES,
+  sendInferMessage,
+  startBystander,
+  type Bystander,
+  type Outcome,
+} from '../bench/src/many-elements.ts';
+import { startChildServer, type ChildServer } from './support/child-server.ts';
+import { makeRepository } from './support/repository.ts';
+
+const MiB = 2 ** 20;
+const BUDGET = 1024 * MiB;
+const M = 1_000_000;
+
+const JSON_HEADERS = { 'content-type': 'application/json' };
+
+describe('tens of millions of tiny elements, against a server with a 1 GiB budget', () => {
+  let server: ChildServer;
+  let grpcAddress: string;
+  let pid: number;
+  /** Another client's small requests, HTTP and gRPC by turns, all along. */
+  let bystander: Bystander;
+  let removeRepository: () => Promise<void>;
+
+  beforeAll(async () => {
+    const repo = await makeRepository(MANY_ELEMENTS_MODELS.map((m) => ({ name: m.name, model: m.model(), config: m.config })));
+    removeRepository = repo.remove;
+    server = await startChildServer(['--model-repository', repo.dir, '--memory-limit', String(BUDGET)]);
+    pid = server.process.pid!;
+    grpcAddress = server.grpcAddress;
+    bystander = startBystander(server.url, grpcAddress);
+  });
+  afterAll(async () => {
+    server?.process.kill('SIGTERM');
+    await server?.exited;
+    await removeRepository?.();
+  });
+
+  const refusedInTime = (outcome: Outcome, codes: readonly number[]) => {
+    expect(codes, outcome.message).toContain(outcome.code);
+    expect(outcome.message).toMatch(/\d+ (BYTES )?elements|\d+ values|memory budget/);
+    expect(outcome.ms, 'refused within a second of the last byte sent').toBeLessThan(1000);
+  };
+  const HTTP_REFUSED = [400, 503];
+  const GRPC_REFUSED = [3, 8]; // INVALID_ARGUMENT, RESOURCE_EXHAUSTED
+
+  it('gRPC: 20 million one-byte BYTES elements in typed contents (60 MB) are refused before they are decoded', async () => {
+    refusedInTime(await sendInferMessage(grpcAddress, bytesContentsMessage('text', 'INPUT0', 20 * M)), GRPC_REFUSED);
+  });
+
+  it('HTTP JSON: 20 million one-character strings for a BYTES input (80 MB) are refused unparsed', async () => {
+    refusedInTime(await post(`${server.url}/v2/models/text/infer`, jsonBody('INPUT0', 'BYTES', [1, 20 * M], '"a"', 20 * M), JSON_HEADERS), HTTP_REFUSED);
+  });
+
+  it('HTTP binary: 20 million one-byte BYTES elements (100 MB) are refused before any string exists', async () => {
+    const { body, headerLength } = binaryBytesBody('INPUT0', 20 * M);
+    const headers = { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(headerLength) };
+    refusedInTime(await post(`${server.url}/v2/models/text/infer`, body, headers), HTTP_REFUSED);
+  });
+
+  it('HTTP JSON: 20 million numbers for an FP32 input (40 MB) are refused unparsed', async () => {
+    refusedInTime(await post(`${server.url}/v2/models/vector/infer`, jsonBody('INPUT0', 'FP32', [1, 20 * M], '1', 20 * M), JSON_HEADERS), HTTP_REFUSED);
+  });
+
+  it('deeply batched tiny elements: a million one-element rows are served, five million refused', async () => {
+    const served = await post(`${server.url}/v2/models/rows/infer`, jsonBody('INPUT0', 'FP32', [M, 1], '[0.5]', M), JSON_HEADERS);
+    expect(served.code, served.message.slice(0, 300)).toBe(200);
+    expect(JSON.parse(served.message).outputs[0].shape).toEqual([M, 1]);
+    refusedInTime(await post(`${server.url}/v2/models/rows/infer`, jsonBody('INPUT0', 'FP32', [5 * M, 1], '[0.5]', 5 * M), JSON_HEADERS), HTTP_REFUSED);
+  });
+
+  it('a BYTES request within the room of a model instance is served over gRPC', async () => {
+    expect(await sendInferMessage(grpcAddress, bytesContentsMessage('text', 'INPUT0', 200_000))).toMatchObject({ code: 0 });
+  });
+
+  it('all along: the server stayed ready, the other client never failed, resident memory stayed within the budget and reserve', async () => {
+    const { ok, failed, notReady } = await bystander.stop();
+    expect(failed).toEqual([]);
+    expect(ok).toBeGreaterThan(10);
+    expect(notReady).toBe(0);
+    expect(residentBytes(pid).peak).toBeLessThan(BUDGET + RUNTIME_RESERVE_BYTES);
+  });
+});
