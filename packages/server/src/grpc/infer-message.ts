@@ -1,8 +1,7 @@
-import protobuf from 'protobufjs';
-import { join } from 'node:path';
+import type protobuf from 'protobufjs';
 import { Errors, isInferenceServerError, type ElementCensus } from '../core/index.ts';
 import { isDataType } from '../tensor/datatype.ts';
-import { PROTO_DIR, PROTO_LOADER_OPTIONS } from './protos.ts';
+import { loadGrpcServiceRoot, PROTO_LOADER_OPTIONS } from './protos.ts';
 import { contentsElementCount, decodedContentsBytes } from './tensor-contents.ts';
 import { CONTENTS_FIELD_NUMBER, findInputContents } from './wire-contents.ts';
 import type { ModelInferRequestWire } from './wire-types.ts';
@@ -13,9 +12,7 @@ import type { ModelInferRequestWire } from './wire-types.ts';
  * while the typed contents stay on the wire, found and counted by findInputContents.
  */
 function requestTypeWithoutContents(): protobuf.Type {
-  const root = new protobuf.Root();
-  root.resolvePath = (_origin, target) => join(PROTO_DIR, target);
-  root.loadSync('grpc_service.proto', { keepCase: true });
+  const root = loadGrpcServiceRoot();
   const input = root.lookupType('inference.ModelInferRequest.InferInputTensor');
   input.remove(input.fields['contents']!);
   root.resolveAll();

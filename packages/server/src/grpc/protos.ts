@@ -1,4 +1,6 @@
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import protobuf from 'protobufjs';
 import { loadPackageDefinition, type GrpcObject, type ServiceDefinition } from '@grpc/grpc-js';
 import { loadSync, type Options } from '@grpc/proto-loader';
 
@@ -16,6 +18,14 @@ export const PROTO_LOADER_OPTIONS: Options = {
   defaults: true,
   oneofs: true,
 };
+
+/** grpc_service.proto as protobufjs types, loaded as proto-loader loads it (field names as written). */
+export function loadGrpcServiceRoot(protoDir: string = PROTO_DIR): protobuf.Root {
+  const root = new protobuf.Root();
+  root.resolvePath = (_origin, target) => join(protoDir, target);
+  root.loadSync('grpc_service.proto', { keepCase: true });
+  return root;
+}
 
 export interface ServiceDefinitions {
   readonly inference: ServiceDefinition;

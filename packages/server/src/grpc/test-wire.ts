@@ -1,7 +1,6 @@
-import { join } from 'node:path';
-import protobuf from 'protobufjs';
+import type protobuf from 'protobufjs';
 import { decodeInferMessage } from './infer-message.ts';
-import { PROTO_DIR } from './protos.ts';
+import { loadGrpcServiceRoot } from './protos.ts';
 import type { WireContents } from './wire-contents.ts';
 import type { InferTensorContentsWire } from './wire-types.ts';
 
@@ -11,9 +10,7 @@ let requestType: protobuf.Type | undefined;
 
 export function encodeInferRequest(request: Record<string, unknown>): Buffer {
   if (!requestType) {
-    const root = new protobuf.Root();
-    root.resolvePath = (_origin, target) => join(PROTO_DIR, target);
-    root.loadSync('grpc_service.proto', { keepCase: true });
+    const root = loadGrpcServiceRoot();
     root.resolveAll();
     requestType = root.lookupType('inference.ModelInferRequest');
   }
