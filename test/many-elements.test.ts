@@ -5,7 +5,9 @@
  * stays ready, another client's requests keep succeeding, and resident memory stays within the
  * budget plus the runtime reserve.
  */
+import { connect } from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadGrpcServiceRoot } from '../packages/server/src/grpc/protos.ts';
 import {
   binaryBytesBody,
   bytesContentsMessage,
@@ -83,6 +85,12 @@ describe('tens of millions of tiny elements, against a server with a 1 GiB budge
     refusedInTime(await post(`${server.url}/v2/models/rows/infer`, jsonBody('INPUT0', 'FP32', [5 * M, 1], '[0.5]', 5 * M), JSON_HEADERS), HTTP_REFUSED);
   });
 
+  it('ModelStreamInfer: the same 20M-element message is answered with its refusal on the stream, which goes on', async () => {
+    const answers = await streamInfer(grpcAddress, [bytesContentsMessage('text', 'INPUT0', 20 * M), bytesContentsMessage('text', 'INPUT0', 1000)]);
+    expect(answers).toHaveLength(2);
+    expect(answers.map((a) => a.error_message)).toEqual([expect.stringMatching(/20000000 BYTES elements/), '']);
+  });
+
   it('a BYTES request within the room of a model instance is served over gRPC', async () => {
     expect(await sendInferMessage(grpcAddress, bytesContentsMessage('text', 'INPUT0', 200_000))).toMatchObject({ code: 0 });
   });
@@ -95,3 +103,32 @@ describe('tens of millions of tiny elements, against a server with a 1 GiB budge
     expect(residentBytes(pid).peak).toBeLessThan(BUDGET + RUNTIME_RESERVE_BYTES);
   });
 });
+
+/** Sends encoded ModelInferRequests on one ModelStreamInfer call and returns every answer once the server ends it. */
+async function streamInfer(address: string, messages: readonly Buffer[]): Promise<{ error_message: string }[]> {
+  const type = loadGrpcServiceRoot().lookupType('inference.ModelStreamInferResponse');
+  const session = connect(`http://${address}`);
+  try {
+    const body = await new Promise<Buffer>((resolve, reject) => {
+      const stream = session.request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelStreamInfer', 'content-type': 'application/grpc', te: 'trailers' });
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('end', () => resolve(Buffer.concat(chunks)));
+      stream.on('error', reject);
+      for (const message of messages) {
+        const frame = Buffer.alloc(5);
+        frame.writeUInt32BE(message.length, 1);
+        stream.write(frame);
+        stream.write(message);
+      }
+      stream.end();
+    });
+    const answers: { error_message: string }[] = [];
+    for (let at = 0; at < body.length; at += 5 + body.readUInt32BE(at + 1)) {
+      answers.push(type.toObject(type.decode(body.subarray(at + 5, at + 5 + body.readUInt32BE(at + 1))), { defaults: true }) as { error_message: string });
+    }
+    return answers;
+  } finally {
+    session.close();
+  }
+}
