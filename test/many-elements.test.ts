@@ -22,7 +22,9 @@ import {
   type Outcome,
 } from '../bench/src/many-elements.ts';
 import { startChildServer, type ChildServer } from './support/child-server.ts';
-import { makeRepository } from './support/repository.ts';
+import { EXAMPLES, makeRepository } from './support/repository.ts';
+import { startTestServer } from './support/server.ts';
+import { encodeInferRequest } from '../packages/server/src/grpc/test-wire.ts';
 
 const MiB = 2 ** 20;
 const BUDGET = 1024 * MiB;
@@ -41,7 +43,8 @@ describe('tens of millions of tiny elements, against a server with a 1 GiB budge
   beforeAll(async () => {
     const repo = await makeRepository(MANY_ELEMENTS_MODELS.map((m) => ({ name: m.name, model: m.model(), config: m.config })));
     removeRepository = repo.remove;
-    server = await startChildServer(['--model-repository', repo.dir, '--memory-limit', String(BUDGET)]);
+    // Above every request here: the limit's own refusals are checked below, on a server of their own.
+    server = await startChildServer(['--model-repository', repo.dir, '--memory-limit', String(BUDGET), '--max-request-elements', String(25 * M)]);
     pid = server.process.pid!;
     grpcAddress = server.grpcAddress;
     bystander = startBystander(server.url, grpcAddress);
@@ -101,6 +104,50 @@ describe('tens of millions of tiny elements, against a server with a 1 GiB budge
     expect(ok).toBeGreaterThan(10);
     expect(notReady).toBe(0);
     expect(residentBytes(pid).peak).toBeLessThan(BUDGET + RUNTIME_RESERVE_BYTES);
+  });
+});
+
+describe('--max-request-elements and what a model takes', () => {
+  let server: Awaited<ReturnType<typeof startTestServer>>;
+  let removeRepository: () => Promise<void>;
+  beforeAll(async () => {
+    const repo = await makeRepository(MANY_ELEMENTS_MODELS.map((m) => ({ name: m.name, model: m.model(), config: m.config })));
+    removeRepository = repo.remove;
+    server = await startTestServer([EXAMPLES, repo.dir], { maxRequestElements: 1000 });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await removeRepository?.();
+  });
+
+  const LIMIT = /has 2000 tensor elements; at most 1000 are allowed per request \(--max-request-elements\)/;
+
+  it('more elements than the limit: 400 / INVALID_ARGUMENT naming both, over HTTP JSON, HTTP binary and gRPC typed contents', async () => {
+    const json = await post(`${server.url}/v2/models/vector/infer`, jsonBody('INPUT0', 'FP32', [1, 2000], '1', 2000), JSON_HEADERS);
+    expect(json.code).toBe(400);
+    // The body's values in arrays: the shape's two and the data's 2000.
+    expect(json.message).toMatch(/has 2002 tensor elements; at most 1000 are allowed per request \(--max-request-elements\)/);
+    const floats = Buffer.alloc(8000);
+    const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2000], parameters: { binary_data_size: 8000 } }] }));
+    const binary = await post(`${server.url}/v2/models/vector/infer`, Buffer.concat([header, floats]), {
+      'content-type': 'application/octet-stream',
+      'inference-header-content-length': String(header.length),
+    });
+    expect([binary.code, binary.message]).toEqual([400, expect.stringMatching(LIMIT)]);
+    const grpc = await sendInferMessage(`127.0.0.1:${server.grpcPort}`, bytesContentsMessage('text', 'INPUT0', 2000));
+    expect([grpc.code, grpc.message]).toEqual([3, expect.stringMatching(LIMIT)]);
+  });
+
+  it('typed contents with more elements than an input of fixed dims takes: INVALID_ARGUMENT before decoding', async () => {
+    const message = encodeInferRequest({
+      model_name: 'simple',
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], contents: { int_contents: new Array(500).fill(1) } },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], contents: { int_contents: new Array(16).fill(1) } },
+      ],
+    });
+    const answer = await sendInferMessage(`127.0.0.1:${server.grpcPort}`, message);
+    expect([answer.code, answer.message]).toEqual([3, "input 'INPUT0' has 500 elements, but model 'simple' takes at most 128 (max_batch_size 8 x [16])"]);
   });
 });
 
