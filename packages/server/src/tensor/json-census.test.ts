@@ -1,5 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { countJsonArrays } from './json-census.ts';
+import { countJsonArrays, JsonArrayCounter } from './json-census.ts';
 
 const count = (text: string) => countJsonArrays(Buffer.from(text));
 
@@ -26,5 +27,24 @@ describe('countJsonArrays', () => {
 
   it('counts nothing outside arrays and nothing for empty ones', () => {
     expect(count('{"a": 1, "b": "x", "c": [], "d": {}}')).toEqual({ values: 0, strings: 0, stringBytes: 0, containers: 0, nonAscii: false });
+  });
+
+  it('counts the same whatever pieces the text arrives in', () => {
+    const text = Buffer.from(
+      JSON.stringify({ inputs: [{ name: 'T', shape: [3, 1], data: [['a\\"b', 'wörld'], [12345.678e-9, true, null], []] }], parameters: { x: 'y,[z' } }),
+    );
+    const whole = countJsonArrays(text);
+    fc.assert(
+      fc.property(fc.uniqueArray(fc.integer({ min: 1, max: text.length - 1 }), { maxLength: 12 }), (cuts) => {
+        const counter = new JsonArrayCounter();
+        let from = 0;
+        for (const cut of [...cuts.sort((a, b) => a - b), text.length]) {
+          counter.write(text.subarray(from, cut));
+          from = cut;
+        }
+        expect(counter.census).toEqual(whole);
+        expect(counter.bytes).toBe(text.length);
+      }),
+    );
   });
 });

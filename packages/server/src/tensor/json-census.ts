@@ -32,66 +32,119 @@ CLASS[0x2c] = COMMA; // ,
 for (const c of [0x20, 0x0a, 0x0d, 0x09, 0x3a]) CLASS[c] = BETWEEN; // whitespace, ':'
 
 /**
- * One pass over the bytes of a JSON text, following strings (and their escapes) and the nesting of
- * arrays and objects, counting the values that sit in arrays: what JSON.parse makes an object or
- * slot of per element. The counts are exact for valid JSON; invalid JSON fails JSON.parse anyway,
- * having created at most as much. A few nanoseconds per byte.
+ * Counts the values that sit in the arrays of a JSON text, what JSON.parse makes a slot and an
+ * object of per element, from its bytes: one pass following strings (and their escapes) and the
+ * nesting of arrays and objects, fed in pieces as a body arrives (a token may span two pieces).
+ * The counts are exact for valid JSON; invalid JSON fails JSON.parse anyway, having created at
+ * most as much. A few nanoseconds per byte.
  */
-export function countJsonArrays(json: Uint8Array): JsonArrayCensus {
-  const enclosing: boolean[] = [];
-  let inArray = false;
+export class JsonArrayCounter {
+  /** Bytes fed so far. */
+  bytes = 0;
+  private readonly enclosing: boolean[] = [];
+  private inArray = false;
   /** At a value's place in an array: after '[' or ','. */
-  let expecting = false;
-  let values = 0;
-  let strings = 0;
-  let stringBytes = 0;
-  let containers = 0;
-  let high = 0;
-  const n = json.length;
-  for (let i = 0; i < n; i++) {
-    const c = json[i]!;
-    switch (CLASS[c]) {
-      case STRING: {
-        const start = i + 1;
-        for (i = start; i < n; i++) {
-          const s = json[i]!;
-          if (s === QUOTE) break;
-          if (s === BACKSLASH) i++;
-          high |= s;
-        }
-        if (inArray && expecting) {
-          values++;
-          strings++;
-          stringBytes += i - start;
-          expecting = false;
-        }
-        break;
-      }
-      case OPEN_ARRAY:
-      case OPEN_OBJECT:
-        if (inArray && expecting) containers++;
-        enclosing.push(inArray);
-        inArray = c === 0x5b;
-        expecting = inArray;
-        break;
-      case CLOSE:
-        inArray = enclosing.pop() ?? false;
-        expecting = false;
-        break;
-      case COMMA:
-        expecting = inArray;
-        break;
-      case BETWEEN:
-        break;
-      default:
-        // A number or literal: counted once, its bytes skipped.
-        if (inArray && expecting) {
-          values++;
-          expecting = false;
-        }
-        high |= c;
-        while (i + 1 < n && CLASS[json[i + 1]!] === SCALAR) high |= json[++i]!;
-    }
+  private expecting = false;
+  /** Inside a string (counted or not), after a backslash in one, or inside a number or literal. */
+  private inString = false;
+  private escaped = false;
+  private inScalar = false;
+  private stringCounted = false;
+  private values = 0;
+  private strings = 0;
+  private stringBytes = 0;
+  private containers = 0;
+  private high = 0;
+
+  get census(): JsonArrayCensus {
+    return { values: this.values, strings: this.strings, stringBytes: this.stringBytes, containers: this.containers, nonAscii: this.high >= 0x80 };
   }
-  return { values, strings, stringBytes, containers, nonAscii: high >= 0x80 };
+
+  write(json: Uint8Array): this {
+    const n = json.length;
+    this.bytes += n;
+    let i = 0;
+    if (this.inString) i = this.skipString(json, 0) + 1;
+    else if (this.inScalar) i = this.skipScalar(json, 0) + 1;
+    for (; i < n; i++) {
+      const c = json[i]!;
+      switch (CLASS[c]) {
+        case STRING:
+          this.inString = true;
+          this.stringCounted = this.inArray && this.expecting;
+          if (this.stringCounted) {
+            this.values++;
+            this.strings++;
+            this.expecting = false;
+          }
+          i = this.skipString(json, i + 1);
+          break;
+        case OPEN_ARRAY:
+        case OPEN_OBJECT:
+          if (this.inArray && this.expecting) this.containers++;
+          this.enclosing.push(this.inArray);
+          this.inArray = c === 0x5b;
+          this.expecting = this.inArray;
+          break;
+        case CLOSE:
+          this.inArray = this.enclosing.pop() ?? false;
+          this.expecting = false;
+          break;
+        case COMMA:
+          this.expecting = this.inArray;
+          break;
+        case BETWEEN:
+          break;
+        default:
+          // A number or literal: counted once, its bytes skipped.
+          if (this.inArray && this.expecting) {
+            this.values++;
+            this.expecting = false;
+          }
+          this.inScalar = true;
+          i = this.skipScalar(json, i);
+      }
+    }
+    return this;
+  }
+
+  /** From inside a string to its closing quote; returns that quote's index (or the end of the piece). */
+  private skipString(json: Uint8Array, from: number): number {
+    const n = json.length;
+    let i = from;
+    if (this.escaped && i < n) {
+      this.escaped = false;
+      i++;
+    }
+    let high = 0;
+    for (; i < n; i++) {
+      const s = json[i]!;
+      if (s === QUOTE) break;
+      high |= s;
+      if (s === BACKSLASH) {
+        if (i + 1 === n) this.escaped = true;
+        i++;
+      }
+    }
+    this.high |= high;
+    if (this.stringCounted) this.stringBytes += Math.min(i, n) - from;
+    if (i < n) this.inString = false;
+    return i;
+  }
+
+  /** Over the bytes of a number or literal; returns the index of its last byte in the piece. */
+  private skipScalar(json: Uint8Array, from: number): number {
+    const n = json.length;
+    let i = from;
+    let high = 0;
+    while (i < n && CLASS[json[i]!] === SCALAR) high |= json[i++]!;
+    this.high |= high;
+    if (i < n) this.inScalar = false;
+    return i - 1;
+  }
+}
+
+/** The census of a whole JSON text at once. */
+export function countJsonArrays(json: Uint8Array): JsonArrayCensus {
+  return new JsonArrayCounter().write(json).census;
 }

@@ -3,7 +3,8 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { InferenceService, MemoryReservation } from '../../core/index.ts';
 import { decodeHttpInferRequest, encodeHttpInferResponse, outputsSentAsJson } from '../infer-codec.ts';
-import { admitJsonBody } from '../json-admission.ts';
+import { admitJsonBody, countJsonWhileReceived } from '../json-admission.ts';
+import type { JsonArrayCounter } from '../../tensor/json-census.ts';
 import { compressResponse, COMPRESSION_THRESHOLD_BYTES, negotiateResponseEncoding } from '../response-compression.ts';
 
 interface ModelParams {
@@ -32,6 +33,8 @@ interface HeldMemory {
   bodyBytes: number;
   handlerRunning: boolean;
   replyClosed: boolean;
+  /** The values of the body's JSON, counted as it arrives. */
+  json?: JsonArrayCounter;
 }
 
 const heldMemory = new WeakMap<IncomingMessage, HeldMemory>();
@@ -88,6 +91,18 @@ function countStreamedBody(request: FastifyRequest, payload: NodeJS.ReadableStre
   return payload.pipe(counted);
 }
 
+/** Counts the values of the body's JSON part as it arrives (json-admission.ts); a raw binary body (header length 0) has none, and a malformed header length is refused by the decoder. */
+function countJsonPart(request: FastifyRequest, payload: NodeJS.ReadableStream): NodeJS.ReadableStream {
+  const held = heldMemory.get(request.raw);
+  const header = request.headers[HEADER_LENGTH];
+  const value = Array.isArray(header) ? header[0] : header;
+  const jsonBytes = value === undefined ? undefined : /^\s*\d+\s*$/.test(value) ? Number(value) : 0;
+  if (!held || jsonBytes === 0) return payload;
+  const { stream, counter } = countJsonWhileReceived(payload, jsonBytes);
+  held.json = counter;
+  return stream;
+}
+
 export function registerInferRoutes(app: FastifyInstance, service: InferenceService): void {
   const handler = async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
     assertModelResolvable(service, request.params.model, request.params.version);
@@ -103,7 +118,7 @@ export function registerInferRoutes(app: FastifyInstance, service: InferenceServ
         Array.isArray(headerLength) ? headerLength[0] : headerLength,
         model,
         version,
-        held && ((json) => admitJsonBody(service, held.reservation, target, json)),
+        held && ((json) => admitJsonBody(service, held.reservation, target, json, held.json)),
       );
       if (held) {
         // Inputs sent as JSON are decoded into arrays of their own, beside the body.
@@ -135,7 +150,8 @@ export function registerInferRoutes(app: FastifyInstance, service: InferenceServ
   const options = {
     config: { apiGroup: 'inference' as const },
     onRequest: async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => reserveBody(service, request, reply),
-    preParsing: async (request: FastifyRequest, _reply: FastifyReply, payload: NodeJS.ReadableStream) => countStreamedBody(request, payload),
+    preParsing: async (request: FastifyRequest, _reply: FastifyReply, payload: NodeJS.ReadableStream) =>
+      countJsonPart(request, countStreamedBody(request, payload)),
   };
   app.post<{ Params: ModelParams }>('/v2/models/:model/infer', options, handler);
   app.post<{ Params: ModelParams }>('/v2/models/:model/versions/:version/infer', options, handler);
