@@ -5,7 +5,7 @@ import { appendFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GrpcClient } from '@batchwise/client';
 import { identity, serializeModel, simpleAddSub } from '@batchwise/modelgen';
-import type { ModelManager } from '../packages/server/src/core/model-manager.ts';
+import type { ModelManager } from '../packages/server/src/models/model-manager.ts';
 import { makeRepository } from './support/repository.ts';
 import { postJson, startTestServer, getJson } from './support/server.ts';
 

@@ -11,7 +11,7 @@ import S3rver from 's3rver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { modelsCommand, type ModelStatus } from '../packages/server/src/cli/models/index.ts';
 import { parseModelConfig } from '../packages/server/src/config/index.ts';
-import { openRepositoryStore } from '../packages/server/src/repository/repository-store.ts';
+import { openRepositoryStore } from '../packages/server/src/promotion/repository-store.ts';
 import { parseRepositoryLocation, type S3RepositoryLocation } from '../packages/server/src/repository/repository-url.ts';
 import { createS3Client } from '../packages/server/src/repository/s3-client.ts';
 

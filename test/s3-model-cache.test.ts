@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { identity, serializeModel } from '@batchwise/modelgen';
-import type { ModelManager } from '../packages/server/src/core/model-manager.ts';
-import { defaultCacheDir } from '../packages/server/src/repository/repository-source.ts';
+import type { ModelManager } from '../packages/server/src/models/model-manager.ts';
+import { defaultCacheDir } from '../packages/server/src/repository/create-repository-source.ts';
 import { startTestS3, useS3rverCredentials, waitFor, type TestS3 } from './support/s3.ts';
 import { postJson, startTestServer } from './support/server.ts';
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identity } from '@batchwise/modelgen';
 import { makeRepository } from './support/repository.ts';
 import { isReady, postBinary, startTestServer } from './support/server.ts';
-import type { LoadedVersion } from '../packages/server/src/core/loaded-version.ts';
+import type { LoadedVersion } from '../packages/server/src/models/loaded-version.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 const MiB = 1024 * 1024;

@@ -10,7 +10,7 @@ import { SystemSharedMemory } from './shared-memory/system-shared-memory.ts';
 import { parseCacheConfigFlags, ResponseCache } from './cache/response-cache.ts';
 import { parseTraceConfigFlags } from './trace/trace-settings.ts';
 import { Tracer } from './trace/tracer.ts';
-import { ModelManager, type ModelControlMode } from './core/model-manager.ts';
+import { ModelManager, type ModelControlMode } from './models/model-manager.ts';
 import { modelSourceFor } from './repository/model-source.ts';
 import type { InferenceService } from './core/types.ts';
 import { createGrpcFrontend } from './grpc/server.ts';

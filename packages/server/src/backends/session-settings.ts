@@ -1,5 +1,5 @@
 import type { ModelConfig } from '../config/model-config.ts';
-import { Errors } from '../core/errors.ts';
+import { Errors } from '../errors/errors.ts';
 import type { SessionSettings } from './backend.ts';
 
 /**

@@ -5,7 +5,7 @@ import { pinoLevelFor } from '../logging/log-settings.ts';
 import { collect, parseBool, parsePort, parsePositiveInteger } from './flags.ts';
 import { addFlagsWithoutEffect, flagsWithoutEffectGiven } from './triton-flags.ts';
 import { forceExit } from './force-exit.ts';
-import { DEFAULT_FILE_OVERRIDE_MAX_BYTES, FILE_OVERRIDE_LIMIT_FLAG } from '../core/load-parameters.ts';
+import { DEFAULT_FILE_OVERRIDE_MAX_BYTES, FILE_OVERRIDE_LIMIT_FLAG } from '../models/load-parameters.ts';
 
 interface ServeFlags {
   modelRepository: string[];

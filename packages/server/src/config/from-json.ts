@@ -1,5 +1,5 @@
 import protobuf from 'protobufjs';
-import { Errors } from '../core/errors.ts';
+import { Errors } from '../errors/errors.ts';
 import { defineEntry, isFloatType, isIntegerType } from './scalar-types.ts';
 import { modelConfigType } from './schema.ts';
 

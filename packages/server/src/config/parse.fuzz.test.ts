@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { InferenceServerError } from '../core/errors.ts';
+import { InferenceServerError } from '../errors/errors.ts';
 import { parseModelConfig, printModelConfig } from './index.ts';
 import { arbitraryModelConfig } from './model-config.arbitrary.ts';
 

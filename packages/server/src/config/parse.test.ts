@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InferenceServerError } from '../core/errors.ts';
+import { InferenceServerError } from '../errors/errors.ts';
 import { parseModelConfig } from './index.ts';
 
 function parseError(text: string, fileName?: string): InferenceServerError {

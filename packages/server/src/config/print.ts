@@ -1,5 +1,5 @@
 import protobuf from 'protobufjs';
-import { InferenceServerError } from '../core/errors.ts';
+import { InferenceServerError } from '../errors/errors.ts';
 import type { ModelConfig } from './model-config.ts';
 import { INTEGER_RANGE, isFloatType, isIntegerType, isStringType } from './scalar-types.ts';
 import { modelConfigType, typeName } from './schema.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InferenceServerError } from '../core/errors.ts';
+import { InferenceServerError } from '../errors/errors.ts';
 import { parseModelConfig, validateModelConfig, type ModelConfig, type ModelIO } from './index.ts';
 
 const io: ModelIO = {

@@ -1,4 +1,4 @@
-import { InferenceServerError } from '../core/errors.ts';
+import { InferenceServerError } from '../errors/errors.ts';
 import { CONFIG_TYPE_TO_DATATYPE } from '../tensor/datatype.ts';
 import type { ModelConfig, ModelInput, ModelOutput } from './model-config.ts';
 import type { ModelIO, ModelTensorInfo } from './model-io.ts';

@@ -2,7 +2,7 @@ import { serializeBytesElements } from '../tensor/bytes-codec.ts';
 import { elementCount } from '../tensor/shape.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { typedArrayOf } from '../tensor/typed-view.ts';
-import { Errors } from './errors.ts';
+import { Errors } from '../errors/errors.ts';
 
 /**
  * Triton's classification extension: an output asked for with `classification: k` comes back

@@ -2,8 +2,8 @@ import { bytesTensorContent, stringHeapBytes } from '../memory/element-cost.ts';
 import { countBytesElements } from '../tensor/bytes-codec.ts';
 import { elementCount, formatShape } from '../tensor/shape.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { Errors } from './errors.ts';
-import type { LoadedVersion } from './loaded-version.ts';
+import { Errors } from '../errors/errors.ts';
+import type { LoadedVersion } from '../models/loaded-version.ts';
 
 /**
  * Bounds on how many elements one request may carry, checked before what they cost exists:

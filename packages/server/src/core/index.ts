@@ -1,11 +1,8 @@
 /** What frontends may use from the core. */
+export type { BodyTarget, ElementCensus, InferenceService, InferOptions } from './types.ts';
 export type {
   InferenceRequest,
   InferenceResponse,
-  BodyTarget,
-  ElementCensus,
-  InferenceService,
-  InferOptions,
   ModelMetadata,
   ModelStatistics,
   RepositoryIndexEntry,
@@ -13,9 +10,14 @@ export type {
   RequestInput,
   ResponseOutput,
   ServerMetadata,
-} from './types.ts';
-export { Errors, InferenceServerError, isInferenceServerError, toInferenceServerError } from './errors.ts';
-export type { ErrorCode } from './errors.ts';
-export { FILE_PARAMETER_PREFIX } from './load-parameters.ts';
-export type { LoadParameter, LoadParameters } from './load-parameters.ts';
+} from '../protocol/types.ts';
+export { Errors, InferenceServerError, isInferenceServerError, toInferenceServerError } from '../errors/errors.ts';
+export type { ErrorCode } from '../errors/errors.ts';
+export { FILE_PARAMETER_PREFIX } from '../models/load-parameters.ts';
+export type { LoadParameter, LoadParameters } from '../models/load-parameters.ts';
 export type { MemoryReservation } from '../memory/memory-guard.ts';
+export type { LogSettings, LogSettingValue } from '../logging/log-settings.ts';
+export { parseTraceSettingsUpdate, traceSettingsToWire } from '../trace/trace-settings.ts';
+export { inputSharedMemoryRefOf, sharedMemoryRefOf } from '../shared-memory/request-shared-memory.ts';
+export { jsonParseBytes, JSON_VALUE_BYTES } from '../memory/element-cost.ts';
+export { modelConfigToJson } from '../config/index.ts';

@@ -1,16 +1,18 @@
 import type { ModelConfig } from '../config/model-config.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { Errors, toInferenceServerError } from './errors.ts';
-import type { LoadedVersion } from './loaded-version.ts';
-import type { ModelManager } from './model-manager.ts';
-import type { LoadParameters } from './load-parameters.ts';
+import { Errors, toInferenceServerError } from '../errors/errors.ts';
+import type { LoadedVersion } from '../models/loaded-version.ts';
+import type { ModelManager } from '../models/model-manager.ts';
+import type { LoadParameters } from '../models/load-parameters.ts';
 import type { MemoryGuard, MemoryReservation } from '../memory/memory-guard.ts';
 import { advanceChargeBytes, requestChargeBytes, type SentAsJson } from '../memory/request-charge.ts';
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
-import { reshapeDims, validateRequest, type ValidatedRequest } from './request-validation.ts';
+import { validateRequest, type ValidatedRequest } from './request-validation.ts';
+import { reshapeDims } from '../tensor/reshape.ts';
 import { classify } from './classification.ts';
 import { checkElementCount, checkInputElements, checkRequestStrings, checkStringElements, checkValidatedElements } from './element-admission.ts';
 import { pino, type Logger } from 'pino';
+import { currentLogSettings, updateLogSettings, type LogSettings } from '../logging/log-settings.ts';
 import type { ResponseCache } from '../cache/response-cache.ts';
 import { Tracer, type RequestTrace } from '../trace/tracer.ts';
 import type { TraceSettings, TraceSettingsUpdate } from '../trace/trace-settings.ts';
@@ -19,15 +21,17 @@ import { SystemSharedMemory, type SharedMemoryRegionStatus } from '../shared-mem
 import type {
   BodyTarget,
   ElementCensus,
-  InferenceRequest,
-  InferenceResponse,
   InferenceService,
   InferOptions,
+} from './types.ts';
+import type {
+  InferenceRequest,
+  InferenceResponse,
   ModelMetadata,
   ModelStatistics,
   RepositoryIndexEntry,
   ServerMetadata,
-} from './types.ts';
+} from '../protocol/types.ts';
 
 export const SERVER_NAME = 'batchwise';
 export const SERVER_VERSION = '0.1.0';
@@ -314,6 +318,14 @@ export class CoreInferenceService implements InferenceService {
 
   systemSharedMemoryStatus(name?: string): SharedMemoryRegionStatus[] {
     return this.sharedMemory.status(name);
+  }
+
+  logSettings(): LogSettings {
+    return currentLogSettings(this.logger);
+  }
+
+  updateLogSettings(update: Readonly<Record<string, unknown>>): LogSettings {
+    return updateLogSettings(this.logger, update);
   }
 
   traceSettings(modelName?: string): TraceSettings {

@@ -1,8 +1,8 @@
 import { ELEMENT_BYTE_SIZE } from '../tensor/datatype.ts';
 import { formatShape } from '../tensor/shape.ts';
-import { Errors } from './errors.ts';
-import type { LoadedVersion } from './loaded-version.ts';
-import type { RequestInput } from './types.ts';
+import { Errors } from '../errors/errors.ts';
+import type { LoadedVersion } from '../models/loaded-version.ts';
+import type { RequestInput } from '../protocol/types.ts';
 
 /**
  * The input of a raw binary request (HTTP `Inference-Header-Content-Length: 0`, the body the

@@ -1,12 +1,13 @@
 import { checkedElementCount, expectedByteSize } from '../tensor/byte-size.ts';
 import { countBytesElements, firstNonTextElement } from '../tensor/bytes-codec.ts';
 import { elementCount, formatShape } from '../tensor/shape.ts';
+import { reshapedShape } from '../tensor/reshape.ts';
 import type { ParameterValue, Tensor } from '../tensor/tensor.ts';
 import { classificationCount } from './classification.ts';
-import { Errors } from './errors.ts';
-import type { LoadedVersion } from './loaded-version.ts';
+import { Errors } from '../errors/errors.ts';
+import type { LoadedVersion } from '../models/loaded-version.ts';
 import { rawRequestInput } from './raw-input.ts';
-import type { InferenceRequest } from './types.ts';
+import type { InferenceRequest } from '../protocol/types.ts';
 
 export interface ValidatedRequest {
   /** One tensor per model input, in config order, shaped as the model receives it. */
@@ -108,29 +109,6 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
     priority: nonNegativeInteger(request.parameters['priority'], 'priority', name),
     timeoutMicroseconds: nonNegativeInteger(request.parameters['timeout'], 'timeout', name),
   };
-}
-
-/**
- * The shape the model receives for a tensor sent as `shape` (of config `dims`): the config's
- * `reshape` in place of the config dims, the batch dimension kept. The same array when there
- * is no reshape.
- */
-export function reshapedShape(
-  shape: readonly number[], dims: readonly number[], reshape: readonly number[] | undefined, batching: boolean,
-): readonly number[] {
-  return reshape ? reshapeDims(shape, dims, reshape, batching) : shape;
-}
-
-/**
- * Triton's reshape rule: `shape`, whose dims are `from` (after the batch dimension when
- * batching), as dims `to`, each -1 of `to` taking in order the size `shape` has where `from`
- * has -1. Inputs go from config dims to reshape, outputs from reshape back to config dims.
- */
-export function reshapeDims(shape: readonly number[], from: readonly number[], to: readonly number[], batching: boolean): number[] {
-  const offset = batching ? 1 : 0;
-  const sizes = from.flatMap((d, i) => (d === -1 ? [shape[offset + i]!] : []));
-  let next = 0;
-  return [...shape.slice(0, offset), ...to.map((d) => (d === -1 ? sizes[next++]! : d))];
 }
 
 function shapeMatches(shape: readonly number[], expected: readonly number[]): boolean {

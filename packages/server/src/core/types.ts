@@ -1,132 +1,18 @@
 import type { ModelConfig } from '../config/model-config.ts';
-import type { DataType } from '../tensor/datatype.ts';
-import type { SharedMemoryRegionStatus, SharedMemoryRef } from '../shared-memory/system-shared-memory.ts';
-import type { Parameters, Tensor } from '../tensor/tensor.ts';
 import type { TraceSettings, TraceSettingsUpdate } from '../trace/trace-settings.ts';
+import type { LogSettings } from '../logging/log-settings.ts';
 import type { MemoryReservation } from '../memory/memory-guard.ts';
 import type { SentAsJson } from '../memory/request-charge.ts';
-import type { LoadParameters } from './load-parameters.ts';
-
-/** One inference request, decoded from either protocol; tensors are views on the wire buffer. */
-export interface InferenceRequest {
-  readonly id?: string;
-  readonly modelName: string;
-  /** Empty or absent: the version chosen by the model's version policy (the highest ready). */
-  readonly modelVersion?: string;
-  readonly inputs: RequestInput[];
-  /**
-   * A raw binary request's body (HTTP `Inference-Header-Content-Length: 0`): the bytes of the
-   * model's only input, its name, datatype and shape deduced from the config (raw-input.ts);
-   * `inputs` is then empty.
-   */
-  readonly rawInput?: Uint8Array;
-  /** Absent or empty: every output of the model. */
-  readonly outputs?: RequestedOutput[];
-  /** Request-level parameters, e.g. `priority`, `timeout` (microseconds), `binary_data_output`. */
-  readonly parameters: Parameters;
-}
-
-/** An input tensor; with `sharedMemory` its bytes are still in a registered region and `data` is empty until core reads them. */
-export interface RequestInput extends Tensor {
-  readonly sharedMemory?: SharedMemoryRef;
-}
-
-export interface RequestedOutput {
-  readonly name: string;
-  readonly parameters: Parameters;
-  /** Write this output into a registered region instead of sending it back. */
-  readonly sharedMemory?: SharedMemoryRef;
-}
-
-/** An output tensor; with `sharedMemory` it was written into that region and frontends send no data for it. */
-export interface ResponseOutput extends Tensor {
-  readonly sharedMemory?: SharedMemoryRef;
-}
-
-export interface InferenceResponse {
-  readonly modelName: string;
-  readonly modelVersion: string;
-  readonly id?: string;
-  readonly outputs: ResponseOutput[];
-  readonly parameters?: Parameters;
-}
-
-export interface TensorMetadata {
-  readonly name: string;
-  readonly datatype: DataType;
-  /** -1 for a variable dimension; with max_batch_size > 0 the first entry is the batch (-1). */
-  readonly shape: number[];
-}
-
-export interface ServerMetadata {
-  readonly name: string;
-  readonly version: string;
-  readonly extensions: string[];
-}
-
-export interface ModelMetadata {
-  readonly name: string;
-  readonly versions: string[];
-  readonly platform: string;
-  readonly inputs: TensorMetadata[];
-  readonly outputs: TensorMetadata[];
-  /** Batchwise extension: where the model really runs, e.g. ['CUDAExecutionProvider']. */
-  readonly parameters?: Parameters;
-}
-
-export type ModelState = 'UNKNOWN' | 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
-
-export interface RepositoryIndexEntry {
-  readonly name: string;
-  readonly version?: string;
-  readonly state?: ModelState;
-  readonly reason?: string;
-}
-
-export interface DurationStat {
-  count: number;
-  ns: number;
-}
-
-/** Triton's statistics extension shape (JSON field names as Triton writes them). */
-export interface ModelStatistics {
-  name: string;
-  version: string;
-  last_inference: number;
-  inference_count: number;
-  execution_count: number;
-  inference_stats: {
-    success: DurationStat;
-    fail: DurationStat;
-    queue: DurationStat;
-    compute_input: DurationStat;
-    compute_infer: DurationStat;
-    compute_output: DurationStat;
-    cache_hit: DurationStat;
-    cache_miss: DurationStat;
-  };
-  batch_stats: {
-    batch_size: number;
-    compute_input: DurationStat;
-    compute_infer: DurationStat;
-    compute_output: DurationStat;
-  }[];
-  memory_usage: unknown[];
-  /**
-   * Per-response statistics, keyed by response index. Triton fills them only for backends
-   * that report them (decoupled models); ONNX Runtime does not, so this stays {} as there.
-   */
-  response_stats: Record<string, InferResponseStatistics>;
-}
-
-export interface InferResponseStatistics {
-  compute_infer: DurationStat;
-  compute_output: DurationStat;
-  success: DurationStat;
-  fail: DurationStat;
-  empty_response: DurationStat;
-  cancel: DurationStat;
-}
+import type { LoadParameters } from '../models/load-parameters.ts';
+import type {
+  InferenceRequest,
+  InferenceResponse,
+  ModelMetadata,
+  ModelStatistics,
+  RepositoryIndexEntry,
+  ServerMetadata,
+  SharedMemoryRegionStatus,
+} from '../protocol/types.ts';
 
 /** The model a body is for, and whether its replies will likely be JSON (a JSON body's default). */
 export interface BodyTarget {
@@ -203,6 +89,10 @@ export interface InferenceService {
   unregisterSystemSharedMemory(name?: string): Promise<void>;
   /** One region (NOT_FOUND when unknown), or all of them when no name is given. */
   systemSharedMemoryStatus(name?: string): SharedMemoryRegionStatus[];
+  /** Triton's logging extension: the server's log settings. */
+  logSettings(): LogSettings;
+  /** Changes any of the log settings (INVALID_ARG naming a bad one); returns them all. */
+  updateLogSettings(update: Readonly<Record<string, unknown>>): LogSettings;
   /** The trace settings in force for a model, or the global ones when no model is given. */
   traceSettings(modelName?: string): TraceSettings;
   /** Changes the global trace settings, or a model's own (cleared ones follow the global settings). */

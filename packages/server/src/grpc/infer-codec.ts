@@ -1,5 +1,4 @@
-import { Errors, type InferenceRequest, type InferenceResponse, type RequestedOutput, type RequestInput } from '../core/index.ts';
-import { inputSharedMemoryRefOf, sharedMemoryRefOf } from '../shared-memory/request-shared-memory.ts';
+import { Errors, inputSharedMemoryRefOf, sharedMemoryRefOf, type InferenceRequest, type InferenceResponse, type RequestedOutput, type RequestInput } from '../core/index.ts';
 import { isDataType } from '../tensor/datatype.ts';
 import { elementCount } from '../tensor/shape.ts';
 import type { Parameters } from '../tensor/tensor.ts';

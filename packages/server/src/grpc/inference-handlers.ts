@@ -1,9 +1,15 @@
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { Errors, type InferenceService, type LoadParameter, type LoadParameters } from '../core/index.ts';
+import {
+  Errors,
+  parseTraceSettingsUpdate,
+  traceSettingsToWire,
+  type InferenceService,
+  type LoadParameter,
+  type LoadParameters,
+  type LogSettings,
+} from '../core/index.ts';
 import { runInferMessage } from './infer-call.ts';
-import { currentLogSettings, updateLogSettings, type LogSettings } from '../logging/log-settings.ts';
-import { parseTraceSettingsUpdate, traceSettingsToWire } from '../trace/trace-settings.ts';
 import { toModelStatisticsWire } from './statistics.ts';
 import { streamInferHandler, type DrainableStream } from './stream-infer.ts';
 import { unary } from './unary.ts';
@@ -99,7 +105,7 @@ export function inferenceServiceHandlers(
     }),
     LogSettings: unary('LogSettings', logger, (r: { settings: Record<string, LogSettingValueWire> }) => ({
       settings: toLogSettingsWire(
-        Object.keys(r.settings).length > 0 ? updateLogSettings(logger, fromLogSettingsWire(r.settings)) : currentLogSettings(logger),
+        Object.keys(r.settings).length > 0 ? service.updateLogSettings(fromLogSettingsWire(r.settings)) : service.logSettings(),
       ),
     })),
   };

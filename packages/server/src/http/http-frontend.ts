@@ -108,7 +108,7 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
     registerInferRoutes(routes, service);
     registerRepositoryRoutes(routes, service);
     registerSharedMemoryRoutes(routes, service);
-    registerLoggingRoutes(routes, options.logger);
+    registerLoggingRoutes(routes, service);
     registerTraceRoutes(routes, service);
   });
   return app;

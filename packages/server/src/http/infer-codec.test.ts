@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { InferenceRequest, InferenceResponse } from '../core/index.ts';
-import { InferenceServerError } from '../core/errors.ts';
+import { InferenceServerError } from '../errors/errors.ts';
 import { DATATYPES } from '../tensor/datatype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { SAMPLES } from '../tensor/test-samples.ts';

@@ -1,5 +1,4 @@
-import { Errors, type InferenceRequest, type InferenceResponse, type RequestedOutput, type RequestInput } from '../core/index.ts';
-import { inputSharedMemoryRefOf, sharedMemoryRefOf } from '../shared-memory/request-shared-memory.ts';
+import { Errors, inputSharedMemoryRefOf, sharedMemoryRefOf, type InferenceRequest, type InferenceResponse, type RequestedOutput, type RequestInput } from '../core/index.ts';
 import { checkedElementCount, expectedByteSize, validateShape } from '../tensor/byte-size.ts';
 import { countBytesElements } from '../tensor/bytes-codec.ts';
 import { isDataType, type DataType } from '../tensor/datatype.ts';

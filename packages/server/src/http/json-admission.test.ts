@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { ElementCensus, InferenceService, MemoryReservation } from '../core/index.ts';
-import { JSON_VALUE_BYTES } from '../memory/element-cost.ts';
+import { JSON_VALUE_BYTES } from '../core/index.ts';
 import { admitJsonBody } from './json-admission.ts';
 
 describe('admitJsonBody', () => {

@@ -1,7 +1,6 @@
 import { Transform } from 'node:stream';
 import { getHeapStatistics } from 'node:v8';
-import { Errors, type InferenceService, type MemoryReservation } from '../core/index.ts';
-import { jsonParseBytes } from '../memory/element-cost.ts';
+import { Errors, jsonParseBytes, type InferenceService, type MemoryReservation } from '../core/index.ts';
 import { countJsonArrays, JsonArrayCounter } from '../tensor/json-census.ts';
 
 /**

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { Errors } from '../core/errors.ts';
+import { Errors } from '../errors/errors.ts';
 
 /** Triton's logging extension settings (HTTP `/v2/logging`, gRPC LogSettings). */
 export interface LogSettings {

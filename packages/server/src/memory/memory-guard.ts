@@ -1,5 +1,5 @@
 import { getHeapSpaceStatistics } from 'node:v8';
-import { Errors } from '../core/errors.ts';
+import { Errors } from '../errors/errors.ts';
 import type { ServerMetrics } from '../metrics/server-metrics.ts';
 
 /** Bytes held for one request: grown as its charge becomes known, returned once when it ends. */

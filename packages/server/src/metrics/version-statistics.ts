@@ -1,5 +1,5 @@
 import type { ExecutionTimings } from '../backends/backend.ts';
-import type { DurationStat, ModelStatistics } from '../core/types.ts';
+import type { DurationStat, ModelStatistics } from '../protocol/types.ts';
 import type { ServerMetrics } from './server-metrics.ts';
 import type { FailureReason, VersionSeries } from './version-series.ts';
 

@@ -1,6 +1,6 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join, resolve, sep } from 'node:path';
-import { Errors } from '../core/errors.ts';
+import { Errors } from '../errors/errors.ts';
 
 /** A model as it sits in a Triton-layout repository: `<repo>/<model>/config.pbtxt`, `<repo>/<model>/<version>/`. */
 export interface ModelFolder {

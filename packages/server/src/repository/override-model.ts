@@ -1,7 +1,7 @@
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { Errors } from '../core/errors.ts';
+import { Errors } from '../errors/errors.ts';
 import { readModelFolder } from './model-folder.ts';
 import type { ListedModel } from './model-source.ts';
 

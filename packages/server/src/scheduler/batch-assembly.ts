@@ -1,4 +1,4 @@
-import { Errors } from '../core/errors.ts';
+import { Errors } from '../errors/errors.ts';
 import { elementCount } from '../tensor/shape.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 

@@ -1,5 +1,5 @@
 import type { ExecutionTimings } from '../backends/backend.ts';
-import { Errors, toInferenceServerError } from '../core/errors.ts';
+import { Errors, toInferenceServerError } from '../errors/errors.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { assembleBatch, splitOutputs } from './batch-assembly.ts';
 import { ArrivalGap } from './arrival-gap.ts';

@@ -1,6 +1,6 @@
 import type { ExecutionResult, ModelInstance } from '../backends/backend.ts';
 import type { ModelConfig } from '../config/model-config.ts';
-import type { InferenceServerError } from '../core/errors.ts';
+import type { InferenceServerError } from '../errors/errors.ts';
 import { ServerMetrics } from '../metrics/server-metrics.ts';
 import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { Tensor } from '../tensor/tensor.ts';

@@ -1,5 +1,5 @@
-import { Errors } from '../core/errors.ts';
-import type { InferenceRequest, InferenceResponse, ResponseOutput } from '../core/types.ts';
+import { Errors } from '../errors/errors.ts';
+import type { InferenceRequest, InferenceResponse, ResponseOutput } from '../protocol/types.ts';
 import { expectedByteSize } from '../tensor/byte-size.ts';
 import { formatShape } from '../tensor/shape.ts';
 import type { DataType } from '../tensor/datatype.ts';

@@ -1,24 +1,12 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Errors, InferenceServerError } from '../core/errors.ts';
+import { Errors, InferenceServerError } from '../errors/errors.ts';
+import type { SharedMemoryRef, SharedMemoryRegionStatus } from '../protocol/types.ts';
+
+export type { SharedMemoryRef, SharedMemoryRegionStatus } from '../protocol/types.ts';
 
 /** Where POSIX shm_open(3) keeps its objects on Linux: shm_open("/name") is this folder's file "name". */
 export const DEFAULT_SHM_DIR = '/dev/shm';
-
-/** A registered region as the status endpoints report it (Triton's field names). */
-export interface SharedMemoryRegionStatus {
-  readonly name: string;
-  readonly key: string;
-  readonly offset: number;
-  readonly byte_size: number;
-}
-
-/** Where a request's tensor lives: `byteSize` bytes at `offset` within a registered region. */
-export interface SharedMemoryRef {
-  readonly region: string;
-  readonly byteSize: number;
-  readonly offset: number;
-}
 
 /** A region held open for one request: it stays usable until released, even if unregistered meanwhile. */
 export interface RegionLease {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InferenceServerError } from '../core/errors.ts';
+import { InferenceServerError } from '../errors/errors.ts';
 import { checkedElementCount, expectedByteSize, MAX_TENSOR_BYTE_SIZE, validateShape } from './byte-size.ts';
 
 function errorOf(f: () => unknown): InferenceServerError {

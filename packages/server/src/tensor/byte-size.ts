@@ -1,4 +1,4 @@
-import { Errors } from '../core/errors.ts';
+import { Errors } from '../errors/errors.ts';
 import { ELEMENT_BYTE_SIZE, type DataType } from './datatype.ts';
 import { describeValue } from './describe-value.ts';
 import { formatShape } from './shape.ts';

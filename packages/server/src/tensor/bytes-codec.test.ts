@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isInferenceServerError } from '../core/errors.ts';
+import { isInferenceServerError } from '../errors/errors.ts';
 import { bytesElementsToStrings, countBytesElements, deserializeBytesElements, firstNonTextElement, serializeBytesElements } from './bytes-codec.ts';
 
 describe('BYTES codec', () => {

@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import { Errors } from '../core/errors.ts';
+import { Errors } from '../errors/errors.ts';
 
 /**
  * KServe BYTES serialization: each element a 4-byte little-endian length, then its bytes. Strings

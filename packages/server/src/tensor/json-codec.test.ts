@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { InferenceServerError } from '../core/errors.ts';
+import { InferenceServerError } from '../errors/errors.ts';
 import { DATATYPES, ELEMENT_BYTE_SIZE, type DataType } from './datatype.ts';
 import { decodeJsonTensorData, encodeJsonTensorData } from './json-codec.ts';
 import { SAMPLES, unaligned } from './test-samples.ts';

@@ -1,4 +1,4 @@
-import { Errors } from '../core/errors.ts';
+import { Errors } from '../errors/errors.ts';
 import { checkedElementCount, validateShape } from './byte-size.ts';
 import { bytesElementsToStrings, serializeBytesElements } from './bytes-codec.ts';
 import { ELEMENT_BYTE_SIZE, TYPED_ARRAY_OF, type DataType } from './datatype.ts';

@@ -1,4 +1,4 @@
-import { Errors } from '../core/errors.ts';
+import { Errors } from '../errors/errors.ts';
 
 /**
  * Request JSON as Triton reads it (rapidjson with kParseNanAndInfFlag, 64-bit integers exact):

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InferenceServerError } from '../core/errors.ts';
+import { InferenceServerError } from '../errors/errors.ts';
 import { SAMPLES, unaligned } from './test-samples.ts';
 import { tensorFromTypedArray, typedArrayOf } from './typed-view.ts';
 

@@ -1,4 +1,4 @@
-import { Errors } from '../core/errors.ts';
+import { Errors } from '../errors/errors.ts';
 import { expectedByteSize, type FixedSizeDataType } from './byte-size.ts';
 import { TYPED_ARRAY_OF, type NumericArray } from './datatype.ts';
 import { formatShape } from './shape.ts';

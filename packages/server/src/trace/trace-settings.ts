@@ -1,4 +1,4 @@
-import { Errors } from '../core/errors.ts';
+import { Errors } from '../errors/errors.ts';
 
 /**
  * Triton's trace settings. On the wire every value is a string (trace_level a list of

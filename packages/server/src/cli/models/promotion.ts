@@ -4,8 +4,8 @@ import { RepositoryError } from '../../repository/repository-source.ts';
 import {
   readConfigWithHistory, rollbackTarget, servingVersions, writeConfigWithHistory,
   type ConfigWithHistory, type PromotionRecord,
-} from '../../repository/promotion-history.ts';
-import { openRepositoryStore, type RepositoryStore } from '../../repository/repository-store.ts';
+} from '../../promotion/promotion-history.ts';
+import { openRepositoryStore, type RepositoryStore } from '../../promotion/repository-store.ts';
 import type { S3ClientOptions } from '../../repository/s3-client.ts';
 import type { ModelListing } from '../../repository/snapshot.ts';
 import { validateArtifact } from './validate-artifact.ts';

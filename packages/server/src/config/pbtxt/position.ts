@@ -1,4 +1,4 @@
-import { InferenceServerError } from '../../core/errors.ts';
+import { InferenceServerError } from '../../errors/errors.ts';
 
 /** 1-based line and column (in UTF-16 code units) of a token in the source text. */
 export interface Pos {

@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { modelConfigToJson } from '../../config/index.ts';
-import type { InferenceService } from '../../core/index.ts';
+import { modelConfigToJson, type InferenceService } from '../../core/index.ts';
 
 interface ModelParams {
   model: string;

@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { InferenceService } from '../../core/index.ts';
-import { parseTraceSettingsUpdate, traceSettingsToWire } from '../../trace/trace-settings.ts';
+import { parseTraceSettingsUpdate, traceSettingsToWire, type InferenceService } from '../../core/index.ts';
 import { parseJsonObject } from '../infer-codec.ts';
 
 const options = { config: { apiGroup: 'trace' as const } };

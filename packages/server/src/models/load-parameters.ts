@@ -1,5 +1,5 @@
 import { posix } from 'node:path';
-import { Errors } from './errors.ts';
+import { Errors } from '../errors/errors.ts';
 
 /**
  * A parameter of a repository load request, as a frontend received it: HTTP gives `file:`

@@ -16,7 +16,7 @@ import { fileExists, fileInModelFolder, type ModelFolder } from '../repository/m
 import { createScheduler } from '../scheduler/index.ts';
 import { stringHeapCapacityBytes } from '../memory/element-cost.ts';
 import { CONFIG_TYPE_TO_DATATYPE } from '../tensor/datatype.ts';
-import { Errors } from './errors.ts';
+import { Errors } from '../errors/errors.ts';
 import { warmUp } from './warmup.ts';
 import type { InputSpec, LoadedVersion, OutputSpec } from './loaded-version.ts';
 

@@ -7,8 +7,8 @@ import type { ModelConfig, ModelWarmup, ModelWarmupInput } from '../config/model
 import { CONFIG_TYPE_TO_DATATYPE, ELEMENT_BYTE_SIZE } from '../tensor/datatype.ts';
 import { elementCount } from '../tensor/shape.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { Errors } from './errors.ts';
-import { reshapedShape } from './request-validation.ts';
+import { Errors } from '../errors/errors.ts';
+import { reshapedShape } from '../tensor/reshape.ts';
 
 /**
  * Runs config.pbtxt's `model_warmup` samples on every instance before the version is

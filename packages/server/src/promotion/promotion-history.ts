@@ -1,6 +1,6 @@
 import { parseModelConfig, printModelConfig } from '../config/index.ts';
 import type { ModelConfig } from '../config/model-config.ts';
-import { selectVersions } from './version-policy.ts';
+import { selectVersions } from '../repository/version-policy.ts';
 
 /**
  * One change of a model's serving version, kept as a `# batchwise-promotion: {json}` comment

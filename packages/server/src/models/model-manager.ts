@@ -10,11 +10,11 @@ import { withBackoff } from '../repository/backoff.ts';
 import { writeOverrideModel } from '../repository/override-model.ts';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Errors, InferenceServerError, toInferenceServerError } from './errors.ts';
+import { Errors, InferenceServerError, toInferenceServerError } from '../errors/errors.ts';
 import { DEFAULT_FILE_OVERRIDE_MAX_BYTES, modelLoadRequestOf, type LoadParameters } from './load-parameters.ts';
 import type { LoadedVersion } from './loaded-version.ts';
 import { loadVersion, readConfig, type LoaderOptions } from './model-loader.ts';
-import type { ModelState, RepositoryIndexEntry } from './types.ts';
+import type { ModelState, RepositoryIndexEntry } from '../protocol/types.ts';
 
 export type ModelControlMode = 'none' | 'poll' | 'explicit';
 

@@ -6,13 +6,13 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { Logger } from 'pino';
-import { LocalRepository } from './local-repository.ts';
-import { ProgressLog } from './progress.ts';
-import { RepositoryError, type RepositorySource } from './repository-source.ts';
-import { parseRepositoryLocation, type RepositoryLocation, type S3RepositoryLocation } from './repository-url.ts';
-import { createS3Client, type S3ClientOptions } from './s3-client.ts';
-import { S3Repository } from './s3-repository.ts';
-import { etagIsContentMd5, unquoteEtag } from './snapshot.ts';
+import { LocalRepository } from '../repository/local-repository.ts';
+import { ProgressLog } from '../repository/progress.ts';
+import { RepositoryError, type RepositorySource } from '../repository/repository-source.ts';
+import { parseRepositoryLocation, type RepositoryLocation, type S3RepositoryLocation } from '../repository/repository-url.ts';
+import { createS3Client, type S3ClientOptions } from '../repository/s3-client.ts';
+import { S3Repository } from '../repository/s3-repository.ts';
+import { etagIsContentMd5, unquoteEtag } from '../repository/snapshot.ts';
 
 /** config.pbtxt as stored, with the token that a conditional rewrite checks. */
 export interface StoredConfig {

@@ -1,0 +1,143 @@
+/**
+ * The wire-level shapes of the KServe v2 / Triton protocol as the server holds them, shared by
+ * every layer: a decoded request and its response, metadata, statistics, repository index
+ * entries and shared memory references. Types only; nothing here imports a layer above.
+ */
+import type { DataType } from '../tensor/datatype.ts';
+import type { Parameters, Tensor } from '../tensor/tensor.ts';
+
+/** A registered region as the status endpoints report it (Triton's field names). */
+export interface SharedMemoryRegionStatus {
+  readonly name: string;
+  readonly key: string;
+  readonly offset: number;
+  readonly byte_size: number;
+}
+
+/** Where a request's tensor lives: `byteSize` bytes at `offset` within a registered region. */
+export interface SharedMemoryRef {
+  readonly region: string;
+  readonly byteSize: number;
+  readonly offset: number;
+}
+
+/** One inference request, decoded from either protocol; tensors are views on the wire buffer. */
+export interface InferenceRequest {
+  readonly id?: string;
+  readonly modelName: string;
+  /** Empty or absent: the version chosen by the model's version policy (the highest ready). */
+  readonly modelVersion?: string;
+  readonly inputs: RequestInput[];
+  /**
+   * A raw binary request's body (HTTP `Inference-Header-Content-Length: 0`): the bytes of the
+   * model's only input, its name, datatype and shape deduced from the config (raw-input.ts);
+   * `inputs` is then empty.
+   */
+  readonly rawInput?: Uint8Array;
+  /** Absent or empty: every output of the model. */
+  readonly outputs?: RequestedOutput[];
+  /** Request-level parameters, e.g. `priority`, `timeout` (microseconds), `binary_data_output`. */
+  readonly parameters: Parameters;
+}
+
+/** An input tensor; with `sharedMemory` its bytes are still in a registered region and `data` is empty until core reads them. */
+export interface RequestInput extends Tensor {
+  readonly sharedMemory?: SharedMemoryRef;
+}
+
+export interface RequestedOutput {
+  readonly name: string;
+  readonly parameters: Parameters;
+  /** Write this output into a registered region instead of sending it back. */
+  readonly sharedMemory?: SharedMemoryRef;
+}
+
+/** An output tensor; with `sharedMemory` it was written into that region and frontends send no data for it. */
+export interface ResponseOutput extends Tensor {
+  readonly sharedMemory?: SharedMemoryRef;
+}
+
+export interface InferenceResponse {
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly id?: string;
+  readonly outputs: ResponseOutput[];
+  readonly parameters?: Parameters;
+}
+
+export interface TensorMetadata {
+  readonly name: string;
+  readonly datatype: DataType;
+  /** -1 for a variable dimension; with max_batch_size > 0 the first entry is the batch (-1). */
+  readonly shape: number[];
+}
+
+export interface ServerMetadata {
+  readonly name: string;
+  readonly version: string;
+  readonly extensions: string[];
+}
+
+export interface ModelMetadata {
+  readonly name: string;
+  readonly versions: string[];
+  readonly platform: string;
+  readonly inputs: TensorMetadata[];
+  readonly outputs: TensorMetadata[];
+  /** Batchwise extension: where the model really runs, e.g. ['CUDAExecutionProvider']. */
+  readonly parameters?: Parameters;
+}
+
+export type ModelState = 'UNKNOWN' | 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
+
+export interface RepositoryIndexEntry {
+  readonly name: string;
+  readonly version?: string;
+  readonly state?: ModelState;
+  readonly reason?: string;
+}
+
+export interface DurationStat {
+  count: number;
+  ns: number;
+}
+
+/** Triton's statistics extension shape (JSON field names as Triton writes them). */
+export interface ModelStatistics {
+  name: string;
+  version: string;
+  last_inference: number;
+  inference_count: number;
+  execution_count: number;
+  inference_stats: {
+    success: DurationStat;
+    fail: DurationStat;
+    queue: DurationStat;
+    compute_input: DurationStat;
+    compute_infer: DurationStat;
+    compute_output: DurationStat;
+    cache_hit: DurationStat;
+    cache_miss: DurationStat;
+  };
+  batch_stats: {
+    batch_size: number;
+    compute_input: DurationStat;
+    compute_infer: DurationStat;
+    compute_output: DurationStat;
+  }[];
+  memory_usage: unknown[];
+  /**
+   * Per-response statistics, keyed by response index. Triton fills them only for backends
+   * that report them (decoupled models); ONNX Runtime does not, so this stays {} as there.
+   */
+  response_stats: Record<string, InferResponseStatistics>;
+}
+
+export interface InferResponseStatistics {
+  compute_infer: DurationStat;
+  compute_output: DurationStat;
+  success: DurationStat;
+  fail: DurationStat;
+  empty_response: DurationStat;
+  cancel: DurationStat;
+}
