@@ -27,8 +27,9 @@ const RANK = {
   core: 8,
   http: 9,
   grpc: 9,
-  '.': 10,
-  cli: 11,
+  options: 10,
+  '.': 11,
+  cli: 12,
 };
 const FRONTEND_MAY_IMPORT = ['core', 'access', 'errors', 'tensor', 'protocol'];
 
@@ -66,10 +67,10 @@ module.exports = {
     },
     {
       name: 'no-test-code-in-src',
-      comment: 'Source never imports tests, bench or the black-box test folder.',
+      comment: 'Source never imports tests, test support (packages/*/test-support/), bench or the black-box test folder.',
       severity: 'error',
       from: { path: '^packages/[^/]+/src/', pathNot: '\\.test\\.ts$' },
-      to: { path: ['\\.test\\.ts$', '^test/', '^bench/'] },
+      to: { path: ['\\.test\\.ts$', '^packages/[^/]+/test-support/', '^test/', '^bench/'] },
     },
     ...layerRules,
   ],

@@ -24,7 +24,7 @@ import {
 import { startChildServer, type ChildServer } from './support/child-server.ts';
 import { EXAMPLES, makeRepository } from './support/repository.ts';
 import { startTestServer } from './support/server.ts';
-import { encodeInferRequest } from '../packages/server/src/grpc/test-wire.ts';
+import { encodeInferRequest } from '@batchwise/server/test-support/grpc-wire.ts';
 
 const MiB = 2 ** 20;
 const BUDGET = 1024 * MiB;

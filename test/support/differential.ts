@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import type { TypedArray } from '@batchwise/client';
 import { GraphBuilder, tritonConfigType, type ModelProto, type TensorDatatype } from '@batchwise/modelgen';
-import { loadOrt, ORT_TYPES, type OrtSession } from '../../packages/modelgen/src/ort-for-tests.ts';
+import { loadOrt, ORT_TYPES, type OrtSession } from '@batchwise/modelgen/test-support/ort.ts';
 
 export interface TensorSpec {
   readonly name: string;

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EXAMPLE_MODELS, writeExampleRepository } from './examples.ts';
-import { loadOrt } from './ort-for-tests.ts';
+import { loadOrt } from '../test-support/ort.ts';
 
 const COMMITTED = new URL('../../../examples/model_repository/', import.meta.url).pathname;
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { TENSOR_DATATYPES, parseModel, serializeModel, type ModelProto, type TensorDatatype } from './graph-builder.ts';
 import { convNet, fixedBatchModel, identity, mlp, simpleAddSub, slowModel } from './models.ts';
-import { ORT_TYPES, loadOrt, type OrtSession } from './ort-for-tests.ts';
+import { ORT_TYPES, loadOrt, type OrtSession } from '../test-support/ort.ts';
 
 const ort = loadOrt();
 const session = (m: ModelProto): Promise<OrtSession> => ort.InferenceSession.create(serializeModel(m));

@@ -1,8 +1,8 @@
 import type protobuf from 'protobufjs';
-import { decodeInferMessage } from './infer-message.ts';
-import { loadGrpcServiceRoot } from './protos.ts';
-import type { WireContents } from './wire-contents.ts';
-import type { InferTensorContentsWire } from './wire-types.ts';
+import { decodeInferMessage } from '../src/grpc/infer-message.ts';
+import { loadGrpcServiceRoot } from '../src/grpc/protos.ts';
+import type { WireContents } from '../src/grpc/wire-contents.ts';
+import type { InferTensorContentsWire } from '../src/grpc/wire-types.ts';
 
 /** Test support: ModelInferRequest messages as clients encode them, from the object form. */
 

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import protobuf from 'protobufjs';
-import type { ModelConfig } from './model-config.ts';
-import { INTEGER_RANGE } from './scalar-types.ts';
-import { modelConfigType } from './schema.ts';
+import type { ModelConfig } from '../src/config/model-config.ts';
+import { INTEGER_RANGE } from '../src/config/scalar-types.ts';
+import { modelConfigType } from '../src/config/schema.ts';
 
 /**
  * fast-check arbitraries of ModelConfig built from the schema itself, so every message,

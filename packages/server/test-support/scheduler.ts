@@ -1,11 +1,11 @@
-import type { ExecutionResult, ModelInstance } from '../backends/backend.ts';
-import type { ModelConfig } from '../config/model-config.ts';
-import type { InferenceServerError } from '../errors/errors.ts';
-import { ServerMetrics } from '../metrics/server-metrics.ts';
-import { VersionStatistics } from '../metrics/version-statistics.ts';
-import type { Tensor } from '../tensor/tensor.ts';
-import { BatchingScheduler } from './batching-scheduler.ts';
-import type { Clock } from './clock.ts';
+import type { ExecutionResult, ModelInstance } from '../src/backends/backend.ts';
+import type { ModelConfig } from '../src/config/model-config.ts';
+import type { InferenceServerError } from '../src/errors/errors.ts';
+import { ServerMetrics } from '../src/metrics/server-metrics.ts';
+import { VersionStatistics } from '../src/metrics/version-statistics.ts';
+import type { Tensor } from '../src/tensor/tensor.ts';
+import { BatchingScheduler } from '../src/scheduler/batching-scheduler.ts';
+import type { Clock } from '../src/scheduler/clock.ts';
 
 /**
  * A clock the test moves by hand. Work deferred to the end of the event-loop turn

@@ -1,5 +1,5 @@
-import { serializeBytesElements } from './bytes-codec.ts';
-import { DATATYPES, TYPED_ARRAY_OF, type DataType } from './datatype.ts';
+import { serializeBytesElements } from '../src/tensor/bytes-codec.ts';
+import { DATATYPES, TYPED_ARRAY_OF, type DataType } from '../src/tensor/datatype.ts';
 
 /** Test data: one [2, 3] tensor per datatype, with its raw bytes and (where JSON can carry it) JSON values. */
 export interface Sample {

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { InferenceServerError } from '../errors/errors.ts';
 import { parseModelConfig, printModelConfig } from './index.ts';
-import { arbitraryModelConfig } from './model-config.arbitrary.ts';
+import { arbitraryModelConfig } from '../../test-support/model-config-arbitrary.ts';
 
 /** Parsing may succeed or fail, but only ever with a positioned INVALID_ARG. */
 function parsesOrFailsCleanly(text: string): void {

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { InferenceServerError } from '../errors/errors.ts';
 import { parseModelConfig, printModelConfig, type ModelConfig } from './index.ts';
-import { arbitraryModelConfig } from './model-config.arbitrary.ts';
+import { arbitraryModelConfig } from '../../test-support/model-config-arbitrary.ts';
 
 const base = { name: 'm', max_batch_size: 0, input: [], output: [] };
 

@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import protobuf from 'protobufjs';
 import { describe, expect, it } from 'vitest';
 import { MODEL_CONFIG_PROTO_PATH, modelConfigRoot, parseModelConfig } from './index.ts';
-import { arbitraryModelConfig } from './model-config.arbitrary.ts';
+import { arbitraryModelConfig } from '../../test-support/model-config-arbitrary.ts';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..');
 const upstreamDir = path.resolve(repoRoot, '../shared/reference/triton-protocol');

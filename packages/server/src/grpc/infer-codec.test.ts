@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
-import { wireContents } from './test-wire.ts';
+import { wireContents } from '../../test-support/grpc-wire.ts';
 import type { ModelInferRequestWire } from './wire-types.ts';
 
 const request = (over: Partial<ModelInferRequestWire>): ModelInferRequestWire => ({

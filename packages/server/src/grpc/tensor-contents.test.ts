@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { InferenceServerError } from '../core/index.ts';
 import type { DataType } from '../tensor/datatype.ts';
 import { contentsToRaw, hasContents } from './tensor-contents.ts';
-import { wireContents } from './test-wire.ts';
+import { wireContents } from '../../test-support/grpc-wire.ts';
 import type { InferTensorContentsWire } from './wire-types.ts';
 
 const le = (view: ArrayBufferView) => [...new Uint8Array(view.buffer, view.byteOffset, view.byteLength)];

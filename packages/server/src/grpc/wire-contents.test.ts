@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { decodeInferMessage } from './infer-message.ts';
 import { PROTO_DIR, PROTO_LOADER_OPTIONS } from './protos.ts';
 import { contentsToRaw } from './tensor-contents.ts';
-import { encodeInferRequest } from './test-wire.ts';
+import { encodeInferRequest } from '../../test-support/grpc-wire.ts';
 
 const le = (view: ArrayBufferView) => [...new Uint8Array(view.buffer, view.byteOffset, view.byteLength)];
 

@@ -4,7 +4,7 @@ import type { InferenceRequest, InferenceResponse } from '../core/index.ts';
 import { InferenceServerError } from '../errors/errors.ts';
 import { DATATYPES } from '../tensor/datatype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { SAMPLES } from '../tensor/test-samples.ts';
+import { SAMPLES } from '../../test-support/tensor-samples.ts';
 import { decodeHttpInferRequest, encodeHttpInferResponse, type EncodedHttpResponse } from './infer-codec.ts';
 
 /** A request body as a Triton client builds it: JSON, then the binary inputs in order. */

@@ -4,7 +4,7 @@ import { ServerMetrics } from '../metrics/server-metrics.ts';
 import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { BatchingScheduler } from './batching-scheduler.ts';
-import { FakeClock, RecordingInstance, tick } from './test-support.ts';
+import { FakeClock, RecordingInstance, tick } from '../../test-support/scheduler.ts';
 
 function setup(
   dynamic: Record<string, unknown> | undefined,

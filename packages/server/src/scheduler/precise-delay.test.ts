@@ -5,7 +5,7 @@ import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { BatchingScheduler } from './batching-scheduler.ts';
 import { systemClock } from './clock.ts';
-import { RecordingInstance } from './test-support.ts';
+import { RecordingInstance } from '../../test-support/scheduler.ts';
 
 /** Notes when each batch reached the instance, on the real clock. */
 class TimedInstance extends RecordingInstance {

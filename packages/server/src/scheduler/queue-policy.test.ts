@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { schedulerHarness } from './test-support.ts';
+import { schedulerHarness } from '../../test-support/scheduler.ts';
 
 const levels = (dynamic: Record<string, unknown>) => ({ dynamic_batching: { priority_levels: 2, default_priority_level: 2, ...dynamic } });
 

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { InferenceServerError } from '../errors/errors.ts';
 import { DATATYPES, ELEMENT_BYTE_SIZE, type DataType } from './datatype.ts';
 import { decodeJsonTensorData, encodeJsonTensorData } from './json-codec.ts';
-import { SAMPLES, unaligned } from './test-samples.ts';
+import { SAMPLES, unaligned } from '../../test-support/tensor-samples.ts';
 
 function nest(values: unknown[], width: number): unknown[][] {
   const rows: unknown[][] = [];

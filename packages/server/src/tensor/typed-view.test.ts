@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InferenceServerError } from '../errors/errors.ts';
-import { SAMPLES, unaligned } from './test-samples.ts';
+import { SAMPLES, unaligned } from '../../test-support/tensor-samples.ts';
 import { tensorFromTypedArray, typedArrayOf } from './typed-view.ts';
 
 describe('typedArrayOf', () => {
