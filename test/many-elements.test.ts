@@ -20,7 +20,7 @@ import {
   startBystander,
   type Bystander,
   type Outcome,
-} from '../bench/src/many-elements.ts';
+} from '@batchwise/server/test-support/many-elements.ts';
 import { startChildServer, type ChildServer } from './support/child-server.ts';
 import { EXAMPLES, makeRepository } from './support/repository.ts';
 import { startTestServer } from './support/server.ts';

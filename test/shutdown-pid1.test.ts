@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { slowModel } from '@batchwise/modelgen';
-import { startServerProcess } from '../bench/src/server-process.ts';
+import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { makeRepository } from './support/repository.ts';
 
 /**

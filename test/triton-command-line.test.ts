@@ -8,7 +8,7 @@ import { connect } from 'node:http2';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BatchwiseClientError, GrpcClient, GrpcStatus } from '@batchwise/client';
-import { startServerProcess } from '../bench/src/server-process.ts';
+import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { EXAMPLES } from './support/repository.ts';
 
 describe('Triton command-line flags', () => {

@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { startServerProcess } from '../../bench/src/server-process.ts';
+import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 
 export interface ChildServer {
   readonly process: ChildProcess;

@@ -12,7 +12,7 @@ import { measure, sleep, type Load, type LoadResult, type WindowOptions } from '
 import { latencyThroughputSvg } from '../plot.ts';
 import { environment, table, writeResult } from '../report.ts';
 import { breakdown, readStats, type ServerBreakdown } from '../server-stats.ts';
-import { startServerProcess } from '../server-process.ts';
+import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { benchRepository, cachedModel, fp32Config, inferRequest, type Protocol } from '../workload.ts';
 
 export interface BatchingModel {

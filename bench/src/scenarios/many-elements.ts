@@ -1,17 +1,18 @@
-import { table, writeResult } from '../report.ts';
-import { scrapeMetric, startServerProcess } from '../server-process.ts';
 import {
   binaryBytesBody,
   bytesContentsMessage,
   jsonBody,
-  manyElementsRepository,
+  MANY_ELEMENTS_MODELS,
   post,
   residentBytes,
   RUNTIME_RESERVE_BYTES,
   sendInferMessage,
   startBystander,
   type Outcome,
-} from '../many-elements.ts';
+} from '@batchwise/server/test-support/many-elements.ts';
+import { scrapeMetric, startServerProcess } from '@batchwise/server/test-support/server-process.ts';
+import { table, writeResult } from '../report.ts';
+import { benchRepository, cachedModel } from '../workload.ts';
 
 const OK = new Set([0, 200]);
 
@@ -80,4 +81,11 @@ export async function runManyElements(options: { elements: number; memoryLimit: 
   );
   await writeResult(options.name, result);
   return result;
+}
+
+/** MANY_ELEMENTS_MODELS as a repository in the bench cache. */
+async function manyElementsRepository(log: (line: string) => void): Promise<string> {
+  const entries = [];
+  for (const m of MANY_ELEMENTS_MODELS) entries.push({ name: m.name, modelFile: await cachedModel(`identity-${m.name}`, m.model, log), config: m.config });
+  return benchRepository('many-elements', entries);
 }

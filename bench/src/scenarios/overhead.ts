@@ -4,7 +4,7 @@ import { identity } from '@batchwise/modelgen';
 import { cpuShare, cpuSnapshot, type CpuShare } from '../cpu-usage.ts';
 import { measure, type LoadResult, type MeasureHooks, type WindowOptions } from '../load-generator.ts';
 import { environment, table, writeResult } from '../report.ts';
-import { startServerProcess } from '../server-process.ts';
+import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { breakdown, readStats, type ServerBreakdown } from '../server-stats.ts';
 import { benchRepository, cachedModel, fp32Config, inferRequest, type Protocol } from '../workload.ts';
 

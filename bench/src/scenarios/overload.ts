@@ -2,7 +2,7 @@ import { HttpClient, BatchwiseClientError } from '@batchwise/client';
 import { mlp } from '@batchwise/modelgen';
 import { measure, sleep, type WindowOptions } from '../load-generator.ts';
 import { table, writeResult } from '../report.ts';
-import { scrapeMetric, startServerProcess } from '../server-process.ts';
+import { scrapeMetric, startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { summarize } from '../stats.ts';
 import { benchRepository, cachedModel } from '../workload.ts';
 import { THREADS, type BatchingModel } from './batching.ts';

@@ -2,7 +2,7 @@ import { BatchwiseClientError } from '@batchwise/client';
 import { mlp } from '@batchwise/modelgen';
 import { sleep } from '../load-generator.ts';
 import { writeResult } from '../report.ts';
-import { startServerProcess } from '../server-process.ts';
+import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { benchRepository, cachedModel, fp32Config, inferClient } from '../workload.ts';
 import { THREADS, type BatchingModel } from './batching.ts';
 

@@ -4,12 +4,12 @@ import { connect } from 'node:http2';
 import protobuf from 'protobufjs';
 import { GrpcClient, HttpClient } from '@batchwise/client';
 import { identity, type IModelProto } from '@batchwise/modelgen';
-import { benchRepository, cachedModel } from './workload.ts';
 
 /**
  * Requests that are small on the wire and huge once decoded: tens of millions of tiny elements,
  * as a hostile client would send them (issue 21). Built as bytes, so that the client holds one
- * buffer per request and never an object per element.
+ * buffer per request and never an object per element. Shared by bench's many-elements scenario
+ * and test/many-elements.test.ts.
  */
 
 /** What V8 may add beyond the accounted bytes (README: the young generation's 32 MiB and 64 MiB of uncollected Buffers). */
@@ -141,13 +141,6 @@ export const MANY_ELEMENTS_MODELS: readonly { readonly name: string; readonly co
 function identityConfig(name: string, maxBatchSize: number, type: string, dims: readonly number[]): string {
   const tensor = (tensorName: string) => `{ name: "${tensorName}" data_type: ${type} dims: [ ${dims.join(', ')} ] }`;
   return `name: "${name}"\nmax_batch_size: ${maxBatchSize}\ninput [ ${tensor('INPUT0')} ]\noutput [ ${tensor('OUTPUT0')} ]`;
-}
-
-/** MANY_ELEMENTS_MODELS as a repository in the bench cache. */
-export async function manyElementsRepository(log: (line: string) => void): Promise<string> {
-  const entries = [];
-  for (const m of MANY_ELEMENTS_MODELS) entries.push({ name: m.name, modelFile: await cachedModel(`identity-${m.name}`, m.model, log), config: m.config });
-  return benchRepository('many-elements', entries);
 }
 
 export interface Bystander {

@@ -1,8 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 
-const CLI = new URL('../../packages/server/src/cli/main.ts', import.meta.url).pathname;
-const ROOT = new URL('../..', import.meta.url).pathname;
+/**
+ * The server as a child process, for bench/ and the black-box tests in test/ alike (both declare
+ * @batchwise/server and import `@batchwise/server/test-support/server-process.ts`).
+ */
+const CLI = new URL('../src/cli/main.ts', import.meta.url).pathname;
+/** The repository root: the child's working directory. */
+const ROOT = new URL('../../..', import.meta.url).pathname;
 
 export interface ServerProcess {
   readonly httpUrl: string;
