@@ -17,7 +17,7 @@ export async function runInferMessage(
   try {
     const { request, census } = decoded;
     if (census.elements > 0) {
-      service.admitElements(memory, { modelName: request.model_name, ...(request.model_version !== '' && { modelVersion: request.model_version }) }, census);
+      service.admitElements(memory, { modelName: request.model_name, modelVersion: request.model_version }, census);
     }
     return encodeInferResponse(await service.infer(decodeInferRequest(request), { memory }));
   } finally {

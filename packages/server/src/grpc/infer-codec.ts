@@ -30,7 +30,7 @@ export function decodeInferRequest(msg: ModelInferRequestWire): InferenceRequest
   return {
     ...(msg.id !== '' && { id: msg.id }),
     modelName: msg.model_name,
-    ...(msg.model_version !== '' && { modelVersion: msg.model_version }),
+    modelVersion: msg.model_version,
     inputs,
     outputs,
     parameters: fromInferParameters(msg.parameters, 'the request'),

@@ -43,26 +43,25 @@ export function inferenceServiceHandlers(
     unary(method, logger, () => {
       throw error();
     });
-  const version = (v: string) => (v === '' ? undefined : v);
 
   return {
     ServerLive: unary('ServerLive', logger, () => ({ live: service.isLive() })),
     ServerReady: unary('ServerReady', logger, () => ({ ready: service.isReady() })),
     ModelReady: unary('ModelReady', logger, (r: NameVersion) => ({
-      ready: service.isModelReady(r.name, version(r.version)),
+      ready: service.isModelReady(r.name, r.version),
     })),
     ServerMetadata: unary('ServerMetadata', logger, () => service.serverMetadata()),
     ModelMetadata: unary('ModelMetadata', logger, (r: NameVersion) => {
-      const m = service.modelMetadata(r.name, version(r.version));
+      const m = service.modelMetadata(r.name, r.version);
       return { name: m.name, versions: m.versions, platform: m.platform, inputs: m.inputs, outputs: m.outputs };
     }),
     ModelConfig: unary('ModelConfig', logger, (r: NameVersion) => ({
-      config: service.modelConfig(r.name, version(r.version)),
+      config: service.modelConfig(r.name, r.version),
     })),
     ModelInfer: unary('ModelInfer', logger, (message: Buffer) => runInferMessage(service, message)),
     ModelStreamInfer: streamInferHandler(service, streams, logger),
     ModelStatistics: unary('ModelStatistics', logger, (r: NameVersion) => ({
-      model_stats: service.statistics(r.name || undefined, version(r.version)).map(toModelStatisticsWire),
+      model_stats: service.statistics(r.name, r.version).map(toModelStatisticsWire),
     })),
     RepositoryIndex: unary('RepositoryIndex', logger, (r: { ready: boolean }) => ({
       models: service.repositoryIndex(r.ready).map((e) => ({
@@ -77,8 +76,7 @@ export function inferenceServiceHandlers(
       return {};
     }),
     RepositoryModelUnload: unary('RepositoryModelUnload', logger, async (r: RepositoryModelRequest) => {
-      const dependents = r.parameters['unload_dependents'];
-      await service.unloadModel(r.model_name, { unloadDependents: dependents?.bool_param === true });
+      await service.unloadModel(r.model_name, { unloadDependents: unloadDependentsOf(r.parameters) });
       return {};
     }),
     SystemSharedMemoryStatus: unary('SystemSharedMemoryStatus', logger, (r: { name: string }) => ({
@@ -109,6 +107,14 @@ export function inferenceServiceHandlers(
       ),
     })),
   };
+}
+
+/** Triton's unload_dependents: a bool_param, false when absent (grpc_server.cc refuses another type the same way). */
+function unloadDependentsOf(parameters: Record<string, ModelRepositoryParameterWire>): boolean {
+  const p = parameters['unload_dependents'];
+  if (p === undefined) return false;
+  if (p.parameter_choice !== 'bool_param') throw Errors.invalidArg("invalid value type for 'unload_dependents' parameter, expected bool_param.");
+  return p.bool_param ?? false;
 }
 
 /** ModelRepositoryParameter oneofs as load parameters; the core decides what each may be. */

@@ -70,6 +70,9 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
       error = Errors.requestBodyTooLarge(Number.isSafeInteger(declared) ? declared : undefined, options.maxBodyBytes);
     }
     if (isInferenceServerError(error)) {
+      // As grpc/unary.ts logs a failed call: INTERNAL is the server's fault and is logged as an error.
+      const level = error.code === 'INTERNAL' ? 'error' : 'debug';
+      options.logger[level]({ method: request.method, url: request.url, code: error.code, err: error.message }, 'HTTP request failed');
       void reply.code(httpStatusOf(error.code)).send({ error: error.message });
       return;
     }
