@@ -5,7 +5,7 @@ import { appendFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GrpcClient } from '@batchwise/client';
 import { identity, serializeModel, simpleAddSub } from '@batchwise/modelgen';
-import type { ModelManager } from '../packages/server/src/models/model-manager.ts';
+import type { ModelRegistry } from '../packages/server/src/models/model-registry.ts';
 import { makeRepository } from './support/repository.ts';
 import { postJson, startTestServer, getJson } from './support/server.ts';
 
@@ -97,7 +97,7 @@ describe('explicit model control', () => {
       modelControlMode: 'explicit',
       loadModels: ['a'],
     });
-    const retired = (server.service as unknown as { models: ModelManager }).models.resolve('a');
+    const retired = (server.service as unknown as { models: ModelRegistry }).models.resolve('a');
     expect((await postJson(`${server.url}/v2/repository/models/a/unload`, {})).status).toBe(200);
     const data = new Uint8Array(new Float32Array([1, 2, 3, 4]).buffer);
     const late = retired.scheduler.enqueue({
@@ -147,6 +147,37 @@ describe('repository index and refusals as Triton gives them', () => {
     expect((await postJson(`${server.url}/v2/repository/models/a/unload`, {})).status).toBe(200);
     expect(await index(server)).toEqual([{ name: 'a', state: 'UNAVAILABLE', reason: 'unloaded' }, { name: 'b' }]);
     expect((await postJson(`${server.url}/v2/repository/index`, { ready: true })).json).toEqual([]);
+  });
+
+  it('accepts unload_dependents on any model over HTTP and gRPC, as Triton does; gRPC refuses a value that is not a bool_param', async () => {
+    const { server } = await start(
+      [
+        { name: 'a', model: identity('FP32', [4]), config: config('a') },
+        { name: 'b', model: identity('FP32', [4]), config: config('b') },
+      ],
+      { modelControlMode: 'explicit', loadModels: ['a', 'b'] },
+    );
+    const grpc = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
+    cleanups.push(() => grpc.close());
+    // A model that is not an ensemble has no dependents: only the model itself goes.
+    expect((await postJson(`${server.url}/v2/repository/models/a/unload`, { parameters: { unload_dependents: true } })).status).toBe(200);
+    expect(await index(server)).toEqual([
+      { name: 'a', state: 'UNAVAILABLE', reason: 'unloaded' },
+      { name: 'b', version: '1', state: 'READY', reason: '' },
+    ]);
+    const raw = (grpc as unknown as { client: Record<string, Function> }).client;
+    const unload = (parameters: unknown) =>
+      new Promise<unknown>((resolve, reject) =>
+        raw['RepositoryModelUnload']!.call(raw, { model_name: 'b', parameters }, (e: unknown, r: unknown) => (e ? reject(e) : resolve(r))),
+      );
+    await expect(unload({ unload_dependents: { string_param: 'true' } })).rejects.toMatchObject({
+      code: 3, // INVALID_ARGUMENT
+      details: "invalid value type for 'unload_dependents' parameter, expected bool_param.",
+    });
+    expect(await grpc.isModelReady('b')).toBe(true);
+    await grpc.unloadModel('b', { unloadDependents: true });
+    expect(await grpc.isModelReady('b')).toBe(false);
+    expect((await fetch(`${server.url}/v2/health/ready`)).status).toBe(200);
   });
 
   it('refuses load and unload in model control mode NONE with the words Triton uses', async () => {

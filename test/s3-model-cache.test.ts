@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { identity, serializeModel } from '@batchwise/modelgen';
-import type { ModelManager } from '../packages/server/src/models/model-manager.ts';
+import type { ModelRegistry } from '../packages/server/src/models/model-registry.ts';
 import { defaultCacheDir } from '../packages/server/src/repository/create-repository-source.ts';
 import { startTestS3, useS3rverCredentials, waitFor, type TestS3 } from './support/s3.ts';
 import { postJson, startTestServer } from './support/server.ts';
@@ -60,7 +60,7 @@ describe('the local cache of an S3 repository', () => {
     expect(await visible(cached)).toEqual(['1', '2', 'config.pbtxt']);
 
     // The serving version's instance restarts after a crash from the files in the cache.
-    const models = (server.service as unknown as { models: ModelManager }).models;
+    const models = (server.service as unknown as { models: ModelRegistry }).models;
     const [serving] = models.loadedVersions();
     expect(serving!.version).toBe('1');
     await (serving!.instances[0] as unknown as { crashForTesting(): Promise<number> }).crashForTesting();

@@ -151,7 +151,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const responseCache = cacheConfig && new ResponseCache(cacheConfig.sizeBytes);
   if (responseCache) metrics.observeResponseCache(responseCache);
   if (cacheConfig) memory.holdAtRest(cacheConfig.sizeBytes);
-  const service = new CoreInferenceService(models, memory, {
+  const service = new CoreInferenceService(models.registry, models, memory, {
     sharedMemory,
     tracer,
     strictReadiness: options.strictReadiness ?? true,

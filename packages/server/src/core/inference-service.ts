@@ -2,11 +2,11 @@ import type { ModelConfig } from '../config/model-config.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { Errors, toInferenceServerError } from '../errors/errors.ts';
 import type { LoadedVersion } from '../models/loaded-version.ts';
-import type { ModelManager } from '../models/model-manager.ts';
+import type { ModelRegistry } from '../models/model-registry.ts';
+import type { ModelControl, UnloadOptions } from '../models/model-control.ts';
 import type { LoadParameters } from '../models/load-parameters.ts';
 import type { MemoryGuard, MemoryReservation } from '../memory/memory-guard.ts';
 import { advanceChargeBytes, requestChargeBytes, type SentAsJson } from '../memory/request-charge.ts';
-import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
 import { validateRequest, type ValidatedRequest } from './request-validation.ts';
 import { reshapeDims } from '../tensor/reshape.ts';
 import { classify } from './classification.ts';
@@ -81,7 +81,8 @@ export class CoreInferenceService implements InferenceService {
   private readonly maxRequestElements: number;
 
   constructor(
-    private readonly models: ModelManager,
+    private readonly models: ModelRegistry,
+    private readonly control: ModelControl,
     private readonly memory: MemoryGuard,
     options: CoreInferenceServiceOptions = {},
   ) {
@@ -111,11 +112,11 @@ export class CoreInferenceService implements InferenceService {
   }
 
   isModelReady(modelName: string, modelVersion?: string): boolean {
-    return this.models.isModelReady(modelName, modelVersion);
+    return this.models.isModelReady(modelName, policyVersion(modelVersion));
   }
 
   modelMetadata(modelName: string, modelVersion?: string): ModelMetadata {
-    const model = this.models.resolve(modelName, modelVersion);
+    const model = this.models.resolve(modelName, policyVersion(modelVersion));
     const batch = model.maxBatchSize > 0 ? [-1] : [];
     return {
       name: modelName,
@@ -132,12 +133,13 @@ export class CoreInferenceService implements InferenceService {
   }
 
   modelConfig(modelName: string, modelVersion?: string): ModelConfig {
-    return this.models.configOf(modelName, modelVersion);
+    return this.models.configOf(modelName, policyVersion(modelVersion));
   }
 
   async infer(request: InferenceRequest, options: InferOptions = {}): Promise<InferenceResponse> {
     const arrivalNs = process.hrtime.bigint();
-    const model = this.models.resolve(request.modelName, request.modelVersion);
+    const version = policyVersion(request.modelVersion);
+    const model = this.models.resolve(request.modelName, version);
     // Inputs in shared memory are read into the process; the others arrived with the request.
     let receivedBytes = 0;
     let sharedMemoryBytes = 0;
@@ -154,7 +156,7 @@ export class CoreInferenceService implements InferenceService {
       if (!regions) return await this.run(request, model, arrivalNs, charge);
       const read = await regions.readInputs(request);
       // A swap may have retired `model` while the inputs were read: queue on what serves now.
-      const response = await this.run(read, this.models.resolve(request.modelName, request.modelVersion), arrivalNs, charge);
+      const response = await this.run(read, this.models.resolve(request.modelName, version), arrivalNs, charge);
       return await regions.writeOutputs(response);
     } finally {
       regions?.release();
@@ -217,9 +219,6 @@ export class CoreInferenceService implements InferenceService {
         ...(trace && { trace }),
       })
       .catch((error: unknown) => {
-        if (error instanceof GpuOutOfMemoryError || (error as { cause?: unknown })?.cause instanceof GpuOutOfMemoryError) {
-          model.stats.recordGpuOutOfMemory();
-        }
         throw toInferenceServerError(error);
       });
     const outputs = selectOutputs(model, batched, validated.outputNames).map((tensor) => {
@@ -259,16 +258,18 @@ export class CoreInferenceService implements InferenceService {
   }
 
   reserveRequestMemory(bodyBytes: number, target?: BodyTarget): MemoryReservation {
-    const ready = target !== undefined && this.models.isModelReady(target.modelName, target.modelVersion);
-    const model = ready ? this.models.resolve(target.modelName, target.modelVersion) : undefined;
+    const version = policyVersion(target?.modelVersion);
+    const ready = target !== undefined && this.models.isModelReady(target.modelName, version);
+    const model = ready ? this.models.resolve(target.modelName, version) : undefined;
     return this.memory.reserve(bodyBytes, model ? advanceChargeBytes(model, bodyBytes, target!.repliesAsJson) : 0);
   }
 
   admitElements(memory: MemoryReservation, target: { readonly modelName: string; readonly modelVersion?: string }, census: ElementCensus): void {
     checkElementCount(census.elements, this.maxRequestElements);
     // A request for a model that is not ready gets that error from infer(), as it always did.
-    if (this.models.isModelReady(target.modelName, target.modelVersion)) {
-      const model = this.models.resolve(target.modelName, target.modelVersion);
+    const version = policyVersion(target.modelVersion);
+    if (this.models.isModelReady(target.modelName, version)) {
+      const model = this.models.resolve(target.modelName, version);
       for (const input of census.inputs) checkInputElements(model, input.name, input.elements);
       // Strings sent to a model without BYTES inputs are refused as such once decoded.
       if (census.stringElements > 0 && model.inputs.some((i) => i.datatype === 'BYTES')) {
@@ -289,9 +290,8 @@ export class CoreInferenceService implements InferenceService {
     if (modelName === undefined || modelName === '') {
       return this.models.loadedVersions().map((v) => v.stats.snapshot());
     }
-    if (modelVersion !== undefined && modelVersion !== '') {
-      return [this.models.resolve(modelName, modelVersion).stats.snapshot()];
-    }
+    const version = policyVersion(modelVersion);
+    if (version !== undefined) return [this.models.resolve(modelName, version).stats.snapshot()];
     if (!this.models.isKnown(modelName)) throw Errors.unknownModel(modelName);
     return this.models.loadedVersions().filter((v) => v.modelName === modelName).map((v) => v.stats.snapshot());
   }
@@ -301,11 +301,11 @@ export class CoreInferenceService implements InferenceService {
   }
 
   loadModel(modelName: string, parameters: LoadParameters = {}): Promise<void> {
-    return this.models.load(modelName, parameters);
+    return this.control.load(modelName, parameters);
   }
 
-  unloadModel(modelName: string): Promise<void> {
-    return this.models.unload(modelName);
+  unloadModel(modelName: string, options: UnloadOptions = {}): Promise<void> {
+    return this.control.unload(modelName, options);
   }
 
   registerSystemSharedMemory(name: string, key: string, offset: number, byteSize: number): Promise<void> {
@@ -341,6 +341,15 @@ export class CoreInferenceService implements InferenceService {
   private assertKnown(modelName: string): void {
     if (!this.models.isKnown(modelName)) throw Errors.unknownModel(modelName);
   }
+}
+
+/**
+ * The version a request names, or undefined for the version policy's choice (the highest ready
+ * version), which the empty string also means (what gRPC carries when a client names no version).
+ * The one place that decides it; frontends pass what the client sent.
+ */
+function policyVersion(modelVersion: string | undefined): string | undefined {
+  return modelVersion === '' ? undefined : modelVersion;
 }
 
 /** The asked-for outputs, in the order asked, shaped as the config declares them (reshape). */

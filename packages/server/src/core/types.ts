@@ -4,6 +4,7 @@ import type { LogSettings } from '../logging/log-settings.ts';
 import type { MemoryReservation } from '../memory/memory-guard.ts';
 import type { SentAsJson } from '../memory/request-charge.ts';
 import type { LoadParameters } from '../models/load-parameters.ts';
+import type { UnloadOptions } from '../models/model-control.ts';
 import type {
   InferenceRequest,
   InferenceResponse,
@@ -53,6 +54,10 @@ export interface InferOptions {
 /**
  * What both frontends (http/, grpc/) call. One instance is shared by both, so validation,
  * scheduling and statistics follow one path whatever the protocol.
+ *
+ * A `modelVersion` that is undefined or the empty string (what the wire carries when a client
+ * names no version) means the version policy's choice, the highest ready version: frontends
+ * pass the client's value as it came.
  */
 export interface InferenceService {
   isLive(): boolean;
@@ -82,7 +87,8 @@ export interface InferenceService {
   repositoryIndex(readyOnly: boolean): RepositoryIndexEntry[];
   /** Repository extension: `config` and `file:<path>` parameters (load-parameters.ts). */
   loadModel(modelName: string, parameters?: LoadParameters): Promise<void>;
-  unloadModel(modelName: string, options?: { unloadDependents?: boolean }): Promise<void>;
+  /** Repository extension: `unloadDependents` is accepted on any model (model-control.ts says what it does). */
+  unloadModel(modelName: string, options?: UnloadOptions): Promise<void>;
   /** System shared memory extension: `key` names a POSIX shared memory object the client created. */
   registerSystemSharedMemory(name: string, key: string, offset: number, byteSize: number): Promise<void>;
   /** One region, or all of them when no name is given. */

@@ -1,4 +1,5 @@
 import type { ExecutionTimings } from '../backends/backend.ts';
+import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
 import { Errors, toInferenceServerError } from '../errors/errors.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { assembleBatch, splitOutputs } from './batch-assembly.ts';
@@ -183,9 +184,12 @@ export class BatchingScheduler implements Scheduler {
         perRequest = splitOutputs(result.outputs, sizes);
       } catch (error) {
         const failure = toInferenceServerError(error);
+        // Recorded here, where the run failed: every request of the batch failed with the GPU's out-of-memory.
+        const gpuOutOfMemory = error instanceof GpuOutOfMemoryError;
         for (let i = 0; i < batch.length; i++) {
           const waiting = batch[i]!;
           stats.recordFailure(waiting.request, 'BACKEND');
+          if (gpuOutOfMemory) stats.recordGpuOutOfMemory();
           if (tickets) this.ordered!.settle(tickets[i]!, () => waiting.reject(failure));
           else waiting.reject(failure);
         }

@@ -1,0 +1,47 @@
+import type { ListedModel } from '../repository/model-source.ts';
+import type { ModelState } from '../protocol/types.ts';
+import type { LoadedVersion } from './loaded-version.ts';
+
+/** A version that serves requests. */
+export interface ServingVersion {
+  readonly loaded: LoadedVersion;
+  /** Identity of what it was loaded from (config text + version folder contents). */
+  readonly fingerprint: string;
+  /** The model folder it was loaded from; its instances read their model file there when replaced. */
+  readonly dir: string;
+}
+
+/** Everything the server holds about one model name: written by the lifecycle, read by the registry. */
+export interface ModelEntry {
+  readonly name: string;
+  state: ModelState;
+  reason: string | undefined;
+  /** Whether the server is meant to serve it (readiness counts only these). */
+  wanted: boolean;
+  serving: Map<string, ServingVersion>;
+  failedVersions: Map<string, string>;
+  /** What each failed version was loaded from: not retried until it changes. */
+  failedFingerprints: Map<string, string>;
+  /** Where it was last found; undefined until then. */
+  listed: ListedModel | undefined;
+  /** Versions its policy selected at the last look (their cached files are kept). */
+  selected: readonly number[];
+  /** Retired versions still finishing their in-flight requests (their cached files are kept). */
+  draining: Set<LoadedVersion>;
+  /** Serialises loads, unloads and cache pruning of one model. */
+  busy: Promise<void>;
+  /** Temporary folders of file overrides, removed once no version loaded from them serves or drains. */
+  overrideDirs: Set<string>;
+}
+
+/** Triton's MODEL_READY_REASON_DUPLICATE. */
+export const DUPLICATE = 'model appears in two or more repositories';
+
+/** A model the server has heard of and holds nothing of yet. */
+export function newModelEntry(name: string): ModelEntry {
+  return {
+    name, state: 'UNKNOWN', reason: undefined, wanted: false, serving: new Map(), failedVersions: new Map(),
+    failedFingerprints: new Map(), listed: undefined, selected: [], draining: new Set(), busy: Promise.resolve(),
+    overrideDirs: new Set(),
+  };
+}

@@ -1,0 +1,261 @@
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { printModelConfig } from '../config/index.ts';
+import type { ModelConfig } from '../config/model-config.ts';
+import { Errors, toInferenceServerError } from '../errors/errors.ts';
+import { fingerprintFolder, fingerprintText } from '../repository/fingerprint.ts';
+import type { ModelFolder } from '../repository/model-folder.ts';
+import type { ListedModel } from '../repository/model-source.ts';
+import { selectVersions } from '../repository/version-policy.ts';
+import type { LoadedVersion } from './loaded-version.ts';
+import type { ModelEntry, ServingVersion } from './model-entry.ts';
+import { loadVersion, readConfig, type LoaderOptions } from './model-loader.ts';
+import type { ModelTable } from './model-registry.ts';
+
+/**
+ * The per-version state machine of every model: loads versions beside the serving ones,
+ * switches traffic to them, fails a version whose instances keep crashing, drains and closes
+ * what is retired, and prunes the local cache. Work on one model is serialised (entry.busy).
+ */
+export class ModelLifecycle {
+  /** Retirements running in the background. */
+  private readonly draining = new Set<Promise<void>>();
+
+  constructor(
+    private readonly table: ModelTable,
+    private readonly options: LoaderOptions,
+    private readonly stopping: AbortSignal,
+  ) {}
+
+  private get logger(): Logger {
+    return this.options.logger;
+  }
+
+  /** Serialised per model: two loads of one model never interleave. Resolves with why it failed, if it did. */
+  reconcile(listed: ListedModel, override?: ModelConfig, forceReload = false): Promise<string | undefined> {
+    const entry = this.table.entryFor(listed.name);
+    const run = entry.busy.then(() => this.reconcileNow(entry, listed, override, forceReload));
+    entry.busy = run.then(() => undefined, () => undefined);
+    return run;
+  }
+
+  /**
+   * Loads the versions the policy selects that are new or changed, beside the serving ones;
+   * switches traffic to them; then drains and closes what they replace. A version that fails
+   * leaves whatever serves untouched.
+   */
+  private async reconcileNow(
+    entry: ModelEntry, listed: ListedModel, override: ModelConfig | undefined, forceReload: boolean,
+  ): Promise<string | undefined> {
+    const started = process.hrtime.bigint();
+    entry.listed = listed;
+    entry.wanted = true;
+    let folder: ModelFolder;
+    let written: ModelConfig | undefined;
+    let wanted: number[];
+    try {
+      folder = await listed.localize();
+      written = override ?? readConfig(folder, this.options);
+      wanted = selectVersions(folder.versions, written?.version_policy);
+      if (wanted.length === 0) throw Errors.invalidArg(`model '${folder.name}' has no version folder that its version policy selects`);
+    } catch (error) {
+      return this.recordFailure(entry, toInferenceServerError(error).message);
+    }
+    entry.selected = wanted;
+    const configPrint = override ? printModelConfig(override) : folder.configText;
+    const fingerprints = await Promise.all(
+      wanted.map(async (v) => `${fingerprintText(configPrint)}:${await fingerprintFolder(join(folder.dir, String(v))).catch(() => 'missing')}`),
+    );
+    const unchangedFailure = (v: number, i: number) => !forceReload && entry.failedFingerprints.get(String(v)) === fingerprints[i];
+    const toLoad = wanted.filter(
+      (v, i) => (forceReload || entry.serving.get(String(v))?.fingerprint !== fingerprints[i]) && !unchangedFailure(v, i),
+    );
+    // Nothing new to try: the earlier failure stays reported and nothing is reloaded.
+    if (toLoad.length === 0 && wanted.some(unchangedFailure)) return entry.reason;
+
+    if (entry.serving.size === 0) entry.state = 'LOADING';
+    const results = await Promise.allSettled(toLoad.map((v) => loadVersion(folder, written, v, this.options)));
+    const failed = new Map<string, string>();
+    const failedFingerprints = new Map<string, string>();
+    const next = new Map<string, ServingVersion>();
+    for (const v of wanted) {
+      const key = String(v);
+      const i = toLoad.indexOf(v);
+      if (i < 0) {
+        next.set(key, entry.serving.get(key)!);
+        continue;
+      }
+      const result = results[i]!;
+      if (result.status === 'fulfilled') {
+        next.set(key, { loaded: result.value, fingerprint: fingerprints[wanted.indexOf(v)]!, dir: folder.dir });
+        for (const instance of result.value.instances) {
+          instance.onFatal = (error) => void this.failServingVersion(entry, result.value, error.message);
+        }
+      }
+      else {
+        failed.set(key, toInferenceServerError(result.reason).message);
+        failedFingerprints.set(key, fingerprints[wanted.indexOf(v)]!);
+      }
+    }
+    for (const [version, reason] of failed) {
+      this.logger.error({ model: folder.name, version, reason }, 'model version failed to load');
+      this.options.metrics.modelLoadFailures.labels({ model: folder.name, version }).inc();
+      // Keep serving what served before under this version number, or any old version, rather than nothing.
+      const previous = entry.serving.get(version);
+      if (previous) next.set(version, previous);
+    }
+    if (next.size === 0 && entry.serving.size > 0) {
+      for (const [version, served] of entry.serving) next.set(version, served);
+    }
+    const retired = [...entry.serving.values()].filter((s) => ![...next.values()].includes(s));
+    entry.serving = next;
+    entry.failedVersions = failed;
+    entry.failedFingerprints = failedFingerprints;
+    entry.state = next.size > 0 ? 'READY' : 'UNAVAILABLE';
+    entry.reason = failed.size > 0 ? [...failed.entries()].map(([v, r]) => `version ${v}: ${r}`).join('; ') : undefined;
+    this.reportLoadState(entry);
+
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    for (const { loaded } of next.values()) {
+      if (!toLoad.includes(Number(loaded.version)) || failed.has(loaded.version)) continue;
+      this.options.metrics.modelLoadDurationSeconds.labels({ model: loaded.modelName, version: loaded.version }).set(seconds);
+      this.options.metrics.modelState
+        .labels({ model: loaded.modelName, version: loaded.version, execution_provider: loaded.executionProvider })
+        .set(1);
+      this.logger.info(
+        { model: loaded.modelName, version: loaded.version, executionProvider: loaded.executionProvider, instances: loaded.instances.length, loadSeconds: seconds },
+        'model version ready',
+      );
+    }
+    void this.retireInBackground(entry, retired.map((s) => s.loaded));
+    if (failed.size > 0) return [...failed.values()].join('; ');
+    return next.size === 0 ? (entry.reason ?? 'no version loaded') : undefined;
+  }
+
+  /** An instance gave up after repeated crashes: the version stops serving, with the reason. */
+  private async failServingVersion(entry: ModelEntry, version: LoadedVersion, reason: string): Promise<void> {
+    const serving = entry.serving.get(version.version);
+    if (serving?.loaded !== version) return;
+    entry.serving.delete(version.version);
+    entry.failedVersions.set(version.version, reason);
+    entry.failedFingerprints.set(version.version, serving.fingerprint);
+    entry.reason = `version ${version.version}: ${reason}`;
+    this.reportLoadState(entry);
+    if (entry.serving.size === 0) entry.state = 'UNAVAILABLE';
+    this.logger.error({ model: entry.name, version: version.version, reason }, 'model version unavailable after repeated instance crashes');
+    await this.retireInBackground(entry, [version]);
+  }
+
+  private recordFailure(entry: ModelEntry, reason: string): string {
+    entry.reason = reason;
+    this.reportLoadState(entry);
+    if (entry.serving.size === 0) entry.state = 'UNAVAILABLE';
+    this.logger.error({ model: entry.name, reason, stillServing: [...entry.serving.keys()] }, 'model failed to load');
+    return reason;
+  }
+
+  /**
+   * batchwise_model_load_failed: 1 while a model the server should serve has a failure on
+   * record (a selected version that did not load, instances that crashed until it stopped
+   * serving, a config or download that failed), whether or not an older version still serves;
+   * 0 once a load clears it or the model is unloaded.
+   */
+  private reportLoadState(entry: ModelEntry): void {
+    this.options.metrics.modelLoadFailed.labels({ model: entry.name }).set(entry.wanted && entry.reason !== undefined ? 1 : 0);
+  }
+
+  /** A model the server should serve and cannot even try to load (not found, found twice). */
+  markFailed(name: string, reason: string): void {
+    const entry = this.table.entryFor(name);
+    entry.wanted = true;
+    this.recordFailure(entry, reason);
+  }
+
+  /** Stops serving the model at once; `drained` resolves when its in-flight requests have finished. */
+  unload(entry: ModelEntry, reason: string): Promise<{ drained: Promise<void> }> {
+    const run = entry.busy.then(() => {
+      const retired = [...entry.serving.values()].map((s) => s.loaded);
+      entry.serving = new Map();
+      entry.failedVersions = new Map();
+      entry.failedFingerprints = new Map();
+      entry.selected = [];
+      entry.state = 'UNAVAILABLE';
+      entry.reason = reason;
+      entry.wanted = false;
+      this.reportLoadState(entry);
+      this.logger.info({ model: entry.name, reason }, 'model unloaded');
+      return { drained: this.retireInBackground(entry, retired) };
+    });
+    entry.busy = run.then(() => undefined, () => undefined);
+    return run;
+  }
+
+  /**
+   * Retires versions that no longer serve without holding up the caller: they finish their
+   * in-flight requests and close; then the cache drops files no loaded version reads.
+   */
+  private retireInBackground(entry: ModelEntry, versions: readonly LoadedVersion[]): Promise<void> {
+    for (const version of versions) entry.draining.add(version);
+    const done: Promise<void> = Promise.all(versions.map((v) => this.retire(entry, v)))
+      .then(
+        () => undefined,
+        (error: unknown) => this.logger.warn({ model: entry.name, err: toInferenceServerError(error).message }, 'closing a retired model version failed'),
+      )
+      .finally(() => {
+        for (const version of versions) entry.draining.delete(version);
+        this.draining.delete(done);
+        this.schedulePrune(entry);
+      });
+    this.draining.add(done);
+    return done;
+  }
+
+  /**
+   * Removes cached versions that nothing selects, serves or drains, and file override folders
+   * no serving version was loaded from; in the model's queue of work.
+   */
+  schedulePrune(entry: ModelEntry): void {
+    entry.busy = entry.busy.then(async () => {
+      if (entry.draining.size > 0 || this.stopping.aborted) return;
+      await this.removeOverrideDirs(entry, new Set([...entry.serving.values()].map((s) => s.dir)));
+      const listed = entry.listed;
+      if (!listed) return;
+      const keep = new Set([...entry.selected, ...[...entry.serving.keys()].map(Number)]);
+      await listed.prune([...keep]).catch((error: unknown) =>
+        this.logger.warn({ model: entry.name, err: toInferenceServerError(error).message }, 'pruning the local model cache failed'),
+      );
+    });
+  }
+
+  private async removeOverrideDirs(entry: ModelEntry, inUse: ReadonlySet<string>): Promise<void> {
+    for (const dir of entry.overrideDirs) {
+      if (inUse.has(dir)) continue;
+      entry.overrideDirs.delete(dir);
+      await rm(dir, { recursive: true, force: true }).catch((error: unknown) =>
+        this.logger.warn({ model: entry.name, dir, err: toInferenceServerError(error).message }, 'removing a file override folder failed'),
+      );
+    }
+  }
+
+  /** Lets in-flight requests finish, then closes the instances. */
+  private async retire(entry: ModelEntry | undefined, version: LoadedVersion): Promise<void> {
+    const successor = entry?.serving.get(version.version)?.loaded;
+    // A version reloaded in place (new config) shares the series; its successor set it to 1 already.
+    if (successor === undefined || successor === version || successor.executionProvider !== version.executionProvider) {
+      this.options.metrics.modelState
+        .labels({ model: version.modelName, version: version.version, execution_provider: version.executionProvider })
+        .set(0);
+    }
+    await version.scheduler.drain();
+    await Promise.all(version.instances.map((i) => i.close()));
+  }
+
+  /** Shutdown: drains and closes every loaded version and waits for retirements; removes every override folder. */
+  async closeAll(): Promise<void> {
+    const all = this.table.loadedVersions();
+    for (const entry of this.table.entries()) entry.serving = new Map();
+    await Promise.all([...all.map((v) => this.retire(undefined, v)), ...this.draining]);
+    await Promise.all([...this.table.entries()].map((entry) => this.removeOverrideDirs(entry, new Set())));
+  }
+}

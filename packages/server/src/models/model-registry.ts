@@ -1,0 +1,123 @@
+import type { ModelConfig } from '../config/model-config.ts';
+import { Errors } from '../errors/errors.ts';
+import type { RepositoryIndexEntry } from '../protocol/types.ts';
+import type { LoadedVersion } from './loaded-version.ts';
+import { DUPLICATE, newModelEntry, type ModelEntry } from './model-entry.ts';
+import type { ScanResult } from './repository-scan.ts';
+
+/**
+ * The read side of the models: what serves, what is ready, the repository index. A version
+ * argument of undefined means the version policy's choice (the highest ready version); the
+ * facade (core/) turns the wire's empty string into undefined before it asks.
+ */
+export interface ModelRegistry {
+  /** The version a request addresses: the given one, or the highest ready one. Throws Triton's errors. */
+  resolve(modelName: string, modelVersion?: string): LoadedVersion;
+  isKnown(modelName: string): boolean;
+  isModelReady(modelName: string, modelVersion?: string): boolean;
+  /** Version numbers that serve, in ascending order. */
+  readyVersions(modelName: string): string[];
+  /** Ready when every model the server is meant to serve has a ready version. */
+  allReady(): boolean;
+  configOf(modelName: string, modelVersion?: string): ModelConfig;
+  loadedVersions(): LoadedVersion[];
+  /**
+   * Triton's repository index: every model of the repositories at the last look (name only
+   * when never loaded), each version with its state; `readyOnly` keeps the READY rows.
+   */
+  index(readyOnly: boolean): RepositoryIndexEntry[];
+}
+
+/** The model entries by name; the lifecycle writes them, everything else reads them through ModelRegistry. */
+export class ModelTable implements ModelRegistry {
+  private readonly models = new Map<string, ModelEntry>();
+
+  constructor(private readonly repositories: ScanResult) {}
+
+  /** The entry of a model, created on first mention. */
+  entryFor(name: string): ModelEntry {
+    let entry = this.models.get(name);
+    if (!entry) {
+      entry = newModelEntry(name);
+      this.models.set(name, entry);
+    }
+    return entry;
+  }
+
+  get(name: string): ModelEntry | undefined {
+    return this.models.get(name);
+  }
+
+  entries(): IterableIterator<ModelEntry> {
+    return this.models.values();
+  }
+
+  resolve(modelName: string, modelVersion?: string): LoadedVersion {
+    const entry = this.models.get(modelName);
+    if (!entry) throw Errors.unknownModel(modelName);
+    if (modelVersion !== undefined) {
+      const v = entry.serving.get(modelVersion);
+      if (!v) throw Errors.unknownVersion(modelName, modelVersion);
+      return v.loaded;
+    }
+    let best: LoadedVersion | undefined;
+    for (const { loaded } of entry.serving.values()) if (!best || Number(loaded.version) > Number(best.version)) best = loaded;
+    if (!best) throw Errors.modelNotReady(modelName, entry.reason);
+    return best;
+  }
+
+  isKnown(modelName: string): boolean {
+    return this.models.has(modelName);
+  }
+
+  isModelReady(modelName: string, modelVersion?: string): boolean {
+    const entry = this.models.get(modelName);
+    if (!entry || entry.serving.size === 0) return false;
+    if (modelVersion !== undefined) return entry.serving.has(modelVersion);
+    return true;
+  }
+
+  readyVersions(modelName: string): string[] {
+    const entry = this.models.get(modelName);
+    if (!entry) return [];
+    return [...entry.serving.keys()].sort((a, b) => Number(a) - Number(b));
+  }
+
+  allReady(): boolean {
+    for (const entry of this.models.values()) if (entry.wanted && entry.state !== 'READY') return false;
+    return true;
+  }
+
+  configOf(modelName: string, modelVersion?: string): ModelConfig {
+    return this.resolve(modelName, modelVersion).config;
+  }
+
+  loadedVersions(): LoadedVersion[] {
+    return [...this.models.values()].flatMap((e) => [...e.serving.values()].map((s) => s.loaded));
+  }
+
+  index(readyOnly: boolean): RepositoryIndexEntry[] {
+    const rows: RepositoryIndexEntry[] = [];
+    const { names: repositoryNames, duplicates } = this.repositories;
+    const names = [...new Set([...repositoryNames, ...this.models.keys()])].sort((a, b) => a.localeCompare(b));
+    for (const name of names) {
+      const entry = this.models.get(name);
+      if (duplicates.has(name) || !entry) {
+        if (!readyOnly) rows.push(duplicates.has(name) ? { name, state: 'UNAVAILABLE', reason: DUPLICATE } : { name });
+        continue;
+      }
+      for (const version of entry.serving.keys()) rows.push({ name: entry.name, version, state: 'READY', reason: '' });
+      if (readyOnly) continue;
+      for (const [version, reason] of entry.failedVersions) {
+        if (!entry.serving.has(version)) rows.push({ name: entry.name, version, state: 'UNAVAILABLE', reason });
+      }
+      if (entry.serving.size === 0 && entry.failedVersions.size === 0) {
+        rows.push({ name: entry.name, state: entry.state, reason: entry.reason ?? '' });
+      } else if (entry.serving.size > 0 && entry.reason && entry.failedVersions.size === 0) {
+        // A config that no longer parses: the old version serves on, and the index says why nothing newer does.
+        rows.push({ name: entry.name, state: 'UNAVAILABLE', reason: entry.reason });
+      }
+    }
+    return rows;
+  }
+}
