@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BatchwiseClientError, GrpcClient, GrpcStatus as status, HttpClient, type InferResult, type StreamResponse } from '@batchwise/client';
 import { parseRestrictions } from '../packages/server/src/access/restricted-api.ts';
 import { createGrpcFrontend } from '../packages/server/src/grpc/server.ts';
+import { resolveServerOptions } from '../packages/server/src/options/index.ts';
 import { slowModel } from '@batchwise/modelgen';
 import { EXAMPLES, makeRepository } from './support/repository.ts';
 import { startTestServer } from './support/server.ts';
@@ -239,7 +240,11 @@ describe('gRPC repository control in explicit mode', () => {
 describe('gRPC restricted protocol', () => {
   it('refuses restricted groups without the metadata key, as Triton does; health stays open', async () => {
     const server = await startTestServer([EXAMPLES], { allowGrpc: false, allowHttp: false, allowMetrics: false });
+    const { grpcMaxMessageBytes, grpcKeepaliveTimeMs, grpcKeepaliveTimeoutMs } = resolveServerOptions({ modelRepositories: [] });
     const frontend = createGrpcFrontend(server.service, {
+      maxMessageBytes: grpcMaxMessageBytes,
+      keepaliveTimeMs: grpcKeepaliveTimeMs,
+      keepaliveTimeoutMs: grpcKeepaliveTimeoutMs,
       restrictions: parseRestrictions(['model-repository,inference:admin-key=s3cret'], 'triton-grpc-protocol-'),
     });
     const port = await frontend.listen('127.0.0.1', 0);

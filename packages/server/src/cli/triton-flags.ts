@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { attributeOf } from '../options/index.ts';
 import { collect } from './flags.ts';
 
 /**
@@ -6,7 +7,7 @@ import { collect } from './flags.ts';
  * They are accepted, so the command line still starts the server, and each one given is
  * named in a start-up warning with the reason, so nothing is silently ignored.
  */
-const WITHOUT_EFFECT: readonly { readonly flag: string; readonly reason: string }[] = [
+export const WITHOUT_EFFECT: readonly { readonly flag: string; readonly reason: string }[] = [
   { flag: 'grpc-keepalive-permit-without-calls', reason: 'the gRPC server (grpc-js) pings idle connections too and accepts client pings without calls, as if true' },
   { flag: 'grpc-http2-max-pings-without-data', reason: 'the gRPC server (grpc-js) does not limit pings without data' },
   { flag: 'grpc-http2-min-recv-ping-interval-without-data', reason: 'the gRPC server (grpc-js) does not police client ping intervals; client pings are always accepted' },
@@ -36,11 +37,7 @@ export function addFlagsWithoutEffect(command: Command): Command {
 /** One warning per flag without effect that was given: the flag, its values and why it does nothing. */
 export function flagsWithoutEffectGiven(flags: Readonly<Record<string, unknown>>): { flag: string; values: string[]; reason: string }[] {
   return WITHOUT_EFFECT.flatMap(({ flag, reason }) => {
-    const values = flags[camelCase(flag)];
+    const values = flags[attributeOf(`--${flag}`)];
     return Array.isArray(values) ? [{ flag: `--${flag}`, values: values as string[], reason }] : [];
   });
-}
-
-function camelCase(flag: string): string {
-  return flag.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
 }

@@ -9,21 +9,12 @@ import { restrictHandlers } from './restrictions.ts';
 import type { DrainableStream } from './stream-infer.ts';
 
 export interface GrpcFrontendOptions {
-  /**
-   * Largest message received or sent. grpc-js's 4 MiB receive default is too small for an
-   * image batch; Triton's 2 GiB invites host-memory OOM kills. 256 MiB holds a batch of
-   * 64×3×512×512 FP32 (201 MB) and matches the HTTP body limit.
-   * @default 256 MiB
-   */
-  readonly maxMessageBytes?: number;
-  /**
-   * Interval of server keepalive pings. Below the ALB's 60 s idle timeout, so idle
-   * connections behind it stay open and dead peers are found.
-   * @default 30_000
-   */
-  readonly keepaliveTimeMs?: number;
-  /** How long a ping may go unanswered before the connection is closed. @default 20_000 */
-  readonly keepaliveTimeoutMs?: number;
+  /** Largest message received or sent, bytes (--grpc-max-message-bytes declares the server's default). */
+  readonly maxMessageBytes: number;
+  /** Interval of server keepalive pings, ms, idle connections included (--grpc-keepalive-time). */
+  readonly keepaliveTimeMs: number;
+  /** How long a ping may go unanswered before the connection is closed, ms (--grpc-keepalive-timeout). */
+  readonly keepaliveTimeoutMs: number;
   /** Connections are sent GOAWAY at this age, so clients reconnect (and rebalance). @default unlimited */
   readonly maxConnectionAgeMs?: number;
   /** Time calls in flight get after GOAWAY at max age before the connection is closed. @default unlimited */
@@ -47,19 +38,16 @@ export interface GrpcFrontend {
   close(graceMs: number): Promise<void>;
 }
 
-export const DEFAULT_GRPC_MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
-
-export function createGrpcFrontend(service: InferenceService, options: GrpcFrontendOptions = {}): GrpcFrontend {
+export function createGrpcFrontend(service: InferenceService, options: GrpcFrontendOptions): GrpcFrontend {
   const logger = options.logger ?? pino({ level: 'silent' });
-  const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_GRPC_MAX_MESSAGE_BYTES;
   // grpc-js servers ping idle connections too and do not police client pings (no ping
   // strikes, no too_many_pings), so Triton's keepalive-permit / ping-strike flags have nothing
   // to set here: clients may keep alive without calls (grpc.keepalive_permit_without_calls).
   const server = new Server({
-    'grpc.max_receive_message_length': maxMessageBytes,
-    'grpc.max_send_message_length': maxMessageBytes,
-    'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? 30_000,
-    'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? 20_000,
+    'grpc.max_receive_message_length': options.maxMessageBytes,
+    'grpc.max_send_message_length': options.maxMessageBytes,
+    'grpc.keepalive_time_ms': options.keepaliveTimeMs,
+    'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs,
     ...(options.maxConnectionAgeMs !== undefined && { 'grpc.max_connection_age_ms': options.maxConnectionAgeMs }),
     ...(options.maxConnectionAgeGraceMs !== undefined && { 'grpc.max_connection_age_grace_ms': options.maxConnectionAgeGraceMs }),
     // Nothing serves channelz, so its per-call bookkeeping would be pure cost.

@@ -32,7 +32,7 @@ export function parseNvidiaSmi(output: string): GpuReading[] {
  * from nvidia-smi, which the NVIDIA container runtime provides wherever a GPU is visible.
  * Without it the gauges stay absent; nothing is made up.
  */
-export function startGpuMonitor(metrics: ServerMetrics, logger: Logger, intervalMs = 5000): () => void {
+export function startGpuMonitor(metrics: ServerMetrics, logger: Logger, intervalMs: number): () => void {
   let stopped = false;
   let warned = false;
   const poll = () =>

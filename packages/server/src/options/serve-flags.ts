@@ -1,0 +1,194 @@
+/**
+ * Every flag of `batchwise serve`, declared once: its name, its value, its default, what it
+ * means and the option it becomes. The CLI is built from this list (cli/serve-command.ts), the
+ * defaults of `startServer` come from it (resolve-options.ts), and docs/cli.md is generated from
+ * it (`pnpm docs:cli`; a test fails when the file is out of date).
+ */
+import { DEFAULT_FILE_OVERRIDE_MAX_BYTES, FILE_OVERRIDE_LIMIT_FLAG } from '../models/load-parameters.ts';
+import type { ServeOptions } from './server-options.ts';
+
+/**
+ * How a flag's value is read: `bool` takes Triton's syntax (`--flag`, `--flag=false`,
+ * `--flag 0`); `list` collects a repeated flag; `choice` is one of `choices`.
+ */
+export type FlagValueKind = 'port' | 'bool' | 'positive-integer' | 'number' | 'string' | 'list' | 'choice';
+
+export interface FlagDeclaration {
+  /** The flag, spelled as Triton spells it where Triton has it. */
+  readonly flag: `--${string}`;
+  /** The value as --help writes it (`<ms>`, `[bool]`). */
+  readonly value: string;
+  readonly kind: FlagValueKind;
+  readonly choices?: readonly string[];
+  readonly required?: true;
+  /** The default, in the flag's own unit; absent when there is none or it is computed (see defaultText). */
+  readonly default?: number | boolean | string | readonly string[];
+  /** The default in words, where it is computed at start-up or follows another flag. */
+  readonly defaultText?: string;
+  readonly meaning: string;
+  /** The option the value becomes. */
+  readonly sets: keyof ServeOptions;
+  /** From the flag's unit to the option's, and that in words for the reference. @default the value as it is */
+  readonly toOption?: { readonly text: string; readonly apply: (value: never) => unknown };
+  /**
+   * With another flag that sets the same option: a later flag given replaces the value
+   * (`replace`), or is ORed with it (`or`), or appended to it (`append`). @default 'replace'
+   */
+  readonly combine?: 'replace' | 'or' | 'append';
+  /** An environment variable that turns a boolean flag on when it is `1` and the flag is not given. */
+  readonly env?: string;
+  /** Triton has a flag of this name that means the same. */
+  readonly triton?: true;
+}
+
+const secondsToMs = { text: 'seconds × 1000', apply: (secs: number): number => secs * 1000 };
+
+export const SERVE_FLAGS = [
+  {
+    flag: '--model-repository', value: '<path>', kind: 'list', required: true, sets: 'modelRepositories', triton: true,
+    meaning: 'model repository folder (Triton layout) or s3:// location; repeat for several',
+  },
+  { flag: '--http-port', value: '<port>', kind: 'port', default: 8000, sets: 'httpPort', triton: true, meaning: 'port of the KServe v2 HTTP/REST endpoint (0 picks a free one)' },
+  { flag: '--grpc-port', value: '<port>', kind: 'port', default: 8001, sets: 'grpcPort', triton: true, meaning: 'port of the KServe v2 / Triton gRPC endpoint (0 picks a free one)' },
+  { flag: '--metrics-port', value: '<port>', kind: 'port', default: 8002, sets: 'metricsPort', triton: true, meaning: 'port of the Prometheus /metrics endpoint (0 picks a free one)' },
+  {
+    flag: '--http-address', value: '<address>', kind: 'string', default: '0.0.0.0', sets: 'host', triton: true,
+    meaning: 'address the HTTP endpoint binds to (and gRPC and metrics unless given their own)',
+  },
+  { flag: '--grpc-address', value: '<address>', kind: 'string', defaultText: '--http-address', sets: 'grpcHost', triton: true, meaning: 'address the gRPC endpoint binds to' },
+  { flag: '--metrics-address', value: '<address>', kind: 'string', defaultText: '--http-address', sets: 'metricsHost', triton: true, meaning: 'address the metrics endpoint binds to' },
+  {
+    flag: '--grpc-keepalive-time', value: '<ms>', kind: 'positive-integer', default: 30_000, sets: 'grpcKeepaliveTimeMs', triton: true,
+    meaning: "interval of gRPC keepalive pings, idle connections included; below the load balancer's idle timeout (ALB: 60 s)",
+  },
+  {
+    flag: '--grpc-keepalive-timeout', value: '<ms>', kind: 'positive-integer', default: 20_000, sets: 'grpcKeepaliveTimeoutMs', triton: true,
+    meaning: 'time a keepalive ping may go unanswered before the connection is closed',
+  },
+  {
+    flag: '--grpc-max-connection-age', value: '<ms>', kind: 'positive-integer', defaultText: 'unlimited', sets: 'grpcMaxConnectionAgeMs', triton: true,
+    meaning: 'connections are sent GOAWAY at this age, so clients reconnect and spread over replicas',
+  },
+  {
+    flag: '--grpc-max-connection-age-grace', value: '<ms>', kind: 'positive-integer', defaultText: 'unlimited', sets: 'grpcMaxConnectionAgeGraceMs', triton: true,
+    meaning: 'time calls in flight get after a max-age GOAWAY before the connection is closed',
+  },
+  {
+    // grpc-js's 4 MiB receive default is too small for an image batch; Triton's 2 GiB invites
+    // host-memory OOM kills. 256 MiB holds a batch of 64×3×512×512 FP32 (201 MB).
+    flag: '--grpc-max-message-bytes', value: '<bytes>', kind: 'positive-integer', default: 256 * 1024 * 1024, sets: 'grpcMaxMessageBytes',
+    meaning: 'largest gRPC message received or sent (RESOURCE_EXHAUSTED beyond); Triton has no such flag and allows 2 GiB',
+  },
+  { flag: '--allow-http', value: '[bool]', kind: 'bool', default: true, sets: 'allowHttp', triton: true, meaning: 'serve HTTP/REST (Triton syntax: --allow-http=false disables)' },
+  { flag: '--allow-grpc', value: '[bool]', kind: 'bool', default: true, sets: 'allowGrpc', triton: true, meaning: 'serve gRPC' },
+  { flag: '--allow-metrics', value: '[bool]', kind: 'bool', default: true, sets: 'allowMetrics', triton: true, meaning: 'serve Prometheus metrics' },
+  {
+    flag: '--allow-gpu-metrics', value: '[bool]', kind: 'bool', default: true, sets: 'gpuMetrics', triton: true,
+    meaning: 'export nv_gpu_* metrics (polled from nvidia-smi) when a GPU is visible',
+  },
+  { flag: '--metrics-interval-ms', value: '<ms>', kind: 'positive-integer', default: 5000, sets: 'metricsIntervalMs', triton: true, meaning: 'how often GPU metrics are polled (Triton: 2000)' },
+  {
+    flag: '--strict-model-config', value: '[bool]', kind: 'bool', default: false, sets: 'strictModelConfig', triton: true,
+    meaning: 'require a complete config.pbtxt for every model; when false, missing parts are auto-completed from the ONNX model',
+  },
+  {
+    flag: '--disable-auto-complete-config', value: '[bool]', kind: 'bool', default: false, sets: 'strictModelConfig', combine: 'or', triton: true,
+    meaning: 'the same as --strict-model-config=true',
+  },
+  {
+    flag: '--allow-cpu-fallback', value: '[bool]', kind: 'bool', default: false, sets: 'allowCpuFallback',
+    meaning: 'let a KIND_GPU model run on CPU when CUDA is unusable (logged as a warning and shown in its metadata); off by default, so such a model fails to load instead',
+  },
+  {
+    flag: '--model-control-mode', value: '<mode>', kind: 'choice', choices: ['none', 'poll', 'explicit'], default: 'none', sets: 'modelControlMode', triton: true,
+    meaning: 'none: load everything at start-up; poll: also pick up changes every --repository-poll-secs; explicit: load and unload through the repository API',
+  },
+  { flag: '--repository-poll-secs', value: '<secs>', kind: 'positive-integer', default: 15, sets: 'repositoryPollSecs', triton: true, meaning: 'poll mode: seconds between repository polls' },
+  {
+    flag: '--load-model', value: '<name>', kind: 'list', default: [], sets: 'loadModels', triton: true,
+    meaning: "explicit mode: a model to load at start-up ('*' for all); repeat for several",
+  },
+  {
+    flag: '--http-restricted-api', value: '<spec>', kind: 'list', default: [], sets: 'httpRestrictedApi', triton: true,
+    meaning: 'restrict API groups over HTTP: <api>[,<api>...]:<key>=<value> (groups: health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging); repeat for several',
+  },
+  {
+    flag: '--grpc-restricted-protocol', value: '<spec>', kind: 'list', default: [], sets: 'grpcRestrictedProtocol', triton: true,
+    meaning: "the same for gRPC; clients send the header 'triton-grpc-protocol-<key>'",
+  },
+  {
+    flag: '--cache-config', value: '<spec>', kind: 'list', default: [], defaultText: 'off', sets: 'cacheConfig', triton: true,
+    meaning: 'response cache, as Triton: local,size=<bytes> (at most half the memory budget); models opt in with response_cache { enable: true } in config.pbtxt',
+  },
+  {
+    flag: '--response-cache-byte-size', value: '<bytes>', kind: 'positive-integer', defaultText: 'off', sets: 'cacheConfig', combine: 'append', triton: true,
+    toOption: { text: 'appends local,size=<bytes>', apply: (bytes: number) => [`local,size=${bytes}`] },
+    meaning: "Triton's older form of --cache-config local,size=<bytes>",
+  },
+  {
+    flag: '--trace-config', value: '<spec>', kind: 'list', default: [], defaultText: 'level=OFF, rate=1000', sets: 'traceConfig', triton: true,
+    meaning: 'request tracing, as Triton: [triton,]<key>=<value> with file=<path> (only here, never over the API), level=OFF|TIMESTAMPS, rate=<1 in N>, count=<n, -1 = no limit>, log-frequency=<traces per file, 0 = one file at shutdown>; repeat for several',
+  },
+  { flag: '--log-verbose', value: '<level>', kind: 'number', default: 0, sets: 'logVerboseLevel', triton: true, meaning: 'verbose logging level: 0 = info, 1 or more = debug' },
+  { flag: '--log-info', value: '[bool]', kind: 'bool', default: true, sets: 'logInfo', triton: true, meaning: 'log info messages' },
+  { flag: '--log-warning', value: '[bool]', kind: 'bool', default: true, sets: 'logWarning', triton: true, meaning: 'log warnings' },
+  { flag: '--log-error', value: '[bool]', kind: 'bool', default: true, sets: 'logError', triton: true, meaning: 'log errors' },
+  {
+    flag: '--log-format', value: '<format>', kind: 'choice', choices: ['default'], default: 'default', sets: 'logFormat', triton: true,
+    meaning: "log format: Batchwise logs JSON lines ('default')",
+  },
+  {
+    flag: '--strict-readiness', value: '[bool]', kind: 'bool', default: true, sets: 'strictReadiness', triton: true,
+    meaning: 'ready only while every model is ready (false: ready once start-up loading is done, so one broken model does not take the task out of the load balancer)',
+  },
+  {
+    flag: '--exit-on-error', value: '[bool]', kind: 'bool', default: false, sets: 'exitOnError', triton: true,
+    meaning: "exit at start-up when a model fails to load (Triton's default is true; Batchwise's is false: the others serve and the failure is reported)",
+  },
+  {
+    flag: '--http-max-body-bytes', value: '<bytes>', kind: 'positive-integer', default: 256 * 1024 * 1024, sets: 'maxBodyBytes',
+    meaning: 'largest request body accepted over HTTP; larger bodies are refused with 400 before they are read whole',
+  },
+  {
+    flag: '--http-max-input-size', value: '<bytes>', kind: 'positive-integer', defaultText: '--http-max-body-bytes', sets: 'maxBodyBytes', triton: true,
+    meaning: "Triton's name for --http-max-body-bytes (wins when both are given)",
+  },
+  {
+    flag: '--max-request-elements', value: '<count>', kind: 'positive-integer', defaultText: 'one per 16 bytes of --memory-limit', sets: 'maxRequestElements',
+    meaning: 'most tensor elements one request may carry over HTTP or gRPC, counted before they are decoded; more get 400 / INVALID_ARGUMENT',
+  },
+  {
+    flag: FILE_OVERRIDE_LIMIT_FLAG, value: '<bytes>', kind: 'positive-integer', default: DEFAULT_FILE_OVERRIDE_MAX_BYTES, sets: 'modelLoadFilesMaxBytes',
+    meaning: "largest total size of the file overrides ('file:<version>/<name>' parameters, decoded) of one repository load request",
+  },
+  {
+    flag: '--memory-limit', value: '<bytes|fraction>', kind: 'string', defaultText: '0.8 of the cgroup limit, or of physical memory', sets: 'memoryLimit',
+    meaning: 'memory budget: bytes (12G, 512Mi, 12884901888) or a fraction of the container limit (0.8); requests that would exceed it get 503',
+  },
+  {
+    flag: '--cloudwatch-metrics', value: '[bool]', kind: 'bool', default: false, env: 'BATCHWISE_CLOUDWATCH_METRICS', sets: 'cloudwatchMetrics',
+    meaning: 'write CloudWatch embedded-metric-format lines to stdout every 10 s',
+  },
+  { flag: '--cloudwatch-service-name', value: '<name>', kind: 'string', default: 'batchwise', sets: 'cloudwatchServiceName', meaning: 'ServiceName dimension of the CloudWatch metrics' },
+  {
+    flag: '--shutdown-grace-secs', value: '<secs>', kind: 'number', default: 5, sets: 'shutdownGraceMs', toOption: secondsToMs,
+    meaning: 'on SIGTERM: readiness goes false at once, requests are still admitted this long (so the load balancer can deregister), then draining starts',
+  },
+  {
+    flag: '--http-keep-alive-timeout-secs', value: '<secs>', kind: 'positive-integer', default: 65, sets: 'httpKeepAliveTimeoutMs', toOption: secondsToMs,
+    meaning: 'idle HTTP keep-alive connections are closed after this long; keep it above the load balancer idle timeout (AWS ALB: 60 s), or the balancer reuses a closing connection and answers 502',
+  },
+  {
+    flag: '--exit-timeout-secs', value: '<secs>', kind: 'positive-integer', default: 30, sets: 'exitTimeoutMs', toOption: secondsToMs, triton: true,
+    meaning: 'on SIGTERM, time allowed (grace included) for in-flight requests and gRPC streams before they are cancelled and the process exits',
+  },
+] as const satisfies readonly FlagDeclaration[];
+
+/** Environment variables `batchwise serve` reads, for the reference. */
+export const SERVE_ENVIRONMENT = [
+  { name: 'BATCHWISE_CLOUDWATCH_METRICS', meaning: '`1` turns --cloudwatch-metrics on when the flag is not given' },
+  {
+    name: 'BATCHWISE_MODEL_REPOSITORY_KEY',
+    meaning: 'restricts the model-repository API group over HTTP and gRPC to requests with header `batchwise-key` set to it, so the key can come from a secret store without appearing on a command line',
+  },
+] as const;
