@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identity } from '@batchwise/modelgen';
 import { makeRepository } from './support/repository.ts';
 import { postBinary, postJson, splitBinaryResponse, startTestServer } from './support/server.ts';
-import { status, unaryCall, upstreamClients, upstreamPresent, type AnyClient } from './support/upstream-grpc.ts';
+import { describeWithTritonProtocol, status, unaryCall, upstreamClients, type AnyClient } from './support/upstream-grpc.ts';
 
 const CONFIG = `
 name: "classifier"
@@ -94,7 +94,7 @@ describe('classification extension', () => {
     expect(index.json.find((m: { name: string }) => m.name === 'classifier')).toMatchObject({ state: 'READY' });
   });
 
-  describe.skipIf(!upstreamPresent)('gRPC', () => {
+  describeWithTritonProtocol('gRPC', () => {
     let inference: AnyClient;
     beforeAll(() => {
       ({ inference } = upstreamClients(`127.0.0.1:${server.grpcPort}`));

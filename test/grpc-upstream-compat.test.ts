@@ -1,15 +1,13 @@
 /**
  * Drives the gRPC frontend with a grpc-js client built from Triton's own .proto files, as
  * an existing Triton client would: every RPC, every datatype in raw and typed contents,
- * and the errors. Needs <repo root>/../shared/reference/triton-protocol.
+ * and the errors. Needs Triton's protocol files (TRITON_PROTOCOL_DIR: skipped without them, failed in CI).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configPbtxt, identity, type TensorDatatype } from '@batchwise/modelgen';
 import { EXAMPLES, makeRepository } from './support/repository.ts';
 import { startTestServer } from './support/server.ts';
-import { status, unaryCall, upstreamClients, upstreamPresent, type AnyClient } from './support/upstream-grpc.ts';
-
-if (!upstreamPresent) console.warn('SKIPPED: ../shared/reference/triton-protocol not found (gRPC upstream-client end-to-end test)');
+import { describeWithTritonProtocol, status, unaryCall, upstreamClients, type AnyClient } from './support/upstream-grpc.ts';
 
 const bytesOf = (view: ArrayBufferView) => Buffer.from(view.buffer, view.byteOffset, view.byteLength);
 const lengthPrefixed = (elements: Buffer[]) =>
@@ -47,7 +45,7 @@ const SAMPLES: Record<TensorDatatype, { field?: string; typed?: unknown[]; raw: 
 const DATATYPES = Object.keys(SAMPLES) as TensorDatatype[];
 const modelOf = (dt: TensorDatatype) => `id_${dt.toLowerCase()}`;
 
-describe.skipIf(!upstreamPresent)('gRPC frontend driven by a client built from the upstream Triton protos', () => {
+describeWithTritonProtocol('gRPC frontend driven by a client built from the upstream Triton protos', () => {
   let server: Awaited<ReturnType<typeof startTestServer>>;
   let repo: Awaited<ReturnType<typeof makeRepository>>;
   let inference: AnyClient;

@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { GrpcClient, HttpClient, type InferenceClient } from '@batchwise/client';
 import { EXAMPLES } from './support/repository.ts';
 import { postJson, postBinary, startTestServer } from './support/server.ts';
-import { status, unaryCall, upstreamClients, upstreamPresent, type AnyClient } from './support/upstream-grpc.ts';
+import { describeWithTritonProtocol, status, unaryCall, upstreamClients, type AnyClient } from './support/upstream-grpc.ts';
 
 const SHM_DIR = '/dev/shm';
 async function getJson(url: string): Promise<{ status: number; json: any }> {
@@ -230,7 +230,7 @@ describe.skipIf(!existsSync(SHM_DIR))('system shared memory', () => {
     }
   });
 
-  describe.skipIf(!upstreamPresent)('gRPC, with a client built from the upstream protos', () => {
+  describeWithTritonProtocol('gRPC, with a client built from the upstream protos', () => {
     let inference: AnyClient;
     const call = (method: string, request: unknown) => unaryCall(inference, method, request);
     beforeAll(() => {

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXAMPLES } from './support/repository.ts';
 import { postJson, startTestServer } from './support/server.ts';
-import { status, unaryCall, upstreamClients, upstreamPresent, type AnyClient } from './support/upstream-grpc.ts';
+import { describeWithTritonProtocol, status, unaryCall, upstreamClients, type AnyClient } from './support/upstream-grpc.ts';
 
 const INFER = {
   inputs: [
@@ -80,7 +80,7 @@ describe('trace extension', () => {
     expect((await get('/v2')).extensions).toContain('trace');
   });
 
-  describe.skipIf(!upstreamPresent)('gRPC TraceSetting with the upstream protos', () => {
+  describeWithTritonProtocol('gRPC TraceSetting with the upstream protos', () => {
     let inference: AnyClient;
     beforeAll(() => {
       ({ inference } = upstreamClients(`127.0.0.1:${server.grpcPort}`));

@@ -1,15 +1,17 @@
 /**
- * A grpc-js client built from Triton's own .proto files (<repo root>/../shared/reference/
- * triton-protocol), as an existing Triton client would talk to the server.
+ * A grpc-js client built from Triton's own .proto files (TRITON_PROTOCOL_DIR: <repo root>/../shared/
+ * reference/triton-protocol), as an existing Triton client would talk to the server. Tests that use
+ * it are declared with describeWithTritonProtocol: skipped where the files are missing, failed in CI.
  */
-import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
-import { join } from 'node:path';
 import type { Client, ServiceClientConstructor } from '@grpc/grpc-js';
+import {
+  TRITON_PROTOCOL_DIR,
+  tritonProtocolMissingMessage,
+  tritonProtocolPresent,
+} from '@batchwise/server/test-support/triton-protocol.ts';
 
-export const UPSTREAM_DIR = fileURLToPath(new URL('../../../shared/reference/triton-protocol/', import.meta.url));
-export const upstreamPresent = existsSync(join(UPSTREAM_DIR, 'grpc_service.proto'));
+export { describeWithTritonProtocol } from '@batchwise/server/test-support/triton-protocol.ts';
 
 // test/package.json does not list grpc-js: borrow the client package's copy.
 const fromClient = createRequire(new URL('../../packages/client/package.json', import.meta.url));
@@ -20,13 +22,14 @@ export const { status } = grpc;
 export type AnyClient = Client & Record<string, Function>;
 
 export function upstreamClients(address: string): { inference: AnyClient; health: AnyClient } {
+  if (!tritonProtocolPresent) throw new Error(tritonProtocolMissingMessage());
   const definition = loadSync(['grpc_service.proto', 'health.proto'], {
     keepCase: true,
     longs: String,
     enums: String,
     defaults: true,
     oneofs: true,
-    includeDirs: [UPSTREAM_DIR],
+    includeDirs: [TRITON_PROTOCOL_DIR],
   });
   const root = grpc.loadPackageDefinition(definition) as any;
   const Inference = root.inference.GRPCInferenceService as ServiceClientConstructor;

@@ -1,5 +1,3 @@
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import * as protoLoader from '@grpc/proto-loader';
 import fc from 'fast-check';
@@ -7,12 +5,9 @@ import protobuf from 'protobufjs';
 import { describe, expect, it } from 'vitest';
 import { MODEL_CONFIG_PROTO_PATH, modelConfigRoot, parseModelConfig } from './index.ts';
 import { arbitraryModelConfig } from '../../test-support/model-config-arbitrary.ts';
+import { describeWithTritonProtocol, TRITON_PROTOCOL_DIR } from '../../test-support/triton-protocol.ts';
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..');
-const upstreamDir = path.resolve(repoRoot, '../shared/reference/triton-protocol');
-const upstreamProto = path.join(upstreamDir, 'model_config.proto');
-const exists = existsSync(upstreamProto);
-if (!exists) console.warn('wire-identity test SKIPPED: ../shared/reference/triton-protocol not found');
+const upstreamProto = path.join(TRITON_PROTOCOL_DIR, 'model_config.proto');
 
 function allTypes(ns: protobuf.NamespaceBase): (protobuf.Type | protobuf.Enum)[] {
   const out: (protobuf.Type | protobuf.Enum)[] = [];
@@ -46,12 +41,12 @@ describe('model_config.proto is wire-identical to Triton (our proto file)', () =
   });
 });
 
-describe.skipIf(!exists)('model_config.proto is wire-identical to Triton (upstream reference)', () => {
+describeWithTritonProtocol('model_config.proto is wire-identical to Triton (upstream reference)', () => {
   const ours = modelConfigRoot();
-  const upstream = exists ? new protobuf.Root().loadSync(upstreamProto, { keepCase: true }) : new protobuf.Root();
+  const upstream = new protobuf.Root().loadSync(upstreamProto, { keepCase: true });
   upstream.resolveAll();
   const oursType = ours.lookupType('inference.ModelConfig');
-  const upType = exists ? upstream.lookupType('inference.ModelConfig') : oursType;
+  const upType = upstream.lookupType('inference.ModelConfig');
 
   it('declares the same messages and enums', () => {
     const names = (root: protobuf.Root) => allTypes(root).map((t) => t.fullName).sort();

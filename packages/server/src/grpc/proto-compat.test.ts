@@ -1,14 +1,8 @@
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import protobuf from 'protobufjs';
-import { describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
+import { describeWithTritonProtocol, TRITON_PROTOCOL_DIR } from '../../test-support/triton-protocol.ts';
 import { PROTO_DIR } from './protos.ts';
-
-// <repo root>/../shared/reference/triton-protocol: Triton's own definitions, kept outside the repo.
-const UPSTREAM_DIR = fileURLToPath(new URL('../../../../../shared/reference/triton-protocol/', import.meta.url));
-const upstreamPresent = existsSync(join(UPSTREAM_DIR, 'grpc_service.proto'));
-if (!upstreamPresent) console.warn('SKIPPED: ../shared/reference/triton-protocol not found (gRPC proto wire-compat test)');
 
 function load(dir: string): protobuf.Root {
   const root = new protobuf.Root();
@@ -61,9 +55,9 @@ function declared(root: protobuf.Root): Map<string, protobuf.ReflectionObject> {
   return out;
 }
 
-describe.skipIf(!upstreamPresent)('our protos are wire-identical to Triton upstream', () => {
-  const ours = upstreamPresent ? load(PROTO_DIR) : new protobuf.Root();
-  const upstream = upstreamPresent ? load(UPSTREAM_DIR) : new protobuf.Root();
+describeWithTritonProtocol('our protos are wire-identical to Triton upstream', () => {
+  const ours = load(PROTO_DIR);
+  const upstream = load(TRITON_PROTOCOL_DIR);
 
   it('declares every upstream message, enum and service, with identical fields and methods', () => {
     const mine = declared(ours);
