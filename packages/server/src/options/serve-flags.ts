@@ -118,7 +118,7 @@ export const SERVE_FLAGS = [
   },
   {
     flag: '--cache-config', value: '<spec>', kind: 'list', default: [], defaultText: 'off', sets: 'cacheConfig', triton: true,
-    meaning: 'response cache, as Triton: local,size=<bytes> (at most half the memory budget); models opt in with response_cache { enable: true } in config.pbtxt',
+    meaning: 'response cache, as Triton: local,size=<bytes> (at most half the memory budget); models opt in with response_cache { enable: true } in config.pbtxt, and identical requests (same inputs, same outputs asked for) are answered from memory, least recently used first out',
   },
   {
     flag: '--response-cache-byte-size', value: '<bytes>', kind: 'positive-integer', defaultText: 'off', sets: 'cacheConfig', combine: 'append', triton: true,
@@ -129,7 +129,7 @@ export const SERVE_FLAGS = [
     flag: '--trace-config', value: '<spec>', kind: 'list', default: [], defaultText: 'level=OFF, rate=1000', sets: 'traceConfig', triton: true,
     meaning: 'request tracing, as Triton: [triton,]<key>=<value> with file=<path> (only here, never over the API), level=OFF|TIMESTAMPS, rate=<1 in N>, count=<n, -1 = no limit>, log-frequency=<traces per file, 0 = one file at shutdown>; repeat for several',
   },
-  { flag: '--log-verbose', value: '<level>', kind: 'number', default: 0, sets: 'logVerboseLevel', triton: true, meaning: 'verbose logging level: 0 = info, 1 or more = debug' },
+  { flag: '--log-verbose', value: '<level>', kind: 'number', default: 0, sets: 'logVerboseLevel', triton: true, meaning: 'verbose logging level: 0 = info, 1 or more = debug; logs are JSON lines (pino)' },
   { flag: '--log-info', value: '[bool]', kind: 'bool', default: true, sets: 'logInfo', triton: true, meaning: 'log info messages' },
   { flag: '--log-warning', value: '[bool]', kind: 'bool', default: true, sets: 'logWarning', triton: true, meaning: 'log warnings' },
   { flag: '--log-error', value: '[bool]', kind: 'bool', default: true, sets: 'logError', triton: true, meaning: 'log errors' },
@@ -155,7 +155,7 @@ export const SERVE_FLAGS = [
   },
   {
     flag: '--max-request-elements', value: '<count>', kind: 'positive-integer', defaultText: 'one per 16 bytes of --memory-limit', sets: 'maxRequestElements',
-    meaning: 'most tensor elements one request may carry over HTTP or gRPC, counted before they are decoded; more get 400 / INVALID_ARGUMENT',
+    meaning: 'most tensor elements one request may carry over HTTP or gRPC, counted before they are decoded; more get 400 / INVALID_ARGUMENT naming the count and the limit',
   },
   {
     flag: FILE_OVERRIDE_LIMIT_FLAG, value: '<bytes>', kind: 'positive-integer', default: DEFAULT_FILE_OVERRIDE_MAX_BYTES, sets: 'modelLoadFilesMaxBytes',
@@ -180,7 +180,7 @@ export const SERVE_FLAGS = [
   },
   {
     flag: '--exit-timeout-secs', value: '<secs>', kind: 'positive-integer', default: 30, sets: 'exitTimeoutMs', toOption: secondsToMs, triton: true,
-    meaning: 'on SIGTERM, time allowed (grace included) for in-flight requests and gRPC streams before they are cancelled and the process exits',
+    meaning: 'on SIGTERM, time allowed (grace included) for in-flight requests and gRPC streams; streams still open then end with UNAVAILABLE, and the process exits if draining takes longer',
   },
 ] as const satisfies readonly FlagDeclaration[];
 
