@@ -83,6 +83,7 @@ export interface InferenceService {
    * `census.decodeBytes` to `memory`, or throws the over-budget error (RESOURCE_EXHAUSTED).
    */
   admitElements(memory: MemoryReservation, target: { readonly modelName: string; readonly modelVersion?: string }, census: ElementCensus): void;
+  /** Every loaded version's statistics when no model is given (undefined or empty), else the model's or one version's. */
   statistics(modelName?: string, modelVersion?: string): ModelStatistics[];
   repositoryIndex(readyOnly: boolean): RepositoryIndexEntry[];
   /** Repository extension: `config` and `file:<path>` parameters (load-parameters.ts). */
@@ -99,7 +100,7 @@ export interface InferenceService {
   logSettings(): LogSettings;
   /** Changes any of the log settings (INVALID_ARG naming a bad one); returns them all. */
   updateLogSettings(update: Readonly<Record<string, unknown>>): LogSettings;
-  /** The trace settings in force for a model, or the global ones when no model is given. */
+  /** The trace settings in force for a model, or the global ones when no model is given (undefined or empty). */
   traceSettings(modelName?: string): TraceSettings;
   /** Changes the global trace settings, or a model's own (cleared ones follow the global settings). */
   updateTraceSettings(update: TraceSettingsUpdate, modelName?: string): TraceSettings;

@@ -94,11 +94,11 @@ export function inferenceServiceHandlers(
     CudaSharedMemoryRegister: notSupported('CudaSharedMemoryRegister', Errors.cudaSharedMemoryUnsupported),
     CudaSharedMemoryUnregister: notSupported('CudaSharedMemoryUnregister', Errors.cudaSharedMemoryUnsupported),
     TraceSetting: unary('TraceSetting', logger, (r: { settings: Record<string, { value: string[] }>; model_name: string }) => {
-      const model = r.model_name || undefined;
+      // An empty model_name means the global settings; the core reads it so.
       const settings =
         Object.keys(r.settings).length > 0
-          ? service.updateTraceSettings(parseTraceSettingsUpdate(fromTraceSettingsWire(r.settings)), model)
-          : service.traceSettings(model);
+          ? service.updateTraceSettings(parseTraceSettingsUpdate(fromTraceSettingsWire(r.settings)), r.model_name)
+          : service.traceSettings(r.model_name);
       return { settings: Object.fromEntries(Object.entries(traceSettingsToWire(settings)).map(([k, v]) => [k, { value: [v].flat() }])) };
     }),
     LogSettings: unary('LogSettings', logger, (r: { settings: Record<string, LogSettingValueWire> }) => ({

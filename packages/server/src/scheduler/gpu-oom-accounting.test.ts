@@ -1,45 +1,26 @@
-import { describe, expect, it } from 'vitest';
-import type { ExecutionResult, ModelInstance } from '../backends/backend.ts';
+import { describe, expect, it, vi } from 'vitest';
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
-import type { ModelConfig } from '../config/model-config.ts';
-import { ServerMetrics } from '../metrics/server-metrics.ts';
-import { VersionStatistics } from '../metrics/version-statistics.ts';
-import { BatchingScheduler } from './batching-scheduler.ts';
+import { schedulerHarness } from '../../test-support/scheduler.ts';
 
-/** An instance whose every run fails with the given error. */
-function failingInstance(error: Error): ModelInstance {
-  return {
-    execute: (): Promise<ExecutionResult> => Promise.reject(error),
-    close: async () => undefined,
-    onFatal: undefined,
-  };
-}
-
-const config = { name: 'm', max_batch_size: 8, input: [], output: [] } as unknown as ModelConfig;
-const request = () => ({
-  inputs: [{ name: 'INPUT0', datatype: 'FP32' as const, shape: [1, 1], data: new Uint8Array(4) }],
-  batchSize: 1,
-  priority: 0,
-  timeoutMicroseconds: 0,
-  arrivalNs: process.hrtime.bigint(),
-});
-
-async function gpuOutOfMemoryCount(error: Error): Promise<number> {
-  const metrics = new ServerMetrics({ processMetrics: false });
-  const stats = new VersionStatistics('m', '1', metrics);
-  const scheduler = new BatchingScheduler({ config, instances: [failingInstance(error)], outputNames: ['OUTPUT0'], stats });
-  const results = await Promise.allSettled([scheduler.enqueue(request()), scheduler.enqueue(request())]);
-  expect(results.every((r) => r.status === 'rejected')).toBe(true);
-  const values = (await metrics.gpuOutOfMemory.get()).values.filter((v) => v.labels['model'] === 'm');
-  return values.reduce((sum, v) => sum + v.value, 0);
+/** Two requests batched together on an instance whose run fails with `error`; how often a GPU OOM was recorded. */
+async function gpuOutOfMemoryRecords(error: Error): Promise<{ records: number; settled: string[] }> {
+  const { models, stats, send, settled, flush } = schedulerHarness({ dynamic_batching: {} });
+  models[0]!.execute = () => Promise.reject(error);
+  const recorded = vi.spyOn(stats, 'recordGpuOutOfMemory');
+  const sent = [send('a', [1]), send('b', [2])];
+  await flush();
+  await Promise.all(sent);
+  return { records: recorded.mock.calls.length, settled: settled.map((s) => String(s.value)) };
 }
 
 describe('GPU out-of-memory accounting', () => {
   it('is recorded by the scheduler where the run failed, once per request of the failed batch', async () => {
-    expect(await gpuOutOfMemoryCount(new GpuOutOfMemoryError("GPU out of memory while running model 'm'"))).toBe(2);
+    const { records, settled } = await gpuOutOfMemoryRecords(new GpuOutOfMemoryError("GPU out of memory while running model 'm'"));
+    expect(records).toBe(2);
+    expect(settled).toEqual(["INTERNAL: GPU out of memory while running model 'm'", "INTERNAL: GPU out of memory while running model 'm'"]);
   });
 
   it('is not recorded for other backend failures', async () => {
-    expect(await gpuOutOfMemoryCount(new Error('some other failure'))).toBe(0);
+    expect((await gpuOutOfMemoryRecords(new Error('some other failure'))).records).toBe(0);
   });
 });
