@@ -41,6 +41,8 @@ export interface FlagDeclaration {
   readonly triton?: true;
 }
 
+/** One limit for an HTTP body and a gRPC message, so a request too large for one protocol is too large for both. */
+const REQUEST_BYTES = 256 * 1024 * 1024;
 const secondsToMs = { text: 'seconds × 1000', apply: (secs: number): number => secs * 1000 };
 
 export const SERVE_FLAGS = [
@@ -76,7 +78,7 @@ export const SERVE_FLAGS = [
   {
     // grpc-js's 4 MiB receive default is too small for an image batch; Triton's 2 GiB invites
     // host-memory OOM kills. 256 MiB holds a batch of 64×3×512×512 FP32 (201 MB).
-    flag: '--grpc-max-message-bytes', value: '<bytes>', kind: 'positive-integer', default: 256 * 1024 * 1024, sets: 'grpcMaxMessageBytes',
+    flag: '--grpc-max-message-bytes', value: '<bytes>', kind: 'positive-integer', default: REQUEST_BYTES, sets: 'grpcMaxMessageBytes',
     meaning: 'largest gRPC message received or sent (RESOURCE_EXHAUSTED beyond); Triton has no such flag and allows 2 GiB',
   },
   { flag: '--allow-http', value: '[bool]', kind: 'bool', default: true, sets: 'allowHttp', triton: true, meaning: 'serve HTTP/REST (Triton syntax: --allow-http=false disables)' },
@@ -146,7 +148,7 @@ export const SERVE_FLAGS = [
     meaning: "exit at start-up when a model fails to load (Triton's default is true; Batchwise's is false: the others serve and the failure is reported)",
   },
   {
-    flag: '--http-max-body-bytes', value: '<bytes>', kind: 'positive-integer', default: 256 * 1024 * 1024, sets: 'maxBodyBytes',
+    flag: '--http-max-body-bytes', value: '<bytes>', kind: 'positive-integer', default: REQUEST_BYTES, sets: 'maxBodyBytes',
     meaning: 'largest request body accepted over HTTP; larger bodies are refused with 400 before they are read whole',
   },
   {
