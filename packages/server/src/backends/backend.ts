@@ -46,7 +46,7 @@ export interface SessionSettings {
   readonly graphOptimizationLevel?: 'disabled' | 'basic' | 'extended' | 'all';
   readonly enableCpuMemArena?: boolean;
   readonly enableMemPattern?: boolean;
-  /** CUDA arena limit (Triton's gpu_mem_limit); see README for what onnxruntime-node applies. */
+  /** CUDA arena limit (Triton's gpu_mem_limit); see docs/operations.md, "GPUs and CUDA", for what onnxruntime-node applies. */
   readonly gpuMemLimitBytes?: number;
 }
 

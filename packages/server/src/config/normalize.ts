@@ -11,8 +11,8 @@ export interface NormalizeOptions {
  * becomes KIND_GPU only when every GPU it lists is visible, and a KIND_GPU group without `gpus`
  * gets every visible GPU (its `count` instances are placed on each). Pure: returns a new config.
  *
- * Unlike Triton, a KIND_CPU group without `count` gets 1 instance, not 2 (README, "Instance
- * groups"): one ONNX Runtime session already spreads a run over every core.
+ * Unlike Triton, a KIND_CPU group without `count` gets 1 instance, not 2 (docs/triton-compatibility.md,
+ * "Backends, datatypes and ONNX Runtime"): one ONNX Runtime session already spreads a run over every core.
  */
 export function normalizeModelConfig(config: ModelConfig, options: NormalizeOptions): ModelConfig {
   const out = structuredClone(config);

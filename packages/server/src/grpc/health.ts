@@ -16,7 +16,7 @@ const SERVER_NAMES = new Set(['', 'inference.GRPCInferenceService']);
  * reliably (AWS documents no user-agent for it), and the other standard callers count an
  * error as unhealthy just as they count NOT_SERVING: grpc_health_probe exits non-zero on
  * anything but SERVING, Kubernetes gRPC probes fail on any RPC error, Envoy marks non-OK
- * unhealthy. Triton answers OK with NOT_SERVING (README.md says where we differ).
+ * unhealthy. Triton answers OK with NOT_SERVING (docs/triton-compatibility.md, "gRPC").
  */
 export function healthHandlers(service: InferenceService, logger: Logger): UntypedServiceImplementation {
   return {

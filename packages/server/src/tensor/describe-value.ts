@@ -9,7 +9,7 @@ export function describeValue(value: unknown): string {
 
 /**
  * What kind of value a tensor element is, for an error message: never the value itself, since
- * error messages reach the logs and tensor data must not (README: logs).
+ * error messages reach the logs and tensor data must not (docs/operations.md).
  */
 export function describeKind(value: unknown): string {
   if (value === null) return 'null';
