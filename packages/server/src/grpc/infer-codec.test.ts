@@ -38,7 +38,7 @@ describe('decodeInferRequest', () => {
     expect(r.outputs).toEqual([{ name: 'O', parameters: { classification: 2 } }]);
   });
 
-  it('an empty id is absent; the version is passed as sent (core reads empty as the policy's choice)', () => {
+  it('an empty id is absent; the version is passed as sent (core reads empty as the version policy choosing)', () => {
     const r = decodeInferRequest(request({}));
     expect('id' in r).toBe(false);
     expect(r.modelVersion ?? '').toBe('');
