@@ -1,10 +1,9 @@
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { PROTO_DIR } from '@batchwise/protocol';
 import protobuf from 'protobufjs';
 
-/** packages/server/proto/model_config.proto, from src/config/ or from dist/config/. */
-export const MODEL_CONFIG_PROTO_PATH = fileURLToPath(
-  new URL('../../proto/model_config.proto', import.meta.url),
-);
+/** model_config.proto, among the protos of @batchwise/protocol. */
+export const MODEL_CONFIG_PROTO_PATH = join(PROTO_DIR, 'model_config.proto');
 
 let root: protobuf.Root | undefined;
 

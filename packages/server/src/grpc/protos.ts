@@ -1,11 +1,11 @@
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import protobuf from 'protobufjs';
 import { loadPackageDefinition, type GrpcObject, type ServiceDefinition } from '@grpc/grpc-js';
 import { loadSync, type Options } from '@grpc/proto-loader';
+import { PROTO_DIR } from '@batchwise/protocol';
 
-/** packages/server/proto: the one home of Batchwise's .proto files. */
-export const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url));
+/** The one home of Batchwise's .proto files, in @batchwise/protocol (shared with the client). */
+export { PROTO_DIR };
 
 /**
  * longs as String: int64/uint64 values (INT64 contents, statistics counters) survive beyond

@@ -15,5 +15,4 @@ export interface Tensor {
   readonly data: Uint8Array;
 }
 
-export type ParameterValue = string | number | boolean;
-export type Parameters = Record<string, ParameterValue>;
+export type { ParameterValue, Parameters } from '@batchwise/protocol';

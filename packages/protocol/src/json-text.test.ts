@@ -1,21 +1,21 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseJsonLosslessly, parseRequestJson } from './json-text.ts';
+import { parseJsonLosslessly, parseTritonJson } from './json-text.ts';
 
-describe('request JSON, read as Triton reads it', () => {
+describe('KServe JSON, read as Triton reads it', () => {
   it('keeps integers beyond 2^53 exact, as bigints, and leaves every other number a double', () => {
     const text = '{"data":[9007199254740993,-9223372036854775808,18446744073709551615,9007199254740991,1.5,1e300,12345678901234567.5]}';
-    expect(parseRequestJson(text)).toEqual({
+    expect(parseTritonJson(text)).toEqual({
       data: [2n ** 53n + 1n, -(2n ** 63n), 2n ** 64n - 1n, 9007199254740991, 1.5, 1e300, 12345678901234567.5],
     });
   });
 
   it('reads the NaN, Infinity and -Infinity tokens that Python clients write', () => {
-    expect(parseRequestJson('{"data":[NaN, Infinity, -Infinity, 0]}')).toEqual({ data: [NaN, Infinity, -Infinity, 0] });
+    expect(parseTritonJson('{"data":[NaN, Infinity, -Infinity, 0]}')).toEqual({ data: [NaN, Infinity, -Infinity, 0] });
   });
 
   it("keeps JSON.parse's error for other broken text, and says where the lossless parser stopped", () => {
-    expect(() => parseRequestJson('{"inputs":')).toThrow(SyntaxError);
+    expect(() => parseTritonJson('{"inputs":')).toThrow(SyntaxError);
     for (const bad of ['', '{', '[1,]', '{"a":1,}', '{"a" 1}', '[01]', '"\\x"', '[NaNa]', '[1] 2', '{"a":"b}', '[12345678901234567', '"\u0001"']) {
       expect(() => parseJsonLosslessly(bad), bad).toThrow(SyntaxError);
     }
@@ -30,7 +30,7 @@ describe('request JSON, read as Triton reads it', () => {
         const text = JSON.stringify(value, null, pretty ? 2 : undefined);
         const parsed = parseJsonLosslessly(text);
         expect(asDoubles(parsed)).toEqual(JSON.parse(text));
-        expect(parseRequestJson(text)).toEqual(parsed);
+        expect(parseTritonJson(text)).toEqual(parsed);
       }),
       { numRuns: 500 },
     );

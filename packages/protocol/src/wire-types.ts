@@ -1,0 +1,86 @@
+/**
+ * The KServe v2 / Triton shapes both sides see as they are on the wire (JSON field names as
+ * Triton writes them): parameters, metadata, the repository index and statistics. The server
+ * answers with them; the client returns them as it receives them. Types only.
+ */
+import type { DataType } from './datatype.ts';
+
+export type ParameterValue = string | number | boolean;
+export type Parameters = Record<string, ParameterValue>;
+
+export interface TensorMetadata {
+  readonly name: string;
+  readonly datatype: DataType;
+  /** -1 for a variable dimension; with max_batch_size > 0 the first entry is the batch (-1). */
+  readonly shape: number[];
+}
+
+export interface ServerMetadata {
+  readonly name: string;
+  readonly version: string;
+  readonly extensions: string[];
+}
+
+export interface ModelMetadata {
+  readonly name: string;
+  readonly versions: string[];
+  readonly platform: string;
+  readonly inputs: TensorMetadata[];
+  readonly outputs: TensorMetadata[];
+  /** Batchwise extension: where the model really runs, e.g. ['CUDAExecutionProvider']. */
+  readonly parameters?: Parameters;
+}
+
+export type ModelState = 'UNKNOWN' | 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
+
+export interface RepositoryIndexEntry {
+  readonly name: string;
+  readonly version?: string;
+  readonly state?: ModelState;
+  readonly reason?: string;
+}
+
+export interface DurationStat {
+  count: number;
+  ns: number;
+}
+
+/** Triton's statistics extension shape (JSON field names as Triton writes them). */
+export interface ModelStatistics {
+  name: string;
+  version: string;
+  last_inference: number;
+  inference_count: number;
+  execution_count: number;
+  inference_stats: {
+    success: DurationStat;
+    fail: DurationStat;
+    queue: DurationStat;
+    compute_input: DurationStat;
+    compute_infer: DurationStat;
+    compute_output: DurationStat;
+    cache_hit: DurationStat;
+    cache_miss: DurationStat;
+  };
+  batch_stats: {
+    batch_size: number;
+    compute_input: DurationStat;
+    compute_infer: DurationStat;
+    compute_output: DurationStat;
+  }[];
+  memory_usage: unknown[];
+  /**
+   * Per-response statistics, keyed by response index. Triton fills them only for backends
+   * that report them (decoupled models); ONNX Runtime does not, so this stays {} as there.
+   */
+  response_stats: Record<string, InferResponseStatistics>;
+}
+
+export interface InferResponseStatistics {
+  compute_infer: DurationStat;
+  compute_output: DurationStat;
+  success: DurationStat;
+  fail: DurationStat;
+  empty_response: DurationStat;
+  cancel: DurationStat;
+}
