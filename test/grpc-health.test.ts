@@ -1,6 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { PROTO_DIR } from '@batchwise/protocol';
 import { credentials, loadPackageDefinition, status, type Client, type ServiceClientConstructor, type ServiceError } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +11,6 @@ import { startTestServer } from './support/server.ts';
 
 type AnyClient = Client & Record<string, Function>;
 
-const PROTO_DIR = fileURLToPath(new URL('../packages/server/proto/', import.meta.url));
 
 /** A raw Health/Check that reports what an ALB sees: the gRPC status code and message. */
 function check(health: AnyClient, service: string): Promise<{ code: number; details: string; status?: string }> {

@@ -1,4 +1,4 @@
-import { fileURLToPath } from 'node:url';
+import { PROTO_DIR } from '@batchwise/protocol';
 import { credentials, loadPackageDefinition, Metadata, status, type Client, type ServiceClientConstructor, type ServiceError } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,7 +9,6 @@ import { startTestServer } from './support/server.ts';
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 type AnyClient = Client & Record<string, Function>;
 
-const PROTO_DIR = fileURLToPath(new URL('../packages/server/proto/', import.meta.url));
 const i32 = (n: number) => Buffer.from(new Int32Array(n).fill(1).buffer);
 const simpleInputs = (input1: Record<string, unknown> = {}) => [
   { name: 'INPUT0', datatype: 'INT32', shape: ['1', '16'] },

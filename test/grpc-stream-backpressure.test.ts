@@ -4,7 +4,7 @@
  * and buffering every answer in memory.
  */
 import { connect, type ClientHttp2Session } from 'node:http2';
-import { fileURLToPath } from 'node:url';
+import { PROTO_DIR } from '@batchwise/protocol';
 import { loadSync, type MethodDefinition } from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identity } from '@batchwise/modelgen';
@@ -12,7 +12,6 @@ import { MAX_IN_FLIGHT_PER_STREAM } from '../packages/server/src/grpc/stream-inf
 import { makeRepository } from './support/repository.ts';
 import { getJson, startTestServer } from './support/server.ts';
 
-const PROTO_DIR = fileURLToPath(new URL('../packages/server/proto/', import.meta.url));
 const ELEMENTS = 16 * 1024; // 64 KiB per request and per answer
 const REQUESTS = 3 * MAX_IN_FLIGHT_PER_STREAM;
 

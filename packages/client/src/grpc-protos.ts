@@ -1,12 +1,9 @@
-import { fileURLToPath } from 'node:url';
 import { loadPackageDefinition, type GrpcObject, type ServiceClientConstructor } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
+import { PROTO_DIR } from '@batchwise/protocol';
 
-/**
- * The server package's proto folder, the one copy of Batchwise's .proto files in this
- * monorepo. A published build of the client ships a copy and passes its own `protoDir`.
- */
-export const DEFAULT_PROTO_DIR = fileURLToPath(new URL('../../server/proto/', import.meta.url));
+/** The one copy of Batchwise's .proto files, in @batchwise/protocol (a dependency the client declares). */
+export const DEFAULT_PROTO_DIR = PROTO_DIR;
 
 export interface GrpcConstructors {
   readonly inference: ServiceClientConstructor;

@@ -1,6 +1,6 @@
+import { parseTritonJson } from '@batchwise/protocol';
 import { BatchwiseClientError } from './errors.ts';
 import { inputToJsonText, outputFromJson } from './json-tensor.ts';
-import { parseResponseJson } from './response-json.ts';
 import { deserializeBytes, fromRawBytes, toRawBytes } from './tensor-data.ts';
 import { sharedMemoryParameters } from './shared-memory.ts';
 import type { DataType, InferInput, InferRequest, InferRequestedOutput, InferResult, Parameters, SharedMemoryLocation } from './types.ts';
@@ -109,7 +109,7 @@ export function decodeHttpInferResponse(body: Buffer, headerLength: string | und
   if (!Number.isInteger(jsonLength) || jsonLength < 0 || jsonLength > body.byteLength) {
     throw new BatchwiseClientError(`bad ${HEADER_LENGTH} '${headerLength}' for a body of ${body.byteLength} bytes`);
   }
-  const json = parseResponseJson(body.subarray(0, jsonLength).toString('utf8')) as {
+  const json = parseTritonJson(body.subarray(0, jsonLength).toString('utf8')) as {
     model_name: string;
     model_version?: string;
     id?: string;

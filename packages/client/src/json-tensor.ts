@@ -47,7 +47,7 @@ export function outputFromJson(output: string, datatype: DataType, data: unknown
   if (datatype === 'BYTES') return values.map((v) => utf8.encode(String(v)));
   const Ctor = ARRAY_OF[datatype];
   if (Ctor === BigInt64Array || Ctor === BigUint64Array) {
-    return (Ctor as unknown as typeof BigInt64Array).from(values, (v) => BigInt(v as number | string));
+    return (Ctor as unknown as typeof BigInt64Array).from(values, (v) => BigInt(v as number | bigint | string));
   }
   const out = new Ctor(values.length) as Exclude<OutputData, BigInt64Array | BigUint64Array | Uint8Array[]>;
   for (let i = 0; i < values.length; i++) out[i] = Number(values[i]);

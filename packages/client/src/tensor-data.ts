@@ -1,18 +1,9 @@
+import { deserializeBytesElements, isProtocolError, serializeBytesElements, TYPED_ARRAY_OF } from '@batchwise/protocol';
 import { BatchwiseClientError } from './errors.ts';
 import type { DataType, InputData, OutputData, TypedArray } from './types.ts';
 
-type ArrayCtor = {
-  new (length: number): TypedArray;
-  new (buffer: ArrayBufferLike, byteOffset?: number, length?: number): TypedArray;
-  readonly BYTES_PER_ELEMENT: number;
-};
-
-export const ARRAY_OF: Readonly<Record<Exclude<DataType, 'BYTES'>, ArrayCtor>> = {
-  BOOL: Uint8Array, UINT8: Uint8Array, UINT16: Uint16Array, UINT32: Uint32Array,
-  UINT64: BigUint64Array, INT8: Int8Array, INT16: Int16Array, INT32: Int32Array,
-  INT64: BigInt64Array, FP16: Uint16Array, BF16: Uint16Array, FP32: Float32Array,
-  FP64: Float64Array,
-} as Record<Exclude<DataType, 'BYTES'>, ArrayCtor>;
+/** The typed array of each datatype (FP16, BF16: Uint16Array of bit patterns), as the server holds them. */
+export const ARRAY_OF = TYPED_ARRAY_OF;
 
 const utf8 = new TextEncoder();
 
@@ -62,38 +53,18 @@ export function fromRawBytes(output: string, datatype: DataType, bytes: Uint8Arr
   return new Ctor(copy.buffer);
 }
 
-// The KServe BYTES serialization is duplicated here (the server has its own) because this
-// package is published for users and must not depend on the server.
-
-/** Each element as a 4-byte little-endian length followed by its bytes. */
+/** Each element as a 4-byte little-endian length followed by its bytes (@batchwise/protocol's layout). */
 export function serializeBytes(elements: readonly Uint8Array[]): Uint8Array {
-  let size = 0;
-  for (const e of elements) size += 4 + e.byteLength;
-  const out = new Uint8Array(size);
-  const view = new DataView(out.buffer);
-  let offset = 0;
-  for (const e of elements) {
-    view.setUint32(offset, e.byteLength, true);
-    out.set(e, offset + 4);
-    offset += 4 + e.byteLength;
-  }
-  return out;
+  return serializeBytesElements(elements);
 }
 
+/** The elements of a BYTES output, as plain Uint8Array views (not Buffers) whichever protocol the bytes came over. */
 export function deserializeBytes(output: string, bytes: Uint8Array): Uint8Array[] {
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const out: Uint8Array[] = [];
-  let offset = 0;
-  while (offset < bytes.byteLength) {
-    if (offset + 4 > bytes.byteLength) throw new BatchwiseClientError(`output '${output}': truncated BYTES element length`);
-    const length = view.getUint32(offset, true);
-    const start = offset + 4;
-    if (start + length > bytes.byteLength) throw new BatchwiseClientError(`output '${output}': truncated BYTES element`);
-    // A plain Uint8Array view (not a Buffer), whichever protocol the bytes came over.
-    out.push(new Uint8Array(bytes.buffer, bytes.byteOffset + start, length));
-    offset = start + length;
+  try {
+    return deserializeBytesElements(bytes, output).map((e) => new Uint8Array(e.buffer, e.byteOffset, e.byteLength));
+  } catch (error) {
+    throw isProtocolError(error) ? new BatchwiseClientError(`truncated BYTES output: ${error.message}`) : error;
   }
-  return out;
 }
 
 // Typed arrays are in host byte order; Node runs on little-endian hosts only (x64, arm64).

@@ -1,12 +1,17 @@
-/** KServe v2 datatype strings. */
-export type DataType =
-  | 'BOOL' | 'UINT8' | 'UINT16' | 'UINT32' | 'UINT64' | 'INT8' | 'INT16' | 'INT32' | 'INT64'
-  | 'FP16' | 'FP32' | 'FP64' | 'BF16' | 'BYTES';
+import type {
+  DataType, ModelMetadata, ModelStatistics, NumericArray, Parameters, RepositoryIndexEntry, ServerMetadata,
+} from '@batchwise/protocol';
 
-export type TypedArray =
-  | Uint8Array | Uint16Array | Uint32Array | BigUint64Array
-  | Int8Array | Int16Array | Int32Array | BigInt64Array
-  | Float32Array | Float64Array;
+/**
+ * The shapes the server answers with (datatypes, parameters, metadata, the repository index,
+ * statistics) are @batchwise/protocol's, shared with the server.
+ */
+export type {
+  DataType, DurationStat, InferResponseStatistics, ModelMetadata, ModelState, ModelStatistics, ParameterValue, Parameters,
+  RepositoryIndexEntry, ServerMetadata, TensorMetadata,
+} from '@batchwise/protocol';
+
+export type TypedArray = NumericArray;
 
 /**
  * Input elements, row-major. Numeric types: a typed array (used as is when it is the
@@ -20,9 +25,6 @@ export type InputData = TypedArray | readonly (number | bigint)[] | readonly boo
  * BigInt64Array, FP16/BF16: Uint16Array of bit patterns); BYTES: one Uint8Array per element.
  */
 export type OutputData = TypedArray | Uint8Array[];
-
-export type ParameterValue = string | number | boolean;
-export type Parameters = Record<string, ParameterValue>;
 
 /**
  * A slice of a registered system shared memory region (registerSystemSharedMemory): the
@@ -109,57 +111,6 @@ export interface InferResult {
   readonly id?: string;
   readonly parameters?: Parameters;
   readonly outputs: InferOutput[];
-}
-
-export interface TensorMetadata {
-  readonly name: string;
-  readonly datatype: string;
-  readonly shape: number[];
-}
-
-export interface ServerMetadata {
-  readonly name: string;
-  readonly version: string;
-  readonly extensions: string[];
-}
-
-export interface ModelMetadata {
-  readonly name: string;
-  readonly versions: string[];
-  readonly platform: string;
-  readonly inputs: TensorMetadata[];
-  readonly outputs: TensorMetadata[];
-}
-
-export interface RepositoryIndexEntry {
-  readonly name: string;
-  readonly version?: string;
-  readonly state?: string;
-  readonly reason?: string;
-}
-
-export interface DurationStat {
-  readonly count: number;
-  readonly ns: number;
-}
-
-/** Triton's statistics shape (field names as Triton's JSON writes them). */
-export interface ModelStatistics {
-  readonly name: string;
-  readonly version: string;
-  readonly last_inference: number;
-  readonly inference_count: number;
-  readonly execution_count: number;
-  readonly inference_stats: Record<
-    'success' | 'fail' | 'queue' | 'compute_input' | 'compute_infer' | 'compute_output' | 'cache_hit' | 'cache_miss',
-    DurationStat
-  >;
-  readonly batch_stats: {
-    readonly batch_size: number;
-    readonly compute_input: DurationStat;
-    readonly compute_infer: DurationStat;
-    readonly compute_output: DurationStat;
-  }[];
 }
 
 /** One answer on an inference stream: a result, or the error of one request. */
