@@ -113,7 +113,7 @@ export class LoadBalancer extends Construct {
         reason:
           'allowedIngressCidr 0.0.0.0/0 was set explicitly (the context has no default): a public inference ' +
           'endpoint on 8000/8001 only, behind a WAF rate-based rule per client IP; the model-repository API ' +
-          'behind it requires the batchwise-key header, over HTTPS only.',
+          `behind it requires the ${MODEL_REPOSITORY_KEY_HEADER} header, over HTTPS only.`,
       });
     }
 

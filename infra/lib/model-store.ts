@@ -4,6 +4,7 @@ import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import { acknowledgeWildcardResource } from './nag.ts';
+import { MODEL_REPOSITORY_KEY_HEADER } from './server-metrics.ts';
 
 export interface ModelStoreProps {
   /**
@@ -89,7 +90,7 @@ export class ModelStore extends Construct {
     this.repositoryUri = `s3://${this.bucket.bucketName}/${prefix}`;
 
     this.repositoryKey = new secretsmanager.Secret(this, 'RepositoryKey', {
-      description: 'API key for the Batchwise model-repository endpoints (header batchwise-key).',
+      description: `API key for the Batchwise model-repository endpoints (header ${MODEL_REPOSITORY_KEY_HEADER}).`,
       generateSecretString: { passwordLength: 40, excludePunctuation: true },
     });
     Validations.of(this.repositoryKey).acknowledge({

@@ -9,8 +9,8 @@
  * exists for the dimension sets `[ServiceName]` and `[ServiceName, Model]`.
  *
  * Names, units and dimensions are declared once, by the server (emf-metrics.ts, a module
- * without imports that synth loads directly); this file only adds how the stack reads each
- * metric. A metric the server adds without a statistic here fails to type-check.
+ * without imports that synth loads directly), as are the names of the settings the stack passes
+ * (options/environment.ts, likewise); this file only adds how the stack reads each metric. A metric the server adds without a statistic here fails to type-check.
  */
 import { Duration } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -61,7 +61,8 @@ export function serverMetric(spec: ServerMetricSpec, serviceName: string, period
   });
 }
 
-/** The secret-bearing env var the server reads to restrict the model-repository API. */
-export const MODEL_REPOSITORY_KEY_ENV = 'BATCHWISE_MODEL_REPOSITORY_KEY';
-/** Request header that must carry that key (Triton's `--http-restricted-api` key). */
-export const MODEL_REPOSITORY_KEY_HEADER = 'batchwise-key';
+/**
+ * The secret-bearing env var the server reads to restrict the model-repository API, and the
+ * request header that must carry that key: named by the server's options declaration.
+ */
+export { MODEL_REPOSITORY_KEY_ENV, MODEL_REPOSITORY_KEY_HEADER } from '../../packages/server/src/options/environment.ts';

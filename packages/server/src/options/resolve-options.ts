@@ -2,6 +2,7 @@
  * From flags to options, and the declared defaults for whatever is left unset: the one place
  * `startServer` and `batchwise serve` take their defaults from.
  */
+import { MODEL_REPOSITORY_KEY_ENV, MODEL_REPOSITORY_KEY_HEADER } from './environment.ts';
 import { SERVE_FLAGS, type FlagDeclaration } from './serve-flags.ts';
 import type { ServeOptions, ServerOptions } from './server-options.ts';
 
@@ -74,10 +75,10 @@ export function serveOptionsFrom(given: Readonly<Record<string, unknown>>, env: 
     }
   }
   const resolved = resolveServerOptions(options as unknown as ServeOptions);
-  const key = env['BATCHWISE_MODEL_REPOSITORY_KEY'];
+  const key = env[MODEL_REPOSITORY_KEY_ENV];
   if (!key) return resolved;
   // The key restricts the model-repository group of both frontends (SERVE_ENVIRONMENT).
-  const keySpec = `model-repository:batchwise-key=${key}`;
+  const keySpec = `model-repository:${MODEL_REPOSITORY_KEY_HEADER}=${key}`;
   return {
     ...resolved,
     httpRestrictedApi: [...resolved.httpRestrictedApi, keySpec],

@@ -5,6 +5,7 @@
  * it (`pnpm docs:cli`; a test fails when the file is out of date).
  */
 import { DEFAULT_FILE_OVERRIDE_MAX_BYTES, FILE_OVERRIDE_LIMIT_FLAG } from '../models/load-parameters.ts';
+import { CLOUDWATCH_METRICS_ENV, MODEL_REPOSITORY_KEY_ENV, MODEL_REPOSITORY_KEY_HEADER } from './environment.ts';
 import type { ServeOptions } from './server-options.ts';
 
 /**
@@ -168,7 +169,7 @@ export const SERVE_FLAGS = [
     meaning: 'memory budget: bytes (12G, 512Mi, 12884901888) or a fraction of the container limit (0.8); requests that would exceed it get 503',
   },
   {
-    flag: '--cloudwatch-metrics', value: '[bool]', kind: 'bool', default: false, env: 'BATCHWISE_CLOUDWATCH_METRICS', sets: 'cloudwatchMetrics',
+    flag: '--cloudwatch-metrics', value: '[bool]', kind: 'bool', default: false, env: CLOUDWATCH_METRICS_ENV, sets: 'cloudwatchMetrics',
     meaning: 'write CloudWatch embedded-metric-format lines to stdout every 10 s',
   },
   { flag: '--cloudwatch-service-name', value: '<name>', kind: 'string', default: 'batchwise', sets: 'cloudwatchServiceName', meaning: 'ServiceName dimension of the CloudWatch metrics' },
@@ -188,9 +189,9 @@ export const SERVE_FLAGS = [
 
 /** Environment variables `batchwise serve` reads, for the reference. */
 export const SERVE_ENVIRONMENT = [
-  { name: 'BATCHWISE_CLOUDWATCH_METRICS', meaning: '`1` turns --cloudwatch-metrics on when the flag is not given' },
+  { name: CLOUDWATCH_METRICS_ENV, meaning: '`1` turns --cloudwatch-metrics on when the flag is not given' },
   {
-    name: 'BATCHWISE_MODEL_REPOSITORY_KEY',
-    meaning: 'restricts the model-repository API group over HTTP and gRPC to requests with header `batchwise-key` set to it, so the key can come from a secret store without appearing on a command line',
+    name: MODEL_REPOSITORY_KEY_ENV,
+    meaning: `restricts the model-repository API group over HTTP and gRPC to requests with header \`${MODEL_REPOSITORY_KEY_HEADER}\` set to it, so the key can come from a secret store without appearing on a command line`,
   },
 ] as const;

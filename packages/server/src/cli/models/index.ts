@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { pino, type Logger } from 'pino';
+import { MODEL_REPOSITORY_KEY_HEADER } from '../../options/environment.ts';
 import { parsePositiveInteger } from '../flags.ts';
 import { listModelStatus, promoteModel, rollbackModel, type ModelStatus, type VersionChange } from './promotion.ts';
 import { waitForServedVersion } from './wait-for-server.ts';
@@ -55,7 +56,7 @@ function changeOptions(command: Command): Command {
     .option('--wait', 'after the change, wait until --server-url reports the new version as the one served')
     .option('--wait-timeout-secs <n>', 'give up waiting after this long', parsePositiveInteger, 600)
     .option('--wait-interval-secs <n>', 'seconds between checks', parsePositiveInteger, 2)
-    .option('--api-key-header <name>', 'header carrying the API key, when the server restricts its APIs', 'batchwise-key')
+    .option('--api-key-header <name>', 'header carrying the API key, when the server restricts its APIs', MODEL_REPOSITORY_KEY_HEADER)
     .addOption(new Option('--api-key <key>', 'API key for --server-url').env('BATCHWISE_API_KEY'));
 }
 
