@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { identity, serializeModel } from '@batchwise/modelgen';
 import type { ModelRegistry } from '../packages/server/src/models/model-registry.ts';
-import { defaultCacheDir } from '../packages/server/src/repository/create-repository-source.ts';
+import { defaultCacheDir } from '../packages/server/src/repository/create-model-source.ts';
 import { startTestS3, useS3rverCredentials, waitFor, type TestS3 } from './support/s3.ts';
 import { postJson, startTestServer } from './support/server.ts';
 

@@ -12,11 +12,11 @@ import { pino, type Logger } from 'pino';
 import S3rver from 's3rver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withBackoff } from '../packages/server/src/repository/backoff.ts';
-import { createRepositorySource } from '../packages/server/src/repository/create-repository-source.ts';
-import { RepositoryError } from '../packages/server/src/repository/repository-source.ts';
+import { createModelSource } from '../packages/server/src/repository/create-model-source.ts';
+import { RepositoryError } from '../packages/server/src/repository/repository-error.ts';
 import { parseRepositoryLocation, type S3RepositoryLocation } from '../packages/server/src/repository/repository-url.ts';
 import { createS3Client } from '../packages/server/src/repository/s3-client.ts';
-import { S3Repository } from '../packages/server/src/repository/s3-repository.ts';
+import { S3ModelSource } from '../packages/server/src/repository/s3-model-source.ts';
 
 const CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
 const BUCKET = 'models';
@@ -58,7 +58,7 @@ function countCommands(client: S3Client): Map<string, number> {
 const md5 = (b: Buffer | string) => createHash('md5').update(b).digest('hex');
 const bytesOf = (seed: number, n: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 31 + seed) % 251));
 
-describe('S3Repository against s3rver', () => {
+describe('S3ModelSource against s3rver', () => {
   let dir: string;
   let s3dir: string;
   let server: S3rver;
@@ -94,11 +94,11 @@ describe('S3Repository against s3rver', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  function repository(options: { listPageSize?: number; downloadAttempts?: number } = {}) {
+  function repository(options: { cacheDir?: string; listPageSize?: number; downloadAttempts?: number } = {}) {
     const { logger, lines } = captureLogger();
     const repoClient = createS3Client(location, { credentials: CREDENTIALS });
     const counts = countCommands(repoClient);
-    const repo = new S3Repository(location, { logger, cacheDir: join(dir, 'unused'), client: repoClient, ...options });
+    const repo = new S3ModelSource(location, { logger, cacheDir: join(dir, 'unused'), client: repoClient, ...options });
     return { repo, counts, lines };
   }
 
@@ -140,7 +140,7 @@ describe('S3Repository against s3rver', () => {
       }
       const counts = countCommands(childClient);
       const { logger } = captureLogger();
-      const repo = new S3Repository(childLocation, { logger, cacheDir: join(dir, 'unused'), client: childClient, listPageSize: 2 });
+      const repo = new S3ModelSource(childLocation, { logger, cacheDir: join(dir, 'unused'), client: childClient, listPageSize: 2 });
       const snapshot = await repo.list();
       expect(snapshot.requests).toBe(3);
       expect(counts.get('ListObjectsV2Command')).toBe(3);
@@ -172,11 +172,11 @@ describe('S3Repository against s3rver', () => {
   });
 
   it('localizes whole versions with progress logs, skips unchanged files, prunes only when told', async () => {
-    const { repo, counts, lines } = repository();
     const cache = join(dir, 'cache-1');
+    const { repo, counts, lines } = repository({ cacheDir: cache });
     const snapshot = await repo.list();
     const beta = snapshot.models.find((m) => m.name === 'beta')!;
-    const modelDir = await repo.localize('beta', [1], cache, { listing: beta });
+    const modelDir = await repo.localize('beta', [1], { listing: beta });
     expect(modelDir).toBe(join(cache, 'beta'));
     expect(await readFile(join(modelDir, 'config.pbtxt'), 'utf8')).toBe('name: "beta"\n');
     expect(await readFile(join(modelDir, 'labels.txt'), 'utf8')).toBe('cat\ndog\n');
@@ -188,39 +188,39 @@ describe('S3Repository against s3rver', () => {
     expect(lines.some((l) => l.msg === 'model version complete in the local cache' && l.version === 1)).toBe(true);
 
     // Nothing changed: nothing downloaded.
-    await repo.localize('beta', [1], cache, { listing: beta });
+    await repo.localize('beta', [1], { listing: beta });
     expect(counts.get('GetObjectCommand')).toBe(4);
 
     // One file changed: only that file is downloaded again; the others are reused.
     await put('beta/1/model.onnx', bytesOf(33, 3000));
     const changed = (await repo.list()).models.find((m) => m.name === 'beta')!;
-    await repo.localize('beta', [1], cache, { listing: changed });
+    await repo.localize('beta', [1], { listing: changed });
     expect(counts.get('GetObjectCommand')).toBe(5);
     expect((await readFile(join(modelDir, '1', 'model.onnx'))).equals(bytesOf(33, 3000))).toBe(true);
     expect((await readFile(join(modelDir, '1', 'weights.bin'))).equals(bytesOf(4, 200_000))).toBe(true);
 
     // A damaged cached file (wrong size) is downloaded again, not trusted.
     await truncate(join(modelDir, '1', 'weights.bin'), 100);
-    await repo.localize('beta', [1], cache, { listing: changed });
+    await repo.localize('beta', [1], { listing: changed });
     expect(counts.get('GetObjectCommand')).toBe(6);
     expect((await stat(join(modelDir, '1', 'weights.bin'))).size).toBe(200_000);
 
     // Without a listing, localize lists the model's own prefix. It never removes a version (a
     // loaded version may read its files again); prune() does, keeping what it is told to keep.
-    const alphaDir = await repo.localize('alpha', [1, 2], cache);
+    const alphaDir = await repo.localize('alpha', [1, 2]);
     expect((await readdir(alphaDir)).filter((n) => !n.startsWith('.')).sort()).toEqual(['1', '2', 'config.pbtxt']);
-    await repo.localize('alpha', [2], cache);
+    await repo.localize('alpha', [2]);
     expect((await readdir(alphaDir)).filter((n) => !n.startsWith('.')).sort()).toEqual(['1', '2', 'config.pbtxt']);
-    await repo.prune('alpha', [2], cache);
+    await repo.prune('alpha', [2]);
     expect((await readdir(alphaDir)).filter((n) => !n.startsWith('.')).sort()).toEqual(['2', 'config.pbtxt']);
 
-    await expect(repo.localize('alpha', [7], cache)).rejects.toThrow(/has no version 7/);
-    await expect(repo.localize('nope', [1], cache)).rejects.toBeInstanceOf(RepositoryError);
+    await expect(repo.localize('alpha', [7])).rejects.toThrow(/has no version 7/);
+    await expect(repo.localize('nope', [1])).rejects.toBeInstanceOf(RepositoryError);
   });
 
   it('never shows a partial version folder while it downloads', async () => {
-    const { repo } = repository();
     const cache = join(dir, 'cache-watch');
+    const { repo } = repository({ cacheDir: cache });
     const versionDir = join(cache, 'beta', '1');
     const seen: number[][] = [];
     let done = false;
@@ -233,27 +233,30 @@ describe('S3Repository against s3rver', () => {
         await new Promise((r) => setImmediate(r));
       }
     })();
-    await repo.localize('beta', [1], cache);
+    await repo.localize('beta', [1]);
     done = true;
     await watcher;
     for (const sizes of seen) expect(sizes).toEqual([3000, 200_000]);
   });
 
   it('refuses bytes that do not match the listed MD5 ETag or size, and leaves no version folder', async () => {
-    const { repo } = repository({ downloadAttempts: 2 });
     const cache = join(dir, 'cache-corrupt');
+    const { repo, lines } = repository({ cacheDir: cache, downloadAttempts: 2 });
     await put('delta/config.pbtxt', 'name: "delta"\n');
     await put('delta/1/model.onnx', bytesOf(5, 4000));
     await put('delta/1/weights.bin', bytesOf(6, 4000));
     await put('delta/2/model.onnx', bytesOf(7, 4000));
-    await repo.localize('delta', [1], cache);
+    await repo.localize('delta', [1]);
 
     // Storage corruption: the object's bytes change on s3rver's disk, same size, while the
     // ETag it serves (its stored MD5) stays the one of the original upload.
     const stored = join(s3dir, BUCKET, 'prod', 'delta', '2', 'model.onnx._S3rver_object');
     expect(existsSync(stored)).toBe(true);
     await writeFile(stored, bytesOf(99, 4000));
-    await expect(repo.localize('delta', [1, 2], cache)).rejects.toThrow(/MD5 of the received bytes is .*, the ETag says/);
+    await expect(repo.localize('delta', [1, 2])).rejects.toThrow(/MD5 of the received bytes is .*, the ETag says/);
+    // Each file is tried downloadAttempts times through the backoff helper, saying why it waits.
+    const retries = lines.filter((l) => l.level === 40 && /delta\/2\/model\.onnx/.test(l.msg));
+    expect(retries.map((l) => l.msg)).toEqual([expect.stringMatching(/^download failed, retrying in [0-9.]+s \(downloading s3:\/\/models\/prod\/delta\/2\/model\.onnx: .*MD5/)]);
     expect(existsSync(join(cache, 'delta', '2'))).toBe(false);
     // The version already cached stays whole; no staging or temp files are left behind.
     expect((await readFile(join(cache, 'delta', '1', 'weights.bin'))).equals(bytesOf(6, 4000))).toBe(true);
@@ -265,26 +268,38 @@ describe('S3Repository against s3rver', () => {
     await put('delta/3/b.bin', bytesOf(9, 4000));
     const listing = (await repo.list()).models.find((m) => m.name === 'delta')!;
     await truncate(join(s3dir, BUCKET, 'prod', 'delta', '3', 'b.bin._S3rver_object'), 1000);
-    await expect(repo.localize('delta', [3], cache, { listing })).rejects.toThrow(/received 1000 bytes, the listing says 4000/);
+    await expect(repo.localize('delta', [3], { listing })).rejects.toThrow(/received 1000 bytes, the listing says 4000/);
     expect(existsSync(join(cache, 'delta', '3'))).toBe(false);
   });
 
-  it('createRepositorySource gives the same interface for S3 and a local folder', async () => {
-    const { logger } = captureLogger();
-    const s3 = createRepositorySource(location.url, { logger, cacheDir: join(dir, 'cache-factory'), s3: { credentials: CREDENTIALS } });
-    expect(s3.kind).toBe('s3');
-    const snapshot = await s3.list();
-    const alpha = snapshot.models.find((m) => m.name === 'alpha')!;
-    expect(await s3.readConfigText('alpha', alpha)).toContain('name: "alpha"');
-    expect(await s3.readConfigText('missing')).toBeUndefined();
-    const localDir = await s3.localize('alpha', [1], undefined, { listing: alpha });
-    expect(localDir).toBe(join(dir, 'cache-factory', 'alpha'));
+  it('reads config.pbtxt alone, or says there is none', async () => {
+    const { repo } = repository();
+    const alpha = (await repo.list()).models.find((m) => m.name === 'alpha')!;
+    expect(await repo.readConfigText('alpha', alpha)).toContain('name: "alpha"');
+    expect(await repo.readConfigText('missing')).toBeUndefined();
+  });
 
-    const local = createRepositorySource(join(dir, 'cache-factory'), { logger });
+  it('createModelSource gives the same interface for S3 and a local folder', async () => {
+    const { logger } = captureLogger();
+    const cache = join(dir, 'cache-factory');
+    const s3 = createModelSource(location.url, { logger, cacheDir: cache, s3: { credentials: CREDENTIALS } });
+    expect(s3.kind).toBe('s3');
+    expect((await s3.list()).models.map((m) => m.name)).toEqual(['alpha', 'beta', 'delta']);
+    const alpha = (await s3.listModels()).find((m) => m.name === 'alpha')!;
+    // Localizing downloads what the model's policy selects (latest 1 of versions 1 and 2).
+    const folder = await alpha.localize();
+    expect(folder).toMatchObject({ name: 'alpha', dir: join(cache, 'alpha'), versions: [2] });
+    expect(folder.configText).toContain('name: "alpha"');
+
+    const local = createModelSource(cache, { logger });
     expect(local.kind).toBe('local');
     const localSnapshot = await local.list();
-    expect(localSnapshot.models.map((m) => [m.name, m.versions.map((v) => v.version)])).toEqual([['alpha', [1]]]);
-    expect(await local.localize('alpha', [1])).toBe(localDir);
+    expect(localSnapshot.models.map((m) => [m.name, m.versions.map((v) => v.version)])).toEqual([['alpha', [2]]]);
+    const [localAlpha] = await local.listModels();
+    expect(await localAlpha!.localize()).toMatchObject({ name: 'alpha', dir: folder.dir, versions: [2] });
+    // A local repository is the user's own folder: prune never removes anything from it.
+    await localAlpha!.prune([]);
+    expect(await readdir(join(cache, 'alpha'))).toContain('2');
   });
 });
 
@@ -294,7 +309,7 @@ describe('withBackoff', () => {
     const port = await freePort();
     const { logger, lines } = captureLogger();
     const location = parseRepositoryLocation(`s3://127.0.0.1:${port}/${BUCKET}/prod`) as S3RepositoryLocation;
-    const repo = new S3Repository(location, {
+    const repo = new S3ModelSource(location, {
       logger, cacheDir: dir, clientOptions: { credentials: CREDENTIALS, maxAttempts: 1 },
     });
     let server: S3rver | undefined;
@@ -322,7 +337,7 @@ describe('withBackoff', () => {
     const { server, port } = await startS3rver(dir);
     const { logger, lines } = captureLogger();
     const location = parseRepositoryLocation(`s3://127.0.0.1:${port}/no-such-bucket`) as S3RepositoryLocation;
-    const repo = new S3Repository(location, { logger, cacheDir: dir, clientOptions: { credentials: CREDENTIALS } });
+    const repo = new S3ModelSource(location, { logger, cacheDir: dir, clientOptions: { credentials: CREDENTIALS } });
     try {
       await expect(withBackoff(() => repo.list(), { logger, what: 'listing', initialDelayMs: 10 })).rejects.toThrow(/bucket/i);
       expect(lines.filter((l) => l.level === 40)).toEqual([]);

@@ -12,7 +12,7 @@ import { parseTraceConfigFlags } from './trace/trace-settings.ts';
 import { Tracer } from './trace/tracer.ts';
 import { ModelManager } from './models/model-manager.ts';
 import { resolveServerOptions, type ServerOptions } from './options/index.ts';
-import { modelSourceFor } from './repository/model-source.ts';
+import { createModelSource } from './repository/create-model-source.ts';
 import type { InferenceService } from './core/types.ts';
 import { createGrpcFrontend } from './grpc/server.ts';
 import { createHttpFrontend } from './http/http-frontend.ts';
@@ -61,7 +61,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
   const metrics = new ServerMetrics();
   const memoryBudgetBytes = resolveMemoryBudgetBytes(options.memoryLimit);
   const memory = new MemoryGuard(memoryBudgetBytes, metrics);
-  const models = new ModelManager(options.modelRepositories.map((location) => modelSourceFor(location, { logger })), {
+  const models = new ModelManager(options.modelRepositories.map((location) => createModelSource(location, { logger })), {
     controlMode: options.modelControlMode,
     startupModels: options.loadModels,
     maxLoadFileBytes: options.modelLoadFilesMaxBytes,

@@ -9,7 +9,12 @@ const listed = (name: string): ListedModel => ({
   localize: () => Promise.reject(new Error('not used')),
   prune: async () => undefined,
 });
-const source = (location: string, names: string[]): ModelSource => ({ location, listModels: async () => names.map(listed) });
+const source = (location: string, names: string[]): ModelSource => ({
+  kind: 'local',
+  location,
+  listModels: async () => names.map(listed),
+  list: () => Promise.reject(new Error('not used')),
+});
 const version = (modelName: string, v: string) => ({ modelName, version: v, config: { name: modelName } }) as unknown as LoadedVersion;
 
 describe('RepositoryScan', () => {

@@ -6,12 +6,13 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { Logger } from 'pino';
-import { LocalRepository } from '../repository/local-repository.ts';
+import { LocalModelSource } from '../repository/local-model-source.ts';
+import type { ModelSource } from '../repository/model-source.ts';
 import { ProgressLog } from '../repository/progress.ts';
-import { RepositoryError, type RepositorySource } from '../repository/repository-source.ts';
+import { RepositoryError } from '../repository/repository-error.ts';
 import { parseRepositoryLocation, type RepositoryLocation, type S3RepositoryLocation } from '../repository/repository-url.ts';
 import { createS3Client, type S3ClientOptions } from '../repository/s3-client.ts';
-import { S3Repository } from '../repository/s3-repository.ts';
+import { S3ModelSource } from '../repository/s3-model-source.ts';
 import { etagIsContentMd5, unquoteEtag } from '../repository/snapshot.ts';
 
 /** config.pbtxt as stored, with the token that a conditional rewrite checks. */
@@ -26,7 +27,7 @@ export interface StoredConfig {
  * upload of a new version that becomes visible only whole.
  */
 export interface RepositoryStore {
-  readonly source: RepositorySource;
+  readonly source: ModelSource;
   readonly location: string;
   readConfig(model: string): Promise<StoredConfig | undefined>;
   /**
@@ -80,9 +81,9 @@ function progressStream(progress: ProgressLog): Transform {
 }
 
 class LocalStore implements RepositoryStore {
-  readonly source: LocalRepository;
+  readonly source: LocalModelSource;
   constructor(readonly location: string) {
-    this.source = new LocalRepository(location);
+    this.source = new LocalModelSource(location);
   }
 
   async readConfig(model: string): Promise<StoredConfig | undefined> {
@@ -131,13 +132,13 @@ class LocalStore implements RepositoryStore {
 }
 
 class S3Store implements RepositoryStore {
-  readonly source: S3Repository;
+  readonly source: S3ModelSource;
   readonly location: string;
   private readonly client: S3Client;
   constructor(private readonly target: S3RepositoryLocation, options: RepositoryStoreOptions) {
     this.client = options.s3Client ?? createS3Client(target, options.s3);
     this.location = target.url;
-    this.source = new S3Repository(target, { logger: options.logger, cacheDir: '', client: this.client });
+    this.source = new S3ModelSource(target, { logger: options.logger, cacheDir: '', client: this.client });
   }
 
   private key(model: string, rest: string): string {

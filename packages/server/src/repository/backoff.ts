@@ -4,6 +4,8 @@ export interface BackoffOptions {
   readonly logger: Logger;
   /** What is being attempted, for the logs: 'listing s3://models/prod/'. */
   readonly what: string;
+  /** What each retry's warning says went wrong. @default 'S3 unreachable' */
+  readonly failure?: string;
   /** @default 1000 */
   readonly initialDelayMs?: number;
   /** @default 30000 */
@@ -53,11 +55,11 @@ export function backoffDelayMs(attempt: number, initialDelayMs: number, maxDelay
  * Runs `fn` until it succeeds, waiting with capped exponential backoff after each transient
  * failure and logging `S3 unreachable, retrying in Ns` (warn) each time, and one info line
  * when it finally succeeds after failures. For start-up: the server is live while this
- * waits, and becomes ready once it returns.
+ * waits, and becomes ready once it returns. Downloads retry a file through it too.
  */
 export async function withBackoff<T>(fn: () => Promise<T>, options: BackoffOptions): Promise<T> {
   const {
-    logger, what, initialDelayMs = 1000, maxDelayMs = 30_000, maxAttempts = Number.POSITIVE_INFINITY,
+    logger, what, failure = 'S3 unreachable', initialDelayMs = 1000, maxDelayMs = 30_000, maxAttempts = Number.POSITIVE_INFINITY,
     isRetryable = isTransientS3Error, signal,
   } = options;
   for (let attempt = 1; ; attempt++) {
@@ -72,7 +74,7 @@ export async function withBackoff<T>(fn: () => Promise<T>, options: BackoffOptio
       const seconds = Math.round(delayMs / 100) / 10;
       logger.warn(
         { what, attempt, retryInMs: delayMs, err: describeError(error) },
-        `S3 unreachable, retrying in ${seconds}s (${what}: ${describeError(error)})`,
+        `${failure}, retrying in ${seconds}s (${what}: ${describeError(error)})`,
       );
       await sleep(delayMs, signal);
     }

@@ -1,6 +1,7 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join, resolve, sep } from 'node:path';
 import { Errors } from '../errors/errors.ts';
+import { RepositoryError } from './repository-error.ts';
 
 /** A model as it sits in a Triton-layout repository: `<repo>/<model>/config.pbtxt`, `<repo>/<model>/<version>/`. */
 export interface ModelFolder {
@@ -11,6 +12,13 @@ export interface ModelFolder {
   readonly configPath: string;
   /** Numeric version subfolders, ascending. */
   readonly versions: readonly number[];
+}
+
+/** Refuses a model name that is not one folder of a repository (a cache folder is named after it). */
+export function checkModelName(name: string): void {
+  if (name === '' || name.includes('/') || name === '.' || name === '..' || name.startsWith('.')) {
+    throw new RepositoryError('INVALID', `'${name}' is not a model name`);
+  }
 }
 
 /** A version folder's name: digits that make a safe integer (Triton's `<model>/<version>/`). */
@@ -40,13 +48,6 @@ export function fileInModelFolder(under: string, relative: string, what: string)
     throw Errors.invalidArg(`${what} '${relative}' must name a file inside ${under}`);
   }
   return path;
-}
-
-/** Lists the model folders of a local repository (hidden entries are ignored). */
-export async function scanRepository(root: string): Promise<ModelFolder[]> {
-  const entries = await readdir(root, { withFileTypes: true });
-  const names = entries.filter((e) => e.isDirectory() && !e.name.startsWith('.')).map((e) => e.name).sort();
-  return Promise.all(names.map((name) => readModelFolder(join(root, name), name)));
 }
 
 export async function readModelFolder(dir: string, name: string): Promise<ModelFolder> {

@@ -1,12 +1,5 @@
-import { readdir } from 'node:fs/promises';
-import { join } from 'node:path';
-import { parseModelConfig } from '../config/index.ts';
-import { readModelFolder, type ModelFolder } from './model-folder.ts';
-import { createRepositorySource, type RepositorySourceOptions } from './create-repository-source.ts';
-import type { RepositorySource } from './repository-source.ts';
-import { parseRepositoryLocation } from './repository-url.ts';
-import type { ModelListing } from './snapshot.ts';
-import { selectVersions } from './version-policy.ts';
+import type { ModelFolder } from './model-folder.ts';
+import type { RepositorySnapshot } from './snapshot.ts';
 
 /**
  * A model folder one look at a repository found, before anything of it is downloaded: the
@@ -21,71 +14,19 @@ export interface ListedModel {
   prune(keep: readonly number[]): Promise<void>;
 }
 
-/** Where models come from, as the model manager sees it. */
-export interface ModelSource {
-  readonly location: string;
-  /** One look at the repository (S3: one ListObjectsV2 pass): its model folders, nothing downloaded. */
-  listModels(): Promise<ListedModel[]>;
-}
-
-export function folderSource(root: string): ModelSource {
-  return {
-    location: root,
-    async listModels() {
-      const entries = await readdir(root, { withFileTypes: true });
-      return entries
-        .filter((e) => e.isDirectory() && !e.name.startsWith('.'))
-        .map((e) => e.name)
-        .sort()
-        .map((name) => ({ name, localize: () => readModelFolder(join(root, name), name), prune: async () => undefined }));
-    },
-  };
-}
-
-/** A source for any repository location the CLI accepts: a folder, or s3://... */
-export function modelSourceFor(location: string, options: RepositorySourceOptions): ModelSource {
-  const parsed = parseRepositoryLocation(location);
-  if (parsed.kind === 'local') return folderSource(parsed.path);
-  return remoteModelSource(createRepositorySource(parsed, options));
-}
-
 /**
- * One listing per look; localizing a model first brings its model-level files (config.pbtxt,
- * labels) up to date in the cache, reads the version policy from there, then downloads only
- * the selected versions' files whose key, size or ETag changed. config.pbtxt is fetched once
- * per change.
+ * Where models come from, the same way for a local folder (local-model-source.ts) and an S3
+ * prefix (s3-model-source.ts); create-model-source.ts picks one for a location.
  */
-export function remoteModelSource(source: RepositorySource): ModelSource {
-  return {
-    location: source.location,
-    async listModels() {
-      const snapshot = await source.list();
-      return snapshot.models.map((listing) => ({
-        name: listing.name,
-        localize: () => localizeSelected(source, listing),
-        prune: (keep: readonly number[]) => source.prune(listing.name, keep),
-      }));
-    },
-  };
-}
-
-async function localizeSelected(source: RepositorySource, listing: ModelListing): Promise<ModelFolder> {
-  const dir = await source.localize(listing.name, [], undefined, { listing });
-  const modelLevel = await readModelFolder(dir, listing.name);
-  const present = listing.versions.map((v) => v.version);
-  const selected = selectForDownload(modelLevel.configText, present, listing.name);
-  await source.localize(listing.name, selected, undefined, { listing });
-  // The cache may still hold versions that loaded versions read; the repository offers only these.
-  return { ...(await readModelFolder(dir, listing.name)), versions: selected };
-}
-
-/** The versions worth downloading: those the model's own policy selects (latest 1 if it cannot be read). */
-function selectForDownload(configText: string | undefined, present: number[], model: string): number[] {
-  if (configText === undefined) return selectVersions(present, undefined);
-  try {
-    return selectVersions(present, parseModelConfig(configText, `${model}/config.pbtxt`).version_policy);
-  } catch {
-    // The manager reports the config error; meanwhile download what a default policy would serve.
-    return selectVersions(present, undefined);
-  }
+export interface ModelSource {
+  readonly kind: 'local' | 's3';
+  /** The location as given (for logs, the repository index, errors). */
+  readonly location: string;
+  /** One look at the repository's model folders, nothing downloaded (S3: one ListObjectsV2 pass). */
+  listModels(): Promise<ListedModel[]>;
+  /**
+   * One look at every file of the repository, with sizes and fingerprints (keys, sizes and
+   * ETags; a local file's mtime stands in for an ETag): what promotion reads versions from.
+   */
+  list(): Promise<RepositorySnapshot>;
 }

@@ -38,3 +38,15 @@ export function createS3Client(location: S3RepositoryLocation, options: S3Client
     responseChecksumValidation: 'WHEN_REQUIRED',
   });
 }
+
+/** S3 answered that the object (or bucket) does not exist. */
+export function isNotFound(error: unknown): boolean {
+  const e = error as { name?: string; $metadata?: { httpStatusCode?: number } };
+  return e?.name === 'NoSuchKey' || e?.name === 'NotFound' || e?.$metadata?.httpStatusCode === 404;
+}
+
+/** S3 refused a conditional request: the object is no longer the one named by If-Match. */
+export function isPreconditionFailed(error: unknown): boolean {
+  const e = error as { name?: string; $metadata?: { httpStatusCode?: number } };
+  return e?.name === 'PreconditionFailed' || e?.$metadata?.httpStatusCode === 412;
+}

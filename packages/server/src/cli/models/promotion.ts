@@ -1,6 +1,6 @@
 import { userInfo } from 'node:os';
 import type { Logger } from 'pino';
-import { RepositoryError } from '../../repository/repository-source.ts';
+import { RepositoryError } from '../../repository/repository-error.ts';
 import {
   readConfigWithHistory, rollbackTarget, servingVersions, writeConfigWithHistory,
   type ConfigWithHistory, type PromotionRecord,

@@ -3,13 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { Logger } from 'pino';
-import { LocalRepository } from './local-repository.ts';
-import type { RepositorySource } from './repository-source.ts';
+import { LocalModelSource } from './local-model-source.ts';
+import type { ModelSource } from './model-source.ts';
 import { parseRepositoryLocation, type RepositoryLocation } from './repository-url.ts';
 import type { S3ClientOptions } from './s3-client.ts';
-import { S3Repository } from './s3-repository.ts';
+import { S3ModelSource } from './s3-model-source.ts';
 
-export interface RepositorySourceOptions {
+export interface ModelSourceOptions {
   readonly logger: Logger;
   /** Local cache of remote repositories. @default - `<tmpdir>/batchwise-cache/<hash of the location>` */
   readonly cacheDir?: string;
@@ -25,13 +25,13 @@ export function defaultCacheDir(repositoryUrl: string): string {
   return join(tmpdir(), 'batchwise-cache', createHash('sha256').update(repositoryUrl).digest('hex').slice(0, 16));
 }
 
-export function createRepositorySource(location: string | RepositoryLocation, options: RepositorySourceOptions): RepositorySource {
+/** A source for any repository location the CLI accepts: a folder, or s3://... */
+export function createModelSource(location: string | RepositoryLocation, options: ModelSourceOptions): ModelSource {
   const parsed = typeof location === 'string' ? parseRepositoryLocation(location) : location;
-  if (parsed.kind === 'local') return new LocalRepository(parsed.path);
-  const cacheDir = options.cacheDir ?? defaultCacheDir(parsed.url);
-  return new S3Repository(parsed, {
+  if (parsed.kind === 'local') return new LocalModelSource(parsed.path);
+  return new S3ModelSource(parsed, {
     logger: options.logger,
-    cacheDir,
+    cacheDir: options.cacheDir ?? defaultCacheDir(parsed.url),
     ...(options.concurrency !== undefined && { concurrency: options.concurrency }),
     ...(options.s3 !== undefined && { clientOptions: options.s3 }),
     ...(options.s3Client !== undefined && { client: options.s3Client }),
