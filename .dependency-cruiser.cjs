@@ -72,6 +72,20 @@ module.exports = {
       from: { path: '^packages/[^/]+/src/', pathNot: '\\.test\\.ts$' },
       to: { path: ['\\.test\\.ts$', '^packages/[^/]+/test-support/', '^test/', '^bench/'] },
     },
+    {
+      name: 'protocol-package-is-a-leaf',
+      comment: '@batchwise/protocol (packages/protocol) holds what server and client share: it imports neither of them, nor any other workspace package.',
+      severity: 'error',
+      from: { path: '^packages/protocol/' },
+      to: { path: '^(packages/(?!protocol/)|infra/|bench/|test/)' },
+    },
+    {
+      name: 'client-not-server',
+      comment: 'The client shares the wire through @batchwise/protocol, never by reaching into the server package.',
+      severity: 'error',
+      from: { path: '^packages/client/' },
+      to: { path: '^packages/server/' },
+    },
     ...layerRules,
   ],
   options: {
