@@ -74,7 +74,8 @@ module.exports = {
     },
     {
       name: 'protocol-package-is-a-leaf',
-      comment: '@batchwise/protocol (packages/protocol) holds what server and client share: it imports neither of them, nor any other workspace package.',
+      comment:
+        '@batchwise/protocol (packages/protocol) holds what server and client share: it imports neither of them, nor any other workspace package.',
       severity: 'error',
       from: { path: '^packages/protocol/' },
       to: { path: '^(packages/(?!protocol/)|infra/|bench/|test/)' },

@@ -107,7 +107,17 @@ it('refuses to start with a malformed restriction rather than leaving the API op
 });
 
 describe('every restricted group, table-driven', () => {
-  const GROUPS = ['health', 'metadata', 'inference', 'shared-memory', 'model-config', 'model-repository', 'statistics', 'trace', 'logging'] as const;
+  const GROUPS = [
+    'health',
+    'metadata',
+    'inference',
+    'shared-memory',
+    'model-config',
+    'model-repository',
+    'statistics',
+    'trace',
+    'logging',
+  ] as const;
   type Group = (typeof GROUPS)[number];
   const header = (group: Group) => `${group}-key`;
   const secret = (group: Group) => `${group}-secret`;
@@ -121,7 +131,14 @@ describe('every restricted group, table-driven', () => {
       httpRestrictedApi: specs,
       grpcRestrictedProtocol: specs,
     });
-    const definition = loadSync(['grpc_service.proto'], { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true, includeDirs: [DEFAULT_PROTO_DIR] });
+    const definition = loadSync(['grpc_service.proto'], {
+      keepCase: true,
+      longs: Number,
+      enums: String,
+      defaults: true,
+      oneofs: true,
+      includeDirs: [DEFAULT_PROTO_DIR],
+    });
     const root = loadPackageDefinition(definition) as any;
     grpc = new root.inference.GRPCInferenceService(`127.0.0.1:${server.grpcPort}`, credentials.createInsecure());
   });
@@ -165,7 +182,11 @@ describe('every restricted group, table-driven', () => {
   const keys = (group: Group): [string, Record<string, string>, boolean][] => [
     ['right key', { [header(group)]: secret(group) }, true],
     ['wrong key', { [header(group)]: `${secret(group)}x` }, false],
-    ["another group's key", { [header(group === 'health' ? 'metadata' : 'health')]: secret(group === 'health' ? 'metadata' : 'health') }, false],
+    [
+      "another group's key",
+      { [header(group === 'health' ? 'metadata' : 'health')]: secret(group === 'health' ? 'metadata' : 'health') },
+      false,
+    ],
     ['no key', {}, false],
   ];
 
@@ -208,7 +229,11 @@ describe('the model-repository key injected from the environment (BATCHWISE_MODE
     const server = await startChildServer(['--model-repository', EXAMPLES], { BATCHWISE_MODEL_REPOSITORY_KEY: 'from-secrets-manager' });
     try {
       const index = (headers: Record<string, string>) =>
-        fetch(`${server.url}/v2/repository/index`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: '{}' });
+        fetch(`${server.url}/v2/repository/index`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers },
+          body: '{}',
+        });
       expect((await index({ 'batchwise-key': 'from-secrets-manager' })).status).toBe(200);
       expect((await index({ 'batchwise-key': 'wrong' })).status).toBe(403);
       const refused = await index({});

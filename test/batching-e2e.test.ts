@@ -27,12 +27,19 @@ input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 dynamic_batching { max_queue_delay_microseconds: 20000 }`,
       },
-      { name: 'bounded', model: slowModel({ repeats: 2000, width: WIDTH }), config: SLOW('bounded', 'dynamic_batching { default_queue_policy { max_queue_size: 2 } }') },
+      {
+        name: 'bounded',
+        model: slowModel({ repeats: 2000, width: WIDTH }),
+        config: SLOW('bounded', 'dynamic_batching { default_queue_policy { max_queue_size: 2 } }'),
+      },
       {
         name: 'deadline',
         model: slowModel({ repeats: 60000, width: WIDTH }),
         // A request may only shorten the default timeout (Triton), so the default is long and the request asks for 100 ms.
-        config: SLOW('deadline', 'dynamic_batching { default_queue_policy { allow_timeout_override: true default_timeout_microseconds: 60000000 } }'),
+        config: SLOW(
+          'deadline',
+          'dynamic_batching { default_queue_policy { allow_timeout_override: true default_timeout_microseconds: 60000000 } }',
+        ),
       },
     ]);
     remove = repo.remove;
@@ -47,7 +54,9 @@ dynamic_batching { max_queue_delay_microseconds: 20000 }`,
   const metricReader = async (model: string) => {
     const lines = (await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text()).split('\n');
     return (name: string, extraLabels = '') => {
-      const prefix = name.endsWith('_bucket') ? `${name}{${extraLabels}model="${model}",version="1"} ` : `${name}{model="${model}",version="1"${extraLabels}} `;
+      const prefix = name.endsWith('_bucket')
+        ? `${name}{${extraLabels}model="${model}",version="1"} `
+        : `${name}{model="${model}",version="1"${extraLabels}} `;
       const line = lines.find((l) => l.startsWith(prefix));
       return line === undefined ? undefined : Number(line.slice(prefix.length));
     };
@@ -56,7 +65,14 @@ dynamic_batching { max_queue_delay_microseconds: 20000 }`,
   const send = (model: string, values: number[], parameters: Record<string, unknown> = {}) =>
     postJson(`${server.url}/v2/models/${model}/infer`, {
       parameters,
-      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [values.length / (model === 'batched' ? 4 : WIDTH), model === 'batched' ? 4 : WIDTH], data: values }],
+      inputs: [
+        {
+          name: 'INPUT0',
+          datatype: 'FP32',
+          shape: [values.length / (model === 'batched' ? 4 : WIDTH), model === 'batched' ? 4 : WIDTH],
+          data: values,
+        },
+      ],
     });
 
   it('forms batches from concurrent requests and gives each request its own rows', async () => {
@@ -77,7 +93,9 @@ dynamic_batching { max_queue_delay_microseconds: 20000 }`,
     expect(value('batchwise_inference_batch_size_count')).toBe(stats.execution_count);
     expect(value('batchwise_inference_batch_size_sum')).toBe(24);
     expect(value('batchwise_inference_batch_size_bucket', 'le="32",')).toBe(stats.execution_count);
-    expect(value('batchwise_inference_batch_size_bucket', 'le="1",')).toBe(stats.batch_stats.find((b: any) => b.batch_size === 1)?.compute_infer.count ?? 0);
+    expect(value('batchwise_inference_batch_size_bucket', 'le="1",')).toBe(
+      stats.batch_stats.find((b: any) => b.batch_size === 1)?.compute_infer.count ?? 0,
+    );
   });
 
   it('refuses at once with 503 when the queue is full', async () => {

@@ -41,12 +41,8 @@ dynamic_batching { priority_levels: 2 default_priority_level: 2 }`,
     postJson(`${server.url}/v2/models/${model}/infer`, { parameters, inputs: [{ name: 'INPUT0', ...input }] });
 
   it('batches BYTES requests of equal shape and gives each its own strings; other shapes go in their own batches', async () => {
-    const requests = Array.from({ length: 20 }, (_, i) =>
-      i % 5 === 4 ? [`odd-${i}`, 'x'.repeat(i), ''] : [`r${i}`, 'é'.repeat(i % 3)],
-    );
-    const responses = await Promise.all(
-      requests.map((data) => infer('text', { datatype: 'BYTES', shape: [1, data.length], data })),
-    );
+    const requests = Array.from({ length: 20 }, (_, i) => (i % 5 === 4 ? [`odd-${i}`, 'x'.repeat(i), ''] : [`r${i}`, 'é'.repeat(i % 3)]));
+    const responses = await Promise.all(requests.map((data) => infer('text', { datatype: 'BYTES', shape: [1, data.length], data })));
     responses.forEach((r, i) => {
       expect(r.status).toBe(200);
       expect(r.json.outputs[0].shape).toEqual([1, requests[i]!.length]);

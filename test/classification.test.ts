@@ -29,7 +29,7 @@ const bytesOf = (view: ArrayBufferView) => Buffer.from(view.buffer, view.byteOff
 /** The KServe binary BYTES serialization: 4-byte little-endian length, then the bytes. */
 function bytesElements(data: Buffer): string[] {
   const out: string[] = [];
-  for (let at = 0; at < data.length; ) {
+  for (let at = 0; at < data.length;) {
     const length = data.readUInt32LE(at);
     out.push(data.subarray(at + 4, at + 4 + length).toString());
     at += 4 + length;
@@ -70,7 +70,10 @@ describe('classification extension', () => {
   it('HTTP binary, as the Python client sends it (binary_data true), and k clamped to the classes', async () => {
     const response = await postBinary(
       `${server.url}/v2/models/classifier/infer`,
-      { inputs: [{ ...input, data: undefined, parameters: { binary_data_size: 40 } }], outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true, classification: 9 } }] },
+      {
+        inputs: [{ ...input, data: undefined, parameters: { binary_data_size: 40 } }],
+        outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true, classification: 9 } }],
+      },
       [bytesOf(Float32Array.from(SCORES.flat()))],
     );
     expect(response.status).toBe(200);
@@ -81,8 +84,14 @@ describe('classification extension', () => {
   });
 
   it('refuses a count that is not a positive integer, and the server keeps serving', async () => {
-    const bad = await postJson(`${server.url}/v2/models/classifier/infer`, { inputs: [input], outputs: [{ name: 'OUTPUT0', parameters: { classification: 0 } }] });
-    expect(bad).toMatchObject({ status: 400, json: { error: expect.stringContaining("classification of output 'OUTPUT0' must be a positive integer") } });
+    const bad = await postJson(`${server.url}/v2/models/classifier/infer`, {
+      inputs: [input],
+      outputs: [{ name: 'OUTPUT0', parameters: { classification: 0 } }],
+    });
+    expect(bad).toMatchObject({
+      status: 400,
+      json: { error: expect.stringContaining("classification of output 'OUTPUT0' must be a positive integer") },
+    });
     const plain = await postJson(`${server.url}/v2/models/classifier/infer`, { inputs: [input] });
     expect(plain.json.outputs[0].data[1]).toBeCloseTo(0.6);
   });
@@ -90,7 +99,10 @@ describe('classification extension', () => {
   it('a label_filename outside the model folder fails that model only', async () => {
     const index = await postJson(`${server.url}/v2/repository/index`, {});
     const entry = index.json.find((m: { name: string }) => m.name === 'escaping_labels');
-    expect(entry).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringContaining("label_filename of output 'OUTPUT0' '../labels.txt' must name a file inside") });
+    expect(entry).toMatchObject({
+      state: 'UNAVAILABLE',
+      reason: expect.stringContaining("label_filename of output 'OUTPUT0' '../labels.txt' must name a file inside"),
+    });
     expect(index.json.find((m: { name: string }) => m.name === 'classifier')).toMatchObject({ state: 'READY' });
   });
 

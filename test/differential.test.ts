@@ -13,8 +13,17 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identity, onnxElemType, serializeModel, TENSOR_DATATYPES, type GraphBuilder, type TensorDatatype } from '@batchwise/modelgen';
 import {
-  carries, configText, differences, expectedRefusal, onnxModel, Reference, requestArbitrary, variableDims,
-  type DiffRequest, type ModelSpec, type TensorSpec,
+  carries,
+  configText,
+  differences,
+  expectedRefusal,
+  onnxModel,
+  Reference,
+  requestArbitrary,
+  variableDims,
+  type DiffRequest,
+  type ModelSpec,
+  type TensorSpec,
 } from './support/differential.ts';
 import { openTransports, type Transport, type TransportName } from './support/differential-transports.ts';
 import { getJson, serveModels, type ServedModels } from './support/server.ts';
@@ -28,8 +37,18 @@ const TIMEOUT_MS = 60_000 + RUNS * 1_000;
  * on the element's position), nor FP16 to FP32 (a signaling NaN may or may not come out quiet).
  */
 const CAST_TO: Partial<Record<TensorDatatype, TensorDatatype>> = {
-  BOOL: 'FP16', UINT8: 'BYTES', UINT16: 'INT32', UINT32: 'UINT64', UINT64: 'INT64', INT8: 'INT16',
-  INT16: 'FP32', INT32: 'INT64', INT64: 'BOOL', FP16: 'BOOL', FP32: 'FP64', FP64: 'FP32',
+  BOOL: 'FP16',
+  UINT8: 'BYTES',
+  UINT16: 'INT32',
+  UINT32: 'UINT64',
+  UINT64: 'INT64',
+  INT8: 'INT16',
+  INT16: 'FP32',
+  INT32: 'INT64',
+  INT64: 'BOOL',
+  FP16: 'BOOL',
+  FP32: 'FP64',
+  FP64: 'FP32',
 };
 
 /**
@@ -174,50 +193,66 @@ describe('the server answers as ONNX Runtime in-process does (differential)', ()
 
   it('covers every datatype, batching and not', () => {
     for (const batching of [true, false]) {
-      const covered = new Set(MODELS.filter((m) => (m.maxBatchSize > 0) === batching).flatMap((m) => m.inputs.map((t) => t.datatype)));
+      const covered = new Set(MODELS.filter((m) => m.maxBatchSize > 0 === batching).flatMap((m) => m.inputs.map((t) => t.datatype)));
       expect(TENSOR_DATATYPES.filter((dt) => !covered.has(dt))).toEqual([]);
     }
   });
 
   it('refuses BF16, which onnxruntime-node cannot run, with a 4xx naming it', async () => {
-    const request: DiffRequest = { model: 'bf16', inputs: [{ name: 'INPUT0', datatype: 'BF16', shape: [1, 2], data: Uint16Array.of(0x3f80, 0x4000) }] };
+    const request: DiffRequest = {
+      model: 'bf16',
+      inputs: [{ name: 'INPUT0', datatype: 'BF16', shape: [1, 2], data: Uint16Array.of(0x3f80, 0x4000) }],
+    };
     for (const transport of transports.all.filter((t) => t.wire.fp16)) {
-      expect(await transport.infer(request)).toEqual({ error: expect.objectContaining({ clientError: true, message: expect.stringMatching(/BF16/) }) });
+      expect(await transport.infer(request)).toEqual({
+        error: expect.objectContaining({ clientError: true, message: expect.stringMatching(/BF16/) }),
+      });
     }
   });
 
   const carrying = (spec: ModelSpec) => transports.all.filter((t) => carries(t.wire, spec));
 
   describe.each(MODELS.map((spec) => [spec.name, spec] as const))('%s', (_, spec) => {
-    it('answers requests sent one at a time, over each transport', async () => {
-      for (const transport of carrying(spec)) {
-        const requests = variableDims(spec).chain((dims) => requestArbitrary(spec, transport.wire, dims));
-        await fc.assert(fc.asyncProperty(requests, (request) => check(spec, transport, request)), { seed: SEED, numRuns: RUNS });
-      }
-    }, TIMEOUT_MS);
+    it(
+      'answers requests sent one at a time, over each transport',
+      async () => {
+        for (const transport of carrying(spec)) {
+          const requests = variableDims(spec).chain((dims) => requestArbitrary(spec, transport.wire, dims));
+          await fc.assert(
+            fc.asyncProperty(requests, (request) => check(spec, transport, request)),
+            { seed: SEED, numRuns: RUNS },
+          );
+        }
+      },
+      TIMEOUT_MS,
+    );
 
-    it('answers concurrent requests of one shape, over mixed transports, batched together', async () => {
-      const byName = new Map(carrying(spec).map((t) => [t.name, t]));
-      const names = [...byName.keys()];
-      const groups = variableDims(spec).chain((dims) =>
-        fc.array(
-          fc.constantFrom(...names).chain((name) => requestArbitrary(spec, byName.get(name)!.wire, dims).map((r) => [name, r] as const)),
-          { minLength: 2, maxLength: 6 },
-        ),
-      );
-      const before = await statistics(spec.name);
-      await fc.assert(
-        fc.asyncProperty(groups, async (group: readonly (readonly [TransportName, DiffRequest])[]) => {
-          await Promise.all(group.map(([name, request]) => check(spec, byName.get(name)!, request)));
-        }),
-        { seed: SEED, numRuns: RUNS },
-      );
-      const after = await statistics(spec.name);
-      if (spec.maxBatchSize > 0) {
-        // Fewer executions than successful requests: some batch held several requests.
-        expect(after.executions - before.executions).toBeLessThan(after.successes - before.successes);
-      }
-    }, TIMEOUT_MS);
+    it(
+      'answers concurrent requests of one shape, over mixed transports, batched together',
+      async () => {
+        const byName = new Map(carrying(spec).map((t) => [t.name, t]));
+        const names = [...byName.keys()];
+        const groups = variableDims(spec).chain((dims) =>
+          fc.array(
+            fc.constantFrom(...names).chain((name) => requestArbitrary(spec, byName.get(name)!.wire, dims).map((r) => [name, r] as const)),
+            { minLength: 2, maxLength: 6 },
+          ),
+        );
+        const before = await statistics(spec.name);
+        await fc.assert(
+          fc.asyncProperty(groups, async (group: readonly (readonly [TransportName, DiffRequest])[]) => {
+            await Promise.all(group.map(([name, request]) => check(spec, byName.get(name)!, request)));
+          }),
+          { seed: SEED, numRuns: RUNS },
+        );
+        const after = await statistics(spec.name);
+        if (spec.maxBatchSize > 0) {
+          // Fewer executions than successful requests: some batch held several requests.
+          expect(after.executions - before.executions).toBeLessThan(after.successes - before.successes);
+        }
+      },
+      TIMEOUT_MS,
+    );
   });
 
   async function statistics(model: string): Promise<{ executions: number; successes: number }> {

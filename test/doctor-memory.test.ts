@@ -13,11 +13,18 @@ describe('batchwise doctor against a running server', () => {
   afterAll(() => server.close());
 
   it("reports the server's budget, accounted bytes, baseline and resident memory, not its own", async () => {
-    const checks = await runDoctor({ expectGpu: false, amiFamily: 'al2023', json: false, serverMetrics: `http://127.0.0.1:${server.metricsPort}/metrics` });
+    const checks = await runDoctor({
+      expectGpu: false,
+      amiFamily: 'al2023',
+      json: false,
+      serverMetrics: `http://127.0.0.1:${server.metricsPort}/metrics`,
+    });
     const memory = checks.find((c) => c.name === 'memory-budget')!;
     expect(memory.ok).toBe(true);
     expect(memory.detail).toMatch(
-      new RegExp(`^server at http://127\\.0\\.0\\.1:${server.metricsPort}/metrics: budget ${3 * 1024 ** 3} bytes, resident \\d+, held by requests 0, baseline \\(process at rest \\+ models\\) \\d+$`),
+      new RegExp(
+        `^server at http://127\\.0\\.0\\.1:${server.metricsPort}/metrics: budget ${3 * 1024 ** 3} bytes, resident \\d+, held by requests 0, baseline \\(process at rest \\+ models\\) \\d+$`,
+      ),
     );
   });
 

@@ -80,7 +80,8 @@ describe('gRPC and HTTP clients agree on every datatype', () => {
   it('a stream answers many concurrent requests', async () => {
     const stream = grpc.streamInfer();
     const ids = Array.from({ length: 50 }, (_, i) => `r${i}`);
-    for (const id of ids) stream.write({ model: 'id_fp32', id, inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 1], data: [Number(id.slice(1))] }] });
+    for (const id of ids)
+      stream.write({ model: 'id_fp32', id, inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 1], data: [Number(id.slice(1))] }] });
     stream.end();
     const results: InferResult[] = [];
     for await (const answer of stream) if (answer.ok) results.push(answer.result);

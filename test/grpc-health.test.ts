@@ -11,7 +11,6 @@ import { startTestServer } from './support/server.ts';
 
 type AnyClient = Client & Record<string, Function>;
 
-
 /** A raw Health/Check that reports what an ALB sees: the gRPC status code and message. */
 function check(health: AnyClient, service: string): Promise<{ code: number; details: string; status?: string }> {
   return new Promise((resolve) =>
@@ -35,7 +34,10 @@ describe('grpc.health.v1 Check as an ALB gRPC health check sees it', () => {
     server = await startTestServer([repo.dir]);
     const definition = loadSync('health.proto', { keepCase: true, enums: String, defaults: true, includeDirs: [PROTO_DIR] });
     const root = loadPackageDefinition(definition) as any;
-    health = new (root.grpc.health.v1.Health as ServiceClientConstructor)(`127.0.0.1:${server.grpcPort}`, credentials.createInsecure()) as AnyClient;
+    health = new (root.grpc.health.v1.Health as ServiceClientConstructor)(
+      `127.0.0.1:${server.grpcPort}`,
+      credentials.createInsecure(),
+    ) as AnyClient;
     client = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
   });
   afterAll(async () => {
@@ -70,12 +72,18 @@ describe('grpc.health.v1 Check as an ALB gRPC health check sees it', () => {
     const repo = await makeRepository([{ name: 'good', model: identity('FP32', [4]) }]);
     const ready = await startTestServer([repo.dir]);
     const root = loadPackageDefinition(loadSync('health.proto', { keepCase: true, enums: String, includeDirs: [PROTO_DIR] })) as any;
-    const probe = new (root.grpc.health.v1.Health as ServiceClientConstructor)(`127.0.0.1:${ready.grpcPort}`, credentials.createInsecure()) as AnyClient;
+    const probe = new (root.grpc.health.v1.Health as ServiceClientConstructor)(
+      `127.0.0.1:${ready.grpcPort}`,
+      credentials.createInsecure(),
+    ) as AnyClient;
     try {
       expect(await check(probe, '')).toEqual({ code: status.OK, details: '', status: 'SERVING' });
       // The grace period keeps the frontends open while load balancers notice, as on SIGTERM.
       const closing = ready.close({ graceMs: 1_000 });
-      expect(await check(probe, '')).toEqual({ code: status.UNAVAILABLE, details: 'NOT_SERVING: the server is not ready (starting up or shutting down)' });
+      expect(await check(probe, '')).toEqual({
+        code: status.UNAVAILABLE,
+        details: 'NOT_SERVING: the server is not ready (starting up or shutting down)',
+      });
       await closing;
     } finally {
       probe.close();

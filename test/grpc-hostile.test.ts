@@ -1,5 +1,13 @@
 import { PROTO_DIR } from '@batchwise/protocol';
-import { credentials, loadPackageDefinition, Metadata, status, type Client, type ServiceClientConstructor, type ServiceError } from '@grpc/grpc-js';
+import {
+  credentials,
+  loadPackageDefinition,
+  Metadata,
+  status,
+  type Client,
+  type ServiceClientConstructor,
+  type ServiceError,
+} from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identity } from '@batchwise/modelgen';
@@ -25,7 +33,12 @@ describe('hostile input over gRPC: INVALID_ARGUMENT naming the problem, and the 
     remove = repo.remove;
     server = await startTestServer([EXAMPLES, repo.dir], { grpcMaxMessageBytes: 1024 * 1024 });
     const definition = loadSync(['grpc_service.proto', 'health.proto'], {
-      keepCase: true, longs: String, enums: String, defaults: true, oneofs: true, includeDirs: [PROTO_DIR],
+      keepCase: true,
+      longs: String,
+      enums: String,
+      defaults: true,
+      oneofs: true,
+      includeDirs: [PROTO_DIR],
     });
     const root = loadPackageDefinition(definition) as any;
     const address = `127.0.0.1:${server.grpcPort}`;
@@ -51,7 +64,10 @@ describe('hostile input over gRPC: INVALID_ARGUMENT naming the problem, and the 
     );
 
   const simple = (inputs: unknown[], raw: Buffer[], extra: Record<string, unknown> = {}) => ({
-    model_name: 'simple', inputs, raw_input_contents: raw, ...extra,
+    model_name: 'simple',
+    inputs,
+    raw_input_contents: raw,
+    ...extra,
   });
 
   const cases: [string, Record<string, unknown>, RegExp, number?][] = [
@@ -60,25 +76,47 @@ describe('hostile input over gRPC: INVALID_ARGUMENT naming the problem, and the 
     ['raw contents for only some inputs', simple(simpleInputs(), [i32(16)]), /raw_input_contents/],
     [
       'BYTES length prefixes that run past the end',
-      { model_name: 'id_bytes', inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: ['1', '2'] }], raw_input_contents: [Buffer.from([1, 0, 0, 0, 0x61, 9, 0, 0, 0])] },
+      {
+        model_name: 'id_bytes',
+        inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: ['1', '2'] }],
+        raw_input_contents: [Buffer.from([1, 0, 0, 0, 0x61, 9, 0, 0, 0])],
+      },
       /INPUT0/,
     ],
     ['a negative dimension', simple(simpleInputs({ shape: ['1', '-16'] }), [i32(16), i32(16)]), /INPUT1/],
     ['a huge dimension', simple(simpleInputs({ shape: ['1', '4503599627370496'] }), [i32(16), i32(16)]), /INPUT1/],
-    ['an element count whose byte size overflows', simple(simpleInputs({ shape: ['65536', '65536', '65536'] }), [i32(16), i32(16)]), /INPUT1/],
+    [
+      'an element count whose byte size overflows',
+      simple(simpleInputs({ shape: ['65536', '65536', '65536'] }), [i32(16), i32(16)]),
+      /INPUT1/,
+    ],
     ['an unknown datatype', simple(simpleInputs({ datatype: 'INT33' }), [i32(16), i32(16)]), /INT33/],
     [
       'FP16 in typed contents',
-      { model_name: 'simple', inputs: [{ name: 'INPUT0', datatype: 'FP16', shape: ['1', '16'], contents: { fp32_contents: new Array(16).fill(1) } }] },
+      {
+        model_name: 'simple',
+        inputs: [{ name: 'INPUT0', datatype: 'FP16', shape: ['1', '16'], contents: { fp32_contents: new Array(16).fill(1) } }],
+      },
       /FP16|INPUT0/,
     ],
     ['duplicate input names', simple([simpleInputs()[0], simpleInputs()[0]], [i32(16), i32(16)]), /INPUT0/],
-    ['duplicate output names', simple(simpleInputs(), [i32(16), i32(16)], { outputs: [{ name: 'OUTPUT0' }, { name: 'OUTPUT0' }] }), /OUTPUT0/],
-    ['an input the model does not have', simple([...simpleInputs(), { name: 'EXTRA', datatype: 'INT32', shape: ['1', '16'] }], [i32(16), i32(16), i32(16)]), /EXTRA/],
+    [
+      'duplicate output names',
+      simple(simpleInputs(), [i32(16), i32(16)], { outputs: [{ name: 'OUTPUT0' }, { name: 'OUTPUT0' }] }),
+      /OUTPUT0/,
+    ],
+    [
+      'an input the model does not have',
+      simple([...simpleInputs(), { name: 'EXTRA', datatype: 'INT32', shape: ['1', '16'] }], [i32(16), i32(16), i32(16)]),
+      /EXTRA/,
+    ],
     ['a missing input', simple([simpleInputs()[0]], [i32(16)]), /INPUT1/],
     [
       'a batch larger than max_batch_size',
-      simple(simpleInputs({ shape: ['9', '16'] }).map((i) => ({ ...i, shape: ['9', '16'] })), [i32(144), i32(144)]),
+      simple(
+        simpleInputs({ shape: ['9', '16'] }).map((i) => ({ ...i, shape: ['9', '16'] })),
+        [i32(144), i32(144)],
+      ),
       /batch-size must be <= 8/,
     ],
     ['an unknown model', { model_name: 'nope', inputs: [] }, /unknown model: 'nope'/],

@@ -25,7 +25,9 @@ describe.skipIf(!existsSync(SHM_DIR))('one validation path for HTTP and gRPC', (
   const key = `/batchwise_parity_${process.pid}_${Date.now()}`;
   const objectPath = join(SHM_DIR, key.slice(1));
   beforeAll(async () => {
-    repo = await makeRepository([{ name: 'classifier', model: identity('FP32', [5]), config: CONFIG, files: { 'labels.txt': 'a\nb\nc\nd\ne\n' } }]);
+    repo = await makeRepository([
+      { name: 'classifier', model: identity('FP32', [5]), config: CONFIG, files: { 'labels.txt': 'a\nb\nc\nd\ne\n' } },
+    ]);
     server = await startTestServer([repo.dir]);
   });
   afterAll(async () => {
@@ -50,7 +52,10 @@ describe.skipIf(!existsSync(SHM_DIR))('one validation path for HTTP and gRPC', (
             inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 5], data: Float32Array.of(0.1, 0.5, 0.2, 0.1, 0.1) }],
             outputs: [{ name: 'OUTPUT0', parameters: { classification: 2 }, sharedMemory: { region: 'out', byteSize: 64 } }],
           })
-          .then(() => undefined, (e: unknown) => e);
+          .then(
+            () => undefined,
+            (e: unknown) => e,
+          );
         expect(error, label).toBeInstanceOf(BatchwiseClientError);
         const e = error as BatchwiseClientError;
         expect(e.message, label).toBe("output 'OUTPUT0': Output can't set both 'shared_memory_region' and 'classification'");
@@ -64,7 +69,10 @@ describe.skipIf(!existsSync(SHM_DIR))('one validation path for HTTP and gRPC', (
           inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 5], data: Float32Array.of(0.1, 0.5, 0.2, 0.1, 0.1) }],
           outputs: [{ name: 'OUTPUT0', parameters: { classification: 1 } }],
         });
-        expect((r.outputs[0]!.data as Uint8Array[]).map((b) => Buffer.from(b).toString()), label).toEqual(['0.500000:1:b']);
+        expect(
+          (r.outputs[0]!.data as Uint8Array[]).map((b) => Buffer.from(b).toString()),
+          label,
+        ).toEqual(['0.500000:1:b']);
       }
     } finally {
       await clients[0]![1].unregisterSystemSharedMemory();

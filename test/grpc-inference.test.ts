@@ -1,5 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BatchwiseClientError, GrpcClient, GrpcStatus as status, HttpClient, type InferResult, type StreamResponse } from '@batchwise/client';
+import {
+  BatchwiseClientError,
+  GrpcClient,
+  GrpcStatus as status,
+  HttpClient,
+  type InferResult,
+  type StreamResponse,
+} from '@batchwise/client';
 import { parseRestrictions } from '../packages/server/src/access/restricted-api.ts';
 import { createGrpcFrontend } from '../packages/server/src/grpc/server.ts';
 import { resolveServerOptions } from '../packages/server/src/options/index.ts';
@@ -116,12 +123,18 @@ describe('gRPC frontend through @batchwise/client on the example repository', ()
     const unknown = await rejection(grpc.infer({ ...simpleRequest(), model: 'nope' }));
     expect(unknown.grpcCode).toBe(status.INVALID_ARGUMENT);
     const badShape = await rejection(
-      grpc.infer({ model: 'simple', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 3], data: [1, 2, 3] }, simpleRequest().inputs[1]!] }),
+      grpc.infer({
+        model: 'simple',
+        inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 3], data: [1, 2, 3] }, simpleRequest().inputs[1]!],
+      }),
     );
     expect(badShape.grpcCode).toBe(status.INVALID_ARGUMENT);
     expect(badShape.message).toContain("unexpected shape for input 'INPUT0'");
     const badType = await rejection(
-      grpc.infer({ model: 'simple', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: new Float32Array(16) }, simpleRequest().inputs[1]!] }),
+      grpc.infer({
+        model: 'simple',
+        inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: new Float32Array(16) }, simpleRequest().inputs[1]!],
+      }),
     );
     expect(badType.message).toContain("data-type is 'FP32'");
     const badVersion = await rejection(grpc.infer({ ...simpleRequest(), version: '9' }));
@@ -156,7 +169,9 @@ describe('gRPC frontend through @batchwise/client on the example repository', ()
     const index = await grpc.repositoryIndex();
     expect(index.map((m) => m.name).sort()).toEqual(['autocomplete_fp32', 'convnet', 'identity_bytes', 'identity_fp32', 'simple']);
     expect(index.find((m) => m.name === 'simple')).toMatchObject({ version: '1', state: 'READY' });
-    expect(await grpc.repositoryIndex({ ready: true })).toEqual(await http.repositoryIndex({ ready: true }).then((r) => r.map((m) => ({ version: '', state: '', reason: '', ...m }))));
+    expect(await grpc.repositoryIndex({ ready: true })).toEqual(
+      await http.repositoryIndex({ ready: true }).then((r) => r.map((m) => ({ version: '', state: '', reason: '', ...m }))),
+    );
     const load = await rejection(grpc.loadModel('simple'));
     expect(load.grpcCode).toBe(status.UNAVAILABLE);
     // Triton gives the same words in NONE as in POLL mode (model_repository_manager.cc).
@@ -200,13 +215,25 @@ describe('gRPC frontend through @batchwise/client on the example repository', ()
     const updated = await call('LogSettings', { settings: { log_verbose_level: { uint32_param: 1 } } });
     expect(updated.settings).toMatchObject({ log_verbose_level: { uint32_param: 1 }, log_info: { bool_param: true } });
     expect(server.logger.level).toBe('debug');
-    await call('LogSettings', { settings: { log_verbose_level: { uint32_param: 0 }, log_info: { bool_param: false }, log_warning: { bool_param: false }, log_error: { bool_param: false } } });
+    await call('LogSettings', {
+      settings: {
+        log_verbose_level: { uint32_param: 0 },
+        log_info: { bool_param: false },
+        log_warning: { bool_param: false },
+        log_error: { bool_param: false },
+      },
+    });
     expect(server.logger.level).toBe('silent');
     server.logger.level = level;
-    await expect(call('LogSettings', { settings: { log_bogus: { bool_param: true } } })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT });
+    await expect(call('LogSettings', { settings: { log_bogus: { bool_param: true } } })).rejects.toMatchObject({
+      code: status.INVALID_ARGUMENT,
+    });
     expect((await call('TraceSetting', { settings: {} })).settings.trace_mode).toEqual({ value: ['triton'] });
     for (const method of ['CudaSharedMemoryStatus', 'CudaSharedMemoryRegister', 'CudaSharedMemoryUnregister']) {
-      await expect(call(method, {}), method).rejects.toMatchObject({ code: status.UNIMPLEMENTED, details: expect.stringContaining('CUDA shared memory is not supported') });
+      await expect(call(method, {}), method).rejects.toMatchObject({
+        code: status.UNIMPLEMENTED,
+        details: expect.stringContaining('CUDA shared memory is not supported'),
+      });
     }
   });
 });
@@ -219,12 +246,20 @@ describe('gRPC repository control in explicit mode', () => {
       expect(await client.isModelReady('identity_fp32')).toBe(false);
       await client.loadModel('identity_fp32');
       expect(await client.isModelReady('identity_fp32')).toBe(true);
-      const r = await client.infer({ model: 'identity_fp32', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 3], data: [1, 2, 3] }] });
+      const r = await client.infer({
+        model: 'identity_fp32',
+        inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 3], data: [1, 2, 3] }],
+      });
       expect(r.outputs[0]!.data).toEqual(Float32Array.of(1, 2, 3));
       await client.unloadModel('identity_fp32', { unloadDependents: true });
       expect(await client.isModelReady('identity_fp32')).toBe(false);
       expect(await client.healthCheck('identity_fp32')).toBe('NOT_SERVING');
-      const config = JSON.stringify({ name: 'identity_fp32', max_batch_size: 4, input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [-1] }], output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [-1] }] });
+      const config = JSON.stringify({
+        name: 'identity_fp32',
+        max_batch_size: 4,
+        input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+        output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+      });
       await client.loadModel('identity_fp32', { config });
       expect(await client.modelConfig('identity_fp32')).toMatchObject({ max_batch_size: 4 });
       const missing = await rejection(client.loadModel('nope'));
@@ -262,7 +297,11 @@ describe('gRPC restricted protocol', () => {
         const stream = client.streamInfer();
         stream.write(simpleRequest('s'));
         stream.end();
-        await expect((async () => { for await (const _ of stream); })()).rejects.toMatchObject({ grpcCode: status.UNAVAILABLE });
+        await expect(
+          (async () => {
+            for await (const _ of stream);
+          })(),
+        ).rejects.toMatchObject({ grpcCode: status.UNAVAILABLE });
       }
       expect((await admin.infer(simpleRequest())).outputs).toHaveLength(2);
       expect((await admin.repositoryIndex()).length).toBeGreaterThan(0);
@@ -286,7 +325,10 @@ describe('gRPC frontend limits and shutdown', () => {
     const client = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
     try {
       const e = await rejection(
-        client.infer({ model: 'identity_fp32', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2048], data: new Float32Array(2048) }] }),
+        client.infer({
+          model: 'identity_fp32',
+          inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2048], data: new Float32Array(2048) }],
+        }),
       );
       expect(e.grpcCode).toBe(status.RESOURCE_EXHAUSTED);
       expect(await client.isServerReady()).toBe(true);
@@ -317,11 +359,16 @@ dynamic_batching { }`;
       const done = (async () => {
         for await (const answer of stream) answers.push(answer);
       })();
-      const request = (id: string) => ({ model: 'slow', id, inputs: [{ name: 'INPUT0', datatype: 'FP32' as const, shape: [1, WIDTH], data: new Float32Array(WIDTH).fill(0.5) }] });
+      const request = (id: string) => ({
+        model: 'slow',
+        id,
+        inputs: [{ name: 'INPUT0', datatype: 'FP32' as const, shape: [1, WIDTH], data: new Float32Array(WIDTH).fill(0.5) }],
+      });
       stream.write(request('running'));
       stream.write(request('queued'));
       const metrics = `http://127.0.0.1:${server.metricsPort}/metrics`;
-      const pending = async () => Number(/^nv_inference_pending_request_count\{model="slow",version="1"\} (\S+)$/m.exec(await (await fetch(metrics)).text())?.[1]);
+      const pending = async () =>
+        Number(/^nv_inference_pending_request_count\{model="slow",version="1"\} (\S+)$/m.exec(await (await fetch(metrics)).text())?.[1]);
       await expect.poll(pending, { timeout: 30_000, interval: 5 }).toBe(1);
       return { answers, done };
     }
@@ -345,11 +392,17 @@ dynamic_batching { }`;
       const client = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
       try {
         const { answers, done } = await streamWithQueuedRequest(server, client);
-        const outcome = done.then(() => undefined, (e: unknown) => e);
+        const outcome = done.then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         await server.close({ exitTimeoutMs: 1 });
         const error = await outcome;
         expect(error).toBeInstanceOf(BatchwiseClientError);
-        expect(error).toMatchObject({ grpcCode: status.UNAVAILABLE, message: 'Server is shutting down: the exit timeout ran out before this stream was answered' });
+        expect(error).toMatchObject({
+          grpcCode: status.UNAVAILABLE,
+          message: 'Server is shutting down: the exit timeout ran out before this stream was answered',
+        });
         expect(answers.filter((a) => a.ok && a.result.id === 'queued')).toEqual([]);
       } finally {
         await client.close();

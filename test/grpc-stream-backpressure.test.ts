@@ -32,7 +32,14 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${ELEMENTS} ] } ]`,
       },
     ]);
     server = await startTestServer([repo.dir]);
-    const definition = loadSync('grpc_service.proto', { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true, includeDirs: [PROTO_DIR] });
+    const definition = loadSync('grpc_service.proto', {
+      keepCase: true,
+      longs: String,
+      enums: String,
+      defaults: true,
+      oneofs: true,
+      includeDirs: [PROTO_DIR],
+    });
     method = (definition['inference.GRPCInferenceService'] as Record<string, typeof method>)['ModelStreamInfer']!;
     // A bare HTTP/2 client: grpc-js's own client keeps reading (and buffering) whatever arrives.
     session = connect(`http://127.0.0.1:${server.grpcPort}`);
@@ -43,17 +50,28 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${ELEMENTS} ] } ]`,
     await repo?.remove();
   });
 
-  const succeeded = async () => (await getJson(`${server.url}/v2/models/wide/stats`)).model_stats[0].inference_stats.success.count as number;
+  const succeeded = async () =>
+    (await getJson(`${server.url}/v2/models/wide/stats`)).model_stats[0].inference_stats.success.count as number;
 
   it('stops reading while answers are not read, then answers every request once the client reads', async () => {
-    const call = session.request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelStreamInfer', 'content-type': 'application/grpc', te: 'trailers' });
+    const call = session.request({
+      ':method': 'POST',
+      ':path': '/inference.GRPCInferenceService/ModelStreamInfer',
+      'content-type': 'application/grpc',
+      te: 'trailers',
+    });
     call.pause();
     const raw = Buffer.alloc(ELEMENTS * 4);
     // Written as fast as the server takes them (waiting on 'drain' keeps this client's own
     // HTTP/2 session within its memory limit); this goes on in the background.
     void (async () => {
       for (let i = 0; i < REQUESTS; i++) {
-        const message = method.requestSerialize({ model_name: 'wide', id: String(i), inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: ['1', String(ELEMENTS)] }], raw_input_contents: [raw] });
+        const message = method.requestSerialize({
+          model_name: 'wide',
+          id: String(i),
+          inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: ['1', String(ELEMENTS)] }],
+          raw_input_contents: [raw],
+        });
         const header = Buffer.alloc(5);
         header.writeUInt32BE(message.length, 1);
         if (!call.write(Buffer.concat([header, message]))) await new Promise((resolve) => call.once('drain', resolve));
@@ -63,7 +81,7 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${ELEMENTS} ] } ]`,
 
     // Nothing reads the answers: wait until the server makes no more progress.
     let last = -1;
-    for (let unchanged = 0; unchanged < 10; ) {
+    for (let unchanged = 0; unchanged < 10;) {
       await new Promise((resolve) => setTimeout(resolve, 100));
       const now = await succeeded();
       unchanged = now === last ? unchanged + 1 : 0;

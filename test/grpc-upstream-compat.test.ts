@@ -10,8 +10,7 @@ import { startTestServer } from './support/server.ts';
 import { describeWithTritonProtocol, status, unaryCall, upstreamClients, type AnyClient } from './support/upstream-grpc.ts';
 
 const bytesOf = (view: ArrayBufferView) => Buffer.from(view.buffer, view.byteOffset, view.byteLength);
-const lengthPrefixed = (elements: Buffer[]) =>
-  Buffer.concat(elements.flatMap((e) => [bytesOf(Uint32Array.of(e.length)), e]));
+const lengthPrefixed = (elements: Buffer[]) => Buffer.concat(elements.flatMap((e) => [bytesOf(Uint32Array.of(e.length)), e]));
 
 /** Four elements of each datatype, as typed contents and as the raw bytes they must become. */
 const SAMPLES: Record<TensorDatatype, { field?: string; typed?: unknown[]; raw: Buffer }> = {
@@ -80,7 +79,10 @@ describeWithTritonProtocol('gRPC frontend driven by a client built from the upst
     expect(await call('ServerReady', {})).toEqual({ ready: true });
     expect(await call('ModelReady', { name: 'simple', version: '' })).toEqual({ ready: true });
     expect(await call('ModelReady', { name: 'nope' })).toEqual({ ready: false });
-    expect(await call('ServerMetadata', {})).toMatchObject({ name: 'batchwise', extensions: expect.arrayContaining(['binary_tensor_data']) });
+    expect(await call('ServerMetadata', {})).toMatchObject({
+      name: 'batchwise',
+      extensions: expect.arrayContaining(['binary_tensor_data']),
+    });
     expect(await call('ModelMetadata', { name: 'simple', version: '1' })).toEqual({
       name: 'simple',
       versions: ['1'],
@@ -139,7 +141,10 @@ describeWithTritonProtocol('gRPC frontend driven by a client built from the upst
 
   it('BF16 (no typed field) must travel raw', async () => {
     await expect(
-      call('ModelInfer', { model_name: 'id_fp16', inputs: [{ name: 'INPUT0', datatype: 'BF16', shape: [1, 1], contents: { fp32_contents: [1] } }] }),
+      call('ModelInfer', {
+        model_name: 'id_fp16',
+        inputs: [{ name: 'INPUT0', datatype: 'BF16', shape: [1, 1], contents: { fp32_contents: [1] } }],
+      }),
     ).rejects.toMatchObject({ code: status.INVALID_ARGUMENT, details: expect.stringContaining('BF16') });
   });
 
@@ -158,7 +163,10 @@ describeWithTritonProtocol('gRPC frontend driven by a client built from the upst
 
     const expectInvalid = (request: unknown, message: string | RegExp) =>
       expect(call('ModelInfer', request)).rejects.toMatchObject({ code: status.INVALID_ARGUMENT, details: expect.stringMatching(message) });
-    await expectInvalid({ model_name: 'simple', inputs, raw_input_contents: [raw[0]] }, /raw_input_contents has 1 entries but the request has 2 inputs/);
+    await expectInvalid(
+      { model_name: 'simple', inputs, raw_input_contents: [raw[0]] },
+      /raw_input_contents has 1 entries but the request has 2 inputs/,
+    );
     await expectInvalid(
       { model_name: 'simple', inputs: [{ ...inputs[0], contents: { int_contents: [1] } }, inputs[1]], raw_input_contents: raw },
       /input 'INPUT0' has contents while raw_input_contents is used/,
@@ -168,11 +176,20 @@ describeWithTritonProtocol('gRPC frontend driven by a client built from the upst
       /has data in 'fp32_contents'; INT32 elements belong in 'int_contents'/,
     );
     await expectInvalid({ model_name: 'simple', inputs: inputs.map((i) => ({ ...i, contents: { int_contents: [1, 2] } })) }, /INPUT0/);
-    await expectInvalid({ model_name: 'simple', inputs: [{ ...inputs[0], datatype: 'INT33' }], raw_input_contents: [raw[0]] }, /invalid datatype 'INT33'/);
+    await expectInvalid(
+      { model_name: 'simple', inputs: [{ ...inputs[0], datatype: 'INT33' }], raw_input_contents: [raw[0]] },
+      /invalid datatype 'INT33'/,
+    );
     await expectInvalid({ model_name: 'simple', inputs }, /input 'INPUT0' has no data/);
     await expect(
-      call('ModelInfer', { model_name: 'simple', inputs: inputs.map((i) => ({ ...i, parameters: { shared_memory_region: { string_param: 'r' } } })) }),
-    ).rejects.toMatchObject({ code: status.INVALID_ARGUMENT, details: "input 'INPUT0': shared_memory_region 'r' needs shared_memory_byte_size" });
+      call('ModelInfer', {
+        model_name: 'simple',
+        inputs: inputs.map((i) => ({ ...i, parameters: { shared_memory_region: { string_param: 'r' } } })),
+      }),
+    ).rejects.toMatchObject({
+      code: status.INVALID_ARGUMENT,
+      details: "input 'INPUT0': shared_memory_region 'r' needs shared_memory_byte_size",
+    });
     expect(await call('ServerReady', {})).toEqual({ ready: true });
   });
 
@@ -184,7 +201,12 @@ describeWithTritonProtocol('gRPC frontend driven by a client built from the upst
       stream.on('end', resolve);
       stream.on('error', reject);
     });
-    const ok = (id: string) => ({ model_name: 'id_int32', id, inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 4] }], raw_input_contents: [SAMPLES.INT32.raw] });
+    const ok = (id: string) => ({
+      model_name: 'id_int32',
+      id,
+      inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 4] }],
+      raw_input_contents: [SAMPLES.INT32.raw],
+    });
     stream.write(ok('s1'));
     stream.write({ model_name: 'nope', id: 's2' });
     stream.write({ ...ok('s3'), raw_input_contents: [Buffer.alloc(3)] });
@@ -198,7 +220,9 @@ describeWithTritonProtocol('gRPC frontend driven by a client built from the upst
       expect(byId.get(id).infer_response.raw_output_contents[0]).toEqual(SAMPLES.INT32.raw);
     }
     expect(byId.get('s2').error_message).toBe("Request for unknown model: 'nope' is not found");
-    expect(byId.get('s3').error_message).toMatch(/^input byte size mismatch for input 'INPUT0' for model '[a-z_0-9]+'. Expected \d+, got 3: /);
+    expect(byId.get('s3').error_message).toMatch(
+      /^input byte size mismatch for input 'INPUT0' for model '[a-z_0-9]+'. Expected \d+, got 3: /,
+    );
   });
 
   it('statistics, repository and settings RPCs', async () => {
@@ -216,15 +240,27 @@ describeWithTritonProtocol('gRPC frontend driven by a client built from the upst
     await expect(call('RepositoryModelLoad', { model_name: 'simple' })).rejects.toMatchObject({ code: status.UNAVAILABLE });
     await expect(call('RepositoryModelUnload', { model_name: 'simple' })).rejects.toMatchObject({ code: status.UNAVAILABLE });
     // File overrides too: as in Triton, the control mode is checked before the parameters.
-    await expect(call('RepositoryModelLoad', { model_name: 'simple', parameters: { 'file:1/model.onnx': { bytes_param: Buffer.alloc(1) } } })).rejects.toMatchObject({
+    await expect(
+      call('RepositoryModelLoad', { model_name: 'simple', parameters: { 'file:1/model.onnx': { bytes_param: Buffer.alloc(1) } } }),
+    ).rejects.toMatchObject({
       code: status.UNAVAILABLE,
     });
 
     const log = await call('LogSettings', {});
-    expect(Object.keys(log.settings).sort()).toEqual(['log_error', 'log_file', 'log_format', 'log_info', 'log_verbose_level', 'log_warning']);
+    expect(Object.keys(log.settings).sort()).toEqual([
+      'log_error',
+      'log_file',
+      'log_format',
+      'log_info',
+      'log_verbose_level',
+      'log_warning',
+    ]);
     expect((await call('TraceSetting', {})).settings.trace_level).toEqual({ value: ['OFF'] });
     for (const method of ['CudaSharedMemoryStatus', 'CudaSharedMemoryRegister', 'CudaSharedMemoryUnregister']) {
-      await expect(call(method, {}), method).rejects.toMatchObject({ code: status.UNIMPLEMENTED, details: expect.stringContaining('CUDA shared memory is not supported') });
+      await expect(call(method, {}), method).rejects.toMatchObject({
+        code: status.UNIMPLEMENTED,
+        details: expect.stringContaining('CUDA shared memory is not supported'),
+      });
     }
   });
 });

@@ -60,11 +60,9 @@ describe('hostile input over HTTP: a 4xx naming the problem, and the server stay
     [
       'BYTES length prefixes that run past the end',
       () =>
-        postBinary(
-          bytesModel,
-          { inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 2], parameters: { binary_data_size: 9 } }] },
-          [Uint8Array.from([1, 0, 0, 0, 0x61, 200, 0, 0, 0])],
-        ).then(asJson),
+        postBinary(bytesModel, { inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 2], parameters: { binary_data_size: 9 } }] }, [
+          Uint8Array.from([1, 0, 0, 0, 0x61, 200, 0, 0, 0]),
+        ]).then(asJson),
       400,
       /INPUT0/,
     ],
@@ -90,7 +88,12 @@ describe('hostile input over HTTP: a 4xx naming the problem, and the server stay
       400,
       /OUTPUT0/,
     ],
-    ['a body over the limit', () => send(simple, Buffer.alloc(2 * 1024 * 1024, 0x20)), 400, /^Request JSON size of 2097152 bytes exceeds the maximum allowed value of 1048576 bytes/],
+    [
+      'a body over the limit',
+      () => send(simple, Buffer.alloc(2 * 1024 * 1024, 0x20)),
+      400,
+      /^Request JSON size of 2097152 bytes exceeds the maximum allowed value of 1048576 bytes/,
+    ],
     ['an unsupported content encoding', () => send(simple, simpleBody(), { 'content-encoding': 'br' }), 415, /Content-Encoding 'br'/],
     ['a corrupt gzip body', () => send(simple, Buffer.from('not gzip'), { 'content-encoding': 'gzip' }), 400, /decompress/],
   ];
@@ -112,10 +115,12 @@ describe('hostile input over HTTP: a 4xx naming the problem, and the server stay
 
   it('compresses inference replies over 1 KiB in the encoding Accept-Encoding asks for, and nothing else, as Triton does', async () => {
     const binaryBody = (values: number[]) => {
-      const header = Buffer.from(JSON.stringify({
-        inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } })),
-        parameters: { binary_data_output: true },
-      }));
+      const header = Buffer.from(
+        JSON.stringify({
+          inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } })),
+          parameters: { binary_data_output: true },
+        }),
+      );
       const tensor = Buffer.from(Int32Array.from(values).buffer);
       return { header, body: Buffer.concat([header, tensor, tensor]) };
     };
@@ -131,13 +136,19 @@ describe('hostile input over HTTP: a 4xx naming the problem, and the server stay
       });
     // A binary reply over the threshold: Inference-Header-Content-Length counts the decoded bytes.
     const floats = Float32Array.from({ length: 512 }, (_, i) => i / 8);
-    const identityHeader = Buffer.from(JSON.stringify({
-      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 512], parameters: { binary_data_size: 2048 } }],
-      outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }],
-    }));
+    const identityHeader = Buffer.from(
+      JSON.stringify({
+        inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 512], parameters: { binary_data_size: 2048 } }],
+        outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }],
+      }),
+    );
     const compressed = await raw('/v2/models/identity_fp32/infer', {
       method: 'POST',
-      headers: { 'accept-encoding': 'gzip', 'content-type': 'application/octet-stream', 'inference-header-content-length': String(identityHeader.length) },
+      headers: {
+        'accept-encoding': 'gzip',
+        'content-type': 'application/octet-stream',
+        'inference-header-content-length': String(identityHeader.length),
+      },
       body: Buffer.concat([identityHeader, Buffer.from(floats.buffer)]),
     });
     expect(compressed.headers['content-encoding']).toBe('gzip');
@@ -148,17 +159,29 @@ describe('hostile input over HTTP: a 4xx naming the problem, and the server stay
 
     const values = Array.from({ length: 16 }, () => 7);
     const { header, body } = binaryBody(values);
-    for (const [encoding, decode] of [['gzip', gunzipSync], ['deflate', inflateSync]] as const) {
+    for (const [encoding, decode] of [
+      ['gzip', gunzipSync],
+      ['deflate', inflateSync],
+    ] as const) {
       const inferred = await raw('/v2/models/identity_fp32/infer', {
         method: 'POST',
-        headers: { 'accept-encoding': `identity;q=0.5, ${encoding}`, 'content-type': 'application/octet-stream', 'inference-header-content-length': String(identityHeader.length) },
+        headers: {
+          'accept-encoding': `identity;q=0.5, ${encoding}`,
+          'content-type': 'application/octet-stream',
+          'inference-header-content-length': String(identityHeader.length),
+        },
         body: Buffer.concat([identityHeader, Buffer.from(floats.buffer)]),
       });
       expect(inferred.headers['content-encoding']).toBe(encoding);
       expect(decode(inferred.body).length).toBe(Number(inferred.headers['inference-header-content-length']) + 2048);
       // Config, statistics, metadata and repository replies never are (Triton's asyncio client
       // advertises gzip and does not decompress them); every model's statistics are over 1 KiB.
-      for (const [method, path] of [['GET', '/v2/models/stats'], ['GET', '/v2/models/simple/config'], ['GET', '/v2/models/simple'], ['POST', '/v2/repository/index']] as const) {
+      for (const [method, path] of [
+        ['GET', '/v2/models/stats'],
+        ['GET', '/v2/models/simple/config'],
+        ['GET', '/v2/models/simple'],
+        ['POST', '/v2/repository/index'],
+      ] as const) {
         const reply = await raw(path, { method, headers: { 'accept-encoding': encoding } });
         expect(reply.status, path).toBe(200);
         expect(reply.headers['content-encoding'], path).toBeUndefined();
@@ -169,7 +192,11 @@ describe('hostile input over HTTP: a 4xx naming the problem, and the server stay
       // 4 outputs of 64 bytes each are below it: sent as they are.
       const small = await raw('/v2/models/simple/infer', {
         method: 'POST',
-        headers: { 'accept-encoding': encoding, 'content-type': 'application/octet-stream', 'inference-header-content-length': String(header.length) },
+        headers: {
+          'accept-encoding': encoding,
+          'content-type': 'application/octet-stream',
+          'inference-header-content-length': String(header.length),
+        },
         body,
       });
       expect(small.status).toBe(200);
@@ -179,7 +206,11 @@ describe('hostile input over HTTP: a 4xx naming the problem, and the server stay
     for (const accept of ['gzip;q=0', 'br', 'identity']) {
       const plain = await raw('/v2/models/identity_fp32/infer', {
         method: 'POST',
-        headers: { 'accept-encoding': accept, 'content-type': 'application/octet-stream', 'inference-header-content-length': String(identityHeader.length) },
+        headers: {
+          'accept-encoding': accept,
+          'content-type': 'application/octet-stream',
+          'inference-header-content-length': String(identityHeader.length),
+        },
         body: Buffer.concat([identityHeader, Buffer.from(floats.buffer)]),
       });
       expect(plain.status).toBe(200);
@@ -191,7 +222,9 @@ describe('hostile input over HTTP: a 4xx naming the problem, and the server stay
     const started = Date.now();
     const answer = await new Promise<string>((resolve) => {
       const socket = connect(server.httpPort, '127.0.0.1', () => {
-        socket.write(`POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"inputs":`);
+        socket.write(
+          `POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"inputs":`,
+        );
       });
       let data = '';
       socket.on('data', (d) => (data += d));

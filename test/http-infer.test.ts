@@ -144,10 +144,19 @@ describe('HTTP inference on the example repository', () => {
       const verbose = await postJson(`${server.url}/v2/logging`, { log_verbose_level: 1 });
       expect(verbose).toMatchObject({ status: 200, json: { log_verbose_level: 1, log_info: true, log_warning: true, log_error: true } });
       expect(server.logger.level).toBe('debug');
-      expect((await postJson(`${server.url}/v2/logging`, { log_verbose_level: 0, log_info: false })).json).toMatchObject({ log_info: false, log_warning: true });
+      expect((await postJson(`${server.url}/v2/logging`, { log_verbose_level: 0, log_info: false })).json).toMatchObject({
+        log_info: false,
+        log_warning: true,
+      });
       expect(server.logger.level).toBe('warn');
-      expect(await postJson(`${server.url}/v2/logging`, { log_info: 'yes' })).toMatchObject({ status: 400, json: { error: "log setting 'log_info' needs a boolean value" } });
-      expect(await postJson(`${server.url}/v2/logging`, { log_bogus: true })).toMatchObject({ status: 400, json: { error: expect.stringContaining("unknown log setting 'log_bogus'") } });
+      expect(await postJson(`${server.url}/v2/logging`, { log_info: 'yes' })).toMatchObject({
+        status: 400,
+        json: { error: "log setting 'log_info' needs a boolean value" },
+      });
+      expect(await postJson(`${server.url}/v2/logging`, { log_bogus: true })).toMatchObject({
+        status: 400,
+        json: { error: expect.stringContaining("unknown log setting 'log_bogus'") },
+      });
       expect(await postJson(`${server.url}/v2/logging`, { log_file: '/tmp/x.log' })).toMatchObject({ status: 501 });
       expect(server.logger.level).toBe('warn');
     } finally {
@@ -230,7 +239,11 @@ dynamic_batching { }`,
 
     const stats = await getJson(`${server.url}/v2/models/counted/stats`);
     const duration = (count: number) => ({ count, ns: count === 0 ? 0 : expect.any(Number) });
-    const compute = (count: number) => ({ compute_input: duration(count), compute_infer: duration(count), compute_output: duration(count) });
+    const compute = (count: number) => ({
+      compute_input: duration(count),
+      compute_infer: duration(count),
+      compute_output: duration(count),
+    });
     expect(stats).toEqual({
       model_stats: [
         {
@@ -260,7 +273,10 @@ dynamic_batching { }`,
     // last_inference is milliseconds since the epoch; durations are whole nanoseconds.
     expect(entry.last_inference).toBeGreaterThanOrEqual(before);
     expect(entry.last_inference).toBeLessThanOrEqual(after);
-    const durations = [...Object.values(entry.inference_stats), ...entry.batch_stats.flatMap((b: any) => [b.compute_input, b.compute_infer, b.compute_output])];
+    const durations = [
+      ...Object.values(entry.inference_stats),
+      ...entry.batch_stats.flatMap((b: any) => [b.compute_input, b.compute_infer, b.compute_output]),
+    ];
     for (const d of durations as { ns: number }[]) expect(Number.isInteger(d.ns)).toBe(true);
     expect(entry.inference_stats.success.ns).toBeGreaterThan(0);
 
@@ -273,7 +289,12 @@ dynamic_batching { }`,
     expect(value('nv_inference_count')).toBe('7');
     expect(value('nv_inference_exec_count')).toBe('5');
     expect(value('nv_inference_pending_request_count')).toBe('0');
-    expect(['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'].map((r) => value('nv_inference_request_failure', `,reason="${r}"`))).toEqual(['0', '0', '0', '1']);
+    expect(['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'].map((r) => value('nv_inference_request_failure', `,reason="${r}"`))).toEqual([
+      '0',
+      '0',
+      '0',
+      '1',
+    ]);
     for (const name of ['request', 'queue', 'compute_input', 'compute_infer', 'compute_output']) {
       expect(value(`nv_inference_${name}_duration_us`)).toMatch(/^\d+$/);
     }
@@ -281,7 +302,21 @@ dynamic_batching { }`,
   });
 });
 
-const DATATYPES = ['BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'FP32', 'FP64', 'BYTES'] as const;
+const DATATYPES = [
+  'BOOL',
+  'UINT8',
+  'UINT16',
+  'UINT32',
+  'UINT64',
+  'INT8',
+  'INT16',
+  'INT32',
+  'INT64',
+  'FP16',
+  'FP32',
+  'FP64',
+  'BYTES',
+] as const;
 
 function sampleData(datatype: (typeof DATATYPES)[number]): { json: unknown[] | undefined; bytes: Uint8Array } {
   switch (datatype) {
@@ -300,9 +335,15 @@ function sampleData(datatype: (typeof DATATYPES)[number]): { json: unknown[] | u
     case 'INT32':
       return { json: [-2147483648, -1, 0, 2147483647], bytes: new Uint8Array(Int32Array.from([-2147483648, -1, 0, 2147483647]).buffer) };
     case 'UINT64':
-      return { json: [0, 1, 2 ** 40, Number.MAX_SAFE_INTEGER], bytes: new Uint8Array(BigUint64Array.from([0n, 1n, 2n ** 40n, 2n ** 53n - 1n]).buffer) };
+      return {
+        json: [0, 1, 2 ** 40, Number.MAX_SAFE_INTEGER],
+        bytes: new Uint8Array(BigUint64Array.from([0n, 1n, 2n ** 40n, 2n ** 53n - 1n]).buffer),
+      };
     case 'INT64':
-      return { json: [-(2 ** 40), -1, 0, Number.MAX_SAFE_INTEGER], bytes: new Uint8Array(BigInt64Array.from([-(2n ** 40n), -1n, 0n, 2n ** 53n - 1n]).buffer) };
+      return {
+        json: [-(2 ** 40), -1, 0, Number.MAX_SAFE_INTEGER],
+        bytes: new Uint8Array(BigInt64Array.from([-(2n ** 40n), -1n, 0n, 2n ** 53n - 1n]).buffer),
+      };
     case 'FP16':
       // 1.0, -2.0, 0.5, 65504 as IEEE half bit patterns; FP16 travels binary only.
       return { json: undefined, bytes: new Uint8Array(Uint16Array.from([0x3c00, 0xc000, 0x3800, 0x7bff]).buffer) };
@@ -326,9 +367,7 @@ describe('every datatype through JSON and binary', () => {
   let server: Server;
   let removeRepo: () => Promise<void>;
   beforeAll(async () => {
-    const repo = await makeRepository(
-      DATATYPES.map((dt) => ({ name: `id_${dt.toLowerCase()}`, model: identity(dt, [4]) })),
-    );
+    const repo = await makeRepository(DATATYPES.map((dt) => ({ name: `id_${dt.toLowerCase()}`, model: identity(dt, [4]) })));
     removeRepo = repo.remove;
     server = await startTestServer([repo.dir]);
   });
@@ -374,7 +413,9 @@ describe('every datatype through JSON and binary', () => {
       '{"inputs":[{"name":"INPUT0","datatype":"INT64","shape":[1,4],"data":[9223372036854775808,0,0,0]}]}',
     );
     expect(beyond.status).toBe(400);
-    expect(beyond.json.error).toMatch(/element 0 of input 'INPUT0' is not a valid INT64: expected an integer in \[-9223372036854775808, 9223372036854775807\]/);
+    expect(beyond.json.error).toMatch(
+      /element 0 of input 'INPUT0' is not a valid INT64: expected an integer in \[-9223372036854775808, 9223372036854775807\]/,
+    );
     expect(beyond.json.error).not.toContain('9223372036854775808)');
   });
 

@@ -44,7 +44,14 @@ describe('tens of millions of tiny elements, against a server with a 1 GiB budge
     const repo = await makeRepository(MANY_ELEMENTS_MODELS.map((m) => ({ name: m.name, model: m.model(), config: m.config })));
     removeRepository = repo.remove;
     // Above every request here: the limit's own refusals are checked below, on a server of their own.
-    server = await startChildServer(['--model-repository', repo.dir, '--memory-limit', String(BUDGET), '--max-request-elements', String(25 * M)]);
+    server = await startChildServer([
+      '--model-repository',
+      repo.dir,
+      '--memory-limit',
+      String(BUDGET),
+      '--max-request-elements',
+      String(25 * M),
+    ]);
     pid = server.process.pid!;
     grpcAddress = server.grpcAddress;
     bystander = startBystander(server.url, grpcAddress);
@@ -68,7 +75,10 @@ describe('tens of millions of tiny elements, against a server with a 1 GiB budge
   });
 
   it('HTTP JSON: 20 million one-character strings for a BYTES input (80 MB) are refused unparsed', async () => {
-    refusedInTime(await post(`${server.url}/v2/models/text/infer`, jsonBody('INPUT0', 'BYTES', [1, 20 * M], '"a"', 20 * M), JSON_HEADERS), HTTP_REFUSED);
+    refusedInTime(
+      await post(`${server.url}/v2/models/text/infer`, jsonBody('INPUT0', 'BYTES', [1, 20 * M], '"a"', 20 * M), JSON_HEADERS),
+      HTTP_REFUSED,
+    );
   });
 
   it('HTTP binary: 20 million one-byte BYTES elements (100 MB) are refused before any string exists', async () => {
@@ -78,18 +88,27 @@ describe('tens of millions of tiny elements, against a server with a 1 GiB budge
   });
 
   it('HTTP JSON: 20 million numbers for an FP32 input (40 MB) are refused unparsed', async () => {
-    refusedInTime(await post(`${server.url}/v2/models/vector/infer`, jsonBody('INPUT0', 'FP32', [1, 20 * M], '1', 20 * M), JSON_HEADERS), HTTP_REFUSED);
+    refusedInTime(
+      await post(`${server.url}/v2/models/vector/infer`, jsonBody('INPUT0', 'FP32', [1, 20 * M], '1', 20 * M), JSON_HEADERS),
+      HTTP_REFUSED,
+    );
   });
 
   it('deeply batched tiny elements: a million one-element rows are served, five million refused', async () => {
     const served = await post(`${server.url}/v2/models/rows/infer`, jsonBody('INPUT0', 'FP32', [M, 1], '[0.5]', M), JSON_HEADERS);
     expect(served.code, served.message.slice(0, 300)).toBe(200);
     expect(JSON.parse(served.message).outputs[0].shape).toEqual([M, 1]);
-    refusedInTime(await post(`${server.url}/v2/models/rows/infer`, jsonBody('INPUT0', 'FP32', [5 * M, 1], '[0.5]', 5 * M), JSON_HEADERS), HTTP_REFUSED);
+    refusedInTime(
+      await post(`${server.url}/v2/models/rows/infer`, jsonBody('INPUT0', 'FP32', [5 * M, 1], '[0.5]', 5 * M), JSON_HEADERS),
+      HTTP_REFUSED,
+    );
   });
 
   it('ModelStreamInfer: the same 20M-element message is answered with its refusal on the stream, which goes on', async () => {
-    const answers = await streamInfer(grpcAddress, [bytesContentsMessage('text', 'INPUT0', 20 * M), bytesContentsMessage('text', 'INPUT0', 1000)]);
+    const answers = await streamInfer(grpcAddress, [
+      bytesContentsMessage('text', 'INPUT0', 20 * M),
+      bytesContentsMessage('text', 'INPUT0', 1000),
+    ]);
     expect(answers).toHaveLength(2);
     expect(answers.map((a) => a.error_message)).toEqual([expect.stringMatching(/20000000 BYTES elements/), '']);
   });
@@ -128,7 +147,9 @@ describe('--max-request-elements and what a model takes', () => {
     // The body's values in arrays: the shape's two and the data's 2000.
     expect(json.message).toMatch(/has 2002 tensor elements; at most 1000 are allowed per request \(--max-request-elements\)/);
     const floats = Buffer.alloc(8000);
-    const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2000], parameters: { binary_data_size: 8000 } }] }));
+    const header = Buffer.from(
+      JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2000], parameters: { binary_data_size: 8000 } }] }),
+    );
     const binary = await post(`${server.url}/v2/models/vector/infer`, Buffer.concat([header, floats]), {
       'content-type': 'application/octet-stream',
       'inference-header-content-length': String(header.length),
@@ -147,7 +168,10 @@ describe('--max-request-elements and what a model takes', () => {
       ],
     });
     const answer = await sendInferMessage(`127.0.0.1:${server.grpcPort}`, message);
-    expect([answer.code, answer.message]).toEqual([3, "input 'INPUT0' has 500 elements, but model 'simple' takes at most 128 (max_batch_size 8 x [16])"]);
+    expect([answer.code, answer.message]).toEqual([
+      3,
+      "input 'INPUT0' has 500 elements, but model 'simple' takes at most 128 (max_batch_size 8 x [16])",
+    ]);
   });
 });
 
@@ -157,7 +181,12 @@ async function streamInfer(address: string, messages: readonly Buffer[]): Promis
   const session = connect(`http://${address}`);
   try {
     const body = await new Promise<Buffer>((resolve, reject) => {
-      const stream = session.request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelStreamInfer', 'content-type': 'application/grpc', te: 'trailers' });
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': '/inference.GRPCInferenceService/ModelStreamInfer',
+        'content-type': 'application/grpc',
+        te: 'trailers',
+      });
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('end', () => resolve(Buffer.concat(chunks)));
@@ -172,7 +201,11 @@ async function streamInfer(address: string, messages: readonly Buffer[]): Promis
     });
     const answers: { error_message: string }[] = [];
     for (let at = 0; at < body.length; at += 5 + body.readUInt32BE(at + 1)) {
-      answers.push(type.toObject(type.decode(body.subarray(at + 5, at + 5 + body.readUInt32BE(at + 1))), { defaults: true }) as { error_message: string });
+      answers.push(
+        type.toObject(type.decode(body.subarray(at + 5, at + 5 + body.readUInt32BE(at + 1))), { defaults: true }) as {
+          error_message: string;
+        },
+      );
     }
     return answers;
   } finally {

@@ -77,12 +77,20 @@ describe('explicit model control', () => {
     const { server } = await start([{ name: 'a', model: identity('FP32', [4]), config: config('a') }], {
       modelControlMode: 'explicit',
     });
-    const override = JSON.stringify({ max_batch_size: 2, input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [4] }], output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [4] }] });
+    const override = JSON.stringify({
+      max_batch_size: 2,
+      input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [4] }],
+      output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [4] }],
+    });
     const loaded = await postJson(`${server.url}/v2/repository/models/a/load`, { parameters: { config: override } });
     expect(loaded.status).toBe(200);
     expect((await getJson(`${server.url}/v2/models/a/config`)).max_batch_size).toBe(2);
     // Protobuf JSON as Triton's clients may write it: lowerCamelCase names, int64 as strings.
-    const camel = JSON.stringify({ maxBatchSize: 3, input: [{ name: 'INPUT0', dataType: 'TYPE_FP32', dims: ['4'] }], output: [{ name: 'OUTPUT0', dataType: 'TYPE_FP32', dims: ['4'] }] });
+    const camel = JSON.stringify({
+      maxBatchSize: 3,
+      input: [{ name: 'INPUT0', dataType: 'TYPE_FP32', dims: ['4'] }],
+      output: [{ name: 'OUTPUT0', dataType: 'TYPE_FP32', dims: ['4'] }],
+    });
     expect((await postJson(`${server.url}/v2/repository/models/a/load`, { parameters: { config: camel } })).status).toBe(200);
     const loadedConfig = await getJson(`${server.url}/v2/models/a/config`);
     expect(loadedConfig.max_batch_size).toBe(3);
@@ -111,8 +119,14 @@ describe('explicit model control', () => {
   });
 
   it('runs model_warmup before a version is ready, and a failing warmup fails the load', async () => {
-    const warm = config('warm', 'model_warmup [ { name: "zeros" batch_size: 2 inputs { key: "INPUT0" value: { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]');
-    const cold = config('cold', 'model_warmup [ { name: "wrong" batch_size: 1 inputs { key: "INPUT0" value: { data_type: TYPE_FP32 dims: [ 5 ] zero_data: true } } } ]');
+    const warm = config(
+      'warm',
+      'model_warmup [ { name: "zeros" batch_size: 2 inputs { key: "INPUT0" value: { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]',
+    );
+    const cold = config(
+      'cold',
+      'model_warmup [ { name: "wrong" batch_size: 1 inputs { key: "INPUT0" value: { data_type: TYPE_FP32 dims: [ 5 ] zero_data: true } } } ]',
+    );
     const { server } = await start(
       [
         { name: 'warm', model: identity('FP32', [4]), config: warm },
@@ -189,7 +203,7 @@ describe('repository index and refusals as Triton gives them', () => {
     }
   });
 
-  it('fails a model found in two repositories alone, with Triton\'s reason, and loads the rest', async () => {
+  it("fails a model found in two repositories alone, with Triton's reason, and loads the rest", async () => {
     const first = await makeRepository([
       { name: 'a', model: identity('FP32', [4]), config: config('a') },
       { name: 'd', model: identity('FP32', [4]), config: config('d') },
@@ -211,7 +225,7 @@ describe('repository index and refusals as Triton gives them', () => {
 });
 
 describe('poll mode', () => {
-  it('refuses explicit load and unload with Triton\'s message', async () => {
+  it("refuses explicit load and unload with Triton's message", async () => {
     const { server } = await start([{ name: 'a', model: identity('FP32', [4]), config: config('a') }], {
       modelControlMode: 'poll',
       repositoryPollSecs: 1,
@@ -308,8 +322,14 @@ describe('load with file overrides, as Triton implements them', () => {
   const simpleConfig = JSON.stringify({
     name: 'simple',
     max_batch_size: 8,
-    input: [{ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] }, { name: 'INPUT1', data_type: 'TYPE_INT32', dims: [16] }],
-    output: [{ name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: [16] }, { name: 'OUTPUT1', data_type: 'TYPE_INT32', dims: [16] }],
+    input: [
+      { name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] },
+      { name: 'INPUT1', data_type: 'TYPE_INT32', dims: [16] },
+    ],
+    output: [
+      { name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: [16] },
+      { name: 'OUTPUT1', data_type: 'TYPE_INT32', dims: [16] },
+    ],
   });
   const simpleBytes = serializeModel(simpleAddSub());
   const row = Array.from({ length: 16 }, (_, i) => i);
@@ -319,14 +339,20 @@ describe('load with file overrides, as Triton implements them', () => {
     });
   const overrideFolders = async () => (await readdir(tmpdir())).filter((n) => n.startsWith('batchwise-override-')).sort();
 
-  it('loads a generated model sent as files over HTTP (base64) and gRPC (bytes), in place of the repository\'s files', async () => {
-    const { server } = await start([{ name: 'a', model: identity('FP32', [4]), config: config('a') }], { modelControlMode: 'explicit', loadModels: ['a'] });
+  it("loads a generated model sent as files over HTTP (base64) and gRPC (bytes), in place of the repository's files", async () => {
+    const { server } = await start([{ name: 'a', model: identity('FP32', [4]), config: config('a') }], {
+      modelControlMode: 'explicit',
+      loadModels: ['a'],
+    });
     const grpc = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
     cleanups.push(() => grpc.close());
     const before = await overrideFolders();
 
     // A model the repository does not have, over HTTP with Triton's JSON: config plus base64 files.
-    const parameters = { config: simpleConfig.replace('"simple"', '"fresh"'), 'file:1/model.onnx': Buffer.from(simpleBytes).toString('base64') };
+    const parameters = {
+      config: simpleConfig.replace('"simple"', '"fresh"'),
+      'file:1/model.onnx': Buffer.from(simpleBytes).toString('base64'),
+    };
     expect((await postJson(`${server.url}/v2/repository/models/fresh/load`, { parameters })).status).toBe(200);
     const fresh = await inferSimple(server, 'fresh');
     expect(fresh.status).toBe(200);
@@ -368,7 +394,12 @@ describe('load with file overrides, as Triton implements them', () => {
     };
     const model = Buffer.from(simpleBytes);
     const cases: [string, Record<string, unknown>, Record<string, unknown>, string | RegExp][] = [
-      ['a file without the config', { 'file:1/model.onnx': model.toString('base64') }, { 'file:1/model.onnx': { bytes_param: model } }, "Load parameter 'config' must be specified for model file override"],
+      [
+        'a file without the config',
+        { 'file:1/model.onnx': model.toString('base64') },
+        { 'file:1/model.onnx': { bytes_param: model } },
+        "Load parameter 'config' must be specified for model file override",
+      ],
       [
         'a path that leaves the model folder',
         { config: simpleConfig, 'file:../escape/model.onnx': model.toString('base64') },
@@ -378,11 +409,25 @@ describe('load with file overrides, as Triton implements them', () => {
       [
         'files over the size limit',
         { config: simpleConfig, 'file:1/model.onnx': model.toString('base64'), 'file:1/extra.bin': Buffer.alloc(64).toString('base64') },
-        { config: { string_param: simpleConfig }, 'file:1/model.onnx': { bytes_param: model }, 'file:1/extra.bin': { bytes_param: Buffer.alloc(64) } },
+        {
+          config: { string_param: simpleConfig },
+          'file:1/model.onnx': { bytes_param: model },
+          'file:1/extra.bin': { bytes_param: Buffer.alloc(64) },
+        },
         `'file:1/extra.bin' exceeds the maximum allowed data size limit of ${model.length + 10} bytes (--model-load-files-max-bytes): the file overrides of this load request take ${model.length + 64} bytes or more`,
       ],
-      ['an unknown parameter', { config: simpleConfig, colour: 'blue' }, { config: { string_param: simpleConfig }, colour: { string_param: 'blue' } }, "Unrecognized load parameter 'colour' with type 'STRING'"],
-      ['a config that is not a string', { config: true }, { config: { bool_param: true } }, "Config parameter 'config' must have string type for its value"],
+      [
+        'an unknown parameter',
+        { config: simpleConfig, colour: 'blue' },
+        { config: { string_param: simpleConfig }, colour: { string_param: 'blue' } },
+        "Unrecognized load parameter 'colour' with type 'STRING'",
+      ],
+      [
+        'a config that is not a string',
+        { config: true },
+        { config: { bool_param: true } },
+        "Config parameter 'config' must have string type for its value",
+      ],
     ];
     for (const [what, http, rpc, message] of cases) {
       const h = await httpLoad(http);
@@ -396,9 +441,15 @@ describe('load with file overrides, as Triton implements them', () => {
     expect((await grpcLoad({ config: { string_param: simpleConfig }, 'file:1/model.onnx': { string_param: 'abc' } })).message).toContain(
       "File parameter 'file:1/model.onnx' must have bytes type for its value",
     );
-    expect((await httpLoad({ config: simpleConfig, 'file:1/model.onnx': 'not base64!' })).message).toBe("load parameter 'file:1/model.onnx' must be base64 text (the file's bytes)");
+    expect((await httpLoad({ config: simpleConfig, 'file:1/model.onnx': 'not base64!' })).message).toBe(
+      "load parameter 'file:1/model.onnx' must be base64 text (the file's bytes)",
+    );
     // A file in a folder a file already took.
-    const clash = await httpLoad({ config: simpleConfig.replace('"simple"', '"b"'), 'file:1': 'AAAA', 'file:1/model.onnx': model.toString('base64') });
+    const clash = await httpLoad({
+      config: simpleConfig.replace('"simple"', '"b"'),
+      'file:1': 'AAAA',
+      'file:1/model.onnx': model.toString('base64'),
+    });
     expect(clash.status).toBe(400);
     expect(clash.message).toMatch(/Invalid file parameter 'file:1(\/model.onnx)?', directory has been created as a file/);
     expect((await fetch(`${server.url}/v2/models/b/ready`)).status).toBe(400);

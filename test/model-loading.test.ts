@@ -35,7 +35,12 @@ describe('a model that fails to load is reported while the others serve', () => 
       { name: 'fixed_first_dim', model: fixedBatchModel(), config: fp32Config('fixed_first_dim') },
       { name: 'on_gpu', model: identity('FP32', [4]), config: fp32Config('on_gpu', 'instance_group [ { kind: KIND_GPU } ]') },
       { name: 'two_instances', model: simpleAddSub(), config: undefined },
-      { name: 'custom_file', model: identity('FP32', [4]), fileName: 'net.onnx', config: fp32Config('custom_file', 'default_model_filename: "net.onnx"') },
+      {
+        name: 'custom_file',
+        model: identity('FP32', [4]),
+        fileName: 'net.onnx',
+        config: fp32Config('custom_file', 'default_model_filename: "net.onnx"'),
+      },
       { name: 'two_versions', model: identity('FP32', [4]), versions: [1, 2] },
     ]);
     remove = repo.remove;
@@ -147,7 +152,12 @@ describe('version policies and session settings', () => {
     const repo = await makeRepository([
       { name: 'all', model: identity('FP32', [4]), versions: [1, 2, 3], config: policy('all', 'all: {}') },
       { name: 'latest2', model: identity('FP32', [4]), versions: [1, 2, 3], config: policy('latest2', 'latest: { num_versions: 2 }') },
-      { name: 'specific', model: identity('FP32', [4]), versions: [1, 2, 3], config: policy('specific', 'specific: { versions: [ 1, 3 ] }') },
+      {
+        name: 'specific',
+        model: identity('FP32', [4]),
+        versions: [1, 2, 3],
+        config: policy('specific', 'specific: { versions: [ 1, 3 ] }'),
+      },
       {
         name: 'tuned',
         model: identity('FP32', [4]),
@@ -182,9 +192,13 @@ optimization { graph { level: 1 } }`,
   it('applies session settings and says which it could not apply', async () => {
     const meta = await getJson(`${server.url}/v2/models/tuned`);
     expect(meta.parameters.gpu_mem_limit).toMatch(/not applied/);
-    expect((await postJson(`${server.url}/v2/models/tuned/infer`, {
-      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }],
-    })).status).toBe(200);
+    expect(
+      (
+        await postJson(`${server.url}/v2/models/tuned/infer`, {
+          inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }],
+        })
+      ).status,
+    ).toBe(200);
   });
 });
 

@@ -46,7 +46,11 @@ describe('models without batching keep their first dimension', () => {
   const image = Float32Array.from({ length: 48 }, (_, i) => i * 0.5 - 3);
   const words = ['zero', '', 'two', 'drei', 'vier'];
 
-  for (const [protocol, binary] of [['HTTP binary', true], ['HTTP JSON', false], ['gRPC', undefined]] as const) {
+  for (const [protocol, binary] of [
+    ['HTTP binary', true],
+    ['HTTP JSON', false],
+    ['gRPC', undefined],
+  ] as const) {
     it(`serves a [3, 4, 4] image model over ${protocol}`, async () => {
       const client = protocol === 'gRPC' ? grpc : http;
       const result = await client.infer({

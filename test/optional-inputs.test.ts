@@ -40,12 +40,18 @@ describe('optional inputs', () => {
     const refused = await served.client.infer({ model: 'required', inputs: [a] }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(BatchwiseClientError);
     expect(refused).toMatchObject({ httpStatus: 400, message: expect.stringContaining("missing 'C'") });
-    const r = await served.client.infer({ model: 'required', inputs: [a, { name: 'C', datatype: 'FP32', shape: [1, 2], data: Float32Array.of(10, 20) }] });
+    const r = await served.client.infer({
+      model: 'required',
+      inputs: [a, { name: 'C', datatype: 'FP32', shape: [1, 2], data: Float32Array.of(10, 20) }],
+    });
     expect(r.outputs[0]!.data).toEqual(Float32Array.of(11, 21));
   });
 
   it('cannot configure an input backed by an initializer: the load fails naming it', async () => {
     const entry = (await served.client.repositoryIndex()).find((m) => m.name === 'initializer');
-    expect(entry).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringContaining("input 'C' in the config is not an input of the model") });
+    expect(entry).toMatchObject({
+      state: 'UNAVAILABLE',
+      reason: expect.stringContaining("input 'C' in the config is not an input of the model"),
+    });
   });
 });

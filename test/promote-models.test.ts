@@ -22,19 +22,26 @@ output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [4] }]
 dynamic_batching {}
 `;
 
-interface LogLine { level: number; msg: string; [key: string]: unknown }
+interface LogLine {
+  level: number;
+  msg: string;
+  [key: string]: unknown;
+}
 
 /** Runs `batchwise models ...` in this process; returns what it printed and logged. */
 async function cli(args: string[], onLog?: (line: LogLine) => void): Promise<{ out: string; logs: LogLine[] }> {
   let out = '';
   const logs: LogLine[] = [];
-  const logger: Logger = pino({ level: 'debug' }, {
-    write: (s: string) => {
-      const line = JSON.parse(s) as LogLine;
-      logs.push(line);
-      onLog?.(line);
+  const logger: Logger = pino(
+    { level: 'debug' },
+    {
+      write: (s: string) => {
+        const line = JSON.parse(s) as LogLine;
+        logs.push(line);
+        onLog?.(line);
+      },
     },
-  });
+  );
   const command = modelsCommand({ write: (t) => void (out += t), logger });
   command.exitOverride();
   command.commands.forEach((c) => c.exitOverride());
@@ -138,7 +145,10 @@ describe.each([
 
   it.each([
     ['truncated.onnx', /is not a loadable ONNX model \(truncated or corrupt\?\)/],
-    ['renamed.onnx', /does not match the config of 'ident': .*input 'INPUT0' in the config is not an input of the model \(model inputs: 'X'\)/],
+    [
+      'renamed.onnx',
+      /does not match the config of 'ident': .*input 'INPUT0' in the config is not an input of the model \(model inputs: 'X'\)/,
+    ],
     ['wrong-dims.onnx', /does not match the config of 'ident'/],
     ['wrong-type.onnx', /does not match the config of 'ident'/],
   ])('refuses %s and uploads nothing', async (file, message) => {
@@ -169,14 +179,18 @@ describe.each([
     expect(config.version_policy).toEqual({ specific: { versions: [2] } });
     expect(config.input[0]!.name).toBe('INPUT0');
     expect(config.dynamic_batching).toEqual({});
-    expect(text.split('\n')[0]).toMatch(/^# batchwise-promotion: \{"action":"promote","version":2,"from":1,.*"actor":"alice","message":"retrained"/);
+    expect(text.split('\n')[0]).toMatch(
+      /^# batchwise-promotion: \{"action":"promote","version":2,"from":1,.*"actor":"alice","message":"retrained"/,
+    );
     expect(text).toContain(`"sha256":"${createHash('sha256').update(good).digest('hex')}"`);
     // Upload progress and the order of the steps are in the logs.
     const upload = logs.filter((l) => l.msg === 'uploading model version');
     expect(upload.at(-1)).toMatchObject({ phase: 'done', bytesDone: good.length, bytesTotal: good.length, version: 2 });
     const steps = logs.map((l) => l.msg);
     expect(steps.indexOf('artifact is valid')).toBeLessThan(steps.indexOf('uploading model version'));
-    expect(steps.findIndex((m) => m.includes('switching the serving version'))).toBeLessThan(steps.findIndex((m) => m.includes('now serves version 2')));
+    expect(steps.findIndex((m) => m.includes('switching the serving version'))).toBeLessThan(
+      steps.findIndex((m) => m.includes('now serves version 2')),
+    );
   });
 
   it('promotes again, rolls back step by step, and list shows it all', async () => {
@@ -187,7 +201,9 @@ describe.each([
     expect(r1.out).toBe("rolled back 'ident': now serving version 2 (was 3)\n");
     const r2 = await cli(['rollback', ...repoArgs, '--model', 'ident', '--json']);
     expect(JSON.parse(r2.out)).toMatchObject({ model: 'ident', version: 1, from: 2, record: { action: 'rollback' } });
-    await expect(cli(['rollback', ...repoArgs, '--model', 'ident'])).rejects.toThrow(/no earlier version of 'ident' to roll back to from version 1/);
+    await expect(cli(['rollback', ...repoArgs, '--model', 'ident'])).rejects.toThrow(
+      /no earlier version of 'ident' to roll back to from version 1/,
+    );
     // --to goes anywhere present; absent versions are refused.
     await expect(cli(['rollback', ...repoArgs, '--model', 'ident', '--to', '9'])).rejects.toThrow(/version 9: it is no longer in/);
     await cli(['rollback', ...repoArgs, '--model', 'ident', '--to', '3']);
@@ -226,8 +242,19 @@ describe.each([
       setTimeout(() => (served = ['3', '4']), 1500);
       setTimeout(() => (served = ['4']), 2500);
       const { out, logs } = await cli([
-        'promote', ...repoArgs, '--model', 'ident', '--file', files['good.onnx']!,
-        '--server-url', url, '--wait', '--wait-interval-secs', '1', '--api-key', 'sekret',
+        'promote',
+        ...repoArgs,
+        '--model',
+        'ident',
+        '--file',
+        files['good.onnx']!,
+        '--server-url',
+        url,
+        '--wait',
+        '--wait-interval-secs',
+        '1',
+        '--api-key',
+        'sekret',
       ]);
       expect(out).toContain('now serving version 4');
       expect(logs.some((l) => l.msg === "server serves version 4 of 'ident'")).toBe(true);

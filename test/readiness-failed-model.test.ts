@@ -41,7 +41,7 @@ async function pollingServer(strictReadiness: boolean) {
     await mkdir(join(repo.dir, 'broken', '1'), { recursive: true });
     await writeFile(join(repo.dir, 'broken', 'config.pbtxt'), config('broken'));
     await writeFile(join(repo.dir, 'broken', '1', 'model.onnx'), Buffer.from('not an onnx model'));
-    await waitFor(async () => (await failedGauge('broken')) === '1', 15_000, 'the broken model\'s load failed');
+    await waitFor(async () => (await failedGauge('broken')) === '1', 15_000, "the broken model's load failed");
   };
   return { repo, server, failedGauge, ready, addBrokenModel };
 }
@@ -66,7 +66,7 @@ describe('a model that fails to load', () => {
     expect(await ready()).toBe(200);
   });
 
-  it('makes a strict server unready (Triton\'s default, which the stack turns off) until it leaves the repository', async () => {
+  it("makes a strict server unready (Triton's default, which the stack turns off) until it leaves the repository", async () => {
     const { repo, failedGauge, ready, addBrokenModel } = await pollingServer(true);
     expect(await ready()).toBe(200);
     await addBrokenModel();

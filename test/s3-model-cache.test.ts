@@ -50,7 +50,7 @@ async function serve(s3: TestS3, options: Parameters<typeof startTestServer>[1])
 }
 
 describe('the local cache of an S3 repository', () => {
-  it('keeps the serving version\'s files while a newer version fails, and prunes only what nothing loaded reads', async () => {
+  it("keeps the serving version's files while a newer version fails, and prunes only what nothing loaded reads", async () => {
     const s3 = await startS3(['m']);
     const server = await serve(s3, { modelControlMode: 'poll', repositoryPollSecs: 1 });
     const cached = join(defaultCacheDir(s3.location('prod')), 'm');

@@ -21,7 +21,11 @@ import { S3ModelSource } from '../packages/server/src/repository/s3-model-source
 const CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
 const BUCKET = 'models';
 
-interface LogLine { level: number; msg: string; [key: string]: unknown }
+interface LogLine {
+  level: number;
+  msg: string;
+  [key: string]: unknown;
+}
 function captureLogger(): { logger: Logger; lines: LogLine[] } {
   const lines: LogLine[] = [];
   const logger = pino({ level: 'debug' }, { write: (s: string) => void lines.push(JSON.parse(s) as LogLine) });
@@ -144,7 +148,10 @@ describe('S3ModelSource against s3rver', () => {
       const snapshot = await repo.list();
       expect(snapshot.requests).toBe(3);
       expect(counts.get('ListObjectsV2Command')).toBe(3);
-      expect(snapshot.models.map((m) => [m.name, m.versions.map((v) => v.version)])).toEqual([['a', [1, 2]], ['b', [1]]]);
+      expect(snapshot.models.map((m) => [m.name, m.versions.map((v) => v.version)])).toEqual([
+        ['a', [1, 2]],
+        ['b', [1]],
+      ]);
       expect(snapshot.models[1]!.versions[0]!.files.map((f) => f.path)).toEqual(['1/model.onnx', '1/x.bin']);
     } finally {
       child.kill();
@@ -227,7 +234,14 @@ describe('S3ModelSource against s3rver', () => {
     const watcher = (async () => {
       while (!done) {
         if (existsSync(versionDir)) {
-          const sizes = await Promise.all(['model.onnx', 'weights.bin'].map((f) => stat(join(versionDir, f)).then((s) => s.size, () => -1)));
+          const sizes = await Promise.all(
+            ['model.onnx', 'weights.bin'].map((f) =>
+              stat(join(versionDir, f)).then(
+                (s) => s.size,
+                () => -1,
+              ),
+            ),
+          );
           seen.push(sizes);
         }
         await new Promise((r) => setImmediate(r));
@@ -256,7 +270,9 @@ describe('S3ModelSource against s3rver', () => {
     await expect(repo.localize('delta', [1, 2])).rejects.toThrow(/MD5 of the received bytes is .*, the ETag says/);
     // Each file is tried downloadAttempts times through the backoff helper, saying why it waits.
     const retries = lines.filter((l) => l.level === 40 && /delta\/2\/model\.onnx/.test(l.msg));
-    expect(retries.map((l) => l.msg)).toEqual([expect.stringMatching(/^download failed, retrying in [0-9.]+s \(downloading s3:\/\/models\/prod\/delta\/2\/model\.onnx: .*MD5/)]);
+    expect(retries.map((l) => l.msg)).toEqual([
+      expect.stringMatching(/^download failed, retrying in [0-9.]+s \(downloading s3:\/\/models\/prod\/delta\/2\/model\.onnx: .*MD5/),
+    ]);
     expect(existsSync(join(cache, 'delta', '2'))).toBe(false);
     // The version already cached stays whole; no staging or temp files are left behind.
     expect((await readFile(join(cache, 'delta', '1', 'weights.bin'))).equals(bytesOf(6, 4000))).toBe(true);
@@ -310,19 +326,35 @@ describe('withBackoff', () => {
     const { logger, lines } = captureLogger();
     const location = parseRepositoryLocation(`s3://127.0.0.1:${port}/${BUCKET}/prod`) as S3RepositoryLocation;
     const repo = new S3ModelSource(location, {
-      logger, cacheDir: dir, clientOptions: { credentials: CREDENTIALS, maxAttempts: 1 },
+      logger,
+      cacheDir: dir,
+      clientOptions: { credentials: CREDENTIALS, maxAttempts: 1 },
     });
     let server: S3rver | undefined;
     const late = new Promise<void>((resolve) =>
-      setTimeout(() => void startS3rver(dir, port).then((s) => { server = s.server; resolve(); }), 1200),
+      setTimeout(
+        () =>
+          void startS3rver(dir, port).then((s) => {
+            server = s.server;
+            resolve();
+          }),
+        1200,
+      ),
     );
     try {
-      const snapshot = await withBackoff(() => repo.list(), { logger, what: `listing ${location.url}`, initialDelayMs: 200, maxDelayMs: 500 });
+      const snapshot = await withBackoff(() => repo.list(), {
+        logger,
+        what: `listing ${location.url}`,
+        initialDelayMs: 200,
+        maxDelayMs: 500,
+      });
       await late;
       expect(snapshot.models).toEqual([]);
       const warnings = lines.filter((l) => l.level === 40);
       expect(warnings.length).toBeGreaterThanOrEqual(2);
-      expect(warnings[0]!.msg).toMatch(/^S3 unreachable, retrying in [0-9.]+s \(listing s3:\/\/127\.0\.0\.1:\d+\/models\/prod.*ECONNREFUSED/);
+      expect(warnings[0]!.msg).toMatch(
+        /^S3 unreachable, retrying in [0-9.]+s \(listing s3:\/\/127\.0\.0\.1:\d+\/models\/prod.*ECONNREFUSED/,
+      );
       expect(warnings.every((w) => (w.retryInMs as number) <= 500)).toBe(true);
       expect(lines.at(-1)!.msg).toMatch(/S3 reachable again/);
     } finally {

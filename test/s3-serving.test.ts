@@ -138,5 +138,4 @@ describe('serving from S3 (s3rver on 127.0.0.1) in poll mode', () => {
     }
     expect(failures).toEqual([]);
   });
-
 });

@@ -62,7 +62,11 @@ describe.skipIf(unavailable !== undefined)('the server as PID 1 (unshare --pid -
 
   /** The server as PID 1 of its namespace, seen from here: the launcher, and the PID to signal as a container runtime would. */
   async function serverAsPid1(args: string[]) {
-    const server = await startServerProcess(['--model-repository', repo.dir, ...args], {}, { launcher: (namespace as { launcher: string[] }).launcher });
+    const server = await startServerProcess(
+      ['--model-repository', repo.dir, ...args],
+      {},
+      { launcher: (namespace as { launcher: string[] }).launcher },
+    );
     let stderr = '';
     server.child.stderr!.on('data', (d) => (stderr += d));
     // 'close' comes once its output is read to the end (the log lines), after 'exit'.

@@ -87,7 +87,8 @@ describe('SIGTERM under load', () => {
     const closed = new Promise<void>((resolve) => server.process.once('close', () => resolve()));
     const requests = Array.from({ length: 48 }, () => inferOutcome(server.url, 'slower'));
     // Until a batch has run: the backlog behind it is then in the server's hands.
-    const executions = async () => ((await (await fetch(`${server.url}/v2/models/slower/stats`)).json()) as any).model_stats[0].execution_count;
+    const executions = async () =>
+      ((await (await fetch(`${server.url}/v2/models/slower/stats`)).json()) as any).model_stats[0].execution_count;
     while ((await executions()) === 0) await new Promise((r) => setTimeout(r, 50));
     return { server, requests, closed, stderr: () => stderr };
   }
@@ -143,7 +144,10 @@ describe('a request refused because the server is stopping', () => {
       expect(reply).toMatch(/\r\nconnection: close\r\n/i);
       expect(JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4))).toEqual({ error: 'Server is shutting down; request not admitted' });
 
-      const refused = await grpc.isServerLive().then(() => undefined, (error: { grpcCode?: number }) => error);
+      const refused = await grpc.isServerLive().then(
+        () => undefined,
+        (error: { grpcCode?: number }) => error,
+      );
       expect(refused?.grpcCode).toBe(14); // UNAVAILABLE
       await closing;
     } finally {

@@ -39,7 +39,10 @@ describe.skipIf(!existsSync(SHM_DIR))('system shared memory', () => {
   }
   async function outputs(): Promise<{ output0: Int32Array; output1: Int32Array }> {
     const bytes = await readFile(objectPath(outputKey));
-    return { output0: new Int32Array(bytes.buffer, bytes.byteOffset, 16), output1: new Int32Array(bytes.buffer, bytes.byteOffset + 64, 16) };
+    return {
+      output0: new Int32Array(bytes.buffer, bytes.byteOffset, 16),
+      output1: new Int32Array(bytes.buffer, bytes.byteOffset + 64, 16),
+    };
   }
 
   beforeAll(async () => {
@@ -98,11 +101,20 @@ describe.skipIf(!existsSync(SHM_DIR))('system shared memory', () => {
 
     // A client that writes new inputs into its mapping gets new outputs: nothing is cached.
     await writeFile(objectPath(inputKey), Buffer.concat([bytesOf(INPUT1), bytesOf(INPUT1)]));
-    expect((await postJson(`${server.url}/v2/models/simple/infer`, { inputs: [shmInput('INPUT0', 0), shmInput('INPUT1', 64)], outputs: [shmOutput('OUTPUT0', 0)] })).status).toBe(200);
+    expect(
+      (
+        await postJson(`${server.url}/v2/models/simple/infer`, {
+          inputs: [shmInput('INPUT0', 0), shmInput('INPUT1', 64)],
+          outputs: [shmOutput('OUTPUT0', 0)],
+        })
+      ).status,
+    ).toBe(200);
     expect([...(await outputs()).output0]).toEqual(new Array(16).fill(2));
 
     expect((await postJson(`${server.url}/v2/systemsharedmemory/region/input_data/unregister`, '')).status).toBe(200);
-    expect((await getJson(`${server.url}/v2/systemsharedmemory/status`)).json).toEqual([{ name: 'output_data', key: outputKey, offset: 0, byte_size: 128 }]);
+    expect((await getJson(`${server.url}/v2/systemsharedmemory/status`)).json).toEqual([
+      { name: 'output_data', key: outputKey, offset: 0, byte_size: 128 },
+    ]);
     expect((await postJson(`${server.url}/v2/systemsharedmemory/unregister`, '')).status).toBe(200);
     expect((await getJson(`${server.url}/v2/systemsharedmemory/status`)).json).toEqual([]);
   });
@@ -137,9 +149,18 @@ describe.skipIf(!existsSync(SHM_DIR))('system shared memory', () => {
       status: 400,
       json: { error: expect.stringContaining("failed to register shared memory region 'r': offset 64 + byte_size 128 runs past the end") },
     });
-    expect(await register('r', { key: '/../../etc/passwd', byte_size: 4 })).toMatchObject({ status: 400, json: { error: expect.stringContaining('invalid key') } });
-    expect(await register('r', { byte_size: 4 })).toMatchObject({ status: 400, json: { error: expect.stringContaining("needs a string 'key'") } });
-    expect(await register('r', { key: inputKey })).toMatchObject({ status: 400, json: { error: expect.stringContaining("'byte_size' as a non-negative integer") } });
+    expect(await register('r', { key: '/../../etc/passwd', byte_size: 4 })).toMatchObject({
+      status: 400,
+      json: { error: expect.stringContaining('invalid key') },
+    });
+    expect(await register('r', { byte_size: 4 })).toMatchObject({
+      status: 400,
+      json: { error: expect.stringContaining("needs a string 'key'") },
+    });
+    expect(await register('r', { key: inputKey })).toMatchObject({
+      status: 400,
+      json: { error: expect.stringContaining("'byte_size' as a non-negative integer") },
+    });
     expect(await register('input_data', { key: inputKey, byte_size: 128 })).toMatchObject({ status: 200 });
     expect(await register('input_data', { key: inputKey, byte_size: 128 })).toMatchObject({
       status: 400,
@@ -151,7 +172,14 @@ describe.skipIf(!existsSync(SHM_DIR))('system shared memory', () => {
     });
 
     const infer = (body: unknown) => postJson(`${server.url}/v2/models/simple/infer`, body);
-    expect(await infer({ inputs: [shmInput('INPUT0', 0), { ...shmInput('INPUT1', 0), parameters: { shared_memory_region: 'gone', shared_memory_byte_size: 64 } }] })).toMatchObject({
+    expect(
+      await infer({
+        inputs: [
+          shmInput('INPUT0', 0),
+          { ...shmInput('INPUT1', 0), parameters: { shared_memory_region: 'gone', shared_memory_byte_size: 64 } },
+        ],
+      }),
+    ).toMatchObject({
       status: 404,
       json: { error: "input 'INPUT1': Unable to find shared memory region: 'gone'" },
     });
@@ -159,7 +187,14 @@ describe.skipIf(!existsSync(SHM_DIR))('system shared memory', () => {
       status: 400,
       json: { error: expect.stringContaining("input 'INPUT1': Invalid offset + byte size for shared memory region: 'input_data'") },
     });
-    expect(await infer({ inputs: [shmInput('INPUT0', 0), { ...shmInput('INPUT1', 64), parameters: { shared_memory_region: 'input_data', shared_memory_byte_size: 32 } }] })).toMatchObject({
+    expect(
+      await infer({
+        inputs: [
+          shmInput('INPUT0', 0),
+          { ...shmInput('INPUT1', 64), parameters: { shared_memory_region: 'input_data', shared_memory_byte_size: 32 } },
+        ],
+      }),
+    ).toMatchObject({
       status: 400,
       json: { error: "input 'INPUT1' has shared_memory_byte_size 32, but shape [1,16] of INT32 needs 64 bytes" },
     });
@@ -167,20 +202,37 @@ describe.skipIf(!existsSync(SHM_DIR))('system shared memory', () => {
       status: 400,
       json: { error: expect.stringContaining("input 'INPUT1' is in shared memory region 'input_data' and must not also have 'data'") },
     });
-    expect(await infer({ inputs: [shmInput('INPUT0', 0), shmInput('INPUT1', 64)], outputs: [{ name: 'OUTPUT0', parameters: { shared_memory_byte_size: 64 } }] })).toMatchObject({
+    expect(
+      await infer({
+        inputs: [shmInput('INPUT0', 0), shmInput('INPUT1', 64)],
+        outputs: [{ name: 'OUTPUT0', parameters: { shared_memory_byte_size: 64 } }],
+      }),
+    ).toMatchObject({
       status: 400,
       json: { error: "output 'OUTPUT0' has shared_memory_byte_size or shared_memory_offset but no shared_memory_region" },
     });
     await register('small', { key: outputKey, byte_size: 16 });
     expect(
-      await infer({ inputs: [shmInput('INPUT0', 0), shmInput('INPUT1', 64)], outputs: [{ name: 'OUTPUT0', parameters: { shared_memory_region: 'small', shared_memory_byte_size: 16 } }] }),
+      await infer({
+        inputs: [shmInput('INPUT0', 0), shmInput('INPUT1', 64)],
+        outputs: [{ name: 'OUTPUT0', parameters: { shared_memory_region: 'small', shared_memory_byte_size: 16 } }],
+      }),
     ).toMatchObject({
       status: 400,
-      json: { error: "shared memory size specified with the request for output 'OUTPUT0' (16 bytes) should be at least 64 bytes to hold the results" },
+      json: {
+        error:
+          "shared memory size specified with the request for output 'OUTPUT0' (16 bytes) should be at least 64 bytes to hold the results",
+      },
     });
     expect(
-      await infer({ inputs: [shmInput('INPUT0', 0), shmInput('INPUT1', 64)], outputs: [{ ...shmOutput('OUTPUT0', 0), parameters: { ...shmOutput('OUTPUT0', 0).parameters, binary_data: true } }] }),
-    ).toMatchObject({ status: 400, json: { error: expect.stringContaining("Output can't set both 'shared_memory_region' and 'binary_data'") } });
+      await infer({
+        inputs: [shmInput('INPUT0', 0), shmInput('INPUT1', 64)],
+        outputs: [{ ...shmOutput('OUTPUT0', 0), parameters: { ...shmOutput('OUTPUT0', 0).parameters, binary_data: true } }],
+      }),
+    ).toMatchObject({
+      status: 400,
+      json: { error: expect.stringContaining("Output can't set both 'shared_memory_region' and 'binary_data'") },
+    });
     expect((await getJson(`${server.url}/v2/cudasharedmemory/status`)).status).toBe(501);
 
     const ok = await infer({ inputs: [shmInput('INPUT0', 0), shmInput('INPUT1', 64)] });
@@ -215,7 +267,10 @@ describe.skipIf(!existsSync(SHM_DIR))('system shared memory', () => {
           ],
           outputs: [{ name: 'OUTPUT0', sharedMemory: { region: 'output_data', byteSize: 64 } }, 'OUTPUT1'],
         });
-        expect(result.outputs.map((o) => [o.name, o.shape, [...(o.data as Int32Array)]]), label).toEqual([
+        expect(
+          result.outputs.map((o) => [o.name, o.shape, [...(o.data as Int32Array)]]),
+          label,
+        ).toEqual([
           ['OUTPUT0', [1, 16], []],
           ['OUTPUT1', [1, 16], [...DIFFERENCE]],
         ]);
@@ -276,7 +331,9 @@ describe.skipIf(!existsSync(SHM_DIR))('system shared memory', () => {
       expect([...output1]).toEqual([...DIFFERENCE]);
 
       await expect(call('SystemSharedMemoryStatus', { name: 'nope' })).rejects.toMatchObject({ code: status.NOT_FOUND });
-      await expect(call('SystemSharedMemoryRegister', { name: 'input_data', key: inputKey, offset: 0, byte_size: 128 })).rejects.toMatchObject({
+      await expect(
+        call('SystemSharedMemoryRegister', { name: 'input_data', key: inputKey, offset: 0, byte_size: 128 }),
+      ).rejects.toMatchObject({
         code: status.ALREADY_EXISTS,
       });
       expect(await call('SystemSharedMemoryUnregister', { name: 'input_data' })).toEqual({});
@@ -299,7 +356,10 @@ describe.skipIf(!existsSync(SHM_DIR))('system shared memory', () => {
       await expect(
         call('ModelInfer', {
           model_name: 'simple',
-          inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: grpcShm('nope', 0) }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16] }],
+          inputs: [
+            { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: grpcShm('nope', 0) },
+            { name: 'INPUT1', datatype: 'INT32', shape: [1, 16] },
+          ],
           raw_input_contents: [bytesOf(INPUT1)],
         }),
       ).rejects.toMatchObject({ code: status.NOT_FOUND, details: "input 'INPUT0': Unable to find shared memory region: 'nope'" });

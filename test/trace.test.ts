@@ -89,7 +89,11 @@ describe('trace extension', () => {
 
     it('reads and updates global and per-model settings', async () => {
       const global = await unaryCall(inference, 'TraceSetting', { settings: {}, model_name: '' });
-      expect(global.settings).toMatchObject({ trace_level: { value: ['OFF'] }, trace_file: { value: [traceFile()] }, log_frequency: { value: ['2'] } });
+      expect(global.settings).toMatchObject({
+        trace_level: { value: ['OFF'] },
+        trace_file: { value: [traceFile()] },
+        log_frequency: { value: ['2'] },
+      });
       const model = await unaryCall(inference, 'TraceSetting', { settings: { trace_count: { value: ['5'] } }, model_name: 'simple' });
       expect(model.settings.trace_count).toEqual({ value: ['5'] });
       const cleared = await unaryCall(inference, 'TraceSetting', { settings: { trace_count: { value: [] } }, model_name: 'simple' });

@@ -23,16 +23,22 @@ describe('Triton command-line flags', () => {
 
   it('--strict-readiness=false keeps the server ready beside a broken model; flags without effect are warned about', async () => {
     const server = await startServerProcess([
-      '--model-repository', repo,
+      '--model-repository',
+      repo,
       '--strict-readiness=false',
       '--exit-on-error=false',
       '--disable-auto-complete-config=false',
       '--log-info=true',
-      '--grpc-address', '127.0.0.1',
-      '--metrics-address', '127.0.0.1',
-      '--grpc-keepalive-time', '10000',
-      '--model-load-thread-count', '4',
-      '--backend-config', 'onnxruntime,enable-global-threadpool=1',
+      '--grpc-address',
+      '127.0.0.1',
+      '--metrics-address',
+      '127.0.0.1',
+      '--grpc-keepalive-time',
+      '10000',
+      '--model-load-thread-count',
+      '4',
+      '--backend-config',
+      'onnxruntime,enable-global-threadpool=1',
     ]);
     try {
       expect((await fetch(`${server.httpUrl}/v2/health/ready`)).status).toBe(200);
@@ -51,7 +57,10 @@ describe('Triton command-line flags', () => {
   });
 
   it('--http-keep-alive-timeout-secs sets the keep-alive the HTTP endpoint announces (65 s by default, above the ALB idle timeout)', async () => {
-    for (const [args, announced] of [[[], 'timeout=65'], [['--http-keep-alive-timeout-secs', '90'], 'timeout=90']] as const) {
+    for (const [args, announced] of [
+      [[], 'timeout=65'],
+      [['--http-keep-alive-timeout-secs', '90'], 'timeout=90'],
+    ] as const) {
       const server = await startServerProcess(['--model-repository', repo, '--strict-readiness=false', ...args]);
       try {
         expect((await fetch(`${server.httpUrl}/v2/health/live`)).headers.get('keep-alive')).toBe(announced);
@@ -63,21 +72,34 @@ describe('Triton command-line flags', () => {
 
   it('gRPC transport flags reach grpc-js: keepalive pings on an idle connection, max connection age, max message size', async () => {
     const server = await startServerProcess([
-      '--model-repository', repo,
+      '--model-repository',
+      repo,
       '--strict-readiness=false',
-      '--grpc-keepalive-time', '100',
-      '--grpc-keepalive-timeout', '10000',
-      '--grpc-max-connection-age', '1500',
-      '--grpc-max-connection-age-grace', '5000',
-      '--grpc-max-message-bytes', '4096',
+      '--grpc-keepalive-time',
+      '100',
+      '--grpc-keepalive-timeout',
+      '10000',
+      '--grpc-max-connection-age',
+      '1500',
+      '--grpc-max-connection-age-grace',
+      '5000',
+      '--grpc-max-message-bytes',
+      '4096',
       '--allow-gpu-metrics=false',
-      '--metrics-interval-ms', '1000',
-      '--grpc-keepalive-permit-without-calls', '1',
-      '--grpc-http2-max-pings-without-data', '0',
-      '--grpc-http2-min-recv-ping-interval-without-data', '5000',
-      '--grpc-http2-max-ping-strikes', '0',
-      '--metrics-config', 'summary_latencies=true',
-      '--allow-cpu-metrics', 'false',
+      '--metrics-interval-ms',
+      '1000',
+      '--grpc-keepalive-permit-without-calls',
+      '1',
+      '--grpc-http2-max-pings-without-data',
+      '0',
+      '--grpc-http2-min-recv-ping-interval-without-data',
+      '5000',
+      '--grpc-http2-max-ping-strikes',
+      '0',
+      '--metrics-config',
+      'summary_latencies=true',
+      '--allow-cpu-metrics',
+      'false',
     ]);
     // A bare HTTP/2 connection with no call on it: the server pings it, then sends GOAWAY at max age.
     const session = connect(`http://${server.grpcAddress}`);
@@ -134,7 +156,10 @@ describe('Triton command-line flags', () => {
   it('--disable-auto-complete-config is --strict-model-config: a model without config.pbtxt fails', async () => {
     const server = await startServerProcess(['--model-repository', repo, '--disable-auto-complete-config', '--strict-readiness=false']);
     try {
-      const index = (await (await fetch(`${server.httpUrl}/v2/repository/index`, { method: 'POST' })).json()) as { name: string; reason?: string }[];
+      const index = (await (await fetch(`${server.httpUrl}/v2/repository/index`, { method: 'POST' })).json()) as {
+        name: string;
+        reason?: string;
+      }[];
       expect(index.find((m) => m.name === 'broken')?.reason).toMatch(/no config.pbtxt; it is required with --strict-model-config=true/);
     } finally {
       await server.stop();

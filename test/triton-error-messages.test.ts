@@ -50,7 +50,10 @@ describe("errors in Triton's words", () => {
   const row = Array.from({ length: 16 }, (_, i) => i);
   const simpleInputs = ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32' as const, shape: [1, 16], data: row }));
   const refusal = (client: InferenceClient, request: Parameters<InferenceClient['infer']>[0]) =>
-    client.infer(request).then(() => '', (error: Error) => error.message);
+    client.infer(request).then(
+      () => '',
+      (error: Error) => error.message,
+    );
 
   it('a requested output, or an input, given twice: "... already exists in request", over HTTP and gRPC', async () => {
     for (const [label, client] of clients) {
@@ -79,8 +82,14 @@ describe("errors in Triton's words", () => {
   });
 
   it('JSON nested past 100 levels: "JSON nesting depth exceeds maximum allowed limit (100)", as Triton\'s test matrix has it', async () => {
-    for (const [datatype, value, model] of [['BYTES', '"hello"', 'simple_identity'], ['INT64', '123', 'simple_identity_int64']] as const) {
-      for (const [levels, ok] of [[120, false], [50, true]] as const) {
+    for (const [datatype, value, model] of [
+      ['BYTES', '"hello"', 'simple_identity'],
+      ['INT64', '123', 'simple_identity_int64'],
+    ] as const) {
+      for (const [levels, ok] of [
+        [120, false],
+        [50, true],
+      ] as const) {
         const body = `{"inputs":[{"name":"INPUT0","datatype":"${datatype}","shape":[1,1],"data":${nested(levels, value)}}]}`;
         const reply = await post(`${server.url}/v2/models/${model}/infer`, body);
         expect(reply.status, `${datatype} ${levels}`).toBe(ok ? 200 : 400);
@@ -95,7 +104,10 @@ describe("errors in Triton's words", () => {
   });
 
   it('an oversized request: "Request JSON size of ... exceeds the maximum allowed value", 400, naming the flag', async () => {
-    const parameters = { config: JSON.stringify({ max_batch_size: 0 }), 'file:1/model.onnx': Buffer.alloc(MAX_BODY_BYTES).toString('base64') };
+    const parameters = {
+      config: JSON.stringify({ max_batch_size: 0 }),
+      'file:1/model.onnx': Buffer.alloc(MAX_BODY_BYTES).toString('base64'),
+    };
     const body = JSON.stringify({ parameters });
     const reply = await post(`${server.url}/v2/repository/models/big/load`, body);
     expect(reply.status).toBe(400);
@@ -114,8 +126,8 @@ describe("errors in Triton's words", () => {
       expect(reply.error).toMatch(/^Unable to parse 'ready': attempt to access JSON non-boolean as boolean/);
     }
     expect((await postJson(`${server.url}/v2/repository/index`, { ready: true })).status).toBe(200);
-    expect((await postJson(`${server.url}/v2/repository/models/simple/unload`, { parameters: { unload_dependents: 'no' } })).json.error).toMatch(
-      /^Unable to parse 'unload_dependents'/,
-    );
+    expect(
+      (await postJson(`${server.url}/v2/repository/models/simple/unload`, { parameters: { unload_dependents: 'no' } })).json.error,
+    ).toMatch(/^Unable to parse 'unload_dependents'/);
   });
 });

@@ -33,7 +33,10 @@ describe('model_warmup on a model whose input has reshape', () => {
   it('warms up with the config dims, applies the reshape as requests do, and the model serves', async () => {
     const index = await client.repositoryIndex();
     expect(index).toEqual([expect.objectContaining({ name: 'reshaped', state: 'READY' })]);
-    const r = await client.infer({ model: 'reshaped', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2, 2], data: Float32Array.of(1, 2, 3, 4) }] });
+    const r = await client.infer({
+      model: 'reshaped',
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2, 2], data: Float32Array.of(1, 2, 3, 4) }],
+    });
     expect(r.outputs[0]).toMatchObject({ name: 'OUTPUT0', shape: [1, 2, 2], data: Float32Array.of(1, 2, 3, 4) });
   });
 });

@@ -66,19 +66,33 @@ for (const n of [...concurrencies, ...(rates ?? []), windows.windowMs, windows.m
 }
 
 const scenarios: Record<string, () => Promise<unknown>> = {
-  batching: () => runBatching({ model, concurrencies, ...(rates && { rates, arrivals }), windows, protocols, log, name: `${prefix}batching` }),
-  limit: () =>
-    runLimit({ model, durationMs: smoke ? 100 : 1500, log, name: `${prefix}limit`, batchingName: `${prefix}batching` }),
+  batching: () =>
+    runBatching({ model, concurrencies, ...(rates && { rates, arrivals }), windows, protocols, log, name: `${prefix}batching` }),
+  limit: () => runLimit({ model, durationMs: smoke ? 100 : 1500, log, name: `${prefix}limit`, batchingName: `${prefix}batching` }),
   overhead: () => runOverhead({ concurrency: smoke ? 4 : 16, windows, log, name: `${prefix}overhead` }),
   overload: async () => {
     await runOverload({ model, durationMs: smoke ? 1000 : 60_000, memoryLimit: smoke ? '0.8' : '2G', windows, log });
     await scenarios['many-elements']!();
   },
-  'many-elements': () => runManyElements({ elements: smoke ? 200_000 : 20_000_000, memoryLimit: '1G', log, name: `${prefix}many-elements` }),
+  'many-elements': () =>
+    runManyElements({ elements: smoke ? 200_000 : 20_000_000, memoryLimit: '1G', log, name: `${prefix}many-elements` }),
   shutdown: () => runShutdown({ model, concurrency: smoke ? 4 : 16, loadMs: smoke ? 500 : 3000, log }),
   grpc: async () => {
-    await runOverhead({ concurrency: smoke ? 4 : 16, windows, protocols: ['http-binary', 'grpc', 'grpc-raw'], log, name: `${prefix}grpc-tiny` });
-    await runBatching({ model, concurrencies: smoke ? [4] : [16], windows, protocols: ['http-binary', 'grpc'], log, name: `${prefix}grpc-batching` });
+    await runOverhead({
+      concurrency: smoke ? 4 : 16,
+      windows,
+      protocols: ['http-binary', 'grpc', 'grpc-raw'],
+      log,
+      name: `${prefix}grpc-tiny`,
+    });
+    await runBatching({
+      model,
+      concurrencies: smoke ? [4] : [16],
+      windows,
+      protocols: ['http-binary', 'grpc'],
+      log,
+      name: `${prefix}grpc-batching`,
+    });
   },
 };
 

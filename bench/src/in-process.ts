@@ -127,7 +127,10 @@ export function interpolate(rows: readonly { batchSize: number; samplesPerSecond
  * size, which ONNX Runtime's kernels (batch 1 included) do not promise. It costs one run time
  * per size formed instead of two (floor and ceil of the mean), a second or two per window.
  */
-export function samplesPerSecondOnBatches(batches: Readonly<Record<number, number>>, runMs: ReadonlyMap<number, number>): number | undefined {
+export function samplesPerSecondOnBatches(
+  batches: Readonly<Record<number, number>>,
+  runMs: ReadonlyMap<number, number>,
+): number | undefined {
   let samples = 0;
   let ms = 0;
   for (const [size, count] of Object.entries(batches).map(([s, c]) => [Number(s), c] as const)) {

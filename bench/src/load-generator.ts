@@ -45,7 +45,9 @@ export interface MeasureHooks {
 
 export interface LoadResult {
   readonly label: string;
-  readonly load: { readonly concurrency: number } | { readonly rate: number; readonly arrivals: 'poisson' | 'constant'; readonly maxOutstanding: number };
+  readonly load:
+    | { readonly concurrency: number }
+    | { readonly rate: number; readonly arrivals: 'poisson' | 'constant'; readonly maxOutstanding: number };
   /** Successful responses per second over the measured windows. */
   readonly throughput: number;
   readonly latencyMs: LatencySummary;
@@ -69,7 +71,13 @@ const MAX_REQUESTS = 2_000_000;
  * throughput is stable (or `maxWindows` ran out). Bounded in time (warm-up plus every window)
  * and in count (`MAX_REQUESTS`); stops by itself.
  */
-export async function measure(label: string, send: SendRequest, load: Load, options: WindowOptions, hooks: MeasureHooks = {}): Promise<LoadResult> {
+export async function measure(
+  label: string,
+  send: SendRequest,
+  load: Load,
+  options: WindowOptions,
+  hooks: MeasureHooks = {},
+): Promise<LoadResult> {
   // Columns rather than objects: a tiny model completes tens of thousands of requests.
   const ends: number[] = [];
   const latencies: number[] = [];

@@ -43,13 +43,20 @@ export function latencyThroughputSvg(title: string, series: readonly Series[], y
     // throughput can fall while latency climbs, and sorting by x drew that as a zigzag.
     const pts = s.points;
     const dash = s.dashed ? ' stroke-dasharray="6 4"' : '';
-    parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2"${dash} points="${pts.map((p) => `${px(p.x).toFixed(1)},${py(p.y).toFixed(1)}`).join(' ')}"/>`);
+    parts.push(
+      `<polyline fill="none" stroke="${color}" stroke-width="2"${dash} points="${pts.map((p) => `${px(p.x).toFixed(1)},${py(p.y).toFixed(1)}`).join(' ')}"/>`,
+    );
     for (const p of pts) {
       parts.push(`<circle cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}" r="3" fill="${color}"/>`);
-      if (p.label) parts.push(`<text x="${(px(p.x) + 5).toFixed(1)}" y="${(py(p.y) - 5).toFixed(1)}" font-size="10" fill="${color}">${escape(p.label)}</text>`);
+      if (p.label)
+        parts.push(
+          `<text x="${(px(p.x) + 5).toFixed(1)}" y="${(py(p.y) - 5).toFixed(1)}" font-size="10" fill="${color}">${escape(p.label)}</text>`,
+        );
     }
     const ly = m.top + 10 + i * 20;
-    parts.push(`<line x1="${width - m.right + 15}" y1="${ly}" x2="${width - m.right + 40}" y2="${ly}" stroke="${color}" stroke-width="2"${dash}/>`);
+    parts.push(
+      `<line x1="${width - m.right + 15}" y1="${ly}" x2="${width - m.right + 40}" y2="${ly}" stroke="${color}" stroke-width="2"${dash}/>`,
+    );
     parts.push(`<text x="${width - m.right + 46}" y="${ly + 4}">${escape(s.name)}</text>`);
   });
   parts.push('</svg>');

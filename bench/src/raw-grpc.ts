@@ -70,9 +70,11 @@ export function rawGrpcInfer(address: string, framedRequest: Buffer, connections
       stream.on('end', () => {
         if (grpcStatus !== '0') return reject(new Error(`gRPC status ${grpcStatus ?? 'missing'}: ${grpcMessage}`));
         const body = Buffer.concat(chunks);
-        if (body.length < 5 || body.readUInt32BE(1) !== body.length - 5) return reject(new Error(`malformed gRPC message of ${body.length} bytes`));
+        if (body.length < 5 || body.readUInt32BE(1) !== body.length - 5)
+          return reject(new Error(`malformed gRPC message of ${body.length} bytes`));
         const decoded = response.decode(body.subarray(5)) as unknown as { raw_output_contents: Uint8Array[] };
-        if (decoded.raw_output_contents.length !== 1) return reject(new Error(`expected 1 output, got ${decoded.raw_output_contents.length}`));
+        if (decoded.raw_output_contents.length !== 1)
+          return reject(new Error(`expected 1 output, got ${decoded.raw_output_contents.length}`));
         resolve();
       });
       stream.end(framedRequest);

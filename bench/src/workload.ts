@@ -10,7 +10,10 @@ export const CACHE_DIR = new URL('../.cache/', import.meta.url).pathname;
 /** Generates a model into the cache once (large models are never committed). */
 export async function cachedModel(name: string, build: () => IModelProto, log: (l: string) => void): Promise<string> {
   const path = join(CACHE_DIR, 'models', `${name}.onnx`);
-  const exists = await stat(path).then(() => true, () => false);
+  const exists = await stat(path).then(
+    () => true,
+    () => false,
+  );
   if (!exists) {
     log(`generating ${name} ...`);
     const bytes = await writeModel(path, build());
@@ -38,7 +41,10 @@ export async function benchRepository(scenario: string, entries: readonly Reposi
   return dir;
 }
 
-export function fp32Config(name: string, options: { width: number; maxBatchSize: number; batching: boolean; delayUs?: number; threads?: number }): string {
+export function fp32Config(
+  name: string,
+  options: { width: number; maxBatchSize: number; batching: boolean; delayUs?: number; threads?: number },
+): string {
   return [
     `name: "${name}"`,
     `max_batch_size: ${options.maxBatchSize}`,
@@ -82,7 +88,8 @@ export function inferRequest(
   connections: number,
 ): { send: SendRequest; close(): Promise<void> } {
   const data = Float32Array.from({ length: width }, (_, i) => (i % 13) / 13);
-  if (protocol === 'grpc-raw') return rawGrpcInfer(target.grpcAddress, encodeFp32InferRequest(model, width, data), Math.min(4, connections));
+  if (protocol === 'grpc-raw')
+    return rawGrpcInfer(target.grpcAddress, encodeFp32InferRequest(model, width, data), Math.min(4, connections));
   const client = inferClient(target, protocol, connections);
   const binary = protocol !== 'http-json';
   const send: SendRequest = async () => {

@@ -23,17 +23,41 @@ describe('in-process reference', () => {
   it('takes the median of each size over the windows that measured it', () => {
     expect(median([3, 1, 2])).toBe(2);
     expect(median([4, 1, 2, 3])).toBe(2.5);
-    const runMs = medianRunMs([window([[1, 2], [4, 4]]), window([[1, 3]]), window([[1, 10], [4, 6]])]);
-    expect([...runMs]).toEqual([[1, 3], [4, 5]]);
+    const runMs = medianRunMs([
+      window([
+        [1, 2],
+        [4, 4],
+      ]),
+      window([[1, 3]]),
+      window([
+        [1, 10],
+        [4, 6],
+      ]),
+    ]);
+    expect([...runMs]).toEqual([
+      [1, 3],
+      [4, 5],
+    ]);
   });
 
   it('compares the server with the in-process run time of the very batches it ran', () => {
     // 3 batches of 1 (2 ms each) and 1 of 9 (6 ms): 12 samples in 12 ms = 1000 samples/s,
     // while samples/s at the mean batch (3) interpolated between 1 and 9 would say otherwise.
-    const runMs = new Map([[1, 2], [9, 6]]);
+    const runMs = new Map([
+      [1, 2],
+      [9, 6],
+    ]);
     expect(samplesPerSecondOnBatches({ 1: 3, 9: 1 }, runMs)).toBeCloseTo(1000);
     expect(samplesPerSecondOnBatches({ 1: 3, 5: 1 }, runMs)).toBeUndefined();
-    expect(interpolate([{ batchSize: 1, samplesPerSecond: 500 }, { batchSize: 9, samplesPerSecond: 1500 }], 3)).toBe(750);
+    expect(
+      interpolate(
+        [
+          { batchSize: 1, samplesPerSecond: 500 },
+          { batchSize: 9, samplesPerSecond: 1500 },
+        ],
+        3,
+      ),
+    ).toBe(750);
     const c = throughputVsLimit({ throughput: 900, avgBatchSize: 3, batches: { 1: 3, 9: 1 } }, runMs)!;
     expect(c['limit_on_formed_batches']).toBeCloseTo(1000);
     expect(c['limit_at_mean_batch']).toBe(750);
@@ -42,7 +66,11 @@ describe('in-process reference', () => {
   });
 
   it('runs the batch sizes in turn for the window, each at least three times', async () => {
-    const file = await cachedModel(`mlp-${SMOKE_MODEL.layers}x${SMOKE_MODEL.width}`, () => mlp(SMOKE_MODEL), () => undefined);
+    const file = await cachedModel(
+      `mlp-${SMOKE_MODEL.layers}x${SMOKE_MODEL.width}`,
+      () => mlp(SMOKE_MODEL),
+      () => undefined,
+    );
     const model = await openInProcess({ file, width: SMOKE_MODEL.width, threads: 1 });
     try {
       const w = await model.window([4, 1, 2, 1], 20);

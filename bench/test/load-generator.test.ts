@@ -36,10 +36,15 @@ describe('load generator', () => {
 
   it('counts failures apart from successes', async () => {
     let n = 0;
-    const result = await measure('flaky', async () => {
-      await sleep(2);
-      if (++n % 2 === 0) throw new Error('boom');
-    }, { concurrency: 2 }, windows);
+    const result = await measure(
+      'flaky',
+      async () => {
+        await sleep(2);
+        if (++n % 2 === 0) throw new Error('boom');
+      },
+      { concurrency: 2 },
+      windows,
+    );
     expect(result.errors).toBeGreaterThan(0);
     expect(result.firstError).toBe('boom');
     expect(result.requests).toBeGreaterThan(result.errors);
@@ -60,11 +65,16 @@ describe('load generator', () => {
   it('open loop never exceeds its outstanding bound and counts what it could not send', async () => {
     let outstanding = 0;
     let peak = 0;
-    const result = await measure('bounded', async () => {
-      peak = Math.max(peak, ++outstanding);
-      await sleep(50);
-      outstanding--;
-    }, { rate: 500, maxOutstanding: 3, arrivals: 'constant' }, windows);
+    const result = await measure(
+      'bounded',
+      async () => {
+        peak = Math.max(peak, ++outstanding);
+        await sleep(50);
+        outstanding--;
+      },
+      { rate: 500, maxOutstanding: 3, arrivals: 'constant' },
+      windows,
+    );
     expect(peak).toBeLessThanOrEqual(3);
     expect(result.notSent).toBeGreaterThan(0);
   });
@@ -87,7 +97,13 @@ describe('statistics and plot', () => {
       inference_stats: { success: { count: n }, queue: { ns: queueNs, count: n }, compute_infer: { ns: inferNs, count: n } },
       batch_stats: batches.map(([batch_size, count]) => ({ batch_size, compute_infer: { count } })),
     });
-    const b = breakdown(snap(10, 10, 0, 0, [[1, 10]]), snap(50, 20, 40e6, 80e6, [[1, 12], [4, 8]]));
+    const b = breakdown(
+      snap(10, 10, 0, 0, [[1, 10]]),
+      snap(50, 20, 40e6, 80e6, [
+        [1, 12],
+        [4, 8],
+      ]),
+    );
     expect(b.requests).toBe(40);
     expect(b.avgBatchSize).toBe(4);
     expect(b.avgQueueMs).toBe(1);
@@ -97,7 +113,13 @@ describe('statistics and plot', () => {
 
   it('SVG has one line per series and a legend', () => {
     const svg = latencyThroughputSvg('t <&>', [
-      { name: 'a', points: [{ x: 1, y: 2 }, { x: 3, y: 4 }] },
+      {
+        name: 'a',
+        points: [
+          { x: 1, y: 2 },
+          { x: 3, y: 4 },
+        ],
+      },
       { name: 'b', points: [{ x: 2, y: 1 }] },
     ]);
     expect(svg.startsWith('<svg')).toBe(true);
@@ -106,8 +128,20 @@ describe('statistics and plot', () => {
   });
 
   it('SVG joins a series in the order measured, even where throughput falls past saturation', () => {
-    const svg = latencyThroughputSvg('t', [{ name: 'off', points: [{ x: 10, y: 1 }, { x: 30, y: 2 }, { x: 20, y: 9 }] }]);
-    const xs = /<polyline[^>]*points="([^"]+)"/.exec(svg)![1]!.split(' ').map((p) => Number(p.split(',')[0]));
+    const svg = latencyThroughputSvg('t', [
+      {
+        name: 'off',
+        points: [
+          { x: 10, y: 1 },
+          { x: 30, y: 2 },
+          { x: 20, y: 9 },
+        ],
+      },
+    ]);
+    const xs = /<polyline[^>]*points="([^"]+)"/
+      .exec(svg)![1]!
+      .split(' ')
+      .map((p) => Number(p.split(',')[0]));
     expect(xs[2]).toBeLessThan(xs[1]!);
   });
 });

@@ -48,9 +48,18 @@ describe('bench scenarios (smoke)', () => {
     ]);
     // Batching on, at c=1 and at the top of the sweep, per protocol: a reference window before
     // (every size c clients can form) and after (the sizes formed) the server's measurement.
-    expect(result.paired.map((p) => `${p.protocol} c=${p.concurrency}`)).toEqual(['http-binary c=1', 'http-binary c=16', 'http-json c=1', 'http-json c=16', 'grpc c=1', 'grpc c=16']);
+    expect(result.paired.map((p) => `${p.protocol} c=${p.concurrency}`)).toEqual([
+      'http-binary c=1',
+      'http-binary c=16',
+      'http-json c=1',
+      'http-json c=16',
+      'grpc c=1',
+      'grpc c=16',
+    ]);
     for (const p of result.paired) {
-      const point = result.points.find((x) => x.model === 'mlp_on' && x.protocol === p.protocol && x.concurrency === p.concurrency && x.rate === undefined)!;
+      const point = result.points.find(
+        (x) => x.model === 'mlp_on' && x.protocol === p.protocol && x.concurrency === p.concurrency && x.rate === undefined,
+      )!;
       const formed = Object.keys(point.server.batches).map(Number);
       expect(p.windows.map((w) => w.runs.map((r) => r.batchSize))).toEqual(
         p.concurrency === 1 ? [[1], [1]] : [Array.from({ length: 16 }, (_, i) => i + 1), formed],
@@ -63,7 +72,13 @@ describe('bench scenarios (smoke)', () => {
     expect(result.ratios['server_vs_limit']).toBeGreaterThan(0);
 
     // limit: the table at the sizes formed; the ratios it reports are the paired ones.
-    const { rows, comparison, paired } = await runLimit({ model: SMOKE_MODEL, durationMs: 50, log, name: 'smoke-limit', batchingName: 'smoke-batching' });
+    const { rows, comparison, paired } = await runLimit({
+      model: SMOKE_MODEL,
+      durationMs: 50,
+      log,
+      name: 'smoke-limit',
+      batchingName: 'smoke-batching',
+    });
     const formed = [...new Set(result.points.flatMap((p) => Object.keys(p.server.batches).map(Number)))].sort((a, b) => a - b);
     expect(rows.map((r) => r.batchSize)).toEqual(formed);
     expect(rows.every((r) => r.samplesPerSecond > 0)).toBe(true);
@@ -72,17 +87,37 @@ describe('bench scenarios (smoke)', () => {
     expect(comparison['c1_p50_over_in_process_grpc']).toBe(result.ratios['c1_p50_over_in_process_grpc']);
 
     // A batching result without paired ratios (from before they existed): limit compares with its own table.
-    const unpairedRatios = Object.fromEntries(Object.entries(result.ratios).filter(([k]) => !k.startsWith('server_vs_limit') && !k.startsWith('c1_p50')));
+    const unpairedRatios = Object.fromEntries(
+      Object.entries(result.ratios).filter(([k]) => !k.startsWith('server_vs_limit') && !k.startsWith('c1_p50')),
+    );
     await writeResult('smoke-batching-unpaired', { ...result, paired: undefined, ratios: unpairedRatios });
-    const unpaired = await runLimit({ model: SMOKE_MODEL, batchSizes: formed, durationMs: 20, log, name: 'smoke-limit-unpaired', batchingName: 'smoke-batching-unpaired' });
+    const unpaired = await runLimit({
+      model: SMOKE_MODEL,
+      batchSizes: formed,
+      durationMs: 20,
+      log,
+      name: 'smoke-limit-unpaired',
+      batchingName: 'smoke-batching-unpaired',
+    });
     expect(unpaired.paired).toBe(false);
     expect(unpaired.comparison['server_vs_limit']).toBeGreaterThan(0);
     expect(unpaired.comparison['c1_p50_over_in_process']).toBeGreaterThan(0);
   });
 
   it('overhead and gRPC: echo, HTTP binary, gRPC and lean gRPC all answer', async () => {
-    const { results, ratios } = await runOverhead({ concurrency: 2, windows: SMOKE_WINDOWS, protocols: ['http-binary', 'grpc', 'grpc-raw'], log, name: 'smoke-overhead' });
-    expect(results.map((r) => r.label)).toEqual(['fastify echo http-binary', 'batchwise http-binary', 'batchwise grpc', 'batchwise grpc-raw']);
+    const { results, ratios } = await runOverhead({
+      concurrency: 2,
+      windows: SMOKE_WINDOWS,
+      protocols: ['http-binary', 'grpc', 'grpc-raw'],
+      log,
+      name: 'smoke-overhead',
+    });
+    expect(results.map((r) => r.label)).toEqual([
+      'fastify echo http-binary',
+      'batchwise http-binary',
+      'batchwise grpc',
+      'batchwise grpc-raw',
+    ]);
     expect(results.every((r) => r.errors === 0 && r.throughput > 0)).toBe(true);
     expect(ratios['grpc_vs_http_binary']).toBeGreaterThan(0);
     expect(ratios['grpc_raw_vs_http_binary']).toBeGreaterThan(0);

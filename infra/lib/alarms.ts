@@ -135,10 +135,7 @@ export class Alarms extends Construct {
         detail: {
           clusterArn: [props.cluster.clusterArn],
           lastStatus: ['STOPPED'],
-          $or: [
-            { containers: { reason: [{ prefix: 'OutOfMemoryError' }] } },
-            { containers: { exitCode: [137] } },
-          ],
+          $or: [{ containers: { reason: [{ prefix: 'OutOfMemoryError' }] } }, { containers: { exitCode: [137] } }],
         },
       },
       targets: [{ bind: () => ({ id: 'OomLogGroup', arn: oomLogGroupTargetArn }) }],
@@ -159,13 +156,16 @@ export class Alarms extends Construct {
       dimensions: { ClusterArn: '$.detail.clusterArn' },
       unit: cloudwatch.Unit.COUNT,
     });
-    add('oomKills', this.oomKillsMetric.createAlarm(this, 'OomKillsAlarm', {
-      alarmDescription: 'A Batchwise container was OOM-killed (host memory hard limit) or SIGKILLed (exit 137).',
-      threshold: 1,
-      evaluationPeriods: 1,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    }));
+    add(
+      'oomKills',
+      this.oomKillsMetric.createAlarm(this, 'OomKillsAlarm', {
+        alarmDescription: 'A Batchwise container was OOM-killed (host memory hard limit) or SIGKILLed (exit 137).',
+        threshold: 1,
+        evaluationPeriods: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+    );
 
     // Container Insights writes one datapoint per task; Maximum is the fullest task.
     const memoryUtilized = new cloudwatch.Metric({
@@ -177,16 +177,19 @@ export class Alarms extends Construct {
       unit: cloudwatch.Unit.MEGABYTES,
     });
     const memoryThresholdMiB = Math.floor((props.memoryHardLimitMiB * memoryPercent) / 100);
-    add('containerMemory', memoryUtilized.createAlarm(this, 'ContainerMemoryAlarm', {
-      alarmDescription:
-        `A task uses more than ${memoryPercent}% (${memoryThresholdMiB} MiB) of its ${props.memoryHardLimitMiB} MiB ` +
-        'hard limit: an OOM kill is near.',
-      threshold: memoryThresholdMiB,
-      evaluationPeriods: 5,
-      datapointsToAlarm: 3,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    }));
+    add(
+      'containerMemory',
+      memoryUtilized.createAlarm(this, 'ContainerMemoryAlarm', {
+        alarmDescription:
+          `A task uses more than ${memoryPercent}% (${memoryThresholdMiB} MiB) of its ${props.memoryHardLimitMiB} MiB ` +
+          'hard limit: an OOM kill is near.',
+        threshold: memoryThresholdMiB,
+        evaluationPeriods: 5,
+        datapointsToAlarm: 3,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+    );
 
     // The lowest desired count in the minute, so a scale-out in progress does not count as missing targets.
     const desiredTasks = new cloudwatch.Metric({
@@ -201,26 +204,32 @@ export class Alarms extends Construct {
     const targetGroups = { http: props.httpTargetGroup, grpc: props.grpcTargetGroup };
     for (const [kind, tg] of Object.entries(targetGroups)) {
       const Kind = kind.toUpperCase();
-      add(`${kind}LatencyP99`, tg.metrics.targetResponseTime({ statistic: 'p99', period: MINUTE }).createAlarm(this, `${Kind}LatencyP99Alarm`, {
-        alarmDescription: `ALB ${Kind} target group: p99 target response time above ${latencyMs} ms.`,
-        threshold: latencyMs / 1000,
-        evaluationPeriods: 5,
-        datapointsToAlarm: 3,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }));
+      add(
+        `${kind}LatencyP99`,
+        tg.metrics.targetResponseTime({ statistic: 'p99', period: MINUTE }).createAlarm(this, `${Kind}LatencyP99Alarm`, {
+          alarmDescription: `ALB ${Kind} target group: p99 target response time above ${latencyMs} ms.`,
+          threshold: latencyMs / 1000,
+          evaluationPeriods: 5,
+          datapointsToAlarm: 3,
+          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        }),
+      );
       const errors = tg.metrics.httpCodeTarget(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, { statistic: 'Sum', period: MINUTE });
       const requests = tg.metrics.requestCount({ statistic: 'Sum', period: MINUTE });
-      add(`${kind}Target5xx`, percentOf(errors, requests, `${Kind} target 5xx %`).createAlarm(this, `${Kind}Target5xxAlarm`, {
-        alarmDescription:
-          `ALB ${Kind} target group: more than ${errorPercent}% of requests answered 5xx by the server.` +
-          (kind === 'grpc' ? ' gRPC errors travel as HTTP 200 with a grpc-status: see the ServerErrors alarm.' : ''),
-        threshold: errorPercent,
-        evaluationPeriods: 5,
-        datapointsToAlarm: 3,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }));
+      add(
+        `${kind}Target5xx`,
+        percentOf(errors, requests, `${Kind} target 5xx %`).createAlarm(this, `${Kind}Target5xxAlarm`, {
+          alarmDescription:
+            `ALB ${Kind} target group: more than ${errorPercent}% of requests answered 5xx by the server.` +
+            (kind === 'grpc' ? ' gRPC errors travel as HTTP 200 with a grpc-status: see the ServerErrors alarm.' : ''),
+          threshold: errorPercent,
+          evaluationPeriods: 5,
+          datapointsToAlarm: 3,
+          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        }),
+      );
       // New targets fail readiness while their models download (up to the grace period), on
       // every deploy and scale-out: an UnhealthyHostCount alarm would fire each time. What
       // matters is whether the service has fewer ready targets than tasks it wants, for longer
@@ -231,87 +240,111 @@ export class Alarms extends Construct {
         label: `${Kind} targets missing (desired tasks - healthy targets)`,
         period: MINUTE,
       });
-      add(`${kind}HealthyHosts`, deficit.createAlarm(this, `${Kind}HealthyHostsAlarm`, {
-        alarmDescription:
-          `ALB ${Kind} target group: fewer healthy targets than desired tasks for ${healthMinutes} minutes, longer ` +
-          `than the ${graceMinutes}-minute health check grace period a new task may need to load its models.`,
-        threshold: 1,
-        evaluationPeriods: healthMinutes,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }));
+      add(
+        `${kind}HealthyHosts`,
+        deficit.createAlarm(this, `${Kind}HealthyHostsAlarm`, {
+          alarmDescription:
+            `ALB ${Kind} target group: fewer healthy targets than desired tasks for ${healthMinutes} minutes, longer ` +
+            `than the ${graceMinutes}-minute health check grace period a new task may need to load its models.`,
+          threshold: 1,
+          evaluationPeriods: healthMinutes,
+          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        }),
+      );
       // Not one target healthy: every request to this port is answered 503 by the load balancer.
       // Missing data counts as none healthy. It fires on a stack's first deploy until the first
       // task is ready (model download), and never on a rolling deploy (minHealthyPercent 100).
-      add(`${kind}NoHealthyTargets`, tg.metrics.healthyHostCount({ statistic: 'Maximum', period: MINUTE }).createAlarm(this, `${Kind}NoHealthyTargetsAlarm`, {
-        alarmDescription:
-          `ALB ${Kind} target group: no healthy target for 2 minutes, so the load balancer answers every request with 503.`,
-        threshold: 1,
-        evaluationPeriods: 2,
-        comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.BREACHING,
-      }));
+      add(
+        `${kind}NoHealthyTargets`,
+        tg.metrics.healthyHostCount({ statistic: 'Maximum', period: MINUTE }).createAlarm(this, `${Kind}NoHealthyTargetsAlarm`, {
+          alarmDescription: `ALB ${Kind} target group: no healthy target for 2 minutes, so the load balancer answers every request with 503.`,
+          threshold: 1,
+          evaluationPeriods: 2,
+          comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+          treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+        }),
+      );
     }
 
     // 5xx the load balancer itself answers (502 bad gateway, 503 no healthy target, 504 timeout):
     // the tasks never see these requests, so neither the target 5xx nor the server's metrics do.
     const elb5xx = props.loadBalancer.metrics.httpCodeElb(elbv2.HttpCodeElb.ELB_5XX_COUNT, { statistic: 'Sum', period: MINUTE });
     const lbRequests = props.loadBalancer.metrics.requestCount({ statistic: 'Sum', period: MINUTE });
-    add('loadBalancer5xx', percentOf(elb5xx, lbRequests, 'ALB 5xx %').createAlarm(this, 'LoadBalancer5xxAlarm', {
-      alarmDescription:
-        `The load balancer itself answered more than ${errorPercent}% of requests with 5xx (502, 503 no healthy ` +
-        'target, 504 timeout) in 2 of 3 minutes.',
-      threshold: errorPercent,
-      evaluationPeriods: 3,
-      datapointsToAlarm: 2,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    }));
+    add(
+      'loadBalancer5xx',
+      percentOf(elb5xx, lbRequests, 'ALB 5xx %').createAlarm(this, 'LoadBalancer5xxAlarm', {
+        alarmDescription:
+          `The load balancer itself answered more than ${errorPercent}% of requests with 5xx (502, 503 no healthy ` +
+          'target, 504 timeout) in 2 of 3 minutes.',
+        threshold: errorPercent,
+        evaluationPeriods: 3,
+        datapointsToAlarm: 2,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+    );
 
-    const server = (spec: ServerMetricSpec): cloudwatch.Metric =>
-      serverMetric(spec, props.metricsServiceName);
+    const server = (spec: ServerMetricSpec): cloudwatch.Metric => serverMetric(spec, props.metricsServiceName);
     // Every task writes the service-wide EMF line every 10 s, RequestCount included even when 0:
     // lines in a minute is the heartbeat. Every other server-metric alarm treats missing data as
     // fine, and autoscaling does nothing without its metric, so silence must alarm on its own.
-    add('heartbeat', server(SERVER_METRICS.requestCount).with({ statistic: 'SampleCount' }).createAlarm(this, 'HeartbeatAlarm', {
-      alarmDescription:
-        'No task wrote server metrics for 3 minutes (no EMF line in CloudWatch): the tasks are down or their logs ' +
-        'do not reach CloudWatch. Autoscaling is frozen and the server-metric alarms are blind meanwhile.',
-      threshold: 1,
-      evaluationPeriods: 3,
-      comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-      treatMissingData: cloudwatch.TreatMissingData.BREACHING,
-    }));
+    add(
+      'heartbeat',
+      server(SERVER_METRICS.requestCount)
+        .with({ statistic: 'SampleCount' })
+        .createAlarm(this, 'HeartbeatAlarm', {
+          alarmDescription:
+            'No task wrote server metrics for 3 minutes (no EMF line in CloudWatch): the tasks are down or their logs ' +
+            'do not reach CloudWatch. Autoscaling is frozen and the server-metric alarms are blind meanwhile.',
+          threshold: 1,
+          evaluationPeriods: 3,
+          comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+          treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+        }),
+    );
     // With --strict-readiness false a failed model leaves its task in service: this is where it shows.
-    add('modelsFailedToLoad', server(SERVER_METRICS.modelsFailedToLoad).createAlarm(this, 'ModelsFailedToLoadAlarm', {
-      alarmDescription:
-        'A task has a model whose latest load failed, for 2 minutes: requests to it fail (or an older version ' +
-        'serves on). See the task logs ("failed to load") and POST /v2/repository/index; the metric by Model ' +
-        'dimension names it.',
-      threshold: 1,
-      evaluationPeriods: 2,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    }));
-    add('queueRejections', server(SERVER_METRICS.queueRejections).createAlarm(this, 'QueueRejectionsAlarm', {
-      alarmDescription: 'The server rejects requests: a model queue is full or its queue timeout expires (clients get 503).',
-      threshold: 1,
-      evaluationPeriods: 3,
-      datapointsToAlarm: 2,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    }));
-    add('serverErrors', percentOf(server(SERVER_METRICS.backendFailures), server(SERVER_METRICS.requestCount), 'server errors %')
-      .createAlarm(this, 'ServerErrorsAlarm', {
+    add(
+      'modelsFailedToLoad',
+      server(SERVER_METRICS.modelsFailedToLoad).createAlarm(this, 'ModelsFailedToLoadAlarm', {
         alarmDescription:
-          `More than ${errorPercent}% of requests failed in model execution (BackendFailures), on HTTP and gRPC alike ` +
-          '(gRPC errors reach the ALB as HTTP 200, so its 5xx alarm misses them).',
-        threshold: errorPercent,
-        evaluationPeriods: 5,
-        datapointsToAlarm: 3,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+          'A task has a model whose latest load failed, for 2 minutes: requests to it fail (or an older version ' +
+          'serves on). See the task logs ("failed to load") and POST /v2/repository/index; the metric by Model ' +
+          'dimension names it.',
+        threshold: 1,
+        evaluationPeriods: 2,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }));
+      }),
+    );
+    add(
+      'queueRejections',
+      server(SERVER_METRICS.queueRejections).createAlarm(this, 'QueueRejectionsAlarm', {
+        alarmDescription: 'The server rejects requests: a model queue is full or its queue timeout expires (clients get 503).',
+        threshold: 1,
+        evaluationPeriods: 3,
+        datapointsToAlarm: 2,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+    );
+    add(
+      'serverErrors',
+      percentOf(server(SERVER_METRICS.backendFailures), server(SERVER_METRICS.requestCount), 'server errors %').createAlarm(
+        this,
+        'ServerErrorsAlarm',
+        {
+          alarmDescription:
+            `More than ${errorPercent}% of requests failed in model execution (BackendFailures), on HTTP and gRPC alike ` +
+            '(gRPC errors reach the ALB as HTTP 200, so its 5xx alarm misses them).',
+          threshold: errorPercent,
+          evaluationPeriods: 5,
+          datapointsToAlarm: 3,
+          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        },
+      ),
+    );
     // CloudWatch's p99 over the distributions of all tasks, evaluated only with enough requests.
     const serverLatencyP99 = new cloudwatch.MathExpression({
       expression: `IF(requests >= ${minRequests}, latency, 0)`,
@@ -319,27 +352,32 @@ export class Alarms extends Construct {
       label: `server p99 latency (ms), when >= ${minRequests} requests/min`,
       period: MINUTE,
     });
-    add('serverLatencyP99', serverLatencyP99.createAlarm(this, 'ServerLatencyP99Alarm', {
-      alarmDescription:
-        `Server-side p99 request latency (all tasks) above ${latencyMs} ms, in minutes with at least ${minRequests} requests.`,
-      threshold: latencyMs,
-      evaluationPeriods: 5,
-      datapointsToAlarm: 3,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    }));
+    add(
+      'serverLatencyP99',
+      serverLatencyP99.createAlarm(this, 'ServerLatencyP99Alarm', {
+        alarmDescription: `Server-side p99 request latency (all tasks) above ${latencyMs} ms, in minutes with at least ${minRequests} requests.`,
+        threshold: latencyMs,
+        evaluationPeriods: 5,
+        datapointsToAlarm: 3,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+    );
     const gpuThresholdBytes = Math.floor((props.gpuMemoryMiB * 1024 * 1024 * gpuPercent) / 100);
     this.gpuMemoryThresholdBytes = gpuThresholdBytes;
-    add('gpuMemory', server(SERVER_METRICS.gpuMemoryUsedBytes).createAlarm(this, 'GpuMemoryAlarm', {
-      alarmDescription:
-        `GPU memory use above ${gpuPercent}% of ${props.gpuMemoryMiB} MiB: CUDA out-of-memory fails requests ` +
-        'without killing the container.',
-      threshold: gpuThresholdBytes,
-      evaluationPeriods: 3,
-      datapointsToAlarm: 2,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    }));
+    add(
+      'gpuMemory',
+      server(SERVER_METRICS.gpuMemoryUsedBytes).createAlarm(this, 'GpuMemoryAlarm', {
+        alarmDescription:
+          `GPU memory use above ${gpuPercent}% of ${props.gpuMemoryMiB} MiB: CUDA out-of-memory fails requests ` +
+          'without killing the container.',
+        threshold: gpuThresholdBytes,
+        evaluationPeriods: 3,
+        datapointsToAlarm: 2,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+    );
   }
 }
 

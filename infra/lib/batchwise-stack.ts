@@ -146,8 +146,7 @@ export class BatchwiseStack extends Stack {
       vpc: network.vpc,
       service: inference.service,
       certificateArn: props.certificateArn,
-      httpListenerProtocol:
-        props.httpListenerProtocol === 'HTTP' ? elbv2.ApplicationProtocol.HTTP : elbv2.ApplicationProtocol.HTTPS,
+      httpListenerProtocol: props.httpListenerProtocol === 'HTTP' ? elbv2.ApplicationProtocol.HTTP : elbv2.ApplicationProtocol.HTTPS,
       allowedIngressCidr: props.allowedIngressCidr,
       wafRateLimitPer5Minutes: props.wafRateLimitPer5Minutes,
       accessLogsBucket: accessLogs.bucket,

@@ -92,7 +92,10 @@ export class CiAccess extends Construct {
       // role-duration-seconds 5400). The CDK CLI re-assumes the chained bootstrap roles (1 h
       // limit) from these credentials as long as they are valid.
       maxSessionDuration: Duration.hours(2),
-      assumedBy: new iam.WebIdentityPrincipal(providerArn, trustConditions(props.githubRepo, props.githubEnvironment, branch, props.refInSubject ?? false)),
+      assumedBy: new iam.WebIdentityPrincipal(
+        providerArn,
+        trustConditions(props.githubRepo, props.githubEnvironment, branch, props.refInSubject ?? false),
+      ),
     });
 
     const qualifier =

@@ -9,11 +9,33 @@ import type { BatchwiseStackProps } from './batchwise-stack.ts';
  * Values from the command line arrive as strings; cdk.json may hold numbers.
  */
 export const CONTEXT_KEYS = [
-  'envName', 'certificateArn', 'instanceType', 'memoryLimitMiB', 'memoryReservationMiB', 'gpuMemoryMiB',
-  'minCapacity', 'maxCapacity', 'modelBucketName', 'modelPrefix', 'imageUri', 'alarmEmail',
-  'amiVariant', 'amiId', 'httpListenerProtocol', 'allowedIngressCidr', 'wafRateLimitPer5Minutes', 'metricsScraperCidr',
-  'metricsScraperSecurityGroupId', 'githubRepo', 'githubBranch', 'githubOidcProviderArn', 'githubOidcRefInSubject',
-  'natGateways', 'healthCheckGracePeriodSeconds', 'targetPendingRequestsPerTask', 'latencyP99AlarmMs',
+  'envName',
+  'certificateArn',
+  'instanceType',
+  'memoryLimitMiB',
+  'memoryReservationMiB',
+  'gpuMemoryMiB',
+  'minCapacity',
+  'maxCapacity',
+  'modelBucketName',
+  'modelPrefix',
+  'imageUri',
+  'alarmEmail',
+  'amiVariant',
+  'amiId',
+  'httpListenerProtocol',
+  'allowedIngressCidr',
+  'wafRateLimitPer5Minutes',
+  'metricsScraperCidr',
+  'metricsScraperSecurityGroupId',
+  'githubRepo',
+  'githubBranch',
+  'githubOidcProviderArn',
+  'githubOidcRefInSubject',
+  'natGateways',
+  'healthCheckGracePeriodSeconds',
+  'targetPendingRequestsPerTask',
+  'latencyP99AlarmMs',
   'enableExecuteCommand',
 ] as const;
 
@@ -79,8 +101,7 @@ const OUR_SHAPE = /^[a-z][A-Za-z0-9]*$/;
 function unknownKeyError(key: string, where: string): Error {
   const retired = RETIRED_KEYS[key];
   if (retired !== undefined) return new Error(`Context key '${key}' ${where} is no longer read: ${retired}.`);
-  const suggestion = CONTEXT_KEYS.find((k) => k.toLowerCase() === key.toLowerCase()) ??
-    CONTEXT_KEYS.find((k) => editDistance(k, key) <= 2);
+  const suggestion = CONTEXT_KEYS.find((k) => k.toLowerCase() === key.toLowerCase()) ?? CONTEXT_KEYS.find((k) => editDistance(k, key) <= 2);
   return new Error(
     `Unknown context key '${key}' ${where}${suggestion ? ` (did you mean '${suggestion}'?)` : ''}. ` +
       `Known keys: ${CONTEXT_KEYS.join(', ')}.`,
@@ -143,7 +164,10 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
     if (OUR_SHAPE.test(key) && !(CONTEXT_KEYS as readonly string[]).includes(key)) throw unknownKeyError(key, 'in the context');
   }
   const certificateArn = matching(
-    node, 'certificateArn', /^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate\/[A-Za-z0-9-]+$/, 'an ACM certificate ARN',
+    node,
+    'certificateArn',
+    /^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate\/[A-Za-z0-9-]+$/,
+    'an ACM certificate ARN',
   );
   if (certificateArn === undefined) {
     throw new ContextError(
@@ -157,7 +181,7 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
   if (allowedIngressCidr === undefined) {
     throw new ContextError(
       'allowedIngressCidr',
-      'required: who may reach the inference ports :8000 and :8001 through the load balancer. Set the clients\' ' +
+      "required: who may reach the inference ports :8000 and :8001 through the load balancer. Set the clients' " +
         'network (e.g. 203.0.113.0/24), or 0.0.0.0/0 to make the endpoint public on purpose (the WAF rate limit ' +
         'then bounds what one address can send). There is no default, so the stack is never public by accident.',
     );
@@ -212,7 +236,12 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
     metricsScraperSecurityGroupId: matching(node, 'metricsScraperSecurityGroupId', /^sg-[0-9a-f]{8,17}$/, 'a security group id'),
     githubRepo: matching(node, 'githubRepo', /^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, "a GitHub repository 'owner/name'"),
     githubBranch: str(node, 'githubBranch'),
-    githubOidcProviderArn: matching(node, 'githubOidcProviderArn', /^arn:aws[a-z-]*:iam::\d{12}:oidc-provider\/.+$/, 'an IAM OIDC provider ARN'),
+    githubOidcProviderArn: matching(
+      node,
+      'githubOidcProviderArn',
+      /^arn:aws[a-z-]*:iam::\d{12}:oidc-provider\/.+$/,
+      'an IAM OIDC provider ARN',
+    ),
     githubOidcRefInSubject: bool(node, 'githubOidcRefInSubject'),
     natGateways: int(node, 'natGateways'),
     healthCheckGracePeriodSeconds: grace,

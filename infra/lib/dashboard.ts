@@ -71,9 +71,7 @@ export class Dashboard extends Construct {
       new cloudwatch.GraphWidget({
         title: 'p99 latency',
         left: [m(SERVER_METRICS.requestLatency)],
-        right: tgs.map(([label, tg]) =>
-          tg.metrics.targetResponseTime({ statistic: 'p99', period: MINUTE, label: `ALB ${label} p99 (s)` }),
-        ),
+        right: tgs.map(([label, tg]) => tg.metrics.targetResponseTime({ statistic: 'p99', period: MINUTE, label: `ALB ${label} p99 (s)` })),
         width: 8,
       }),
     );
@@ -81,9 +79,7 @@ export class Dashboard extends Construct {
       new cloudwatch.GraphWidget({
         title: 'GPU memory used (bytes)',
         left: [m(SERVER_METRICS.gpuMemoryUsedBytes)],
-        leftAnnotations: [
-          { value: props.alarms.gpuMemoryThresholdBytes, label: 'alarm threshold' },
-        ],
+        leftAnnotations: [{ value: props.alarms.gpuMemoryThresholdBytes, label: 'alarm threshold' }],
         width: 8,
       }),
       new cloudwatch.GraphWidget({
@@ -100,20 +96,21 @@ export class Dashboard extends Construct {
       }),
     );
     this.dashboard.addWidgets(
-      ...tgs.map(([label, tg]) =>
-        new cloudwatch.GraphWidget({
-          title: `ALB ${label}: requests, 5xx, hosts`,
-          left: [
-            tg.metrics.requestCount({ period: MINUTE, statistic: 'Sum' }),
-            tg.metrics.httpCodeTarget(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, { period: MINUTE, statistic: 'Sum' }),
-          ],
-          right: [
-            tg.metrics.healthyHostCount({ period: MINUTE, statistic: 'Minimum' }),
-            tg.metrics.unhealthyHostCount({ period: MINUTE, statistic: 'Maximum' }),
-            insights('DesiredTaskCount', 'Minimum'),
-          ],
-          width: 12,
-        }),
+      ...tgs.map(
+        ([label, tg]) =>
+          new cloudwatch.GraphWidget({
+            title: `ALB ${label}: requests, 5xx, hosts`,
+            left: [
+              tg.metrics.requestCount({ period: MINUTE, statistic: 'Sum' }),
+              tg.metrics.httpCodeTarget(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, { period: MINUTE, statistic: 'Sum' }),
+            ],
+            right: [
+              tg.metrics.healthyHostCount({ period: MINUTE, statistic: 'Minimum' }),
+              tg.metrics.unhealthyHostCount({ period: MINUTE, statistic: 'Maximum' }),
+              insights('DesiredTaskCount', 'Minimum'),
+            ],
+            width: 12,
+          }),
       ),
     );
   }

@@ -110,7 +110,7 @@ export class GpuCapacity extends Construct {
       id: `AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/${SSM_MANAGED_INSTANCE_POLICY}]`,
       reason:
         'SSM Session Manager on the GPU hosts (no SSH, no inbound port): the AWS-maintained policy follows the ' +
-        'SSM agent\'s needs (ssm, ssmmessages, ec2messages), which a copy would not.',
+        "SSM agent's needs (ssm, ssmmessages, ec2messages), which a copy would not.",
     });
 
     const userData = ec2.UserData.forLinux();

@@ -85,14 +85,15 @@ export const SERVE_READINESS_FLAGS = ['--strict-readiness', 'false'] as const;
 
 /** Healthy when `/v2/health/live` answers 200. The CUDA base image has no curl; node has fetch. */
 export const CONTAINER_HEALTH_CHECK_SCRIPT =
-  `fetch('http://127.0.0.1:${SERVER_PORTS.http}/v2/health/live')` +
-  '.then(r=>process.exit(r.ok?0:1),()=>process.exit(1))';
+  `fetch('http://127.0.0.1:${SERVER_PORTS.http}/v2/health/live')` + '.then(r=>process.exit(r.ok?0:1),()=>process.exit(1))';
 
 /**
  * The image from a registry URI; ECR URIs get pull permissions for the execution role.
  */
 export function imageFromUri(scope: Construct, uri: string): ecs.ContainerImage {
-  const ecrMatch = /^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?\/([^:@]+)(?::([^@]+))?(?:@(sha256:[0-9a-f]{64}))?$/.exec(uri);
+  const ecrMatch = /^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?\/([^:@]+)(?::([^@]+))?(?:@(sha256:[0-9a-f]{64}))?$/.exec(
+    uri,
+  );
   if (!ecrMatch) return ecs.ContainerImage.fromRegistry(uri);
   const [, account, region, name, tag, digest] = ecrMatch;
   const repository = ecr.Repository.fromRepositoryAttributes(scope, 'ImageRepository', {
@@ -149,13 +150,18 @@ export class InferenceService extends Construct {
       // The image's ENTRYPOINT is the `batchwise` CLI; this is its argument list.
       command: [
         'serve',
-        '--model-repository', props.modelStore.repositoryUri,
-        '--model-control-mode', 'poll',
-        '--repository-poll-secs', '30',
+        '--model-repository',
+        props.modelStore.repositoryUri,
+        '--model-control-mode',
+        'poll',
+        '--repository-poll-secs',
+        '30',
         ...SERVE_READINESS_FLAGS,
-        '--memory-limit', String(props.memory.serverBudgetBytes),
+        '--memory-limit',
+        String(props.memory.serverBudgetBytes),
         '--cloudwatch-metrics',
-        '--cloudwatch-service-name', props.metricsServiceName,
+        '--cloudwatch-service-name',
+        props.metricsServiceName,
       ],
       gpuCount: 1,
       memoryLimitMiB: props.memory.hardLimitMiB,
@@ -210,18 +216,10 @@ export class InferenceService extends Construct {
       allowAllOutbound: true,
     });
     if (props.metricsScraperCidr !== undefined) {
-      this.securityGroup.addIngressRule(
-        ec2.Peer.ipv4(props.metricsScraperCidr),
-        ec2.Port.tcp(SERVER_PORTS.metrics),
-        'Prometheus scraper',
-      );
+      this.securityGroup.addIngressRule(ec2.Peer.ipv4(props.metricsScraperCidr), ec2.Port.tcp(SERVER_PORTS.metrics), 'Prometheus scraper');
     }
     if (props.metricsScraperSecurityGroup) {
-      this.securityGroup.addIngressRule(
-        props.metricsScraperSecurityGroup,
-        ec2.Port.tcp(SERVER_PORTS.metrics),
-        'Prometheus scraper',
-      );
+      this.securityGroup.addIngressRule(props.metricsScraperSecurityGroup, ec2.Port.tcp(SERVER_PORTS.metrics), 'Prometheus scraper');
     }
 
     this.service = new ecs.Ec2Service(this, 'Service', {

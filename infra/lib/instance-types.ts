@@ -25,18 +25,46 @@ function family(
 
 /** Published sizes of the g4dn (T4 16 GiB), g5 (A10G 24 GiB) and g6 (L4 24 GiB) families. */
 export const GPU_INSTANCE_TYPES: Readonly<Record<string, GpuInstanceSpec>> = {
-  ...family(16 * GIB, {
-    xlarge: [16, 1], '2xlarge': [32, 1], '4xlarge': [64, 1], '8xlarge': [128, 1],
-    '12xlarge': [192, 4], '16xlarge': [256, 1],
-  }, 'g4dn'),
-  ...family(24 * GIB, {
-    xlarge: [16, 1], '2xlarge': [32, 1], '4xlarge': [64, 1], '8xlarge': [128, 1],
-    '12xlarge': [192, 4], '16xlarge': [256, 1], '24xlarge': [384, 4], '48xlarge': [768, 8],
-  }, 'g5'),
-  ...family(24 * GIB, {
-    xlarge: [16, 1], '2xlarge': [32, 1], '4xlarge': [64, 1], '8xlarge': [128, 1],
-    '12xlarge': [192, 4], '16xlarge': [256, 1], '24xlarge': [384, 4], '48xlarge': [768, 8],
-  }, 'g6'),
+  ...family(
+    16 * GIB,
+    {
+      xlarge: [16, 1],
+      '2xlarge': [32, 1],
+      '4xlarge': [64, 1],
+      '8xlarge': [128, 1],
+      '12xlarge': [192, 4],
+      '16xlarge': [256, 1],
+    },
+    'g4dn',
+  ),
+  ...family(
+    24 * GIB,
+    {
+      xlarge: [16, 1],
+      '2xlarge': [32, 1],
+      '4xlarge': [64, 1],
+      '8xlarge': [128, 1],
+      '12xlarge': [192, 4],
+      '16xlarge': [256, 1],
+      '24xlarge': [384, 4],
+      '48xlarge': [768, 8],
+    },
+    'g5',
+  ),
+  ...family(
+    24 * GIB,
+    {
+      xlarge: [16, 1],
+      '2xlarge': [32, 1],
+      '4xlarge': [64, 1],
+      '8xlarge': [128, 1],
+      '12xlarge': [192, 4],
+      '16xlarge': [256, 1],
+      '24xlarge': [384, 4],
+      '48xlarge': [768, 8],
+    },
+    'g6',
+  ),
 };
 
 /**
@@ -103,9 +131,7 @@ export function taskMemoryFor(instanceType: string, overrides: TaskMemoryOverrid
   }
   const reservationMiB = overrides.memoryReservationMiB ?? Math.floor(hardLimitMiB * SERVER_BUDGET_FRACTION);
   if (reservationMiB > hardLimitMiB) {
-    throw new Error(
-      `memoryReservationMiB (${reservationMiB}) must not exceed the hard limit memoryLimitMiB (${hardLimitMiB}).`,
-    );
+    throw new Error(`memoryReservationMiB (${reservationMiB}) must not exceed the hard limit memoryLimitMiB (${hardLimitMiB}).`);
   }
   const budgetMiB = Math.floor(hardLimitMiB * SERVER_BUDGET_FRACTION);
   return {

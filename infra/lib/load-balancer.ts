@@ -89,8 +89,7 @@ export class LoadBalancer extends Construct {
     // Tokens (e.g. a CfnParameter) cannot be checked at synth time.
     if (!props.certificateArn.startsWith('${Token') && !ACM_ARN_PATTERN.test(props.certificateArn)) {
       throw new Error(
-        `certificateArn '${props.certificateArn}' is not an ACM certificate ARN ` +
-          '(arn:aws:acm:<region>:<account>:certificate/<id>).',
+        `certificateArn '${props.certificateArn}' is not an ACM certificate ARN ` + '(arn:aws:acm:<region>:<account>:certificate/<id>).',
       );
     }
     checkCertificateRegion(this, props.certificateArn);
@@ -130,7 +129,7 @@ export class LoadBalancer extends Construct {
       Validations.of(this.loadBalancer).acknowledge({
         id: 'AwsSolutions-ELB2',
         reason:
-          'Region-agnostic synth: the access-log bucket policy must name the region\'s ELB log-delivery ' +
+          "Region-agnostic synth: the access-log bucket policy must name the region's ELB log-delivery " +
           'principal, which is unknown here. Deploys (cdk deploy sets CDK_DEFAULT_REGION) enable access logs.',
       });
     } else {
@@ -164,12 +163,8 @@ export class LoadBalancer extends Construct {
       // The ALB default is /AWS.ALB/healthcheck expecting 12 (UNIMPLEMENTED).
       healthCheck: { ...healthCheckTiming, path: '/grpc.health.v1.Health/Check', healthyGrpcCodes: '0' },
     });
-    this.httpTargetGroup.addTarget(
-      props.service.loadBalancerTarget({ containerName: CONTAINER_NAME, containerPort: SERVER_PORTS.http }),
-    );
-    this.grpcTargetGroup.addTarget(
-      props.service.loadBalancerTarget({ containerName: CONTAINER_NAME, containerPort: SERVER_PORTS.grpc }),
-    );
+    this.httpTargetGroup.addTarget(props.service.loadBalancerTarget({ containerName: CONTAINER_NAME, containerPort: SERVER_PORTS.http }));
+    this.grpcTargetGroup.addTarget(props.service.loadBalancerTarget({ containerName: CONTAINER_NAME, containerPort: SERVER_PORTS.grpc }));
 
     this.httpListener = this.loadBalancer.addListener('Http', {
       port: SERVER_PORTS.http,

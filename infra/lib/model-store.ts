@@ -115,9 +115,7 @@ export class ModelStore extends Construct {
         conditions: { StringLike: { 's3:prefix': [this.prefix, `${this.prefix}/*`] } },
       }),
     );
-    grantee.grantPrincipal.addToPrincipalPolicy(
-      new iam.PolicyStatement({ actions: ['s3:GetObject'], resources: [this.objectsArn] }),
-    );
+    grantee.grantPrincipal.addToPrincipalPolicy(new iam.PolicyStatement({ actions: ['s3:GetObject'], resources: [this.objectsArn] }));
     this.acknowledgePrefixWildcard(grantee);
   }
 

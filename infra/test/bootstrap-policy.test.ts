@@ -41,7 +41,10 @@ describe('CloudFormation execution policy for cdk bootstrap', () => {
     for (const namespace of namespaces) {
       const prefix = IAM_PREFIX[namespace];
       expect(prefix, `AWS::${namespace}: add its IAM prefix to the policy and to this table`).toBeDefined();
-      expect(actions.some((a) => a.startsWith(`${prefix}:`)), namespace).toBe(true);
+      expect(
+        actions.some((a) => a.startsWith(`${prefix}:`)),
+        namespace,
+      ).toBe(true);
     }
   });
 
@@ -50,12 +53,14 @@ describe('CloudFormation execution policy for cdk bootstrap', () => {
     for (const statement of policy.Statement) {
       if (![statement.Action].flat().includes('iam:*')) continue;
       for (const resource of [statement.Resource].flat()) {
-        expect(resource).toMatch(/^arn:aws:iam::\*:(role\/Batchwise-\*|instance-profile\/Batchwise-\*|oidc-provider\/token\.actions\.githubusercontent\.com)$/);
+        expect(resource).toMatch(
+          /^arn:aws:iam::\*:(role\/Batchwise-\*|instance-profile\/Batchwise-\*|oidc-provider\/token\.actions\.githubusercontent\.com)$/,
+        );
       }
     }
   });
 
-  it('names the stack\'s roles as the IAM statement expects (CloudFormation prefixes them with the stack name)', () => {
+  it("names the stack's roles as the IAM statement expects (CloudFormation prefixes them with the stack name)", () => {
     const roles = s().template.findResources('AWS::IAM::Role');
     for (const role of Object.values(roles)) expect(role.Properties.RoleName).toBeUndefined();
     expect(s().stack.stackName).toMatch(/^Batchwise-/);

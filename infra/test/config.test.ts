@@ -25,7 +25,7 @@ describe('context validation', () => {
     expect(build({ allowedIngressCidr: '0.0.0.0/0' })).not.toThrow();
   });
 
-  it('rejects a certificate from another region than the stack\'s', () => {
+  it("rejects a certificate from another region than the stack's", () => {
     expect(build({ certificateArn: 'arn:aws:acm:eu-west-1:123456789012:certificate/example' })).toThrow(
       /certificateArn is in eu-west-1 but the stack deploys to us-east-1: an ALB needs an ACM certificate of its own region/,
     );
@@ -67,18 +67,22 @@ describe('context validation', () => {
 
 describe('unknown context keys', () => {
   it('refuses a mistyped key instead of ignoring it, suggesting the known one', () => {
-    expect(build({ alarmEmial: 'ops@example.com' })).toThrow(/Unknown context key 'alarmEmial' in the context \(did you mean 'alarmEmail'\?\)\. Known keys: envName, /);
+    expect(build({ alarmEmial: 'ops@example.com' })).toThrow(
+      /Unknown context key 'alarmEmial' in the context \(did you mean 'alarmEmail'\?\)\. Known keys: envName, /,
+    );
     expect(build({ maxcapacity: '8' })).toThrow(/'maxcapacity'.*did you mean 'maxCapacity'/);
     expect(build({ replicas: '2' })).toThrow(/Unknown context key 'replicas' in the context\. Known keys/);
   });
 
   it('leaves CDK feature flags, CLI settings and lookups alone', () => {
-    expect(build({
-      '@aws-cdk/core:bootstrapQualifier': 'abc',
-      'aws:cdk:enable-path-metadata': true,
-      'acknowledged-issue-numbers': [1],
-      'availability-zones:account=123456789012:region=us-east-1': ['us-east-1a'],
-    })).not.toThrow();
+    expect(
+      build({
+        '@aws-cdk/core:bootstrapQualifier': 'abc',
+        'aws:cdk:enable-path-metadata': true,
+        'acknowledged-issue-numbers': [1],
+        'availability-zones:account=123456789012:region=us-east-1': ['us-east-1a'],
+      }),
+    ).not.toThrow();
   });
 });
 
@@ -98,7 +102,13 @@ describe('environment settings file', () => {
   it('gives every deploy of the environment the same settings', () => {
     const { file, props } = read({ envName: 'prod' }, dir());
     expect(file).toMatch(/prod\.json$/);
-    expect(props).toMatchObject({ envName: 'prod', certificateArn: CERTIFICATE_ARN, alarmEmail: 'ops@example.com', maxCapacity: 8, natGateways: 2 });
+    expect(props).toMatchObject({
+      envName: 'prod',
+      certificateArn: CERTIFICATE_ARN,
+      alarmEmail: 'ops@example.com',
+      maxCapacity: 8,
+      natGateways: 2,
+    });
   });
 
   it('lets -c override the file for one run', () => {
@@ -106,7 +116,9 @@ describe('environment settings file', () => {
   });
 
   it('refuses unknown keys in the file, naming the file', () => {
-    expect(() => read({ envName: 'typo' }, dir())).toThrow(/Unknown context key 'natGateway' in .*typo\.json \(did you mean 'natGateways'\?\)/);
+    expect(() => read({ envName: 'typo' }, dir())).toThrow(
+      /Unknown context key 'natGateway' in .*typo\.json \(did you mean 'natGateways'\?\)/,
+    );
   });
 
   it('is optional: no file, only the context', () => {
@@ -118,7 +130,11 @@ describe('environment settings file', () => {
   it('ships a template whose settings validate', () => {
     const app = new App({ context: { envName: 'example' } });
     expect(applyEnvironmentFile(app.node, ENVIRONMENTS_DIR)).toMatch(/infra\/environments\/example\.json$/);
-    expect(stackPropsFromContext(app.node)).toMatchObject({ envName: 'example', githubRepo: 'acme/batchwise', alarmEmail: 'ops@example.com' });
+    expect(stackPropsFromContext(app.node)).toMatchObject({
+      envName: 'example',
+      githubRepo: 'acme/batchwise',
+      alarmEmail: 'ops@example.com',
+    });
   });
 });
 

@@ -80,31 +80,51 @@ describe('server image context', () => {
 
   it('changes when the server, the lockfile or the Dockerfile change', () => {
     for (const file of [
-      'packages/server/src/cli/serve.ts', 'packages/protocol/proto/grpc_service.proto', 'packages/protocol/src/datatype.ts',
-      'pnpm-lock.yaml', 'Dockerfile',
+      'packages/server/src/cli/serve.ts',
+      'packages/protocol/proto/grpc_service.proto',
+      'packages/protocol/src/datatype.ts',
+      'pnpm-lock.yaml',
+      'Dockerfile',
     ]) {
       expect(hashAfter({ [file]: null }), file).not.toBe(baseline);
     }
     expect(hashAfter({ 'packages/server/src/new-module.ts': 'export {};' })).not.toBe(baseline);
   });
 
-  it('holds what the Dockerfile reads: the workspace manifests and lockfile, the server\'s and the protocol package\'s sources, the protos', () => {
+  it("holds what the Dockerfile reads: the workspace manifests and lockfile, the server's and the protocol package's sources, the protos", () => {
     // The same patterns CDK fingerprints with, and Docker sends the build by (.dockerignore).
     const patterns = readFileSync(join(REPOSITORY_ROOT, '.dockerignore'), 'utf8').split('\n').filter(Boolean);
     const ignore = IgnoreStrategy.docker(REPOSITORY_ROOT, [...patterns, '!Dockerfile', '!.dockerignore']);
     const sent = (file: string) => !ignore.ignores(join(REPOSITORY_ROOT, file));
     for (const file of [
-      'Dockerfile', 'package.json', 'pnpm-lock.yaml', 'pnpm-workspace.yaml', 'tsconfig.base.json',
-      'packages/server/package.json', 'packages/server/tsconfig.json', 'packages/server/src/cli/main.ts',
-      'packages/server/src/grpc/server.ts', 'packages/protocol/package.json', 'packages/protocol/tsconfig.json',
-      'packages/protocol/src/index.ts', 'packages/protocol/proto/grpc_service.proto',
+      'Dockerfile',
+      'package.json',
+      'pnpm-lock.yaml',
+      'pnpm-workspace.yaml',
+      'tsconfig.base.json',
+      'packages/server/package.json',
+      'packages/server/tsconfig.json',
+      'packages/server/src/cli/main.ts',
+      'packages/server/src/grpc/server.ts',
+      'packages/protocol/package.json',
+      'packages/protocol/tsconfig.json',
+      'packages/protocol/src/index.ts',
+      'packages/protocol/proto/grpc_service.proto',
     ]) {
       expect(sent(file), file).toBe(true);
     }
     for (const file of [
-      'packages/server/src/cli/init-relay.test.ts', 'packages/server/node_modules/x', 'packages/server/dist/cli/main.js',
-      'packages/protocol/src/json-text.test.ts', 'packages/protocol/dist/index.js',
-      'infra/bin/app.ts', 'bench/src/cli.ts', 'test/shutdown.test.ts', 'README.md', 'cdk.json', 'examples/model_repository/x',
+      'packages/server/src/cli/init-relay.test.ts',
+      'packages/server/node_modules/x',
+      'packages/server/dist/cli/main.js',
+      'packages/protocol/src/json-text.test.ts',
+      'packages/protocol/dist/index.js',
+      'infra/bin/app.ts',
+      'bench/src/cli.ts',
+      'test/shutdown.test.ts',
+      'README.md',
+      'cdk.json',
+      'examples/model_repository/x',
     ]) {
       expect(sent(file), file).toBe(false);
     }

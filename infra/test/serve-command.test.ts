@@ -9,7 +9,8 @@ import { MODEL_REPOSITORY_KEY_ENV } from '../lib/server-metrics.ts';
 import { IMAGE_URI, REQUIRED, only, synth } from './synth.ts';
 
 describe("the task's serve command", () => {
-  const container = () => only(synth({ ...REQUIRED, imageUri: IMAGE_URI }).template, 'AWS::ECS::TaskDefinition').props.ContainerDefinitions[0];
+  const container = () =>
+    only(synth({ ...REQUIRED, imageUri: IMAGE_URI }).template, 'AWS::ECS::TaskDefinition').props.ContainerDefinitions[0];
 
   it('names only flags that serve declares', () => {
     const command: unknown[] = container().Command;

@@ -5,9 +5,7 @@ import { CERTIFICATE_ARN, IMAGE_URI, INGRESS_CIDR, REQUIRED, memo, only, synth }
 import { SERVER_METRICS } from '../lib/server-metrics.ts';
 
 const GITHUB_REPO = 'acme/batchwise';
-const defaults = memo(() =>
-  synth({ ...REQUIRED, imageUri: IMAGE_URI, githubRepo: GITHUB_REPO, alarmEmail: 'ops@example.com' }),
-);
+const defaults = memo(() => synth({ ...REQUIRED, imageUri: IMAGE_URI, githubRepo: GITHUB_REPO, alarmEmail: 'ops@example.com' }));
 const t = () => defaults().template;
 const container = () => only(t(), 'AWS::ECS::TaskDefinition').props.ContainerDefinitions[0];
 
@@ -126,7 +124,7 @@ describe('task definition', () => {
     expect(only(t(), 'AWS::ECS::TaskDefinition').props.NetworkMode).toBe('awsvpc');
   });
 
-  it('runs an init process as PID 1, so the server\'s forced exit is not dropped', () => {
+  it("runs an init process as PID 1, so the server's forced exit is not dropped", () => {
     expect(container().LinuxParameters).toMatchObject({ InitProcessEnabled: true });
   });
 });
@@ -146,14 +144,17 @@ describe('service', () => {
   it('carries no desired count, which CloudFormation would reset on every deploy: autoscaling owns it', () => {
     const svc = only(t(), 'AWS::ECS::Service').props;
     expect(svc).not.toHaveProperty('DesiredCount');
-    t().hasResourceProperties('AWS::ApplicationAutoScaling::ScalableTarget', { MinCapacity: 1, ScalableDimension: 'ecs:service:DesiredCount' });
+    t().hasResourceProperties('AWS::ApplicationAutoScaling::ScalableTarget', {
+      MinCapacity: 1,
+      ScalableDimension: 'ecs:service:DesiredCount',
+    });
   });
 
   it('leaves ECS Exec off unless asked for', () => {
     expect(only(t(), 'AWS::ECS::Service').props.EnableExecuteCommand).toBe(false);
   });
 
-  it('is created after, and deleted before, the cluster\'s capacity provider association', () => {
+  it("is created after, and deleted before, the cluster's capacity provider association", () => {
     const association = only(t(), 'AWS::ECS::ClusterCapacityProviderAssociations').logicalId;
     const service = Object.values(t().findResources('AWS::ECS::Service'))[0]!;
     expect(service.DependsOn).toContain(association);
@@ -192,7 +193,10 @@ describe('load balancer', () => {
     const alb = Object.values(t().findResources('AWS::EC2::SecurityGroup')).find((r) =>
       String(r.Properties.GroupDescription).startsWith('Batchwise ALB'),
     )!;
-    expect(alb.Properties.SecurityGroupIngress.map((r: any) => [r.CidrIp, r.FromPort])).toEqual([[INGRESS_CIDR, 8000], [INGRESS_CIDR, 8001]]);
+    expect(alb.Properties.SecurityGroupIngress.map((r: any) => [r.CidrIp, r.FromPort])).toEqual([
+      [INGRESS_CIDR, 8000],
+      [INGRESS_CIDR, 8001],
+    ]);
     const acl = only(t(), 'AWS::WAFv2::WebACL');
     expect(acl.props).toMatchObject({ Scope: 'REGIONAL', DefaultAction: { Allow: {} } });
     expect(acl.props.Rules).toEqual([
@@ -208,10 +212,12 @@ describe('load balancer', () => {
     });
   });
 
-  it('checks at deploy time, before creating anything, that the certificate is of the stack\'s region', () => {
+  it("checks at deploy time, before creating anything, that the certificate is of the stack's region", () => {
     const rules = t().toJSON().Rules;
     expect(Object.values(rules)).toContainEqual({
-      Assertions: [{ Assert: { 'Fn::Equals': [{ Ref: 'AWS::Region' }, 'us-east-1'] }, AssertDescription: expect.stringContaining('us-east-1') }],
+      Assertions: [
+        { Assert: { 'Fn::Equals': [{ Ref: 'AWS::Region' }, 'us-east-1'] }, AssertDescription: expect.stringContaining('us-east-1') },
+      ],
     });
   });
 
@@ -260,7 +266,10 @@ describe('model store and IAM', () => {
     expect(model.VersioningConfiguration).toEqual({ Status: 'Enabled' });
     expect(model.BucketEncryption.ServerSideEncryptionConfiguration[0].ServerSideEncryptionByDefault.SSEAlgorithm).toBe('AES256');
     expect(model.PublicAccessBlockConfiguration).toEqual({
-      BlockPublicAcls: true, BlockPublicPolicy: true, IgnorePublicAcls: true, RestrictPublicBuckets: true,
+      BlockPublicAcls: true,
+      BlockPublicPolicy: true,
+      IgnorePublicAcls: true,
+      RestrictPublicBuckets: true,
     });
     expect(model.LoggingConfiguration.LogFilePrefix).toBe('model-bucket/');
     // Versioning keeps overwritten model files; they expire after 30 days (the newest 3 stay).
@@ -273,7 +282,9 @@ describe('model store and IAM', () => {
       }),
     ]);
     t().hasResourceProperties('AWS::S3::BucketPolicy', {
-      PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]) },
+      PolicyDocument: {
+        Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]),
+      },
     });
   });
 
@@ -361,7 +372,9 @@ describe('alarms', () => {
         $or: [{ containers: { reason: [{ prefix: 'OutOfMemoryError' }] } }, { containers: { exitCode: [137] } }],
       },
     });
-    const logGroupId = Object.keys(t().findResources('AWS::Logs::LogGroup', { Properties: { LogGroupName: '/aws/events/batchwise-dev-oom-kills' } }))[0]!;
+    const logGroupId = Object.keys(
+      t().findResources('AWS::Logs::LogGroup', { Properties: { LogGroupName: '/aws/events/batchwise-dev-oom-kills' } }),
+    )[0]!;
     expect(JSON.stringify(rule.Targets[0].Arn)).toContain(logGroupId);
     t().hasResourceProperties('AWS::Logs::MetricFilter', {
       LogGroupName: { Ref: logGroupId },
@@ -384,13 +397,17 @@ describe('alarms', () => {
     const p99 = byMetric('TargetResponseTime');
     expect(p99).toHaveLength(2);
     for (const a of p99) expect(a).toMatchObject({ ExtendedStatistic: 'p99', Threshold: 0.5, Namespace: 'AWS/ApplicationELB' });
-    expect(new Set(p99.map((a) => JSON.stringify(a.Dimensions.find((d: { Name: string }) => d.Name === 'TargetGroup').Value))).size).toBe(2);
+    expect(new Set(p99.map((a) => JSON.stringify(a.Dimensions.find((d: { Name: string }) => d.Name === 'TargetGroup').Value))).size).toBe(
+      2,
+    );
     const math = (name: string) => alarms().filter((a) => a.Metrics?.some((m: any) => m.MetricStat?.Metric.MetricName === name));
     expect(math('HTTPCode_Target_5XX_Count')).toHaveLength(2);
     for (const a of math('HTTPCode_Target_5XX_Count')) {
-      expect(a.Metrics.map((m: any) => m.MetricStat?.Metric.MetricName).filter(Boolean).sort()).toEqual([
-        'HTTPCode_Target_5XX_Count', 'RequestCount',
-      ]);
+      expect(
+        a.Metrics.map((m: any) => m.MetricStat?.Metric.MetricName)
+          .filter(Boolean)
+          .sort(),
+      ).toEqual(['HTTPCode_Target_5XX_Count', 'RequestCount']);
     }
   });
 
@@ -412,7 +429,9 @@ describe('alarms', () => {
   it('alarms on the server EMF metrics: queue rejections, p99 latency, backend failures, GPU memory', () => {
     const dims = [{ Name: 'ServiceName', Value: 'batchwise-dev' }];
     const metricStat = (name: string, stat: string) => ({
-      Metric: { Namespace: 'Batchwise', MetricName: name, Dimensions: dims }, Period: 60, Stat: stat,
+      Metric: { Namespace: 'Batchwise', MetricName: name, Dimensions: dims },
+      Period: 60,
+      Stat: stat,
     });
     expect(byMetric(SERVER_METRICS.queueRejections.name)).toEqual([
       expect.objectContaining({ Namespace: 'Batchwise', Dimensions: dims, Statistic: 'Sum', Threshold: 1 }),
@@ -421,36 +440,48 @@ describe('alarms', () => {
     const latency = alarms().filter((a) => a.Metrics?.some((m: any) => m.MetricStat?.Metric.MetricName === 'RequestLatency'));
     expect(latency).toHaveLength(1);
     expect(latency[0]).toMatchObject({ Threshold: 500, ComparisonOperator: 'GreaterThanThreshold' });
-    expect(latency[0].Metrics).toEqual(expect.arrayContaining([
-      expect.objectContaining({ Expression: 'IF(requests >= 100, latency, 0)', ReturnData: true }),
-      expect.objectContaining({ Id: 'latency', MetricStat: metricStat('RequestLatency', 'p99'), ReturnData: false }),
-      expect.objectContaining({ Id: 'requests', MetricStat: metricStat('RequestCount', 'Sum'), ReturnData: false }),
-    ]));
+    expect(latency[0].Metrics).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ Expression: 'IF(requests >= 100, latency, 0)', ReturnData: true }),
+        expect.objectContaining({ Id: 'latency', MetricStat: metricStat('RequestLatency', 'p99'), ReturnData: false }),
+        expect.objectContaining({ Id: 'requests', MetricStat: metricStat('RequestCount', 'Sum'), ReturnData: false }),
+      ]),
+    );
     // gRPC failures reach the ALB as HTTP 200: the server's own count covers both protocols.
     const errors = alarms().filter((a) => a.Metrics?.some((m: any) => m.MetricStat?.Metric.MetricName === 'BackendFailures'));
     expect(errors).toHaveLength(1);
     expect(errors[0]).toMatchObject({ Threshold: 5, ComparisonOperator: 'GreaterThanThreshold' });
-    expect(errors[0].Metrics).toEqual(expect.arrayContaining([
-      expect.objectContaining({ Id: 'part', MetricStat: metricStat('BackendFailures', 'Sum') }),
-      expect.objectContaining({ Id: 'whole', MetricStat: metricStat('RequestCount', 'Sum') }),
-    ]));
+    expect(errors[0].Metrics).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ Id: 'part', MetricStat: metricStat('BackendFailures', 'Sum') }),
+        expect.objectContaining({ Id: 'whole', MetricStat: metricStat('RequestCount', 'Sum') }),
+      ]),
+    );
     expect(byMetric(SERVER_METRICS.gpuMemoryUsedBytes.name)).toEqual([
       expect.objectContaining({ Namespace: 'Batchwise', Dimensions: dims, Threshold: Math.floor(16 * 1024 ** 3 * 0.9) }),
     ]);
   });
 
-  it('alarms on the load balancer\'s own 5xx and on a target group without a healthy target', () => {
+  it("alarms on the load balancer's own 5xx and on a target group without a healthy target", () => {
     const elb = alarms().filter((a) => a.Metrics?.some((m: any) => m.MetricStat?.Metric.MetricName === 'HTTPCode_ELB_5XX_Count'));
     expect(elb).toHaveLength(1);
     const stat = (name: string) => elb[0].Metrics.find((m: any) => m.MetricStat?.Metric.MetricName === name).MetricStat;
-    expect(stat('HTTPCode_ELB_5XX_Count')).toMatchObject({ Stat: 'Sum', Metric: { Namespace: 'AWS/ApplicationELB', Dimensions: [{ Name: 'LoadBalancer', Value: expect.anything() }] } });
+    expect(stat('HTTPCode_ELB_5XX_Count')).toMatchObject({
+      Stat: 'Sum',
+      Metric: { Namespace: 'AWS/ApplicationELB', Dimensions: [{ Name: 'LoadBalancer', Value: expect.anything() }] },
+    });
     expect(stat('RequestCount').Metric.Dimensions.map((d: any) => d.Name)).toEqual(['LoadBalancer']);
     expect(elb[0]).toMatchObject({ Threshold: 5, ComparisonOperator: 'GreaterThanThreshold', EvaluationPeriods: 3, DatapointsToAlarm: 2 });
 
     const none = byMetric('HealthyHostCount');
     expect(none).toHaveLength(2);
     for (const a of none) {
-      expect(a).toMatchObject({ Statistic: 'Maximum', Threshold: 1, ComparisonOperator: 'LessThanThreshold', TreatMissingData: 'breaching' });
+      expect(a).toMatchObject({
+        Statistic: 'Maximum',
+        Threshold: 1,
+        ComparisonOperator: 'LessThanThreshold',
+        TreatMissingData: 'breaching',
+      });
     }
   });
 
@@ -469,7 +500,10 @@ describe('alarms', () => {
   it('alarms on models that failed to load, which readiness no longer reports', () => {
     expect(byMetric(SERVER_METRICS.modelsFailedToLoad.name)).toEqual([
       expect.objectContaining({
-        Namespace: 'Batchwise', Statistic: 'Maximum', Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        Namespace: 'Batchwise',
+        Statistic: 'Maximum',
+        Threshold: 1,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
       }),
     ]);
   });

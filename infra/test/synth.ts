@@ -7,9 +7,11 @@ import { BatchwiseStack } from '../lib/batchwise-stack.ts';
 import { stackPropsFromContext } from '../lib/config.ts';
 
 /** The feature flags of the real app, so tests synthesize what `cdk synth` does. */
-const CDK_JSON_CONTEXT = (JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.url), 'utf8')) as {
-  context: Record<string, unknown>;
-}).context;
+const CDK_JSON_CONTEXT = (
+  JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.url), 'utf8')) as {
+    context: Record<string, unknown>;
+  }
+).context;
 
 export const CERTIFICATE_ARN = 'arn:aws:acm:us-east-1:123456789012:certificate/example';
 export const IMAGE_URI = 'public.ecr.aws/example/batchwise:1.0.0';

@@ -2,8 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Match } from 'aws-cdk-lib/assertions';
 import { CERTIFICATE_ARN, IMAGE_URI, REQUIRED, memo, only, synth } from './synth.ts';
 
-const container = (t: ReturnType<typeof synth>['template']) =>
-  only(t, 'AWS::ECS::TaskDefinition').props.ContainerDefinitions[0];
+const container = (t: ReturnType<typeof synth>['template']) => only(t, 'AWS::ECS::TaskDefinition').props.ContainerDefinitions[0];
 
 describe('g5.12xlarge, Amazon Linux 2, HTTPS on :8000, imported bucket, metrics scraper', () => {
   const s = memo(() =>
@@ -108,9 +107,11 @@ describe('region-agnostic synth with the image built from the Dockerfile', () =>
     expect(s().stack.region).toMatch(/^\$\{Token/);
   });
 
-  it('still checks the certificate\'s region, at deploy time, before any resource is created', () => {
+  it("still checks the certificate's region, at deploy time, before any resource is created", () => {
     expect(Object.values(s().template.toJSON().Rules)).toContainEqual({
-      Assertions: [{ Assert: { 'Fn::Equals': [{ Ref: 'AWS::Region' }, 'us-east-1'] }, AssertDescription: expect.stringContaining('us-east-1') }],
+      Assertions: [
+        { Assert: { 'Fn::Equals': [{ Ref: 'AWS::Region' }, 'us-east-1'] }, AssertDescription: expect.stringContaining('us-east-1') },
+      ],
     });
   });
 
@@ -122,9 +123,7 @@ describe('region-agnostic synth with the image built from the Dockerfile', () =>
 });
 
 describe('ECR image URI', () => {
-  const s = memo(() =>
-    synth({ ...REQUIRED, imageUri: '123456789012.dkr.ecr.us-east-1.amazonaws.com/batchwise:abc123' }),
-  );
+  const s = memo(() => synth({ ...REQUIRED, imageUri: '123456789012.dkr.ecr.us-east-1.amazonaws.com/batchwise:abc123' }));
 
   it('lets the execution role pull from that repository', () => {
     const policies = JSON.stringify(s().template.findResources('AWS::IAM::Policy'));
@@ -136,7 +135,10 @@ describe('ECR image URI', () => {
   it('enables ALB access logs when the region is known', () => {
     const lb = only(s().template, 'AWS::ElasticLoadBalancingV2::LoadBalancer').props;
     expect(lb.LoadBalancerAttributes).toEqual(
-      expect.arrayContaining([{ Key: 'access_logs.s3.enabled', Value: 'true' }, { Key: 'access_logs.s3.prefix', Value: 'alb' }]),
+      expect.arrayContaining([
+        { Key: 'access_logs.s3.enabled', Value: 'true' },
+        { Key: 'access_logs.s3.prefix', Value: 'alb' },
+      ]),
     );
   });
 });
@@ -156,13 +158,20 @@ describe('plain HTTP on :8000 on purpose, ECS Exec, OIDC subjects with the ref, 
   );
 
   it('refuses the model-repository API and its key header on plain HTTP, at the load balancer', () => {
-    s().template.hasResourceProperties('AWS::ElasticLoadBalancingV2::Listener', { Port: 8000, Protocol: 'HTTP', Certificates: Match.absent() });
+    s().template.hasResourceProperties('AWS::ElasticLoadBalancingV2::Listener', {
+      Port: 8000,
+      Protocol: 'HTTP',
+      Certificates: Match.absent(),
+    });
     const rules = Object.values(s().template.findResources('AWS::ElasticLoadBalancingV2::ListenerRule')).map((r) => r.Properties);
     expect(rules.map((r) => r.Conditions)).toEqual([
       [{ Field: 'http-header', HttpHeaderConfig: { HttpHeaderName: 'batchwise-key', Values: ['*'] } }],
       [{ Field: 'path-pattern', PathPatternConfig: { Values: ['/v2/repository/*'] } }],
     ]);
-    for (const rule of rules) expect(rule.Actions).toEqual([expect.objectContaining({ Type: 'fixed-response', FixedResponseConfig: expect.objectContaining({ StatusCode: '403' }) })]);
+    for (const rule of rules)
+      expect(rule.Actions).toEqual([
+        expect.objectContaining({ Type: 'fixed-response', FixedResponseConfig: expect.objectContaining({ StatusCode: '403' }) }),
+      ]);
     s().template.hasOutput('HttpEndpoint', { Value: { 'Fn::Join': ['', Match.arrayWith([Match.stringLikeRegexp('^http://')])] } });
   });
 
@@ -172,7 +181,7 @@ describe('plain HTTP on :8000 on purpose, ECS Exec, OIDC subjects with the ref, 
     expect(policies).toContain('ssmmessages:OpenDataChannel');
   });
 
-  it('trusts the environment\'s jobs on the protected branch and on model tags only, with the ref in the subject', () => {
+  it("trusts the environment's jobs on the protected branch and on model tags only, with the ref in the subject", () => {
     const role = Object.values(s().template.findResources('AWS::IAM::Role')).find((r) =>
       JSON.stringify(r.Properties.AssumeRolePolicyDocument).includes('token.actions.githubusercontent.com'),
     )!;

@@ -20,8 +20,12 @@ const BINARY: Wire = { fp16: true, floats: 'bits', bytes: 'any' };
 
 /** gRPC codes of a request's own fault, as HTTP's 4xx. */
 const CLIENT_ERROR_CODES = new Set<number>([
-  GrpcStatus.INVALID_ARGUMENT, GrpcStatus.NOT_FOUND, GrpcStatus.ALREADY_EXISTS,
-  GrpcStatus.FAILED_PRECONDITION, GrpcStatus.OUT_OF_RANGE, GrpcStatus.UNIMPLEMENTED,
+  GrpcStatus.INVALID_ARGUMENT,
+  GrpcStatus.NOT_FOUND,
+  GrpcStatus.ALREADY_EXISTS,
+  GrpcStatus.FAILED_PRECONDITION,
+  GrpcStatus.OUT_OF_RANGE,
+  GrpcStatus.UNIMPLEMENTED,
 ]);
 
 /** All four transports to served models (HTTP through their client); close() closes the gRPC clients it opened. */
@@ -61,24 +65,42 @@ async function caught(send: () => Promise<Outcome>): Promise<Outcome> {
 }
 
 function resultOutputs(result: InferResult): Outcome {
-  return { outputs: result.outputs.map((o) => ({ name: o.name, datatype: o.datatype as TensorValue['datatype'], shape: o.shape, data: o.data })) };
+  return {
+    outputs: result.outputs.map((o) => ({ name: o.name, datatype: o.datatype as TensorValue['datatype'], shape: o.shape, data: o.data })),
+  };
 }
 
 /** Triton's InferTensorContents field for each datatype that has one. */
 const CONTENTS_FIELD: Partial<Record<TensorValue['datatype'], string>> = {
-  BOOL: 'bool_contents', UINT8: 'uint_contents', UINT16: 'uint_contents', UINT32: 'uint_contents',
-  UINT64: 'uint64_contents', INT8: 'int_contents', INT16: 'int_contents', INT32: 'int_contents',
-  INT64: 'int64_contents', FP32: 'fp32_contents', FP64: 'fp64_contents', BYTES: 'bytes_contents',
+  BOOL: 'bool_contents',
+  UINT8: 'uint_contents',
+  UINT16: 'uint_contents',
+  UINT32: 'uint_contents',
+  UINT64: 'uint64_contents',
+  INT8: 'int_contents',
+  INT16: 'int_contents',
+  INT32: 'int_contents',
+  INT64: 'int64_contents',
+  FP32: 'fp32_contents',
+  FP64: 'fp64_contents',
+  BYTES: 'bytes_contents',
 };
 
 function typedRequest(request: DiffRequest): unknown {
   const values = (t: TensorValue): unknown[] =>
-    t.datatype === 'BYTES' ? (t.data as Uint8Array[]).map((e) => Buffer.from(e))
-      : t.datatype === 'BOOL' ? Array.from(t.data as Uint8Array, (b) => b !== 0)
+    t.datatype === 'BYTES'
+      ? (t.data as Uint8Array[]).map((e) => Buffer.from(e))
+      : t.datatype === 'BOOL'
+        ? Array.from(t.data as Uint8Array, (b) => b !== 0)
         : Array.from(t.data as ArrayLike<number | bigint>, (v) => (typeof v === 'bigint' ? v.toString() : v));
   return {
     model_name: request.model,
-    inputs: request.inputs.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, contents: { [CONTENTS_FIELD[t.datatype]!]: values(t) } })),
+    inputs: request.inputs.map((t) => ({
+      name: t.name,
+      datatype: t.datatype,
+      shape: t.shape,
+      contents: { [CONTENTS_FIELD[t.datatype]!]: values(t) },
+    })),
     outputs: (request.outputs ?? []).map((name) => ({ name })),
   };
 }
@@ -98,9 +120,19 @@ function typedResponseOutputs(response: TypedResponse): Outcome {
 }
 
 const ARRAY_OF: Record<Exclude<TensorValue['datatype'], 'BYTES'>, { new (buffer: ArrayBuffer): Exclude<Elements, Uint8Array[]> }> = {
-  BOOL: Uint8Array, UINT8: Uint8Array, UINT16: Uint16Array, UINT32: Uint32Array, UINT64: BigUint64Array,
-  INT8: Int8Array, INT16: Int16Array, INT32: Int32Array, INT64: BigInt64Array,
-  FP16: Uint16Array, BF16: Uint16Array, FP32: Float32Array, FP64: Float64Array,
+  BOOL: Uint8Array,
+  UINT8: Uint8Array,
+  UINT16: Uint16Array,
+  UINT32: Uint32Array,
+  UINT64: BigUint64Array,
+  INT8: Int8Array,
+  INT16: Int16Array,
+  INT32: Int32Array,
+  INT64: BigInt64Array,
+  FP16: Uint16Array,
+  BF16: Uint16Array,
+  FP32: Float32Array,
+  FP64: Float64Array,
 };
 
 function elementsFromRaw(datatype: TensorValue['datatype'], bytes: Uint8Array): Elements {

@@ -103,36 +103,69 @@ export function variableDims(spec: ModelSpec): fc.Arbitrary<number[]> {
 /** One valid request (a batch size of its own, random contents, a random choice of outputs) for the given variable dims. */
 export function requestArbitrary(spec: ModelSpec, wire: Wire, dims: readonly number[]): fc.Arbitrary<DiffRequest> {
   const batch = spec.maxBatchSize > 0 ? fc.integer({ min: 1, max: Math.min(spec.maxBatchSize, 4) }) : fc.constant(undefined);
-  const outputs = fc.option(fc.shuffledSubarray(spec.outputs.map((o) => o.name), { minLength: 1 }), { nil: undefined });
+  const outputs = fc.option(
+    fc.shuffledSubarray(
+      spec.outputs.map((o) => o.name),
+      { minLength: 1 },
+    ),
+    { nil: undefined },
+  );
   return fc.tuple(batch, outputs).chain(([b, o]) => {
     const shapeOf = (t: TensorSpec) => [...(b === undefined ? [] : [b]), ...t.dims.map((d, i) => (d === -1 ? dims[i]! : d))];
     const inputs = spec.inputs.map((t) => {
       const shape = shapeOf(t);
-      return elementsArbitrary(t.datatype, shape.reduce((x, y) => x * y, 1), wire).map(
-        (data): TensorValue => ({ name: t.name, datatype: t.datatype, shape, data }),
-      );
+      return elementsArbitrary(
+        t.datatype,
+        shape.reduce((x, y) => x * y, 1),
+        wire,
+      ).map((data): TensorValue => ({ name: t.name, datatype: t.datatype, shape, data }));
     });
     return fc.tuple(...inputs).map((values): DiffRequest => ({ model: spec.name, inputs: values, ...(o && { outputs: o }) }));
   });
 }
 
 const utf8 = new TextEncoder();
-const text = fc.string({ unit: 'binary', maxLength: 6 }).filter((s) => !s.includes('\0')).map((s) => utf8.encode(s));
+const text = fc
+  .string({ unit: 'binary', maxLength: 6 })
+  .filter((s) => !s.includes('\0'))
+  .map((s) => utf8.encode(s));
 
 function elementsArbitrary(datatype: TensorDatatype, count: number, wire: Wire): fc.Arbitrary<Elements> {
   const length = { minLength: count, maxLength: count };
   switch (datatype) {
-    case 'BOOL': return fc.uint8Array({ ...length, min: 0, max: 1 });
-    case 'UINT8': return fc.uint8Array(length);
-    case 'UINT16': case 'FP16': return fc.uint16Array(length);
-    case 'UINT32': return fc.uint32Array(length);
-    case 'UINT64': return fc.bigUint64Array(length);
-    case 'INT8': return fc.int8Array(length);
-    case 'INT16': return fc.int16Array(length);
-    case 'INT32': return fc.int32Array(length);
-    case 'INT64': return fc.bigInt64Array(length);
-    case 'FP32': return floats(fc.float32Array, fc.uint32Array(length).map((u) => new Float32Array(u.buffer, u.byteOffset, u.length)), length, wire);
-    case 'FP64': return floats(fc.float64Array, fc.bigUint64Array(length).map((u) => new Float64Array(u.buffer, u.byteOffset, u.length)), length, wire);
+    case 'BOOL':
+      return fc.uint8Array({ ...length, min: 0, max: 1 });
+    case 'UINT8':
+      return fc.uint8Array(length);
+    case 'UINT16':
+    case 'FP16':
+      return fc.uint16Array(length);
+    case 'UINT32':
+      return fc.uint32Array(length);
+    case 'UINT64':
+      return fc.bigUint64Array(length);
+    case 'INT8':
+      return fc.int8Array(length);
+    case 'INT16':
+      return fc.int16Array(length);
+    case 'INT32':
+      return fc.int32Array(length);
+    case 'INT64':
+      return fc.bigInt64Array(length);
+    case 'FP32':
+      return floats(
+        fc.float32Array,
+        fc.uint32Array(length).map((u) => new Float32Array(u.buffer, u.byteOffset, u.length)),
+        length,
+        wire,
+      );
+    case 'FP64':
+      return floats(
+        fc.float64Array,
+        fc.bigUint64Array(length).map((u) => new Float64Array(u.buffer, u.byteOffset, u.length)),
+        length,
+        wire,
+      );
     case 'BYTES': {
       // Mostly text; now and then an element ONNX Runtime strings cannot hold (NUL, not UTF-8): a 4xx naming the input.
       const withNul = fc.tuple(text, text).map(([a, b]) => Uint8Array.from([...a, 0, ...b]));
@@ -209,7 +242,8 @@ export class Reference {
       const spec = this.spec.outputs.find((s) => s.name === name)!;
       const tensor = results[name]!;
       const shape = spec.reshape ? mapShape(tensor.dims, spec.reshape, spec.dims, batching) : [...tensor.dims];
-      const data = spec.datatype === 'BYTES' ? Array.from(tensor.data as ArrayLike<string>, (s) => utf8.encode(s)) : (tensor.data as TypedArray);
+      const data =
+        spec.datatype === 'BYTES' ? Array.from(tensor.data as ArrayLike<string>, (s) => utf8.encode(s)) : (tensor.data as TypedArray);
       return { name, datatype: spec.datatype, shape, data };
     });
   }
@@ -231,7 +265,11 @@ export type Outcome =
  */
 export function differences(expected: readonly TensorValue[], actual: readonly TensorValue[], wire: Wire): string[] {
   const found: string[] = [];
-  const names = (ts: readonly TensorValue[]) => ts.map((t) => t.name).sort().join(',');
+  const names = (ts: readonly TensorValue[]) =>
+    ts
+      .map((t) => t.name)
+      .sort()
+      .join(',');
   if (names(expected) !== names(actual)) found.push(`outputs [${names(actual)}], expected [${names(expected)}]`);
   for (const want of expected) {
     const got = actual.find((t) => t.name === want.name);

@@ -101,8 +101,22 @@ export async function runBatching(options: {
   const label = `mlp-${model.layers}x${model.width}`;
   const file = await cachedModel(label, () => mlp({ layers: model.layers, width: model.width }), log);
   const repo = await benchRepository('batching', [
-    { name: 'mlp_off', modelFile: file, config: fp32Config('mlp_off', { width: model.width, maxBatchSize: MAX_BATCH_SIZE, batching: false, threads: THREADS }) },
-    { name: 'mlp_on', modelFile: file, config: fp32Config('mlp_on', { width: model.width, maxBatchSize: MAX_BATCH_SIZE, batching: true, delayUs: DELAY_US, threads: THREADS }) },
+    {
+      name: 'mlp_off',
+      modelFile: file,
+      config: fp32Config('mlp_off', { width: model.width, maxBatchSize: MAX_BATCH_SIZE, batching: false, threads: THREADS }),
+    },
+    {
+      name: 'mlp_on',
+      modelFile: file,
+      config: fp32Config('mlp_on', {
+        width: model.width,
+        maxBatchSize: MAX_BATCH_SIZE,
+        batching: true,
+        delayUs: DELAY_US,
+        threads: THREADS,
+      }),
+    },
   ]);
   const env = environment();
   // Paired with the in-process reference: batching on, closed loop, at c=1 and at the top.
@@ -121,7 +135,9 @@ export async function runBatching(options: {
     const first = w.runs[0]!;
     const last = w.runs.at(-1)!;
     const runs = w.runs.length === 1 ? '' : ` ... batch ${last.batchSize} ${last.runMs.toFixed(2)} ms (${w.runs.length} sizes)`;
-    log(`  in-process reference ${what}: batch ${first.batchSize} ${first.runMs.toFixed(2)} ms${runs} per run${w.cpu ? `; server ${w.cpu.pidCores[1]} cores, other ${w.cpu.otherCores}` : ''}`);
+    log(
+      `  in-process reference ${what}: batch ${first.batchSize} ${first.runMs.toFixed(2)} ms${runs} per run${w.cpu ? `; server ${w.cpu.pidCores[1]} cores, other ${w.cpu.otherCores}` : ''}`,
+    );
     return w;
   };
   const points: Point[] = [];
@@ -142,30 +158,49 @@ export async function runBatching(options: {
           const pair = reference && name === 'mlp_on' && rate === undefined && (concurrency === 1 || concurrency === top);
           // Before, every size the server can form at this concurrency (which ones it will form is
           // known only after); after, the sizes it formed.
-          const before = pair ? await referenceWindow(`before ${name} ${protocol} ${tag}`, range(1, Math.min(concurrency, MAX_BATCH_SIZE))) : undefined;
+          const before = pair
+            ? await referenceWindow(`before ${name} ${protocol} ${tag}`, range(1, Math.min(concurrency, MAX_BATCH_SIZE)))
+            : undefined;
           const { send, close } = inferRequest(server, protocol, name, model.width, concurrency);
           const pids = [process.pid, server.child.pid!];
           let statsBefore: Awaited<ReturnType<typeof readStats>> | undefined;
           let statsAfter: typeof statsBefore;
           let cpuBefore: ReturnType<typeof cpuSnapshot>;
           let cpuAfter: typeof cpuBefore;
-          const result = await measure(`${name} ${protocol} ${tag}`, send, load, { ...options.windows, log }, {
-            onMeasureStart: async () => {
-              statsBefore = await readStats(server.httpUrl, name);
-              cpuBefore = cpuSnapshot(pids);
+          const result = await measure(
+            `${name} ${protocol} ${tag}`,
+            send,
+            load,
+            { ...options.windows, log },
+            {
+              onMeasureStart: async () => {
+                statsBefore = await readStats(server.httpUrl, name);
+                cpuBefore = cpuSnapshot(pids);
+              },
+              onMeasureEnd: async () => {
+                cpuAfter = cpuSnapshot(pids);
+                statsAfter = await readStats(server.httpUrl, name);
+              },
             },
-            onMeasureEnd: async () => {
-              cpuAfter = cpuSnapshot(pids);
-              statsAfter = await readStats(server.httpUrl, name);
-            },
-          });
+          );
           await close();
           const cpu = cpuShare(cpuBefore, cpuAfter);
-          const point: Point = { model: name, protocol, concurrency, ...(rate !== undefined && { rate }), client: result, server: breakdown(statsBefore!, statsAfter!), ...(cpu && { cpu }) };
+          const point: Point = {
+            model: name,
+            protocol,
+            concurrency,
+            ...(rate !== undefined && { rate }),
+            client: result,
+            server: breakdown(statsBefore!, statsAfter!),
+            ...(cpu && { cpu }),
+          };
           points.push(point);
           if (before) {
             const formed = Object.keys(point.server.batches).map(Number);
-            const afterWindow = await referenceWindow(`after ${name} ${protocol} ${tag}`, concurrency === 1 || formed.length === 0 ? [1] : formed);
+            const afterWindow = await referenceWindow(
+              `after ${name} ${protocol} ${tag}`,
+              concurrency === 1 || formed.length === 0 ? [1] : formed,
+            );
             const p = pairedPoint(point, [before, afterWindow]);
             if (p) paired.push(p);
           }
@@ -185,17 +220,23 @@ export async function runBatching(options: {
   const protocols = [...new Set(points.map((p) => p.protocol))];
   const svg = latencyThroughputSvg(
     `${label}: p99 latency vs throughput (${protocols.join(', ')})`,
-    ['mlp_off', 'mlp_on'].flatMap((m) =>
-      protocols.flatMap((protocol) =>
-        (['closed', 'open'] as const).map((loop) => ({
-          name: `batching ${m === 'mlp_on' ? 'on' : 'off'}${protocols.length > 1 ? ` ${protocol}` : ''}${loop === 'open' ? ' (open loop)' : ''}`,
-          dashed: loop === 'open',
-          points: points
-            .filter((p) => p.model === m && p.protocol === protocol && (p.rate === undefined) === (loop === 'closed'))
-            .map((p) => ({ x: p.client.throughput, y: p.client.latencyMs.p99, label: p.rate === undefined ? `c=${p.concurrency}` : `${p.rate}/s` })),
-        })),
-      ),
-    ).filter((series) => series.points.length > 0),
+    ['mlp_off', 'mlp_on']
+      .flatMap((m) =>
+        protocols.flatMap((protocol) =>
+          (['closed', 'open'] as const).map((loop) => ({
+            name: `batching ${m === 'mlp_on' ? 'on' : 'off'}${protocols.length > 1 ? ` ${protocol}` : ''}${loop === 'open' ? ' (open loop)' : ''}`,
+            dashed: loop === 'open',
+            points: points
+              .filter((p) => p.model === m && p.protocol === protocol && (p.rate === undefined) === (loop === 'closed'))
+              .map((p) => ({
+                x: p.client.throughput,
+                y: p.client.latencyMs.p99,
+                label: p.rate === undefined ? `c=${p.concurrency}` : `${p.rate}/s`,
+              })),
+          })),
+        ),
+      )
+      .filter((series) => series.points.length > 0),
     'p99 latency (ms)',
   );
   const files = await writeResult(options.name ?? 'batching', result, svg);
@@ -210,7 +251,8 @@ export async function runBatching(options: {
 export function batchingRatios(points: readonly Point[]): Record<string, number> {
   const ratios: Record<string, number> = {};
   for (const protocol of new Set(points.map((p) => p.protocol))) {
-    const find = (m: string) => points.find((x) => x.model === m && x.concurrency === 16 && x.rate === undefined && x.protocol === protocol);
+    const find = (m: string) =>
+      points.find((x) => x.model === m && x.concurrency === 16 && x.rate === undefined && x.protocol === protocol);
     const off = find('mlp_off');
     const on = find('mlp_on');
     if (!off || !on) continue;
@@ -233,7 +275,9 @@ function pairedPoint(point: Point, windows: readonly ReferenceWindow[]): PairedP
   }
   const comparison = throughputVsLimit({ throughput: point.client.throughput, ...point.server }, runMs);
   if (!comparison) return undefined;
-  const perWindow = windows.map((w) => samplesPerSecondOnBatches(point.server.batches, new Map(w.runs.map((r) => [r.batchSize, r.runMs]))) ?? NaN);
+  const perWindow = windows.map(
+    (w) => samplesPerSecondOnBatches(point.server.batches, new Map(w.runs.map((r) => [r.batchSize, r.runMs]))) ?? NaN,
+  );
   return { protocol, concurrency, windows, comparison, perWindow };
 }
 
@@ -268,10 +312,34 @@ function range(from: number, to: number): number[] {
 
 export function formatPoints(points: readonly Point[]): string {
   return table(
-    ['model', 'protocol', 'load', 'infer/s', 'p50 ms', 'p90 ms', 'p95 ms', 'p99 ms', 'errors', 'avg batch', 'queue ms', 'infer ms', 'other cpu'],
+    [
+      'model',
+      'protocol',
+      'load',
+      'infer/s',
+      'p50 ms',
+      'p90 ms',
+      'p95 ms',
+      'p99 ms',
+      'errors',
+      'avg batch',
+      'queue ms',
+      'infer ms',
+      'other cpu',
+    ],
     points.map((p) => [
-      p.model, p.protocol, p.rate === undefined ? `c=${p.concurrency}` : `${p.rate}/s`, p.client.throughput, p.client.latencyMs.p50, p.client.latencyMs.p90,
-      p.client.latencyMs.p95, p.client.latencyMs.p99, p.client.notSent ? `${p.client.errors}+${p.client.notSent} unsent` : p.client.errors, p.server.avgBatchSize, p.server.avgQueueMs, p.server.avgComputeInferMs,
+      p.model,
+      p.protocol,
+      p.rate === undefined ? `c=${p.concurrency}` : `${p.rate}/s`,
+      p.client.throughput,
+      p.client.latencyMs.p50,
+      p.client.latencyMs.p90,
+      p.client.latencyMs.p95,
+      p.client.latencyMs.p99,
+      p.client.notSent ? `${p.client.errors}+${p.client.notSent} unsent` : p.client.errors,
+      p.server.avgBatchSize,
+      p.server.avgQueueMs,
+      p.server.avgComputeInferMs,
       p.cpu ? p.cpu.otherCores : '',
     ]),
   );

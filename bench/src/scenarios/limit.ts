@@ -44,8 +44,12 @@ export async function runLimit(options: {
     () => undefined,
   );
   if (!batching) log(`no ${batchingFile}: measuring the default batch sizes, nothing to compare with (run the batching scenario first)`);
-  else if (batching.model !== label) throw new Error(`${batchingFile} measured ${batching.model}, not ${label}: run the batching scenario with the same model`);
-  else log(`comparing with ${batchingFile} (measured ${(batching as { environment?: { date?: string } }).environment?.date ?? 'at an unknown date'})`);
+  else if (batching.model !== label)
+    throw new Error(`${batchingFile} measured ${batching.model}, not ${label}: run the batching scenario with the same model`);
+  else
+    log(
+      `comparing with ${batchingFile} (measured ${(batching as { environment?: { date?: string } }).environment?.date ?? 'at an unknown date'})`,
+    );
   const formed = batching
     ? [...new Set(batching.points.flatMap((p) => Object.keys(p.server.batches).map(Number)))].sort((a, b) => a - b)
     : [];
@@ -62,7 +66,12 @@ export async function runLimit(options: {
   } finally {
     await reference.release();
   }
-  log(`\n${table(['batch', 'ms/run', 'samples/s', 'other cpu'], rows.map((r) => [r.batchSize, r.runMs, r.samplesPerSecond, r.cpu?.otherCores ?? '']))}\n`);
+  log(
+    `\n${table(
+      ['batch', 'ms/run', 'samples/s', 'other cpu'],
+      rows.map((r) => [r.batchSize, r.runMs, r.samplesPerSecond, r.cpu?.otherCores ?? '']),
+    )}\n`,
+  );
 
   const pairedRatios = Object.fromEntries(
     Object.entries(batching?.ratios ?? {}).filter(([k]) => REFERENCE_RATIOS.some((name) => k === name || k.startsWith(`${name}_`))),
@@ -71,7 +80,9 @@ export async function runLimit(options: {
   let comparison: Record<string, number> = {};
   if (paired) {
     comparison = pairedRatios;
-    log(`the ratios to quote, from ${batchingFile}, measured against an in-process reference side by side with the server (details: its 'paired'):`);
+    log(
+      `the ratios to quote, from ${batchingFile}, measured against an in-process reference side by side with the server (details: its 'paired'):`,
+    );
   } else if (batching) {
     comparison = unpairedComparison(batching, rows);
     if (Object.keys(comparison).length > 0) {
@@ -82,7 +93,14 @@ export async function runLimit(options: {
     }
   }
   for (const [k, v] of Object.entries(comparison)) log(`${k}: ${v.toFixed(3)}`);
-  await writeResult(options.name ?? 'limit', { model: label, threads: THREADS, environment: env, rows, comparison, comparisonPaired: paired });
+  await writeResult(options.name ?? 'limit', {
+    model: label,
+    threads: THREADS,
+    environment: env,
+    rows,
+    comparison,
+    comparisonPaired: paired,
+  });
   return { rows, comparison, paired };
 }
 
@@ -90,7 +108,10 @@ export async function runLimit(options: {
 function unpairedComparison(batching: BatchingResult, rows: readonly LimitRow[]): Record<string, number> {
   const runMs = new Map(rows.map((r) => [r.batchSize, r.runMs]));
   const on = batching.points.filter((p) => p.model === 'mlp_on' && p.protocol === 'http-binary');
-  const saturated = on.reduce<(typeof on)[number] | undefined>((a, b) => (!a || b.client.throughput > a.client.throughput ? b : a), undefined);
+  const saturated = on.reduce<(typeof on)[number] | undefined>(
+    (a, b) => (!a || b.client.throughput > a.client.throughput ? b : a),
+    undefined,
+  );
   const c1 = on.find((p) => p.concurrency === 1 && p.rate === undefined);
   const batch1 = runMs.get(1);
   return {

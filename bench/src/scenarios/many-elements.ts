@@ -38,12 +38,20 @@ export async function runManyElements(options: { elements: number; memoryLimit: 
     [
       `HTTP binary BYTES x ${n}`,
       () => binary.body,
-      (b) => post(url('text'), b, { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(binary.headerLength) }),
+      (b) =>
+        post(url('text'), b, {
+          'content-type': 'application/octet-stream',
+          'inference-header-content-length': String(binary.headerLength),
+        }),
     ],
     [`HTTP JSON FP32 numbers x ${n}`, () => jsonBody('INPUT0', 'FP32', [1, n], '1', n), (b) => post(url('vector'), b, json)],
     [`HTTP JSON rows of 1 x ${n / 20}`, () => jsonBody('INPUT0', 'FP32', [n / 20, 1], '[0.5]', n / 20), (b) => post(url('rows'), b, json)],
     [`HTTP JSON rows of 1 x ${n / 4}`, () => jsonBody('INPUT0', 'FP32', [n / 4, 1], '[0.5]', n / 4), (b) => post(url('rows'), b, json)],
-    [`gRPC BYTES contents x ${n / 100}`, () => bytesContentsMessage('text', 'INPUT0', n / 100), (b) => sendInferMessage(server.grpcAddress, b)],
+    [
+      `gRPC BYTES contents x ${n / 100}`,
+      () => bytesContentsMessage('text', 'INPUT0', n / 100),
+      (b) => sendInferMessage(server.grpcAddress, b),
+    ],
   ];
   const bystander = startBystander(server.httpUrl, server.grpcAddress);
   const rows: { request: string; wireBytes: number; code: number | undefined; ms: number; rssAfterBytes: number; message: string }[] = [];
@@ -54,7 +62,14 @@ export async function runManyElements(options: { elements: number; memoryLimit: 
     for (const [request, build, send] of cases) {
       const body = build();
       const outcome = await send(body);
-      rows.push({ request, wireBytes: body.length, code: outcome.code, ms: outcome.ms, rssAfterBytes: residentBytes(pid).now, message: outcome.message.slice(0, 200) });
+      rows.push({
+        request,
+        wireBytes: body.length,
+        code: outcome.code,
+        ms: outcome.ms,
+        rssAfterBytes: residentBytes(pid).now,
+        message: outcome.message.slice(0, 200),
+      });
     }
   } finally {
     other = await bystander.stop();
@@ -73,7 +88,12 @@ export async function runManyElements(options: { elements: number; memoryLimit: 
     memoryBudgetBytes: budget,
     peakWithinBudgetAndReserve: peakRssBytes <= budget + RUNTIME_RESERVE_BYTES,
   };
-  log(`\n${table(['request', 'wire MB', 'answer', 'ms after last byte', 'RSS after MiB'], rows.map((r) => [r.request, r.wireBytes / 1e6, String(r.code ?? 'reset'), r.ms, r.rssAfterBytes / 2 ** 20]))}`);
+  log(
+    `\n${table(
+      ['request', 'wire MB', 'answer', 'ms after last byte', 'RSS after MiB'],
+      rows.map((r) => [r.request, r.wireBytes / 1e6, String(r.code ?? 'reset'), r.ms, r.rssAfterBytes / 2 ** 20]),
+    )}`,
+  );
   for (const r of rows) if (!OK.has(r.code ?? -1)) log(`  ${r.request}: ${r.message}`);
   log(
     `refused later than 1 s: ${refusedLate}; the other client: ${other.ok} ok, ${other.failed.length} failed, not ready ${other.notReady} times; ` +
@@ -86,6 +106,7 @@ export async function runManyElements(options: { elements: number; memoryLimit: 
 /** MANY_ELEMENTS_MODELS as a repository in the bench cache. */
 async function manyElementsRepository(log: (line: string) => void): Promise<string> {
   const entries = [];
-  for (const m of MANY_ELEMENTS_MODELS) entries.push({ name: m.name, modelFile: await cachedModel(`identity-${m.name}`, m.model, log), config: m.config });
+  for (const m of MANY_ELEMENTS_MODELS)
+    entries.push({ name: m.name, modelFile: await cachedModel(`identity-${m.name}`, m.model, log), config: m.config });
   return benchRepository('many-elements', entries);
 }

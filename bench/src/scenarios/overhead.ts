@@ -17,7 +17,12 @@ interface WindowReadings {
 }
 
 /** Hooks that read, over the measured windows, the CPU of the generator and of `pid`, and the model's statistics where given. */
-function windowProbe(pid: number, readings: Map<string, WindowReadings>, label: string, stats?: { httpUrl: string; model: string }): MeasureHooks {
+function windowProbe(
+  pid: number,
+  readings: Map<string, WindowReadings>,
+  label: string,
+  stats?: { httpUrl: string; model: string },
+): MeasureHooks {
   let cpuBefore: ReturnType<typeof cpuSnapshot>;
   let statsBefore: Awaited<ReturnType<typeof readStats>> | undefined;
   return {
@@ -76,7 +81,15 @@ export async function runOverhead(options: {
     for (const protocol of options.protocols ?? ['http-binary']) {
       const { send, close } = inferRequest(server, protocol, 'tiny', WIDTH, concurrency);
       const label = `batchwise ${protocol}`;
-      results.push(await measure(label, send, { concurrency }, { ...options.windows, log }, windowProbe(server.child.pid!, readings, label, { httpUrl: server.httpUrl, model: 'tiny' })));
+      results.push(
+        await measure(
+          label,
+          send,
+          { concurrency },
+          { ...options.windows, log },
+          windowProbe(server.child.pid!, readings, label, { httpUrl: server.httpUrl, model: 'tiny' }),
+        ),
+      );
       await close();
     }
   } finally {
@@ -117,6 +130,13 @@ export async function runOverhead(options: {
   );
   for (const [k, v] of Object.entries(ratios)) log(`${k}: ${v.toFixed(2)}`);
   const serverCpuMsPerRequest = Object.fromEntries(results.map((r) => [r.label, serverCpuMs(r)]));
-  await writeResult(options.name ?? 'overhead', { concurrency, environment: env, results, readings: Object.fromEntries(readings), serverCpuMsPerRequest, ratios });
+  await writeResult(options.name ?? 'overhead', {
+    concurrency,
+    environment: env,
+    results,
+    readings: Object.fromEntries(readings),
+    serverCpuMsPerRequest,
+    ratios,
+  });
   return { results, ratios };
 }

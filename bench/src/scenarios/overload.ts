@@ -135,15 +135,22 @@ export async function runOverload(options: {
       peakRssBytes: peakRss,
       memoryBudgetBytes: budget,
     };
-    log(`\n${table(['outcome', 'count', 'p50 ms', 'p99 ms'], [
-      ['succeeded', ok.length, result.okLatencyMs.p50, result.okLatencyMs.p99],
-      ['rejected 503', rejected.length, result.rejectedLatencyMs.p50, result.rejectedLatencyMs.p99],
-      ['  of which over the memory budget', overMemoryBudget, '', ''],
-      ['  of which queue full', queueFull, '', ''],
-      ['admitted and failed (must be 0)', failed.length, '', ''],
-      [`not sent (generator at ${MAX_OUTSTANDING} outstanding)`, notSent, '', ''],
-    ])}`);
-    log(`peak RSS ${(peakRss / 2 ** 20).toFixed(0)} MiB of a ${(budget / 2 ** 20).toFixed(0)} MiB budget; not ready in ${notReady} samples`);
+    log(
+      `\n${table(
+        ['outcome', 'count', 'p50 ms', 'p99 ms'],
+        [
+          ['succeeded', ok.length, result.okLatencyMs.p50, result.okLatencyMs.p99],
+          ['rejected 503', rejected.length, result.rejectedLatencyMs.p50, result.rejectedLatencyMs.p99],
+          ['  of which over the memory budget', overMemoryBudget, '', ''],
+          ['  of which queue full', queueFull, '', ''],
+          ['admitted and failed (must be 0)', failed.length, '', ''],
+          [`not sent (generator at ${MAX_OUTSTANDING} outstanding)`, notSent, '', ''],
+        ],
+      )}`,
+    );
+    log(
+      `peak RSS ${(peakRss / 2 ** 20).toFixed(0)} MiB of a ${(budget / 2 ** 20).toFixed(0)} MiB budget; not ready in ${notReady} samples`,
+    );
     await writeResult('overload', result);
     return result;
   } finally {

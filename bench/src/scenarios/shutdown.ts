@@ -15,7 +15,11 @@ export async function runShutdown(options: { model: BatchingModel; concurrency: 
   const { model, log } = options;
   const file = await cachedModel(`mlp-${model.layers}x${model.width}`, () => mlp({ layers: model.layers, width: model.width }), log);
   const repo = await benchRepository('shutdown', [
-    { name: 'mlp', modelFile: file, config: fp32Config('mlp', { width: model.width, maxBatchSize: 64, batching: true, delayUs: 1000, threads: THREADS }) },
+    {
+      name: 'mlp',
+      modelFile: file,
+      config: fp32Config('mlp', { width: model.width, maxBatchSize: 64, batching: true, delayUs: 1000, threads: THREADS }),
+    },
   ]);
   const server = await startServerProcess(['--model-repository', repo, '--shutdown-grace-secs', '1']);
   const client = inferClient(server, 'http-binary', options.concurrency);
@@ -51,7 +55,9 @@ export async function runShutdown(options: { model: BatchingModel; concurrency: 
   await Promise.all(loops);
   await client.close();
   const result = { exitCode, exitMs, completedBeforeSigterm: okBefore, completedAfterSigterm: outcome.ok - okBefore, ...outcome };
-  log(`SIGTERM under load: exit code ${exitCode} after ${exitMs.toFixed(0)} ms; ${outcome.ok} completed (${result.completedAfterSigterm} after the signal), ${outcome.refused503} refused with 503, ${outcome.connectionRefused} connection refused, ${outcome.lost} lost`);
+  log(
+    `SIGTERM under load: exit code ${exitCode} after ${exitMs.toFixed(0)} ms; ${outcome.ok} completed (${result.completedAfterSigterm} after the signal), ${outcome.refused503} refused with 503, ${outcome.connectionRefused} connection refused, ${outcome.lost} lost`,
+  );
   await writeResult('shutdown', result);
   return result;
 }

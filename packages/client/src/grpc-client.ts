@@ -76,7 +76,12 @@ interface ModelInferResponseWire {
   raw_output_contents: Buffer[];
 }
 
-type Unary = (request: unknown, metadata: Metadata, options: { deadline: Date }, callback: (error: ServiceError | null, response: unknown) => void) => void;
+type Unary = (
+  request: unknown,
+  metadata: Metadata,
+  options: { deadline: Date },
+  callback: (error: ServiceError | null, response: unknown) => void,
+) => void;
 
 /** Client of Batchwise's (and Triton's) inference.GRPCInferenceService. */
 export class GrpcClient implements InferenceClient {
@@ -112,7 +117,8 @@ export class GrpcClient implements InferenceClient {
     );
     this.client = this.inferClients[0]!;
     // Health checks ride on the inference client's channel: one connection.
-    this.health = new constructors.health(options.url, creds, { ...channelOptions, channelOverride: this.client.getChannel() }) as Client & Record<string, unknown>;
+    this.health = new constructors.health(options.url, creds, { ...channelOptions, channelOverride: this.client.getChannel() }) as Client &
+      Record<string, unknown>;
     this.timeoutMs = options.timeoutMs ?? 60_000;
     this.metadata = new Metadata();
     for (const [key, value] of Object.entries(options.metadata ?? {})) this.metadata.set(key, value);
@@ -173,11 +179,15 @@ export class GrpcClient implements InferenceClient {
   }
 
   async modelStatistics(model?: string, version?: string): Promise<ModelStatistics[]> {
-    return (await this.call<{ model_stats: ModelStatistics[] }>('ModelStatistics', { name: model ?? '', version: version ?? '' })).model_stats;
+    return (await this.call<{ model_stats: ModelStatistics[] }>('ModelStatistics', { name: model ?? '', version: version ?? '' }))
+      .model_stats;
   }
 
   async repositoryIndex(options: { ready?: boolean } = {}): Promise<RepositoryIndexEntry[]> {
-    const r = await this.call<{ models: RepositoryIndexEntry[] }>('RepositoryIndex', { repository_name: '', ready: options.ready ?? false });
+    const r = await this.call<{ models: RepositoryIndexEntry[] }>('RepositoryIndex', {
+      repository_name: '',
+      ready: options.ready ?? false,
+    });
     return r.models;
   }
 
@@ -202,8 +212,16 @@ export class GrpcClient implements InferenceClient {
   }
 
   async systemSharedMemoryStatus(name = ''): Promise<SharedMemoryRegionStatus[]> {
-    const r = await this.call<{ regions: Record<string, { name: string; key: string; offset: string; byte_size: string }> }>('SystemSharedMemoryStatus', { name });
-    return Object.values(r.regions).map((region) => ({ name: region.name, key: region.key, offset: Number(region.offset), byteSize: Number(region.byte_size) }));
+    const r = await this.call<{ regions: Record<string, { name: string; key: string; offset: string; byte_size: string }> }>(
+      'SystemSharedMemoryStatus',
+      { name },
+    );
+    return Object.values(r.regions).map((region) => ({
+      name: region.name,
+      key: region.key,
+      offset: Number(region.offset),
+      byteSize: Number(region.byte_size),
+    }));
   }
 
   /**
@@ -215,7 +233,8 @@ export class GrpcClient implements InferenceClient {
     try {
       return (await this.call<{ status: 'SERVING' }>('Check', { service }, this.health)).status;
     } catch (error) {
-      if (error instanceof BatchwiseClientError && error.grpcCode === status.UNAVAILABLE && error.message.startsWith('NOT_SERVING')) return 'NOT_SERVING';
+      if (error instanceof BatchwiseClientError && error.grpcCode === status.UNAVAILABLE && error.message.startsWith('NOT_SERVING'))
+        return 'NOT_SERVING';
       throw error;
     }
   }
@@ -258,7 +277,10 @@ function encodeRequest(request: InferRequest): unknown {
     outputs: (request.outputs ?? []).map((o) =>
       typeof o === 'string'
         ? { name: o }
-        : { name: o.name, parameters: toWireParameters({ ...o.parameters, ...(o.sharedMemory && sharedMemoryParameters(o.sharedMemory)) }) },
+        : {
+            name: o.name,
+            parameters: toWireParameters({ ...o.parameters, ...(o.sharedMemory && sharedMemoryParameters(o.sharedMemory)) }),
+          },
     ),
     // Inputs in shared memory take no entry.
     raw_input_contents: request.inputs.flatMap((i) => (i.sharedMemory ? [] : [toRawBytes(i.name, i.datatype, i.data)])),

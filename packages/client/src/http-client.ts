@@ -99,16 +99,26 @@ export class HttpClient implements InferenceClient {
   }
 
   async registerSystemSharedMemory(name: string, key: string, byteSize: number, offset = 0): Promise<void> {
-    await this.send('POST', `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/register`, JSON.stringify({ key, offset, byte_size: byteSize }));
+    await this.send(
+      'POST',
+      `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/register`,
+      JSON.stringify({ key, offset, byte_size: byteSize }),
+    );
   }
 
   async unregisterSystemSharedMemory(name?: string): Promise<void> {
-    const path = name === undefined || name === '' ? '/v2/systemsharedmemory/unregister' : `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/unregister`;
+    const path =
+      name === undefined || name === ''
+        ? '/v2/systemsharedmemory/unregister'
+        : `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/unregister`;
     await this.send('POST', path, '');
   }
 
   async systemSharedMemoryStatus(name?: string): Promise<SharedMemoryRegionStatus[]> {
-    const path = name === undefined || name === '' ? '/v2/systemsharedmemory/status' : `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/status`;
+    const path =
+      name === undefined || name === ''
+        ? '/v2/systemsharedmemory/status'
+        : `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/status`;
     const regions = (await this.json('GET', path)) as { name: string; key: string; offset: number; byte_size: number }[];
     return regions.map((r) => ({ name: r.name, key: r.key, offset: r.offset, byteSize: r.byte_size }));
   }
@@ -130,7 +140,12 @@ export class HttpClient implements InferenceClient {
 
   /** A request whose non-2xx answer becomes a BatchwiseClientError with the server's message. */
   private async send(method: Method, path: string, body?: string | Buffer, headers: Record<string, string> = {}) {
-    const response = await this.request(method, path, body, body !== undefined && !headers['content-type'] ? { ...headers, 'content-type': 'application/json' } : headers);
+    const response = await this.request(
+      method,
+      path,
+      body,
+      body !== undefined && !headers['content-type'] ? { ...headers, 'content-type': 'application/json' } : headers,
+    );
     const bytes = Buffer.from(await response.body.arrayBuffer());
     if (response.statusCode < 200 || response.statusCode >= 300) {
       throw new BatchwiseClientError(errorMessage(bytes, response.statusCode), { httpStatus: response.statusCode });
@@ -140,7 +155,14 @@ export class HttpClient implements InferenceClient {
 
   private async request(method: Method, path: string, body?: string | Buffer, headers: Record<string, string> = {}) {
     try {
-      return await this.pool.request({ method, path, body, headers: { ...this.headers, ...headers }, headersTimeout: this.timeoutMs, bodyTimeout: this.timeoutMs });
+      return await this.pool.request({
+        method,
+        path,
+        body,
+        headers: { ...this.headers, ...headers },
+        headersTimeout: this.timeoutMs,
+        bodyTimeout: this.timeoutMs,
+      });
     } catch (error) {
       throw new BatchwiseClientError(`${method} ${path} failed: ${(error as Error).message}`);
     }

@@ -78,17 +78,23 @@ describe('decodeHttpInferResponse: JSON outputs as Triton writes them', () => {
 });
 
 describe('encodeRawHttpInferRequest', () => {
-  it('sends the one input\'s bytes with a header length of 0; a BYTES element without its length prefix', () => {
+  it("sends the one input's bytes with a header length of 0; a BYTES element without its length prefix", () => {
     const fp32 = encodeRawHttpInferRequest({ model: 'm', inputs: [{ name: 'A', datatype: 'FP32', shape: [1, 2], data: [1.5, -2] }] });
     expect(fp32.headers).toEqual({ 'content-type': 'application/octet-stream', 'inference-header-content-length': '0' });
-    expect([...new Float32Array(fp32.body.buffer.slice(fp32.body.byteOffset, fp32.body.byteOffset + fp32.body.byteLength))]).toEqual([1.5, -2]);
-    expect(encodeRawHttpInferRequest({ model: 'm', inputs: [{ name: 'S', datatype: 'BYTES', shape: [1], data: ['427'] }] }).body.toString()).toBe('427');
+    expect([...new Float32Array(fp32.body.buffer.slice(fp32.body.byteOffset, fp32.body.byteOffset + fp32.body.byteLength))]).toEqual([
+      1.5, -2,
+    ]);
+    expect(
+      encodeRawHttpInferRequest({ model: 'm', inputs: [{ name: 'S', datatype: 'BYTES', shape: [1], data: ['427'] }] }).body.toString(),
+    ).toBe('427');
   });
 
   it('refuses what a raw request cannot carry', () => {
     const input = { name: 'A', datatype: 'INT32', shape: [1], data: [1] } as const;
     expect(() => encodeRawHttpInferRequest({ model: 'm', inputs: [input, { ...input, name: 'B' }] })).toThrow(/exactly one input/);
     expect(() => encodeRawHttpInferRequest({ model: 'm', inputs: [input], outputs: ['O'] })).toThrow(/no JSON/);
-    expect(() => encodeRawHttpInferRequest({ model: 'm', inputs: [{ name: 'S', datatype: 'BYTES', shape: [2], data: ['a', 'b'] }] })).toThrow(/one element; 'S' has 2/);
+    expect(() =>
+      encodeRawHttpInferRequest({ model: 'm', inputs: [{ name: 'S', datatype: 'BYTES', shape: [2], data: ['a', 'b'] }] }),
+    ).toThrow(/one element; 'S' has 2/);
   });
 });

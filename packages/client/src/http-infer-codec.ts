@@ -18,9 +18,7 @@ export interface HttpInferBody {
  */
 export function encodeHttpInferRequest(request: InferRequest): HttpInferBody {
   const binary = request.binary ?? true;
-  const outputs = (request.outputs ?? []).map(
-    (o): InferRequestedOutput => (typeof o === 'string' ? { name: o } : o),
-  );
+  const outputs = (request.outputs ?? []).map((o): InferRequestedOutput => (typeof o === 'string' ? { name: o } : o));
   const parameters: Parameters = { ...request.parameters };
   if (binary && outputs.length === 0) parameters['binary_data_output'] = true;
   const header: Record<string, unknown> = {
@@ -44,7 +42,13 @@ export function encodeHttpInferRequest(request: InferRequest): HttpInferBody {
     header['inputs'] = request.inputs.map((i, n) =>
       i.sharedMemory
         ? sharedMemoryInput(i)
-        : { name: i.name, shape: i.shape, datatype: i.datatype, ...(i.parameters && { parameters: i.parameters }), data: `@bw${nonce}:${n}@` },
+        : {
+            name: i.name,
+            shape: i.shape,
+            datatype: i.datatype,
+            ...(i.parameters && { parameters: i.parameters }),
+            data: `@bw${nonce}:${n}@`,
+          },
     );
     const json = JSON.stringify(header).replace(new RegExp(`"@bw${nonce}:(\\d+)@"`, 'g'), (_m, n: string) => texts[Number(n)]!);
     return { headers: { 'content-type': 'application/json' }, body: Buffer.from(json) };
@@ -81,7 +85,8 @@ export function encodeRawHttpInferRequest(request: InferRequest): HttpInferBody 
   let bytes = toRawBytes(input.name, input.datatype, input.data);
   if (input.datatype === 'BYTES') {
     const elements = deserializeBytes(input.name, bytes);
-    if (elements.length !== 1) throw new BatchwiseClientError(`a raw BYTES input holds one element; '${input.name}' has ${elements.length}`);
+    if (elements.length !== 1)
+      throw new BatchwiseClientError(`a raw BYTES input holds one element; '${input.name}' has ${elements.length}`);
     bytes = elements[0]!;
   }
   return {
@@ -121,7 +126,8 @@ export function decodeHttpInferResponse(body: Buffer, headerLength: string | und
     const size = o.parameters?.['binary_data_size'];
     let data;
     if (typeof size === 'number') {
-      if (offset + size > body.byteLength) throw new BatchwiseClientError(`output '${o.name}': binary data runs past the end of the response`);
+      if (offset + size > body.byteLength)
+        throw new BatchwiseClientError(`output '${o.name}': binary data runs past the end of the response`);
       data = fromRawBytes(o.name, o.datatype, body.subarray(offset, offset + size));
       offset += size;
     } else if (o.data === undefined) {

@@ -33,7 +33,10 @@ describe('toRawBytes / fromRawBytes', () => {
   it('BYTES from strings and byte arrays', () => {
     const raw = toRawBytes('X', 'BYTES', ['hé', Uint8Array.of(0, 255)]);
     expect([...raw]).toEqual([3, 0, 0, 0, 0x68, 0xc3, 0xa9, 2, 0, 0, 0, 0, 255]);
-    expect((fromRawBytes('X', 'BYTES', raw) as Uint8Array[]).map((e) => [...e])).toEqual([[0x68, 0xc3, 0xa9], [0, 255]]);
+    expect((fromRawBytes('X', 'BYTES', raw) as Uint8Array[]).map((e) => [...e])).toEqual([
+      [0x68, 0xc3, 0xa9],
+      [0, 255],
+    ]);
   });
 
   it('refuses FP16 given as numbers and truncated BYTES', () => {

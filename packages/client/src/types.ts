@@ -1,5 +1,11 @@
 import type {
-  DataType, ModelMetadata, ModelStatistics, NumericArray, Parameters, RepositoryIndexEntry, ServerMetadata,
+  DataType,
+  ModelMetadata,
+  ModelStatistics,
+  NumericArray,
+  Parameters,
+  RepositoryIndexEntry,
+  ServerMetadata,
 } from '@batchwise/protocol';
 
 /**
@@ -7,8 +13,17 @@ import type {
  * statistics) are @batchwise/protocol's, shared with the server.
  */
 export type {
-  DataType, DurationStat, InferResponseStatistics, ModelMetadata, ModelState, ModelStatistics, ParameterValue, Parameters,
-  RepositoryIndexEntry, ServerMetadata, TensorMetadata,
+  DataType,
+  DurationStat,
+  InferResponseStatistics,
+  ModelMetadata,
+  ModelState,
+  ModelStatistics,
+  ParameterValue,
+  Parameters,
+  RepositoryIndexEntry,
+  ServerMetadata,
+  TensorMetadata,
 } from '@batchwise/protocol';
 
 export type TypedArray = NumericArray;
@@ -115,8 +130,7 @@ export interface InferResult {
 
 /** One answer on an inference stream: a result, or the error of one request. */
 export type StreamResponse =
-  | { readonly ok: true; readonly result: InferResult }
-  | { readonly ok: false; readonly error: Error; readonly id?: string };
+  { readonly ok: true; readonly result: InferResult } | { readonly ok: false; readonly error: Error; readonly id?: string };
 
 export interface InferStream extends AsyncIterable<StreamResponse> {
   /** Sends one request; its answer comes through iteration, matched by `id`. */

@@ -52,7 +52,9 @@ const BUILDERS: Record<string, (v: Values) => ModelProto> = {
     if (!TENSOR_DATATYPES.includes(dt as TensorDatatype)) {
       throw new Error(`--datatype must be one of ${TENSOR_DATATYPES.join(', ')}, got '${v.datatype ?? ''}'`);
     }
-    const dims = String(v.dims ?? '16').split(',').map(Number);
+    const dims = String(v.dims ?? '16')
+      .split(',')
+      .map(Number);
     if (dims.some((d) => !Number.isInteger(d) || d < -1)) throw new Error(`--dims must be integers >= -1, got '${v.dims}'`);
     return identity(dt as TensorDatatype, dims, { batch: v['no-batch'] !== true });
   },

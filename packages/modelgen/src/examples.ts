@@ -25,8 +25,7 @@ interface ConfigSpec {
 
 function tensorsText(key: 'input' | 'output', tensors: readonly TensorConfig[]): string {
   const items = tensors.map(
-    (t) =>
-      `  {\n    name: "${t.name}"\n    data_type: ${tritonConfigType(t.datatype)}\n    dims: [ ${t.dims.join(', ')} ]\n  }`,
+    (t) => `  {\n    name: "${t.name}"\n    data_type: ${tritonConfigType(t.datatype)}\n    dims: [ ${t.dims.join(', ')} ]\n  }`,
   );
   return `${key} [\n${items.join(',\n')}\n]\n`;
 }
@@ -118,10 +117,7 @@ export interface WrittenFile {
  * Writes the example repository into `dir` (creating it). Only the example models' folders are
  * touched; other models in `dir` are left alone. `onFile` is called once per file written.
  */
-export async function writeExampleRepository(
-  dir: string,
-  onFile: (file: WrittenFile) => void = () => {},
-): Promise<WrittenFile[]> {
+export async function writeExampleRepository(dir: string, onFile: (file: WrittenFile) => void = () => {}): Promise<WrittenFile[]> {
   const written: WrittenFile[] = [];
   const put = async (model: string, rel: string, data: Uint8Array | string): Promise<void> => {
     const full = join(dir, rel);

@@ -28,19 +28,7 @@ export const PRODUCER_VERSION = '0.1.0';
 
 /** KServe v2 / Triton wire datatype names. `STRING` is accepted as an alias of `BYTES`. */
 export type TensorDatatype =
-  | 'BOOL'
-  | 'UINT8'
-  | 'UINT16'
-  | 'UINT32'
-  | 'UINT64'
-  | 'INT8'
-  | 'INT16'
-  | 'INT32'
-  | 'INT64'
-  | 'FP16'
-  | 'FP32'
-  | 'FP64'
-  | 'BYTES';
+  'BOOL' | 'UINT8' | 'UINT16' | 'UINT32' | 'UINT64' | 'INT8' | 'INT16' | 'INT32' | 'INT64' | 'FP16' | 'FP32' | 'FP64' | 'BYTES';
 
 export const TENSOR_DATATYPES: readonly TensorDatatype[] = [
   'BOOL',
@@ -107,11 +95,7 @@ export interface ValueInfo {
 }
 
 export type AttributeValue =
-  | number
-  | string
-  | readonly number[]
-  | { readonly float: number }
-  | { readonly graph: onnxProto.onnx.IGraphProto };
+  number | string | readonly number[] | { readonly float: number } | { readonly graph: onnxProto.onnx.IGraphProto };
 
 export interface NodeSpec {
   readonly op: string;
@@ -203,12 +187,7 @@ export class GraphBuilder {
   }
 
   /** Adds a constant tensor; returns its name. */
-  initializer(
-    name: string,
-    datatype: Exclude<TensorDatatype, 'BYTES'>,
-    dims: readonly number[],
-    data: InitializerData,
-  ): string {
+  initializer(name: string, datatype: Exclude<TensorDatatype, 'BYTES'>, dims: readonly number[], data: InitializerData): string {
     const count = dims.reduce((a, b) => a * b, 1);
     if (count !== data.length) {
       throw new Error(`initializer '${name}': dims [${dims}] need ${count} values, got ${data.length}`);

@@ -7,25 +7,42 @@ const ort = loadOrt();
 const session = (m: ModelProto): Promise<OrtSession> => ort.InferenceSession.create(serializeModel(m));
 const f32 = (dims: number[], fill = (i: number) => Math.sin(i)): InstanceType<typeof ort.Tensor> => {
   const n = dims.reduce((a, b) => a * b, 1);
-  return new ort.Tensor('float32', Float32Array.from({ length: n }, (_, i) => fill(i)), dims);
+  return new ort.Tensor(
+    'float32',
+    Float32Array.from({ length: n }, (_, i) => fill(i)),
+    dims,
+  );
 };
 
 function sampleData(dt: TensorDatatype, n: number): unknown {
   const ints = Array.from({ length: n }, (_, i) => i * 7 - 3);
   switch (dt) {
-    case 'BOOL': return Uint8Array.from(ints, (v) => v & 1);
-    case 'UINT8': return Uint8Array.from(ints, (v) => v + 100);
-    case 'UINT16': return Uint16Array.from(ints, (v) => v + 60000);
-    case 'UINT32': return Uint32Array.from(ints, (v) => v + 4e9);
-    case 'UINT64': return BigUint64Array.from(ints, (v) => BigInt(v + 3) + (1n << 63n));
-    case 'INT8': return Int8Array.from(ints);
-    case 'INT16': return Int16Array.from(ints, (v) => v - 30000);
-    case 'INT32': return Int32Array.from(ints, (v) => v - 2e9);
-    case 'INT64': return BigInt64Array.from(ints, (v) => BigInt(v) - (1n << 62n));
-    case 'FP16': return Uint16Array.from(ints, (v) => 0x3c00 + v + 3); // raw half bits
-    case 'FP32': return Float32Array.from(ints, (v) => v / 3);
-    case 'FP64': return Float64Array.from(ints, (v) => v / 3);
-    case 'BYTES': return ints.map((v) => `s${v}\u00e9`);
+    case 'BOOL':
+      return Uint8Array.from(ints, (v) => v & 1);
+    case 'UINT8':
+      return Uint8Array.from(ints, (v) => v + 100);
+    case 'UINT16':
+      return Uint16Array.from(ints, (v) => v + 60000);
+    case 'UINT32':
+      return Uint32Array.from(ints, (v) => v + 4e9);
+    case 'UINT64':
+      return BigUint64Array.from(ints, (v) => BigInt(v + 3) + (1n << 63n));
+    case 'INT8':
+      return Int8Array.from(ints);
+    case 'INT16':
+      return Int16Array.from(ints, (v) => v - 30000);
+    case 'INT32':
+      return Int32Array.from(ints, (v) => v - 2e9);
+    case 'INT64':
+      return BigInt64Array.from(ints, (v) => BigInt(v) - (1n << 62n));
+    case 'FP16':
+      return Uint16Array.from(ints, (v) => 0x3c00 + v + 3); // raw half bits
+    case 'FP32':
+      return Float32Array.from(ints, (v) => v / 3);
+    case 'FP64':
+      return Float64Array.from(ints, (v) => v / 3);
+    case 'BYTES':
+      return ints.map((v) => `s${v}\u00e9`);
   }
 }
 
@@ -66,7 +83,10 @@ describe('fixedBatchModel', () => {
     const m = fixedBatchModel();
     const decoded = parseModel(serializeModel(m));
     const dims = decoded.graph!.input![0].type!.tensorType!.shape!.dim!.map((d) => [Number(d.dimValue), Boolean(d.dimParam)]);
-    expect(dims).toEqual([[2, false], [4, false]]);
+    expect(dims).toEqual([
+      [2, false],
+      [4, false],
+    ]);
     const s = await session(m);
     const r = await s.run({ INPUT0: f32([2, 4]) });
     expect(r.OUTPUT0.dims).toEqual([2, 4]);

@@ -37,11 +37,7 @@ export interface IdentityOptions {
  * Identity for any datatype (`BYTES`/`STRING` is an ONNX string tensor). `dims` are the
  * per-item dims as in a Triton config (-1 = variable); a `batch` dim is prepended by default.
  */
-export function identity(
-  datatype: GraphDatatype,
-  dims: readonly Dim[],
-  options: IdentityOptions = {},
-): ModelProto {
+export function identity(datatype: GraphDatatype, dims: readonly Dim[], options: IdentityOptions = {}): ModelProto {
   const { inputName = 'INPUT0', outputName = 'OUTPUT0', batch = true } = options;
   const itemDims = dims.map((d, i) => (d === -1 ? `dim_${i + 1}` : d));
   const full = batch ? [BATCH_DIM, ...itemDims] : itemDims;

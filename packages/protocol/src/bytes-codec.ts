@@ -83,9 +83,7 @@ export function forEachBytesElement(data: Uint8Array, tensorName: string, visit:
     const length = view.getUint32(offset, true);
     const start = offset + 4;
     if (length > size - start) {
-      throw new ProtocolError(
-        `BYTES tensor '${tensorName}': element ${index} declares ${length} bytes but only ${size - start} remain`,
-      );
+      throw new ProtocolError(`BYTES tensor '${tensorName}': element ${index} declares ${length} bytes but only ${size - start} remain`);
     }
     visit(start, start + length);
     offset = start + length;

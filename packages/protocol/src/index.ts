@@ -7,11 +7,22 @@
 export { PROTO_DIR } from './protos.ts';
 export { ProtocolError, isProtocolError } from './protocol-error.ts';
 export {
-  CONFIG_TYPE_TO_DATATYPE, DATATYPE_TO_CONFIG_TYPE, DATATYPES, ELEMENT_BYTE_SIZE, TYPED_ARRAY_OF, isDataType,
-  type DataType, type NumericArray, type TypedArrayConstructor,
+  CONFIG_TYPE_TO_DATATYPE,
+  DATATYPE_TO_CONFIG_TYPE,
+  DATATYPES,
+  ELEMENT_BYTE_SIZE,
+  TYPED_ARRAY_OF,
+  isDataType,
+  type DataType,
+  type NumericArray,
+  type TypedArrayConstructor,
 } from './datatype.ts';
 export {
-  bytesElementsToStrings, countBytesElements, deserializeBytesElements, firstNonTextElement, forEachBytesElement,
+  bytesElementsToStrings,
+  countBytesElements,
+  deserializeBytesElements,
+  firstNonTextElement,
+  forEachBytesElement,
   serializeBytesElements,
 } from './bytes-codec.ts';
 export { parseJsonLosslessly, parseTritonJson } from './json-text.ts';

@@ -16,7 +16,20 @@ describe('KServe JSON, read as Triton reads it', () => {
 
   it("keeps JSON.parse's error for other broken text, and says where the lossless parser stopped", () => {
     expect(() => parseTritonJson('{"inputs":')).toThrow(SyntaxError);
-    for (const bad of ['', '{', '[1,]', '{"a":1,}', '{"a" 1}', '[01]', '"\\x"', '[NaNa]', '[1] 2', '{"a":"b}', '[12345678901234567', '"\u0001"']) {
+    for (const bad of [
+      '',
+      '{',
+      '[1,]',
+      '{"a":1,}',
+      '{"a" 1}',
+      '[01]',
+      '"\\x"',
+      '[NaNa]',
+      '[1] 2',
+      '{"a":"b}',
+      '[12345678901234567',
+      '"\u0001"',
+    ]) {
       expect(() => parseJsonLosslessly(bad), bad).toThrow(SyntaxError);
     }
     expect(() => parseJsonLosslessly('[1,]')).toThrow(/at position 3/);

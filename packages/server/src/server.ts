@@ -61,21 +61,24 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
   const metrics = new ServerMetrics();
   const memoryBudgetBytes = resolveMemoryBudgetBytes(options.memoryLimit);
   const memory = new MemoryGuard(memoryBudgetBytes, metrics);
-  const models = new ModelManager(options.modelRepositories.map((location) => createModelSource(location, { logger })), {
-    controlMode: options.modelControlMode,
-    startupModels: options.loadModels,
-    maxLoadFileBytes: options.modelLoadFilesMaxBytes,
-    backend: withModelFootprints(
-      createOnnxRuntimeBackend({ workerHeapLimitBytes: options.workerHeapLimitBytes ?? workerHeapLimitBytesFor(memoryBudgetBytes) }),
-      memory,
-    ),
-    metrics,
-    logger,
-    strictModelConfig: options.strictModelConfig,
-    allowCpuFallback: options.allowCpuFallback,
-    gpuIds: visibleGpuIds(),
-    freeMemoryBytes: () => memory.freeBytes(),
-  });
+  const models = new ModelManager(
+    options.modelRepositories.map((location) => createModelSource(location, { logger })),
+    {
+      controlMode: options.modelControlMode,
+      startupModels: options.loadModels,
+      maxLoadFileBytes: options.modelLoadFilesMaxBytes,
+      backend: withModelFootprints(
+        createOnnxRuntimeBackend({ workerHeapLimitBytes: options.workerHeapLimitBytes ?? workerHeapLimitBytesFor(memoryBudgetBytes) }),
+        memory,
+      ),
+      metrics,
+      logger,
+      strictModelConfig: options.strictModelConfig,
+      allowCpuFallback: options.allowCpuFallback,
+      gpuIds: visibleGpuIds(),
+      freeMemoryBytes: () => memory.freeBytes(),
+    },
+  );
   const sharedMemory = new SystemSharedMemory();
   const tracer = new Tracer(parseTraceConfigFlags(options.traceConfig), logger);
   const cacheConfig = parseCacheConfigFlags(options.cacheConfig);
@@ -93,9 +96,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
     ...(responseCache && { responseCache }),
     maxRequestElements: options.maxRequestElements ?? maxRequestElementsFor(memoryBudgetBytes),
   });
-  const emf = options.cloudwatchMetrics
-    ? new EmfWriter(metrics, { serviceName: options.cloudwatchServiceName })
-    : undefined;
+  const emf = options.cloudwatchMetrics ? new EmfWriter(metrics, { serviceName: options.cloudwatchServiceName }) : undefined;
   emf?.start();
   const stopGpuMonitor =
     options.gpuMetrics && visibleGpuIds().length > 0 ? startGpuMonitor(metrics, logger, options.metricsIntervalMs) : undefined;
@@ -138,10 +139,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
     });
     metricsPort = (metricsServer.address() as AddressInfo).port;
   }
-  logger.info(
-    { httpPort, grpcPort, metricsPort, repositories: options.modelRepositories, memoryBudgetBytes },
-    'listening; loading models',
-  );
+  logger.info({ httpPort, grpcPort, metricsPort, repositories: options.modelRepositories, memoryBudgetBytes }, 'listening; loading models');
 
   const running: RunningServer = {
     httpPort,

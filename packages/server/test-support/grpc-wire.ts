@@ -21,6 +21,11 @@ export function encodeInferRequest(request: Record<string, unknown>): Buffer {
 export function wireContents(contents: InferTensorContentsWire): WireContents {
   const message = encodeInferRequest({ inputs: [{ name: 'IN', contents }] });
   return (
-    decodeInferMessage(message).request.inputs[0]!.contents ?? { message, ranges: [], counts: [0, 0, 0, 0, 0, 0, 0, 0, 0], bytesContentBytes: 0 }
+    decodeInferMessage(message).request.inputs[0]!.contents ?? {
+      message,
+      ranges: [],
+      counts: [0, 0, 0, 0, 0, 0, 0, 0, 0],
+      bytesContentBytes: 0,
+    }
   );
 }

@@ -27,12 +27,26 @@ export function bytesContentsMessage(model: string, input: string, elements: num
     contents[i + 2] = BYTES_ELEMENT[2]!;
   }
   const tensor = protobuf.Writer.create()
-    .uint32((1 << 3) | 2).string(input)
-    .uint32((2 << 3) | 2).string('BYTES')
-    .uint32((3 << 3) | 2).fork().int64(1).int64(elements).ldelim()
-    .uint32((5 << 3) | 2).bytes(contents)
+    .uint32((1 << 3) | 2)
+    .string(input)
+    .uint32((2 << 3) | 2)
+    .string('BYTES')
+    .uint32((3 << 3) | 2)
+    .fork()
+    .int64(1)
+    .int64(elements)
+    .ldelim()
+    .uint32((5 << 3) | 2)
+    .bytes(contents)
     .finish();
-  return Buffer.from(protobuf.Writer.create().uint32((1 << 3) | 2).string(model).uint32((5 << 3) | 2).bytes(tensor).finish());
+  return Buffer.from(
+    protobuf.Writer.create()
+      .uint32((1 << 3) | 2)
+      .string(model)
+      .uint32((5 << 3) | 2)
+      .bytes(tensor)
+      .finish(),
+  );
 }
 
 /** A JSON infer body whose one input holds `elements` copies of `element` (JSON text), in `shape`. */
@@ -48,7 +62,9 @@ export function binaryBytesBody(input: string, elements: number): { body: Buffer
     data[i] = 1;
     data[i + 4] = 0x61;
   }
-  const header = Buffer.from(JSON.stringify({ inputs: [{ name: input, datatype: 'BYTES', shape: [1, elements], parameters: { binary_data_size: data.length } }] }));
+  const header = Buffer.from(
+    JSON.stringify({ inputs: [{ name: input, datatype: 'BYTES', shape: [1, elements], parameters: { binary_data_size: data.length } }] }),
+  );
   return { body: Buffer.concat([header, data]), headerLength: header.length };
 }
 
@@ -77,7 +93,12 @@ export async function sendInferMessage(address: string, message: Buffer): Promis
   const clock = answerClock();
   try {
     return await new Promise<Outcome>((resolve) => {
-      const stream = session.request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelInfer', 'content-type': 'application/grpc', te: 'trailers' });
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': '/inference.GRPCInferenceService/ModelInfer',
+        'content-type': 'application/grpc',
+        te: 'trailers',
+      });
       let code: number | undefined;
       let text = '';
       let ms = 0;

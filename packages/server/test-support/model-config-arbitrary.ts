@@ -36,17 +36,11 @@ function arbitraryMessage(type: protobuf.Type, maxLength: number): fc.Arbitrary<
 function arbitraryField(field: protobuf.Field, maxLength: number): fc.Arbitrary<unknown> {
   const resolved = field.resolve().resolvedType;
   if (field instanceof protobuf.MapField) {
-    const value = resolved instanceof protobuf.Type
-      ? arbitraryMessage(resolved, maxLength)
-      : arbitraryScalar(field.type, resolved);
-    const key = field.keyType === 'string'
-      ? arbitraryString()
-      : (arbitraryScalar(field.keyType, null) as fc.Arbitrary<number>).map(String);
+    const value = resolved instanceof protobuf.Type ? arbitraryMessage(resolved, maxLength) : arbitraryScalar(field.type, resolved);
+    const key = field.keyType === 'string' ? arbitraryString() : (arbitraryScalar(field.keyType, null) as fc.Arbitrary<number>).map(String);
     return fc.dictionary(key, value, { maxKeys: maxLength });
   }
-  const single = resolved instanceof protobuf.Type
-    ? arbitraryMessage(resolved, maxLength)
-    : arbitraryScalar(field.type, resolved);
+  const single = resolved instanceof protobuf.Type ? arbitraryMessage(resolved, maxLength) : arbitraryScalar(field.type, resolved);
   return field.repeated ? fc.array(single, { maxLength }) : single;
 }
 
@@ -61,8 +55,18 @@ function arbitraryScalar(type: string, resolved: protobuf.ReflectionObject | nul
   if (type === 'float' || type === 'double') return fc.double();
   const range = INTEGER_RANGE[type];
   if (!range) throw new Error(`no arbitrary for ${type}`);
-  const clamp = (v: bigint) => Number(v < -BigInt(Number.MAX_SAFE_INTEGER) ? -BigInt(Number.MAX_SAFE_INTEGER)
-    : v > BigInt(Number.MAX_SAFE_INTEGER) ? BigInt(Number.MAX_SAFE_INTEGER) : v);
+  const clamp = (v: bigint) =>
+    Number(
+      v < -BigInt(Number.MAX_SAFE_INTEGER)
+        ? -BigInt(Number.MAX_SAFE_INTEGER)
+        : v > BigInt(Number.MAX_SAFE_INTEGER)
+          ? BigInt(Number.MAX_SAFE_INTEGER)
+          : v,
+    );
   const [min, max] = [clamp(range[0]), clamp(range[1])];
-  return fc.oneof(fc.integer({ min: Math.max(min, -1000), max: Math.min(max, 1000) }), fc.constantFrom(min, max), fc.maxSafeNat().map((n) => Math.min(n, max)));
+  return fc.oneof(
+    fc.integer({ min: Math.max(min, -1000), max: Math.min(max, 1000) }),
+    fc.constantFrom(min, max),
+    fc.maxSafeNat().map((n) => Math.min(n, max)),
+  );
 }

@@ -51,7 +51,23 @@ export async function startServerProcess(
   const [command, ...launcherArgs] = [...(options.launcher ?? []), process.execPath];
   const child = spawn(
     command!,
-    [...launcherArgs, ...serverNodeArgs(), '--import', 'tsx', CLI, 'serve', '--http-address', '127.0.0.1', '--http-port', '0', '--grpc-port', '0', '--metrics-port', '0', ...args],
+    [
+      ...launcherArgs,
+      ...serverNodeArgs(),
+      '--import',
+      'tsx',
+      CLI,
+      'serve',
+      '--http-address',
+      '127.0.0.1',
+      '--http-port',
+      '0',
+      '--grpc-port',
+      '0',
+      '--metrics-port',
+      '0',
+      ...args,
+    ],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
   );
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

@@ -37,7 +37,10 @@ export function parseRestrictions(flags: readonly string[], headerPrefix = ''): 
     if (colon <= 0 || equals <= colon + 1 || equals === flag.length - 1) {
       throw new Error(`restricted API flag must be <api>[,<api>...]:<key>=<value>, got '${redact(flag)}'`);
     }
-    const groups = flag.slice(0, colon).split(',').map((g) => g.trim());
+    const groups = flag
+      .slice(0, colon)
+      .split(',')
+      .map((g) => g.trim());
     const header = (headerPrefix + flag.slice(colon + 1, equals).trim()).toLowerCase();
     const value = flag.slice(equals + 1);
     for (const group of groups) {

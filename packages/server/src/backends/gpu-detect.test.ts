@@ -26,7 +26,9 @@ describe('GPU device mapping', () => {
 
   it('uses the device files for `all` and outside a container, and none for none/void/empty', () => {
     expect(mapVisibleGpus([2, 0, 1], 'all').map((g) => [g.cudaOrdinal, g.hostDevice])).toEqual([
-      [0, '/dev/nvidia0'], [1, '/dev/nvidia1'], [2, '/dev/nvidia2'],
+      [0, '/dev/nvidia0'],
+      [1, '/dev/nvidia1'],
+      [2, '/dev/nvidia2'],
     ]);
     expect(mapVisibleGpus([4], undefined)).toEqual([{ cudaOrdinal: 0, hostDevice: '/dev/nvidia4' }]);
     for (const none of ['none', 'void', '', ' ']) expect(mapVisibleGpus([0], none)).toEqual([]);

@@ -22,7 +22,10 @@ export function mapVisibleGpus(hostDeviceNumbers: readonly number[], nvidiaVisib
   const setting = nvidiaVisibleDevices?.trim();
   if (setting === undefined || setting === 'all') return files.map((hostDevice, cudaOrdinal) => ({ cudaOrdinal, hostDevice }));
   if (setting === '' || setting === 'none' || setting === 'void') return [];
-  const listed = setting.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
+  const listed = setting
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
   // CUDA sees the device files the runtime mounted: never more GPUs than those.
   return listed.slice(0, files.length).map((hostDevice, cudaOrdinal) => ({ cudaOrdinal, hostDevice }));
 }

@@ -3,7 +3,7 @@ import { isGpuOutOfMemory } from './gpu-oom.ts';
 
 describe('GPU out-of-memory recognition', () => {
   it.each([
-    '[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Non-zero status code returned while running Conv node. Name:\'conv1\' Status Message: /onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:376 void* onnxruntime::BFCArena::AllocateRawInternal(size_t, bool, onnxruntime::Stream*, bool, onnxruntime::WaitNotificationFn) Failed to allocate memory for requested buffer of size 1073741824 (Cuda)',
+    "[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Non-zero status code returned while running Conv node. Name:'conv1' Status Message: /onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:376 void* onnxruntime::BFCArena::AllocateRawInternal(size_t, bool, onnxruntime::Stream*, bool, onnxruntime::WaitNotificationFn) Failed to allocate memory for requested buffer of size 1073741824 (Cuda)",
     'CUDA failure 2: out of memory ; GPU=0 ; hostname=ip-10-0-1-2 ; file=cuda_allocator.cc ; line=47 ; expr=cudaMalloc((void**)&p, size);',
     'CUDNN failure 4: CUDNN_STATUS_ALLOC_FAILED ; GPU=0',
     'CUBLAS failure 3: CUBLAS_STATUS_ALLOC_FAILED',

@@ -4,7 +4,9 @@ import { ortSessionOptions } from './onnxruntime/session-options.ts';
 import { sessionSettingsFromConfig } from './session-settings.ts';
 
 const config = (extra: string) =>
-  parseModelConfig(`name: "m" max_batch_size: 4 input [ { name: "x" data_type: TYPE_FP32 dims: [ 1 ] } ] output [ { name: "y" data_type: TYPE_FP32 dims: [ 1 ] } ] ${extra}`);
+  parseModelConfig(
+    `name: "m" max_batch_size: 4 input [ { name: "x" data_type: TYPE_FP32 dims: [ 1 ] } ] output [ { name: "y" data_type: TYPE_FP32 dims: [ 1 ] } ] ${extra}`,
+  );
 
 describe('session settings from config.pbtxt (Triton onnxruntime backend names)', () => {
   it('maps thread counts, execution mode, arenas, graph level and the CUDA memory limit', () => {
@@ -38,7 +40,7 @@ describe('session settings from config.pbtxt (Triton onnxruntime backend names)'
     });
   });
 
-  it('asks ONNX Runtime for the CUDA provider on the instance\'s GPU, never with a CPU fallback', () => {
+  it("asks ONNX Runtime for the CUDA provider on the instance's GPU, never with a CPU fallback", () => {
     const options = ortSessionOptions({}, 'cuda', 3);
     expect(options.executionProviders).toEqual([{ name: 'cuda', deviceId: 3 }]);
   });

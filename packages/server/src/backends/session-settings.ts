@@ -8,9 +8,7 @@ import type { SessionSettings } from './backend.ts';
  */
 export function sessionSettingsFromConfig(config: ModelConfig): SessionSettings {
   const param = (key: string): string | undefined => config.parameters?.[key]?.string_value;
-  const cudaAccelerator = config.optimization?.execution_accelerators?.gpu_execution_accelerator?.find(
-    (a) => a.name === 'cuda',
-  );
+  const cudaAccelerator = config.optimization?.execution_accelerators?.gpu_execution_accelerator?.find((a) => a.name === 'cuda');
   const gpuMemLimit = cudaAccelerator?.parameters?.['gpu_mem_limit'] ?? param('gpu_mem_limit');
   const intra = integerParam(config.name, 'intra_op_thread_count', param('intra_op_thread_count'));
   const inter = integerParam(config.name, 'inter_op_thread_count', param('inter_op_thread_count'));

@@ -2,7 +2,12 @@ import { describe, expect, it } from 'vitest';
 import type { Tensor } from '../tensor/tensor.ts';
 import { parseCacheConfigFlags, ResponseCache } from './response-cache.ts';
 
-const tensor = (bytes: number[], shape = [1, bytes.length / 4]): Tensor => ({ name: 'INPUT0', datatype: 'FP32', shape, data: Uint8Array.from(bytes) });
+const tensor = (bytes: number[], shape = [1, bytes.length / 4]): Tensor => ({
+  name: 'INPUT0',
+  datatype: 'FP32',
+  shape,
+  data: Uint8Array.from(bytes),
+});
 
 describe('ResponseCache', () => {
   it('keys on model, version, every input byte and shape, and the outputs asked for', () => {

@@ -79,7 +79,8 @@ export function parseCacheConfigFlags(flags: readonly string[]): { sizeBytes: nu
     }
     if (match[2] !== 'size') throw new Error(`--cache-config local supports only size=<bytes>, got '${flag}'`);
     const size = Number(match[3]);
-    if (!Number.isSafeInteger(size) || size <= 0) throw new Error(`--cache-config local,size= needs a positive number of bytes, got '${match[3]}'`);
+    if (!Number.isSafeInteger(size) || size <= 0)
+      throw new Error(`--cache-config local,size= needs a positive number of bytes, got '${match[3]}'`);
     sizeBytes = size;
   }
   return sizeBytes === undefined ? undefined : { sizeBytes };

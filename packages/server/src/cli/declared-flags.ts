@@ -27,7 +27,10 @@ export function defaultTextOf(declaration: FlagDeclaration): string | undefined 
 function optionOf(declaration: FlagDeclaration): Option {
   const shown = defaultTextOf(declaration);
   const env = declaration.env ? `; also ${declaration.env}=1` : '';
-  const option = new Option(`${declaration.flag} ${declaration.value}`, `${declaration.meaning}${shown !== undefined ? ` (default: ${shown}${env})` : ''}`);
+  const option = new Option(
+    `${declaration.flag} ${declaration.value}`,
+    `${declaration.meaning}${shown !== undefined ? ` (default: ${shown}${env})` : ''}`,
+  );
   const parse = PARSERS[declaration.kind];
   if (parse) option.argParser<unknown>(parse);
   if (declaration.choices) option.choices(declaration.choices);

@@ -104,19 +104,20 @@ export async function runDoctor(flags: DoctorFlags): Promise<Check[]> {
     name: 'gpu-visible',
     ok: gpus.length > 0,
     required: flags.expectGpu,
-    detail: gpus.length > 0
-      ? `GPU devices visible: ${gpus.map((g) => `CUDA ${g.cudaOrdinal} = host ${g.hostDevice}`).join(', ')}`
-      : 'no /dev/nvidiaN device is visible to this process (is the task given a GPU, is the NVIDIA runtime in use?)',
+    detail:
+      gpus.length > 0
+        ? `GPU devices visible: ${gpus.map((g) => `CUDA ${g.cudaOrdinal} = host ${g.hostDevice}`).join(', ')}`
+        : 'no /dev/nvidiaN device is visible to this process (is the task given a GPU, is the NVIDIA runtime in use?)',
   });
   const cuda = await probeExecutionProvider('cuda', gpus[0]?.cudaOrdinal ?? 0);
   checks.push({
     name: 'cuda-execution-provider',
     ok: cuda.usable,
     required: flags.expectGpu,
-    detail: cuda.usable ? 'a session on the CUDA execution provider opened and ran' : cuda.reason ?? 'unusable',
+    detail: cuda.usable ? 'a session on the CUDA execution provider opened and ran' : (cuda.reason ?? 'unusable'),
   });
   const cpu = await probeExecutionProvider('cpu');
-  checks.push({ name: 'cpu-execution-provider', ok: cpu.usable, required: true, detail: cpu.usable ? 'ok' : cpu.reason ?? 'unusable' });
+  checks.push({ name: 'cpu-execution-provider', ok: cpu.usable, required: true, detail: cpu.usable ? 'ok' : (cpu.reason ?? 'unusable') });
 
   checks.push(await memoryCheck(flags));
 
@@ -127,7 +128,12 @@ export async function runDoctor(flags: DoctorFlags): Promise<Check[]> {
       const result = await ssm.send(new GetParameterCommand({ Name: parameter }));
       checks.push({ name: 'gpu-ami', ok: true, required: false, detail: `${parameter} = ${result.Parameter?.Value} in ${flags.region}` });
     } catch (error) {
-      checks.push({ name: 'gpu-ami', ok: false, required: true, detail: `cannot read ${parameter} in ${flags.region}: ${(error as Error).message}` });
+      checks.push({
+        name: 'gpu-ami',
+        ok: false,
+        required: true,
+        detail: `cannot read ${parameter} in ${flags.region}: ${(error as Error).message}`,
+      });
     }
   }
   if (flags.modelRepository?.startsWith('s3://')) {
@@ -135,9 +141,19 @@ export async function runDoctor(flags: DoctorFlags): Promise<Check[]> {
     try {
       const s3 = new S3Client(flags.region ? { region: flags.region } : {});
       const listed = await s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: rest.join('/'), MaxKeys: 10 }));
-      checks.push({ name: 'model-bucket', ok: true, required: true, detail: `s3://${bucket}: listed ${listed.KeyCount ?? 0} objects under the prefix` });
+      checks.push({
+        name: 'model-bucket',
+        ok: true,
+        required: true,
+        detail: `s3://${bucket}: listed ${listed.KeyCount ?? 0} objects under the prefix`,
+      });
     } catch (error) {
-      checks.push({ name: 'model-bucket', ok: false, required: true, detail: `cannot list ${flags.modelRepository}: ${(error as Error).message}` });
+      checks.push({
+        name: 'model-bucket',
+        ok: false,
+        required: true,
+        detail: `cannot list ${flags.modelRepository}: ${(error as Error).message}`,
+      });
     }
   }
   return checks;
@@ -145,13 +161,18 @@ export async function runDoctor(flags: DoctorFlags): Promise<Check[]> {
 
 export function doctorCommand(): Command {
   return new Command('doctor')
-    .description('Check that this host or container can serve: GPU and CUDA provider, memory budget, and (with AWS access) the GPU AMI and the model bucket. Exits 1 when a required check fails.')
+    .description(
+      'Check that this host or container can serve: GPU and CUDA provider, memory budget, and (with AWS access) the GPU AMI and the model bucket. Exits 1 when a required check fails.',
+    )
     .option('--expect-gpu [bool]', 'fail unless a GPU is visible and the CUDA execution provider works', parseBool, false)
     .option('--region <region>', 'AWS region: resolve the ECS GPU AMI from its SSM public parameter')
     .option('--ami-family <family>', 'al2023 or al2', 'al2023')
     .option('--model-repository <s3url>', 'check that the model repository prefix can be listed')
     .option('--memory-limit <bytes|fraction>', 'the --memory-limit the server would be given (when no server is running)')
-    .option('--server-metrics <url>', `a running server's metrics endpoint: check its memory budget, accounted bytes and resident memory (default: ${DEFAULT_SERVER_METRICS_URL} if one answers)`)
+    .option(
+      '--server-metrics <url>',
+      `a running server's metrics endpoint: check its memory budget, accounted bytes and resident memory (default: ${DEFAULT_SERVER_METRICS_URL} if one answers)`,
+    )
     .option('--json [bool]', 'print the checks as JSON', parseBool, false)
     .action(async (flags: DoctorFlags) => {
       if (!(flags.amiFamily in GPU_AMI_PARAMETERS)) throw new Error(`--ami-family must be al2023 or al2, got '${flags.amiFamily}'`);

@@ -8,11 +8,18 @@ import { forceExit } from './force-exit.ts';
 
 /** `batchwise serve`: its flags are declared in options/serve-flags.ts. */
 export function serveCommand(): Command {
-  const command = new Command('serve').description('Serve the models of one or more model repositories over HTTP, gRPC and metrics endpoints');
+  const command = new Command('serve').description(
+    'Serve the models of one or more model repositories over HTTP, gRPC and metrics endpoints',
+  );
   return addFlagsWithoutEffect(addServeFlags(command)).action(async (flags: Record<string, unknown>) => {
     const options = serveOptionsFrom(flags, process.env);
     const logger = createServerLogger(
-      pinoLevelFor({ log_verbose_level: options.logVerboseLevel, log_info: options.logInfo, log_warning: options.logWarning, log_error: options.logError }),
+      pinoLevelFor({
+        log_verbose_level: options.logVerboseLevel,
+        log_info: options.logInfo,
+        log_warning: options.logWarning,
+        log_error: options.logError,
+      }),
     );
     for (const given of flagsWithoutEffectGiven(flags)) {
       logger.warn(given, `${given.flag} has no effect in Batchwise: ${given.reason}`);
@@ -52,4 +59,3 @@ export function serveCommand(): Command {
     await starting;
   });
 }
-

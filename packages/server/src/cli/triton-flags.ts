@@ -8,17 +8,36 @@ import { collect } from './flags.ts';
  * named in a start-up warning with the reason, so nothing is silently ignored.
  */
 export const WITHOUT_EFFECT: readonly { readonly flag: string; readonly reason: string }[] = [
-  { flag: 'grpc-keepalive-permit-without-calls', reason: 'the gRPC server (grpc-js) pings idle connections too and accepts client pings without calls, as if true' },
+  {
+    flag: 'grpc-keepalive-permit-without-calls',
+    reason: 'the gRPC server (grpc-js) pings idle connections too and accepts client pings without calls, as if true',
+  },
   { flag: 'grpc-http2-max-pings-without-data', reason: 'the gRPC server (grpc-js) does not limit pings without data' },
-  { flag: 'grpc-http2-min-recv-ping-interval-without-data', reason: 'the gRPC server (grpc-js) does not police client ping intervals; client pings are always accepted' },
-  { flag: 'grpc-http2-max-ping-strikes', reason: 'the gRPC server (grpc-js) counts no ping strikes and never closes a connection for too many pings' },
-  { flag: 'metrics-config', reason: "Triton's counters and summaries settings do not apply: Batchwise always exports Triton's counters plus its own latency histograms" },
+  {
+    flag: 'grpc-http2-min-recv-ping-interval-without-data',
+    reason: 'the gRPC server (grpc-js) does not police client ping intervals; client pings are always accepted',
+  },
+  {
+    flag: 'grpc-http2-max-ping-strikes',
+    reason: 'the gRPC server (grpc-js) counts no ping strikes and never closes a connection for too many pings',
+  },
+  {
+    flag: 'metrics-config',
+    reason:
+      "Triton's counters and summaries settings do not apply: Batchwise always exports Triton's counters plus its own latency histograms",
+  },
   { flag: 'allow-cpu-metrics', reason: 'nv_cpu_memory_used_bytes is read at each scrape and is always exported with --allow-metrics' },
   { flag: 'model-load-thread-count', reason: 'models load concurrently; their sessions are created in worker threads' },
   { flag: 'http-thread-count', reason: 'HTTP is served by the event loop; model runs are in worker threads (instance_group count)' },
   { flag: 'grpc-infer-allocation-pool-size', reason: 'gRPC messages are not pooled' },
-  { flag: 'pinned-memory-pool-byte-size', reason: 'ONNX Runtime manages its own host buffers; the memory budget (--memory-limit) bounds host memory' },
-  { flag: 'cuda-memory-pool-byte-size', reason: 'onnxruntime-node passes only the device id to the CUDA execution provider; GPU memory cannot be capped from here' },
+  {
+    flag: 'pinned-memory-pool-byte-size',
+    reason: 'ONNX Runtime manages its own host buffers; the memory budget (--memory-limit) bounds host memory',
+  },
+  {
+    flag: 'cuda-memory-pool-byte-size',
+    reason: 'onnxruntime-node passes only the device id to the CUDA execution provider; GPU memory cannot be capped from here',
+  },
   { flag: 'backend-config', reason: 'the one backend is ONNX Runtime; set its options per model in config.pbtxt' },
   { flag: 'backend-directory', reason: 'the ONNX Runtime backend is built in' },
   { flag: 'repoagent-directory', reason: 'repository agents are not supported' },

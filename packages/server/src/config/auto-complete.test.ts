@@ -1,7 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  autoCompleteModelConfig, parseModelConfig, validateModelConfig, type ModelConfig, type ModelIO,
-} from './index.ts';
+import { autoCompleteModelConfig, parseModelConfig, validateModelConfig, type ModelConfig, type ModelIO } from './index.ts';
 
 const batchable: ModelIO = {
   inputs: [
@@ -12,7 +10,10 @@ const batchable: ModelIO = {
   outputs: [{ name: 'logits', datatype: 'FP32', dims: [-1, 2] }],
 };
 const fixedBatch: ModelIO = {
-  inputs: [{ name: 'x', datatype: 'UINT8', dims: [1, 3] }, { name: 'k', datatype: 'BOOL', dims: [] }],
+  inputs: [
+    { name: 'x', datatype: 'UINT8', dims: [1, 3] },
+    { name: 'k', datatype: 'BOOL', dims: [] },
+  ],
   outputs: [{ name: 'y', datatype: 'BYTES', dims: [1] }],
 };
 
@@ -81,7 +82,9 @@ describe('autoCompleteModelConfig', () => {
 
   it('keeps max_batch_size 0 when the config writes the batch dim into dims', () => {
     const c = autoCompleteModelConfig(
-      parseModelConfig('input [ { name: "mask" data_type: TYPE_INT64 dims: [ -1, 128 ] } ]'), batchable, 'm',
+      parseModelConfig('input [ { name: "mask" data_type: TYPE_INT64 dims: [ -1, 128 ] } ]'),
+      batchable,
+      'm',
     );
     expect(c.max_batch_size).toBe(0);
     expect(c.dynamic_batching).toBeUndefined();
@@ -89,9 +92,11 @@ describe('autoCompleteModelConfig', () => {
     expect(() => validateModelConfig(c, batchable)).not.toThrow();
   });
 
-  it('keeps max_batch_size 0 when a reshape has the model\'s full rank, whatever the rank of its dims', () => {
+  it("keeps max_batch_size 0 when a reshape has the model's full rank, whatever the rank of its dims", () => {
     const c = autoCompleteModelConfig(
-      parseModelConfig('max_batch_size: 0 input [ { name: "mask" data_type: TYPE_INT64 dims: [ -1, 16, 8 ] reshape: { shape: [ -1, 128 ] } } ]'),
+      parseModelConfig(
+        'max_batch_size: 0 input [ { name: "mask" data_type: TYPE_INT64 dims: [ -1, 16, 8 ] reshape: { shape: [ -1, 128 ] } } ]',
+      ),
       batchable,
       'm',
     );
@@ -105,8 +110,10 @@ describe('autoCompleteModelConfig', () => {
       const set = ['dynamic_batching', 'sequence_batching', 'ensemble_scheduling'].filter((k) => c[k] !== undefined);
       expect(set).toHaveLength(1);
     }
-    expect(autoCompleteModelConfig(parseModelConfig('max_batch_size: 8 dynamic_batching { max_queue_delay_microseconds: 5 }'), batchable, 'm')
-      .dynamic_batching).toEqual({ max_queue_delay_microseconds: 5 });
+    expect(
+      autoCompleteModelConfig(parseModelConfig('max_batch_size: 8 dynamic_batching { max_queue_delay_microseconds: 5 }'), batchable, 'm')
+        .dynamic_batching,
+    ).toEqual({ max_queue_delay_microseconds: 5 });
   });
 
   it('turns batching on by default, unless the config opts out with batchwise_dynamic_batching', () => {

@@ -20,12 +20,8 @@ export const DYNAMIC_BATCHING_PARAMETER = 'batchwise_dynamic_batching';
  * full rank (the author has written the batch dim into them, so meant no batching).
  * Pure: the input is not changed.
  */
-export function autoCompleteModelConfig(
-  config: ModelConfig | undefined, io: ModelIO, modelName: string,
-): ModelConfig {
-  const out: ModelConfig = config
-    ? structuredClone(config)
-    : { name: modelName, max_batch_size: 0, input: [], output: [] };
+export function autoCompleteModelConfig(config: ModelConfig | undefined, io: ModelIO, modelName: string): ModelConfig {
+  const out: ModelConfig = config ? structuredClone(config) : { name: modelName, max_batch_size: 0, input: [], output: [] };
   out.name ||= modelName;
   out.backend ??= 'onnxruntime';
   out.platform ??= 'onnxruntime_onnx';
@@ -59,9 +55,7 @@ function listsBatchDim(config: ModelConfig, io: ModelIO): boolean {
   return fullRank(config.input, io.inputs) || fullRank(config.output, io.outputs);
 }
 
-function completeTensors<T extends ModelInput | ModelOutput>(
-  listed: T[], model: readonly ModelTensorInfo[], batched: boolean,
-): T[] {
+function completeTensors<T extends ModelInput | ModelOutput>(listed: T[], model: readonly ModelTensorInfo[], batched: boolean): T[] {
   const result = listed.map((tensor) => {
     const m = model.find((x) => x.name === tensor.name);
     if (!m) return tensor;
@@ -85,7 +79,9 @@ function completeTensors<T extends ModelInput | ModelOutput>(
 
 /** Dims without the batch dim; a scalar becomes dims [1] reshaped to [], as Triton writes it. */
 function shapeFromModel(
-  m: ModelTensorInfo, batched: boolean, tensor: { reshape?: unknown },
+  m: ModelTensorInfo,
+  batched: boolean,
+  tensor: { reshape?: unknown },
 ): { dims: number[]; reshape?: { shape: number[] } } {
   const dims = batched ? m.dims.slice(1) : [...m.dims];
   if (dims.length > 0) return { dims };

@@ -43,7 +43,8 @@ function message(value: Json, type: protobuf.Type, path: string): Json {
 
 function element(value: unknown, field: protobuf.Field, resolved: protobuf.Type | protobuf.Enum | null, where: string): unknown {
   if (resolved instanceof protobuf.Type) {
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw Errors.invalidArg(`config field '${where}' must be an object`);
+    if (typeof value !== 'object' || value === null || Array.isArray(value))
+      throw Errors.invalidArg(`config field '${where}' must be an object`);
     return message(value as Json, resolved, where);
   }
   if (resolved instanceof protobuf.Enum) {

@@ -2,9 +2,7 @@ import protobuf from 'protobufjs';
 import type { ModelConfig } from './model-config.ts';
 import type { FieldNode, MessageNode, ScalarNode, ValueNode } from './pbtxt/parser.ts';
 import { errorAt, type Pos } from './pbtxt/position.ts';
-import {
-  defineEntry, INTEGER_RANGE, isFloatType, isIntegerType, isStringType,
-} from './scalar-types.ts';
+import { defineEntry, INTEGER_RANGE, isFloatType, isIntegerType, isStringType } from './scalar-types.ts';
 import { typeName } from './schema.ts';
 
 type Obj = Record<string, unknown>;
@@ -130,7 +128,10 @@ export function modelConfigFromText(tree: MessageNode, type: protobuf.Type, file
     if (enumType) {
       if (node.token === 'ident' && !node.negative) {
         if (Object.hasOwn(enumType.values, node.text)) return node.text;
-        fail(node.pos, `unknown value '${node.text}' for enum ${where(target)}; expected one of ${Object.keys(enumType.values).join(', ')}`);
+        fail(
+          node.pos,
+          `unknown value '${node.text}' for enum ${where(target)}; expected one of ${Object.keys(enumType.values).join(', ')}`,
+        );
       }
       if (node.token === 'number' && !node.isFloat) {
         const n = Number(parseInteger(node));
@@ -159,7 +160,10 @@ export function modelConfigFromText(tree: MessageNode, type: protobuf.Type, file
       const [min, max] = INTEGER_RANGE[type]!;
       if (value < min || value > max) fail(node.pos, `value ${value} is out of range for ${type} ${where(target)}`);
       if (value > BigInt(Number.MAX_SAFE_INTEGER) || value < -BigInt(Number.MAX_SAFE_INTEGER)) {
-        fail(node.pos, `value ${value} of ${where(target)} is beyond Number.MAX_SAFE_INTEGER (${Number.MAX_SAFE_INTEGER}) and cannot be represented exactly`);
+        fail(
+          node.pos,
+          `value ${value} of ${where(target)} is beyond Number.MAX_SAFE_INTEGER (${Number.MAX_SAFE_INTEGER}) and cannot be represented exactly`,
+        );
       }
       return value === 0n ? 0 : Number(value);
     }

@@ -19,9 +19,7 @@ describe('normalizeModelConfig', () => {
     expect(normalizeModelConfig(bare, { visibleGpuIds: [3, 1] }).instance_group).toEqual([
       { name: 'resnet', kind: 'KIND_GPU', count: 1, gpus: [1, 3] },
     ]);
-    expect(normalizeModelConfig(bare, { visibleGpuIds: [] }).instance_group).toEqual([
-      { name: 'resnet', kind: 'KIND_CPU', count: 1 },
-    ]);
+    expect(normalizeModelConfig(bare, { visibleGpuIds: [] }).instance_group).toEqual([{ name: 'resnet', kind: 'KIND_CPU', count: 1 }]);
   });
 
   it('completes existing groups: names by index, count 1, KIND_AUTO resolved, explicit kinds kept', () => {
@@ -68,7 +66,10 @@ describe('normalizeModelConfig', () => {
       version_policy { all {} }
     `);
     expect(normalizeModelConfig(c, { visibleGpuIds: [0] })).toMatchObject({
-      backend: 'python', platform: 'x', default_model_filename: 'net.onnx', version_policy: { all: {} },
+      backend: 'python',
+      platform: 'x',
+      default_model_filename: 'net.onnx',
+      version_policy: { all: {} },
     });
   });
 

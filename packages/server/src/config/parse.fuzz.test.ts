@@ -16,9 +16,47 @@ function parsesOrFailsCleanly(text: string): void {
 }
 
 const SYNTAX = [
-  '{', '}', '<', '>', '[', ']', ':', ',', ';', '-', '.', '"', "'", '\\', '#', '\n', ' ', '0', '1',
-  'x', 'e', 'f', 'inf', 'nan', 'true', '\\x', '\\1', '\\u', 'key', 'value', 'dims', 'input',
-  'name', 'max_batch_size', 'data_type', 'TYPE_FP32', '9007199254740993', '0x', '1e', '\u00e9', '\ud800',
+  '{',
+  '}',
+  '<',
+  '>',
+  '[',
+  ']',
+  ':',
+  ',',
+  ';',
+  '-',
+  '.',
+  '"',
+  "'",
+  '\\',
+  '#',
+  '\n',
+  ' ',
+  '0',
+  '1',
+  'x',
+  'e',
+  'f',
+  'inf',
+  'nan',
+  'true',
+  '\\x',
+  '\\1',
+  '\\u',
+  'key',
+  'value',
+  'dims',
+  'input',
+  'name',
+  'max_batch_size',
+  'data_type',
+  'TYPE_FP32',
+  '9007199254740993',
+  '0x',
+  '1e',
+  '\u00e9',
+  '\ud800',
 ];
 
 const mutation = fc.record({
@@ -30,8 +68,13 @@ const mutation = fc.record({
 describe('parseModelConfig on random and mutated text', () => {
   it('never throws anything but a positioned InferenceServerError on random text', () => {
     fc.assert(
-      fc.property(fc.oneof(fc.string({ unit: 'binary' }), fc.array(fc.constantFrom(...SYNTAX)).map((t) => t.join(''))),
-        parsesOrFailsCleanly),
+      fc.property(
+        fc.oneof(
+          fc.string({ unit: 'binary' }),
+          fc.array(fc.constantFrom(...SYNTAX)).map((t) => t.join('')),
+        ),
+        parsesOrFailsCleanly,
+      ),
       { numRuns: 2000 },
     );
   });

@@ -93,10 +93,14 @@ describe('parseModelConfig: syntax', () => {
       metric_tags { key: "k" value: "v" }
     `);
     expect(c.parameters).toEqual({
-      a: { string_value: '1' }, b: { string_value: '2' }, c: { string_value: '3' }, d: { string_value: '4' },
+      a: { string_value: '1' },
+      b: { string_value: '2' },
+      c: { string_value: '3' },
+      d: { string_value: '4' },
     });
     expect(c.dynamic_batching!.priority_queue_policy).toEqual({
-      '1': { max_queue_size: 5 }, '3': { timeout_action: 'DELAY' },
+      '1': { max_queue_size: 5 },
+      '3': { timeout_action: 'DELAY' },
     });
     expect(c.metric_tags).toEqual({ k: 'v' });
   });
@@ -125,8 +129,9 @@ describe('parseModelConfig: syntax', () => {
         control_input { control { fp32_false_true: [ inf, -inf, Infinity, -INF, nan, -NaN, -0.0 ] } }
       }
     `);
-    const [a, b] = (c.sequence_batching as { control_input: { control: { fp32_false_true: number[] }[] }[] })
-      .control_input.map((x) => x.control[0]!.fp32_false_true);
+    const [a, b] = (c.sequence_batching as { control_input: { control: { fp32_false_true: number[] }[] }[] }).control_input.map(
+      (x) => x.control[0]!.fp32_false_true,
+    );
     expect(a).toEqual([1.5, -2000, 0.5, 0.01, 3, 2.5, 7, -16]);
     expect(b!.slice(0, 4)).toEqual([Infinity, -Infinity, Infinity, -Infinity]);
     expect(b![4]).toBeNaN();
@@ -141,8 +146,16 @@ describe('parseModelConfig: syntax', () => {
       } } }
       response_cache { enable: t }
     `);
-    expect((c.sequence_batching as any).control_input[0].control[0].bool_false_true)
-      .toEqual([true, false, true, false, true, false, true, false]);
+    expect((c.sequence_batching as any).control_input[0].control[0].bool_false_true).toEqual([
+      true,
+      false,
+      true,
+      false,
+      true,
+      false,
+      true,
+      false,
+    ]);
     expect(c.response_cache).toEqual({ enable: true });
   });
 
@@ -177,8 +190,9 @@ describe('parseModelConfig: errors name file, line and column', () => {
   });
 
   it('uses the given file name', () => {
-    expect(parseError('max_batch_size 8', 'models/resnet/config.pbtxt').message)
-      .toBe("models/resnet/config.pbtxt:1:16: expected ':' or '{' after field name 'max_batch_size', found '8'");
+    expect(parseError('max_batch_size 8', 'models/resnet/config.pbtxt').message).toBe(
+      "models/resnet/config.pbtxt:1:16: expected ':' or '{' after field name 'max_batch_size', found '8'",
+    );
   });
 
   it('an unknown field, with its message type and a suggestion', () => {
@@ -198,8 +212,9 @@ describe('parseModelConfig: errors name file, line and column', () => {
     expect(parseError('max_batch_size: 2147483648').message).toBe(
       "config.pbtxt:1:17: value 2147483648 is out of range for int32 field 'max_batch_size' of inference.ModelConfig",
     );
-    expect(parseError('dynamic_batching { max_queue_delay_microseconds: -1 }').message)
-      .toMatch(/^config\.pbtxt:1:50: value -1 is out of range for uint64/);
+    expect(parseError('dynamic_batching { max_queue_delay_microseconds: -1 }').message).toMatch(
+      /^config\.pbtxt:1:50: value -1 is out of range for uint64/,
+    );
   });
 
   it('an int64 beyond Number.MAX_SAFE_INTEGER', () => {
@@ -213,16 +228,18 @@ describe('parseModelConfig: errors name file, line and column', () => {
     expect(parseError('input { data_type: TYPE_FLOAT32 }').message).toMatch(
       /^config\.pbtxt:1:20: unknown value 'TYPE_FLOAT32' for enum field 'data_type' of inference\.ModelInput; expected one of TYPE_INVALID, TYPE_BOOL/,
     );
-    expect(parseError('instance_group { kind: 9 }').message)
-      .toBe("config.pbtxt:1:24: unknown number 9 for enum field 'kind' of inference.ModelInstanceGroup");
+    expect(parseError('instance_group { kind: 9 }').message).toBe(
+      "config.pbtxt:1:24: unknown number 9 for enum field 'kind' of inference.ModelInstanceGroup",
+    );
   });
 
   it('a singular field set twice', () => {
     expect(parseError('name: "a"\nname: "b"').message).toBe(
       "config.pbtxt:2:1: field 'name' of inference.ModelConfig is set more than once (first at 1:1)",
     );
-    expect(parseError('optimization { graph { level: 1 } graph { level: 2 } }').message)
-      .toBe("config.pbtxt:1:35: field 'graph' of inference.ModelOptimizationPolicy is set more than once (first at 1:16)");
+    expect(parseError('optimization { graph { level: 1 } graph { level: 2 } }').message).toBe(
+      "config.pbtxt:1:35: field 'graph' of inference.ModelOptimizationPolicy is set more than once (first at 1:16)",
+    );
   });
 
   it('two members of one oneof', () => {
@@ -232,11 +249,13 @@ describe('parseModelConfig: errors name file, line and column', () => {
   });
 
   it('a list for a singular field, a message for a scalar, a scalar for a message', () => {
-    expect(parseError('name: [ "a" ]').message)
-      .toBe("config.pbtxt:1:7: field 'name' of inference.ModelConfig is not repeated; a list [...] is not allowed");
+    expect(parseError('name: [ "a" ]').message).toBe(
+      "config.pbtxt:1:7: field 'name' of inference.ModelConfig is not repeated; a list [...] is not allowed",
+    );
     expect(parseError('name { }').message).toBe("config.pbtxt:1:6: field 'name' of inference.ModelConfig is a string, not a message");
-    expect(parseError('version_policy: 3').message)
-      .toBe("config.pbtxt:1:17: expected '{' for message field 'version_policy' of inference.ModelConfig");
+    expect(parseError('version_policy: 3').message).toBe(
+      "config.pbtxt:1:17: expected '{' for message field 'version_policy' of inference.ModelConfig",
+    );
   });
 
   it('a scalar list without ":"', () => {
@@ -248,16 +267,19 @@ describe('parseModelConfig: errors name file, line and column', () => {
       /^config\.pbtxt:1:14: unknown field 'name' in an entry of map field 'parameters' of inference\.ModelConfig; expected 'key' or 'value'/,
     );
     expect(parseError('parameters { key: "a" key: "b" }').message).toMatch(/^config\.pbtxt:1:23: 'key' is set more than once/);
-    expect(parseError('dynamic_batching { priority_queue_policy { key: "x" } }').message)
-      .toMatch(/^config\.pbtxt:1:49: expected an integer \(uint64\) for field 'priority_queue_policy\.key'/);
+    expect(parseError('dynamic_batching { priority_queue_policy { key: "x" } }').message).toMatch(
+      /^config\.pbtxt:1:49: expected an integer \(uint64\) for field 'priority_queue_policy\.key'/,
+    );
     expect(parseError('metric_tags: "x"').message).toMatch(/^config\.pbtxt:1:14: expected '\{ key: \.\.\. value: \.\.\. \}'/);
   });
 
   it('unterminated messages, lists and strings', () => {
-    expect(parseError('input {\n  name: "a"\n').message)
-      .toBe("config.pbtxt:3:1: expected '}' to close the message opened at 1:7, found end of file");
-    expect(parseError('input { dims: [ 1, 2 }').message)
-      .toBe("config.pbtxt:1:22: expected ',' or ']' in the list of field 'dims', found '}'");
+    expect(parseError('input {\n  name: "a"\n').message).toBe(
+      "config.pbtxt:3:1: expected '}' to close the message opened at 1:7, found end of file",
+    );
+    expect(parseError('input { dims: [ 1, 2 }').message).toBe(
+      "config.pbtxt:1:22: expected ',' or ']' in the list of field 'dims', found '}'",
+    );
     expect(parseError('name: "abc\n"').message).toBe('config.pbtxt:1:7: unterminated string literal');
     expect(parseError('}').message).toBe("config.pbtxt:1:1: expected a field name, found '}'");
     expect(parseError('name:').message).toBe("config.pbtxt:1:6: expected a value for field 'name', found end of file");
@@ -361,14 +383,24 @@ parameters: { key: "cudnn_conv_algo_search" value: { string_value: "1" } }
       platform: 'onnxruntime_onnx',
       max_batch_size: 32,
       version_policy: { specific: { versions: [1, 3] } },
-      input: [{
-        name: 'data_0', data_type: 'TYPE_FP32', format: 'FORMAT_NCHW', dims: [3, 224, 224],
-        reshape: { shape: [1, 3, 224, 224] },
-      }],
-      output: [{
-        name: 'fc6_1', data_type: 'TYPE_FP32', dims: [1000], reshape: { shape: [1, 1000, 1, 1] },
-        label_filename: 'densenet_labels.txt',
-      }],
+      input: [
+        {
+          name: 'data_0',
+          data_type: 'TYPE_FP32',
+          format: 'FORMAT_NCHW',
+          dims: [3, 224, 224],
+          reshape: { shape: [1, 3, 224, 224] },
+        },
+      ],
+      output: [
+        {
+          name: 'fc6_1',
+          data_type: 'TYPE_FP32',
+          dims: [1000],
+          reshape: { shape: [1, 1000, 1, 1] },
+          label_filename: 'densenet_labels.txt',
+        },
+      ],
       dynamic_batching: {
         preferred_batch_size: [4, 8],
         max_queue_delay_microseconds: 100,
@@ -385,16 +417,21 @@ parameters: { key: "cudnn_conv_algo_search" value: { string_value: "1" } }
       ],
       optimization: {
         execution_accelerators: {
-          gpu_execution_accelerator: [{
-            name: 'tensorrt',
-            parameters: { precision_mode: 'FP16', max_workspace_size_bytes: '1073741824' },
-          }],
+          gpu_execution_accelerator: [
+            {
+              name: 'tensorrt',
+              parameters: { precision_mode: 'FP16', max_workspace_size_bytes: '1073741824' },
+            },
+          ],
         },
       },
-      model_warmup: [{
-        name: 'zero_warmup', batch_size: 8,
-        inputs: { data_0: { data_type: 'TYPE_FP32', dims: [3, 224, 224], zero_data: true } },
-      }],
+      model_warmup: [
+        {
+          name: 'zero_warmup',
+          batch_size: 8,
+          inputs: { data_0: { data_type: 'TYPE_FP32', dims: [3, 224, 224], zero_data: true } },
+        },
+      ],
       parameters: {
         intra_op_thread_count: { string_value: '2' },
         cudnn_conv_algo_search: { string_value: '1' },
@@ -429,12 +466,16 @@ ensemble_scheduling {
     expect(c.ensemble_scheduling).toEqual({
       step: [
         {
-          model_name: 'image_preprocess_model', model_version: -1,
-          input_map: { RAW_IMAGE: 'IMAGE' }, output_map: { PREPROCESSED_OUTPUT: 'preprocessed_image' },
+          model_name: 'image_preprocess_model',
+          model_version: -1,
+          input_map: { RAW_IMAGE: 'IMAGE' },
+          output_map: { PREPROCESSED_OUTPUT: 'preprocessed_image' },
         },
         {
-          model_name: 'classification_model', model_version: -1,
-          input_map: { FORMATTED_IMAGE: 'preprocessed_image' }, output_map: { CLASSIFICATION_OUTPUT: 'CLASSIFICATION' },
+          model_name: 'classification_model',
+          model_version: -1,
+          input_map: { FORMATTED_IMAGE: 'preprocessed_image' },
+          output_map: { CLASSIFICATION_OUTPUT: 'CLASSIFICATION' },
         },
       ],
     });
@@ -467,10 +508,15 @@ model_transaction_policy { decoupled: false }
         { name: 'START', control: [{ kind: 'CONTROL_SEQUENCE_START', int32_false_true: [0, 1] }] },
         { name: 'CORRID', control: [{ kind: 'CONTROL_SEQUENCE_CORRID', data_type: 'TYPE_UINT64' }] },
       ],
-      state: [{
-        input_name: 'INPUT_STATE', output_name: 'OUTPUT_STATE', data_type: 'TYPE_INT32', dims: [-1],
-        initial_state: [{ data_type: 'TYPE_INT32', dims: [1], zero_data: true, name: 'initial' }],
-      }],
+      state: [
+        {
+          input_name: 'INPUT_STATE',
+          output_name: 'OUTPUT_STATE',
+          data_type: 'TYPE_INT32',
+          dims: [-1],
+          initial_state: [{ data_type: 'TYPE_INT32', dims: [1], zero_data: true, name: 'initial' }],
+        },
+      ],
     });
     expect(c.model_transaction_policy).toEqual({ decoupled: false });
   });

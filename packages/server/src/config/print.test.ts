@@ -71,8 +71,14 @@ parameters {
       base,
       { ...base, name: '', input: [{ name: 'a', data_type: 'TYPE_STRING', dims: [1] }] },
       { ...base, name: 'tab\tnul\0bell\x07del\x7f é 😀 \'"' },
-      { ...base, metric_tags: {}, cc_model_filenames: { '__proto__': 'x', '': '' } },
-      { ...base, sequence_batching: { direct: { minimum_slot_utilization: -0 }, control_input: [{ control: [{ fp32_false_true: [NaN, Infinity, -Infinity, 1e-300, 5e-324, 1.7976931348623157e308, 0.1] }] }] } },
+      { ...base, metric_tags: {}, cc_model_filenames: { __proto__: 'x', '': '' } },
+      {
+        ...base,
+        sequence_batching: {
+          direct: { minimum_slot_utilization: -0 },
+          control_input: [{ control: [{ fp32_false_true: [NaN, Infinity, -Infinity, 1e-300, 5e-324, 1.7976931348623157e308, 0.1] }] }],
+        },
+      },
       { ...base, dynamic_batching: {} },
       { ...base, dynamic_batching: { priority_queue_policy: {}, preferred_batch_size: [] } },
       { ...base, model_warmup: [{ name: 'w', inputs: { x: { data_type: 'TYPE_FP32', dims: [1], random_data: true } } }] },
@@ -102,8 +108,9 @@ parameters {
       throw new Error('expected printModelConfig to throw');
     };
     expect(bad({ ...base, colour: 'red' })).toBe('cannot print model config: ModelConfig.colour: not a field of inference.ModelConfig');
-    expect(bad({ ...base, input: [{ name: 'a', data_type: 'FP32' }] }))
-      .toMatch(/^cannot print model config: ModelConfig\.input\[0\]\.data_type: expected a value name of enum inference\.DataType/);
+    expect(bad({ ...base, input: [{ name: 'a', data_type: 'FP32' }] })).toMatch(
+      /^cannot print model config: ModelConfig\.input\[0\]\.data_type: expected a value name of enum inference\.DataType/,
+    );
     expect(bad({ ...base, max_batch_size: 1.5 })).toMatch(/ModelConfig\.max_batch_size: expected a safe integer/);
     expect(bad({ ...base, max_batch_size: 2 ** 31 })).toMatch(/out of range for int32/);
     expect(bad({ ...base, dynamic_batching: {}, sequence_batching: {} })).toMatch(/oneof 'scheduling_choice'/);

@@ -74,9 +74,7 @@ function printFields(obj: unknown, type: protobuf.Type, indent: string, lines: s
   }
 }
 
-function printMessage(
-  name: string, value: unknown, type: protobuf.Type, indent: string, lines: string[], path: string,
-): void {
+function printMessage(name: string, value: unknown, type: protobuf.Type, indent: string, lines: string[], path: string): void {
   const inner: string[] = [];
   printFields(value, type, indent + INDENT, inner, path);
   if (inner.length === 0) {

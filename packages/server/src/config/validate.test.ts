@@ -83,15 +83,24 @@ describe('validateModelConfig', () => {
 
   it('compares reshape.shape with the model and dims with reshape by element count', () => {
     const modelIO: ModelIO = {
-      inputs: [{ name: 'x', datatype: 'INT64', dims: [-1, 1, 16] }, { name: 's', datatype: 'INT32', dims: [-1] }],
+      inputs: [
+        { name: 'x', datatype: 'INT64', dims: [-1, 1, 16] },
+        { name: 's', datatype: 'INT32', dims: [-1] },
+      ],
       outputs: [{ name: 'y', datatype: 'FP32', dims: [-1, 2, -1, 6] }],
     };
-    const config = (x: string, y: string) => parseModelConfig(`
+    const config = (x: string, y: string) =>
+      parseModelConfig(`
       name: "r" max_batch_size: 2
       input [ { name: "x" data_type: TYPE_INT64 ${x} }, { name: "s" data_type: TYPE_INT32 dims: [ 1 ] reshape { shape: [] } } ]
       output [ { name: "y" data_type: TYPE_FP32 ${y} } ]`);
     expect(() => validateModelConfig(config('dims: [ 16 ] reshape { shape: [ 1, 16 ] }', 'dims: [ 2, -1, 6 ]'), modelIO)).not.toThrow();
-    expect(() => validateModelConfig(config('dims: [ 4, 4 ] reshape { shape: [ 1, 16 ] }', 'dims: [ 2, -1, 1, 6 ] reshape { shape: [ 2, -1, 6 ] }'), modelIO)).not.toThrow();
+    expect(() =>
+      validateModelConfig(
+        config('dims: [ 4, 4 ] reshape { shape: [ 1, 16 ] }', 'dims: [ 2, -1, 1, 6 ] reshape { shape: [ 2, -1, 6 ] }'),
+        modelIO,
+      ),
+    ).not.toThrow();
     expect(failure(config('dims: [ 15 ] reshape { shape: [ 1, 16 ] }', 'dims: [ 2, -1, 6 ]'), modelIO)).toBe(
       "model 'r': input 'x' has dims [15] and reshape [1,16] with different element counts",
     );
@@ -105,7 +114,11 @@ describe('validateModelConfig', () => {
 
   it('requires every non-optional model input in the config', () => {
     const modelIO: ModelIO = {
-      inputs: [...io.inputs, { name: 'scale', datatype: 'FP32', dims: [-1, 1] }, { name: 'bias', datatype: 'FP32', dims: [1], optional: true }],
+      inputs: [
+        ...io.inputs,
+        { name: 'scale', datatype: 'FP32', dims: [-1, 1] },
+        { name: 'bias', datatype: 'FP32', dims: [1], optional: true },
+      ],
       outputs: io.outputs,
     };
     expect(failure(parseModelConfig(valid), modelIO)).toBe(
@@ -114,19 +127,31 @@ describe('validateModelConfig', () => {
   });
 
   it('requires data_type and dims on every tensor', () => {
-    expect(failure(replace('name: "image" data_type: TYPE_FP32', 'name: "image"'))).toBe("model 'resnet': input 'image' must specify data_type");
+    expect(failure(replace('name: "image" data_type: TYPE_FP32', 'name: "image"'))).toBe(
+      "model 'resnet': input 'image' must specify data_type",
+    );
     expect(failure(replace('dims: [ 3, 224, 224 ]', ''))).toMatch(/^model 'resnet': input 'image' must specify dims/);
-    expect(failure(replace('dims: [ 3, 224, 224 ]', 'dims: [ 3, 0, 224 ]'))).toMatch(/input 'image' has dims \[3,0,224\]; each dim must be >= 1, or -1/);
+    expect(failure(replace('dims: [ 3, 224, 224 ]', 'dims: [ 3, 0, 224 ]'))).toMatch(
+      /input 'image' has dims \[3,0,224\]; each dim must be >= 1, or -1/,
+    );
   });
 
   it('checks config sanity', () => {
-    expect(failure(edit('input [ { name: "image" data_type: TYPE_FP32 dims: [ 1 ] } ]'))).toBe("model 'resnet': input 'image' is listed more than once");
-    expect(failure(edit('output [ { name: "probs" data_type: TYPE_FP32 dims: [ 1 ] } ]'))).toBe("model 'resnet': output 'probs' is listed more than once");
-    expect(failure(replace('max_batch_size: 8', 'max_batch_size: -1'))).toBe("model 'resnet': max_batch_size must be a non-negative integer, got -1");
+    expect(failure(edit('input [ { name: "image" data_type: TYPE_FP32 dims: [ 1 ] } ]'))).toBe(
+      "model 'resnet': input 'image' is listed more than once",
+    );
+    expect(failure(edit('output [ { name: "probs" data_type: TYPE_FP32 dims: [ 1 ] } ]'))).toBe(
+      "model 'resnet': output 'probs' is listed more than once",
+    );
+    expect(failure(replace('max_batch_size: 8', 'max_batch_size: -1'))).toBe(
+      "model 'resnet': max_batch_size must be a non-negative integer, got -1",
+    );
     expect(failure(replace('max_batch_size: 8', 'max_batch_size: 0'))).toBe(
       "model 'resnet': dynamic_batching requires max_batch_size > 0 (a model with max_batch_size 0 cannot batch)",
     );
-    expect(failure(replace('[ 4, 8 ]', '[ 4, 16 ]'))).toBe("model 'resnet': dynamic_batching.preferred_batch_size 16 is outside 1..max_batch_size (8)");
+    expect(failure(replace('[ 4, 8 ]', '[ 4, 16 ]'))).toBe(
+      "model 'resnet': dynamic_batching.preferred_batch_size 16 is outside 1..max_batch_size (8)",
+    );
     expect(failure(replace('[ 4, 8 ]', '[ 0 ]'))).toMatch(/preferred_batch_size 0 is outside 1\.\.max_batch_size/);
     expect(failure(edit('instance_group [ { count: 1 }, { name: "g" count: -1 } ]'))).toBe(
       "model 'resnet': instance_group 'g' has count -1; count must be >= 1",
@@ -136,7 +161,9 @@ describe('validateModelConfig', () => {
 
   it('checks priority levels', () => {
     const withPriorities = (body: string) => replace('dynamic_batching { preferred_batch_size: [ 4, 8 ] }', `dynamic_batching { ${body} }`);
-    expect(() => validateModelConfig(withPriorities('priority_levels: 3 default_priority_level: 3 priority_queue_policy { key: 1 value {} }'), io)).not.toThrow();
+    expect(() =>
+      validateModelConfig(withPriorities('priority_levels: 3 default_priority_level: 3 priority_queue_policy { key: 1 value {} }'), io),
+    ).not.toThrow();
     expect(failure(withPriorities('priority_levels: 3 default_priority_level: 4'))).toBe(
       "model 'resnet': dynamic_batching.default_priority_level 4 is outside 1..priority_levels (3)",
     );

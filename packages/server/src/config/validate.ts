@@ -2,9 +2,7 @@ import { InferenceServerError } from '../errors/errors.ts';
 import { CONFIG_TYPE_TO_DATATYPE } from '../tensor/datatype.ts';
 import type { ModelConfig, ModelInput, ModelOutput } from './model-config.ts';
 import type { ModelIO, ModelTensorInfo } from './model-io.ts';
-import {
-  elementCount, fixedRuns, formatDims, hasBatchDim, modelFacingDims, WILDCARD_DIM,
-} from './shape-rules.ts';
+import { elementCount, fixedRuns, formatDims, hasBatchDim, modelFacingDims, WILDCARD_DIM } from './shape-rules.ts';
 
 type Tensor = ModelInput | ModelOutput;
 type Kind = 'input' | 'output';
@@ -49,7 +47,10 @@ function validateSanity(config: ModelConfig, fail: (m: string) => never): void {
   if (!Number.isInteger(maxBatchSize) || maxBatchSize < 0) {
     fail(`max_batch_size must be a non-negative integer, got ${maxBatchSize}`);
   }
-  for (const [kind, tensors] of [['input', config.input ?? []], ['output', config.output ?? []]] as const) {
+  for (const [kind, tensors] of [
+    ['input', config.input ?? []],
+    ['output', config.output ?? []],
+  ] as const) {
     const seen = new Set<string>();
     for (const t of tensors) {
       if (seen.has(t.name)) fail(`${kind} '${t.name}' is listed more than once`);
@@ -110,9 +111,7 @@ function validateTensor(kind: Kind, tensor: Tensor, fail: (m: string) => never):
   }
 }
 
-function validateAgainstModel(
-  kind: Kind, tensor: Tensor, model: ModelTensorInfo, maxBatchSize: number, fail: (m: string) => never,
-): void {
+function validateAgainstModel(kind: Kind, tensor: Tensor, model: ModelTensorInfo, maxBatchSize: number, fail: (m: string) => never): void {
   const what = `${kind} '${tensor.name}'`;
   const expected = CONFIG_TYPE_TO_DATATYPE[tensor.data_type];
   if (expected !== model.datatype) {
@@ -133,8 +132,7 @@ function validateAgainstModel(
   const source = tensor.reshape ? 'reshape' : 'dims';
   const batchNote = maxBatchSize > 0 ? ' without the batch dimension' : '';
   const matches =
-    dims.length === modelDims.length &&
-    dims.every((d, i) => d === WILDCARD_DIM || modelDims[i] === WILDCARD_DIM || d === modelDims[i]);
+    dims.length === modelDims.length && dims.every((d, i) => d === WILDCARD_DIM || modelDims[i] === WILDCARD_DIM || d === modelDims[i]);
   if (!matches) {
     fail(
       `${what} has ${source} ${formatDims(dims)} in the config, but the model's shape is ` +

@@ -49,7 +49,10 @@ describeWithTritonProtocol('model_config.proto is wire-identical to Triton (upst
   const upType = upstream.lookupType('inference.ModelConfig');
 
   it('declares the same messages and enums', () => {
-    const names = (root: protobuf.Root) => allTypes(root).map((t) => t.fullName).sort();
+    const names = (root: protobuf.Root) =>
+      allTypes(root)
+        .map((t) => t.fullName)
+        .sort();
     expect(names(ours)).toEqual(names(upstream));
     expect(names(upstream).length).toBeGreaterThan(50);
   });
@@ -66,8 +69,7 @@ describeWithTritonProtocol('model_config.proto is wire-identical to Triton (upst
       const mineType = mine as protobuf.Type;
       const fields = (t: protobuf.Type) => t.fieldsArray.map(describeField).sort((a, b) => a.id - b.id);
       expect(fields(mineType), up.fullName).toEqual(fields(up));
-      const oneofs = (t: protobuf.Type) =>
-        Object.fromEntries(t.oneofsArray.map((o) => [o.name, o.fieldsArray.map((f) => f.name).sort()]));
+      const oneofs = (t: protobuf.Type) => Object.fromEntries(t.oneofsArray.map((o) => [o.name, o.fieldsArray.map((f) => f.name).sort()]));
       expect(oneofs(mineType), up.fullName).toEqual(oneofs(up));
     }
   });

@@ -29,8 +29,11 @@ describe('classify', () => {
   });
 
   it('refuses non-numeric outputs and counts that are not positive integers', () => {
-    expect(() => classify({ name: 'S', datatype: 'BYTES', shape: [0], data: new Uint8Array(0) }, 1, undefined, false)).toThrow(/needs numeric scores/);
+    expect(() => classify({ name: 'S', datatype: 'BYTES', shape: [0], data: new Uint8Array(0) }, 1, undefined, false)).toThrow(
+      /needs numeric scores/,
+    );
     expect(classificationCount(3, 'P')).toBe(3);
-    for (const bad of [0, -1, 1.5, '3', true]) expect(() => classificationCount(bad, 'P')).toThrow(/classification of output 'P' must be a positive integer/);
+    for (const bad of [0, -1, 1.5, '3', true])
+      expect(() => classificationCount(bad, 'P')).toThrow(/classification of output 'P' must be a positive integer/);
   });
 });

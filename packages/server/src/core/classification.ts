@@ -42,7 +42,9 @@ export function classify(tensor: Tensor, count: number, labels: readonly string[
 /** A positive integer `classification` parameter, or a 400 that names the output. */
 export function classificationCount(value: unknown, output: string): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
-    throw Errors.invalidArg(`classification of output '${output}' must be a positive integer (the number of classes to return), got ${JSON.stringify(value)}`);
+    throw Errors.invalidArg(
+      `classification of output '${output}' must be a positive integer (the number of classes to return), got ${JSON.stringify(value)}`,
+    );
   }
   return value;
 }

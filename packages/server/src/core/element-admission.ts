@@ -14,7 +14,9 @@ import type { LoadedVersion } from '../models/loaded-version.ts';
 /** --max-request-elements: more elements than the flag allows are refused outright (INVALID_ARG). */
 export function checkElementCount(elements: number, maxRequestElements: number): void {
   if (elements > maxRequestElements) {
-    throw Errors.invalidArg(`the request has ${elements} tensor elements; at most ${maxRequestElements} are allowed per request (--max-request-elements)`);
+    throw Errors.invalidArg(
+      `the request has ${elements} tensor elements; at most ${maxRequestElements} are allowed per request (--max-request-elements)`,
+    );
   }
 }
 

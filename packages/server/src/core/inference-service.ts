@@ -10,7 +10,13 @@ import { advanceChargeBytes, requestChargeBytes, type SentAsJson } from '../memo
 import { validateRequest, type ValidatedRequest } from './request-validation.ts';
 import { reshapeDims } from '../tensor/reshape.ts';
 import { classify } from './classification.ts';
-import { checkElementCount, checkInputElements, checkRequestStrings, checkStringElements, checkValidatedElements } from './element-admission.ts';
+import {
+  checkElementCount,
+  checkInputElements,
+  checkRequestStrings,
+  checkStringElements,
+  checkValidatedElements,
+} from './element-admission.ts';
 import { pino, type Logger } from 'pino';
 import { currentLogSettings, updateLogSettings, type LogSettings } from '../logging/log-settings.ts';
 import type { ResponseCache } from '../cache/response-cache.ts';
@@ -18,12 +24,7 @@ import { Tracer, type RequestTrace } from '../trace/tracer.ts';
 import type { TraceSettings, TraceSettingsUpdate } from '../trace/trace-settings.ts';
 import { RequestSharedMemory } from '../shared-memory/request-shared-memory.ts';
 import { SystemSharedMemory, type SharedMemoryRegionStatus } from '../shared-memory/system-shared-memory.ts';
-import type {
-  BodyTarget,
-  ElementCensus,
-  InferenceService,
-  InferOptions,
-} from './types.ts';
+import type { BodyTarget, ElementCensus, InferenceService, InferOptions } from './types.ts';
 import type {
   InferenceRequest,
   InferenceResponse,
@@ -238,7 +239,10 @@ export class CoreInferenceService implements InferenceService {
    * For a model that enabled the response cache: the request's key, the cached outputs if
    * any, and the time the lookup took (hashing included, as Triton counts it). Otherwise undefined.
    */
-  private cacheLookup(model: LoadedVersion, validated: ValidatedRequest): { key: string; hit: readonly Tensor[] | undefined; ns: number } | undefined {
+  private cacheLookup(
+    model: LoadedVersion,
+    validated: ValidatedRequest,
+  ): { key: string; hit: readonly Tensor[] | undefined; ns: number } | undefined {
     if (!model.config.response_cache?.enable) return undefined;
     if (!this.responseCache) {
       if (!this.warnedNoCache.has(model.modelName)) {
@@ -264,7 +268,11 @@ export class CoreInferenceService implements InferenceService {
     return this.memory.reserve(bodyBytes, model ? advanceChargeBytes(model, bodyBytes, target!.repliesAsJson) : 0);
   }
 
-  admitElements(memory: MemoryReservation, target: { readonly modelName: string; readonly modelVersion?: string }, census: ElementCensus): void {
+  admitElements(
+    memory: MemoryReservation,
+    target: { readonly modelName: string; readonly modelVersion?: string },
+    census: ElementCensus,
+  ): void {
     checkElementCount(census.elements, this.maxRequestElements);
     // A request for a model that is not ready gets that error from infer(), as it always did.
     const version = policyVersion(target.modelVersion);
@@ -281,7 +289,9 @@ export class CoreInferenceService implements InferenceService {
     } catch (error) {
       const e = toInferenceServerError(error);
       throw e.code === 'RESOURCE_EXHAUSTED'
-        ? Errors.overMemoryBudget(`decoding the request's ${census.elements} elements would take about ${census.decodeBytes} bytes: ${e.message}`)
+        ? Errors.overMemoryBudget(
+            `decoding the request's ${census.elements} elements would take about ${census.decodeBytes} bytes: ${e.message}`,
+          )
         : e;
     }
   }
@@ -293,7 +303,10 @@ export class CoreInferenceService implements InferenceService {
     const version = policyVersion(modelVersion);
     if (version !== undefined) return [this.models.resolve(modelName, version).stats.snapshot()];
     if (!this.models.isKnown(modelName)) throw Errors.unknownModel(modelName);
-    return this.models.loadedVersions().filter((v) => v.modelName === modelName).map((v) => v.stats.snapshot());
+    return this.models
+      .loadedVersions()
+      .filter((v) => v.modelName === modelName)
+      .map((v) => v.stats.snapshot());
   }
 
   repositoryIndex(readyOnly: boolean): RepositoryIndexEntry[] {

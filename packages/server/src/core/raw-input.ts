@@ -25,7 +25,9 @@ export function rawRequestInput(body: Uint8Array, model: LoadedVersion): Request
   for (const dim of spec.dims) {
     if (dim === -1) {
       if (variableAxis !== -1) {
-        throw Errors.invalidArg(`The shape of the raw input '${spec.name}' can not be deduced because there are more than one variable-sized dimension`);
+        throw Errors.invalidArg(
+          `The shape of the raw input '${spec.name}' can not be deduced because there are more than one variable-sized dimension`,
+        );
       }
       variableAxis = shape.length;
     } else {

@@ -72,7 +72,9 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
         );
       }
       if (batchSize !== undefined && b !== batchSize) {
-        throw Errors.invalidArg(`inputs of a request to model '${name}' disagree on the batch size (${batchSize} and ${b} for input '${spec.name}')`);
+        throw Errors.invalidArg(
+          `inputs of a request to model '${name}' disagree on the batch size (${batchSize} and ${b} for input '${spec.name}')`,
+        );
       }
       batchSize = b;
     }
@@ -97,7 +99,9 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
     }
     const spec = model.outputsByName.get(output.name)!;
     if (spec.datatype === 'BYTES' || spec.datatype === 'BOOL') {
-      throw Errors.invalidArg(`classification of output '${output.name}' of model '${name}' needs numeric scores, but it is ${spec.datatype}`);
+      throw Errors.invalidArg(
+        `classification of output '${output.name}' of model '${name}' needs numeric scores, but it is ${spec.datatype}`,
+      );
     }
     classifications.set(output.name, classificationCount(count, output.name));
   }

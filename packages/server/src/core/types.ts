@@ -82,7 +82,11 @@ export interface InferenceService {
    * or the model takes, or BYTES elements a model instance could not hold as strings; then charges
    * `census.decodeBytes` to `memory`, or throws the over-budget error (RESOURCE_EXHAUSTED).
    */
-  admitElements(memory: MemoryReservation, target: { readonly modelName: string; readonly modelVersion?: string }, census: ElementCensus): void;
+  admitElements(
+    memory: MemoryReservation,
+    target: { readonly modelName: string; readonly modelVersion?: string },
+    census: ElementCensus,
+  ): void;
   /** Every loaded version's statistics when no model is given (undefined or empty), else the model's or one version's. */
   statistics(modelName?: string, modelVersion?: string): ModelStatistics[];
   repositoryIndex(readyOnly: boolean): RepositoryIndexEntry[];

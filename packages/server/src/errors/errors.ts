@@ -41,19 +41,14 @@ export const Errors = {
    */
   overMemoryBudget: (message: string) => new InferenceServerError('RESOURCE_EXHAUSTED', message),
   // Triton answers an unknown model with 400 over HTTP (reference/README.md).
-  unknownModel: (model: string) =>
-    new InferenceServerError('INVALID_ARG', `Request for unknown model: '${model}' is not found`),
+  unknownModel: (model: string) => new InferenceServerError('INVALID_ARG', `Request for unknown model: '${model}' is not found`),
   unknownVersion: (model: string, version: string) =>
-    new InferenceServerError(
-      'NOT_FOUND',
-      `Request for unknown model: '${model}' version ${version} is not found`,
-    ),
+    new InferenceServerError('NOT_FOUND', `Request for unknown model: '${model}' version ${version} is not found`),
   // Known model without a ready version: 404 over HTTP, as in Triton.
   modelNotReady: (model: string, reason?: string) =>
     new InferenceServerError(
       'NOT_FOUND',
-      `Request for unknown model: '${model}' has no available versions` +
-        (reason ? ` (${reason})` : ''),
+      `Request for unknown model: '${model}' has no available versions` + (reason ? ` (${reason})` : ''),
     ),
   /** Triton's words (its tests and clients match on them); `detail` says more. */
   inputByteSizeMismatch: (input: string, model: string, expected: number, got: number, detail: string) =>
@@ -76,8 +71,7 @@ export const Errors = {
       'UNSUPPORTED',
       'CUDA shared memory is not supported by Batchwise; register system shared memory instead, or send tensors in the request',
     ),
-  shuttingDown: () =>
-    new InferenceServerError('UNAVAILABLE', 'Server is shutting down; request not admitted'),
+  shuttingDown: () => new InferenceServerError('UNAVAILABLE', 'Server is shutting down; request not admitted'),
 } as const;
 
 /** Turns anything thrown into an InferenceServerError without losing its message. */

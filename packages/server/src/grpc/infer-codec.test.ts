@@ -71,9 +71,21 @@ describe('decodeInferRequest', () => {
       }),
       /input 'A' has contents while raw_input_contents is used/,
     ],
-    ['an unknown datatype', request({ inputs: [{ name: 'A', datatype: 'FLOAT', shape: ['1'] }] }), "input 'A' has invalid datatype 'FLOAT'"],
-    ['no data', request({ inputs: [{ name: 'A', datatype: 'INT32', shape: ['2'] }] }), /input 'A' has no data: send it in raw_input_contents or in contents.int_contents/],
-    ['a negative dimension', request({ inputs: [{ name: 'A', datatype: 'INT32', shape: ['-1'] }], raw_input_contents: [Buffer.alloc(0)] }), /shape of input 'A' has an invalid dimension -1/],
+    [
+      'an unknown datatype',
+      request({ inputs: [{ name: 'A', datatype: 'FLOAT', shape: ['1'] }] }),
+      "input 'A' has invalid datatype 'FLOAT'",
+    ],
+    [
+      'no data',
+      request({ inputs: [{ name: 'A', datatype: 'INT32', shape: ['2'] }] }),
+      /input 'A' has no data: send it in raw_input_contents or in contents.int_contents/,
+    ],
+    [
+      'a negative dimension',
+      request({ inputs: [{ name: 'A', datatype: 'INT32', shape: ['-1'] }], raw_input_contents: [Buffer.alloc(0)] }),
+      /shape of input 'A' has an invalid dimension -1/,
+    ],
   ])('rejects %s', (_what, msg, message) => {
     expect(() => decodeInferRequest(msg)).toThrow(message);
   });
@@ -98,9 +110,18 @@ describe('decodeInferRequest', () => {
     expect(decoded.inputs[1]).toMatchObject({ name: 'B', data: raw });
     expect(decoded.outputs![0]).toMatchObject({ name: 'O', sharedMemory: { region: 'o', byteSize: 16, offset: 0 } });
     const noSize = request({
-      inputs: [{ name: 'A', datatype: 'INT32', shape: ['0'], parameters: { shared_memory_region: { parameter_choice: 'string_param', string_param: 'r' } } }],
+      inputs: [
+        {
+          name: 'A',
+          datatype: 'INT32',
+          shape: ['0'],
+          parameters: { shared_memory_region: { parameter_choice: 'string_param', string_param: 'r' } },
+        },
+      ],
     });
-    expect(() => decodeInferRequest(noSize)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: "input 'A': shared_memory_region 'r' needs shared_memory_byte_size" }));
+    expect(() => decodeInferRequest(noSize)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARG', message: "input 'A': shared_memory_region 'r' needs shared_memory_byte_size" }),
+    );
   });
 });
 

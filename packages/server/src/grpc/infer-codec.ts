@@ -1,4 +1,12 @@
-import { Errors, inputSharedMemoryRefOf, sharedMemoryRefOf, type InferenceRequest, type InferenceResponse, type RequestedOutput, type RequestInput } from '../core/index.ts';
+import {
+  Errors,
+  inputSharedMemoryRefOf,
+  sharedMemoryRefOf,
+  type InferenceRequest,
+  type InferenceResponse,
+  type RequestedOutput,
+  type RequestInput,
+} from '../core/index.ts';
 import { isDataType } from '../tensor/datatype.ts';
 import { elementCount } from '../tensor/shape.ts';
 import type { Parameters } from '../tensor/tensor.ts';
@@ -54,16 +62,16 @@ function decodeInput(input: InferInputTensorWire, parameters: Parameters, nextRa
   let data: Uint8Array;
   if (raw !== undefined) {
     if (hasContents(input.contents)) {
-      throw Errors.invalidArg(`input '${name}' has contents while raw_input_contents is used; raw_input_contents must then carry every input`);
+      throw Errors.invalidArg(
+        `input '${name}' has contents while raw_input_contents is used; raw_input_contents must then carry every input`,
+      );
     }
     data = raw;
   } else if (hasContents(input.contents)) {
     data = contentsToRaw(name, datatype, input.contents!);
   } else if (elementCount(shape) > 0) {
     const field = CONTENTS_FIELD_OF[datatype];
-    throw Errors.invalidArg(
-      `input '${name}' has no data: send it in raw_input_contents` + (field ? ` or in contents.${field}` : ''),
-    );
+    throw Errors.invalidArg(`input '${name}' has no data: send it in raw_input_contents` + (field ? ` or in contents.${field}` : ''));
   } else {
     data = new Uint8Array(0);
   }

@@ -113,7 +113,8 @@ export function inferenceServiceHandlers(
 function unloadDependentsOf(parameters: Record<string, ModelRepositoryParameterWire>): boolean {
   const p = parameters['unload_dependents'];
   if (p === undefined) return false;
-  if (p.parameter_choice !== 'bool_param') throw Errors.invalidArg("invalid value type for 'unload_dependents' parameter, expected bool_param.");
+  if (p.parameter_choice !== 'bool_param')
+    throw Errors.invalidArg("invalid value type for 'unload_dependents' parameter, expected bool_param.");
   return p.bool_param ?? false;
 }
 
@@ -162,7 +163,8 @@ function fromLogSettingsWire(settings: Record<string, LogSettingValueWire>): Rec
 function toLogSettingsWire(settings: LogSettings): Record<string, LogSettingValueWire> {
   const out: Record<string, LogSettingValueWire> = {};
   for (const [key, value] of Object.entries(settings)) {
-    out[key] = typeof value === 'boolean' ? { bool_param: value } : typeof value === 'number' ? { uint32_param: value } : { string_param: value };
+    out[key] =
+      typeof value === 'boolean' ? { bool_param: value } : typeof value === 'number' ? { uint32_param: value } : { string_param: value };
   }
   return out;
 }

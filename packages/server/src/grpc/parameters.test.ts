@@ -23,9 +23,9 @@ describe('fromInferParameters', () => {
   });
 
   it('refuses integers it cannot hold exactly, and values with no case', () => {
-    expect(() => fromInferParameters({ t: { parameter_choice: 'uint64_param', uint64_param: '18446744073709551615' } }, 'the request')).toThrow(
-      /parameter 't' of the request is 18446744073709551615/,
-    );
+    expect(() =>
+      fromInferParameters({ t: { parameter_choice: 'uint64_param', uint64_param: '18446744073709551615' } }, 'the request'),
+    ).toThrow(/parameter 't' of the request is 18446744073709551615/);
     expect(() => fromInferParameters({ t: {} }, "input 'X'")).toThrow("parameter 't' of input 'X' has no value");
   });
 });

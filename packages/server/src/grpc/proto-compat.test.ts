@@ -19,7 +19,12 @@ function wireShape(type: protobuf.ReflectionObject): unknown {
     return Object.fromEntries(
       type.methodsArray.map((m) => [
         m.name,
-        { request: m.resolvedRequestType!.fullName, response: m.resolvedResponseType!.fullName, requestStream: !!m.requestStream, responseStream: !!m.responseStream },
+        {
+          request: m.resolvedRequestType!.fullName,
+          response: m.resolvedResponseType!.fullName,
+          requestStream: !!m.requestStream,
+          responseStream: !!m.responseStream,
+        },
       ]),
     );
   }
@@ -46,7 +51,10 @@ function declared(root: protobuf.Root): Map<string, protobuf.ReflectionObject> {
   const out = new Map<string, protobuf.ReflectionObject>();
   const visit = (ns: protobuf.NamespaceBase) => {
     for (const n of ns.nestedArray) {
-      if ((n instanceof protobuf.Type || n instanceof protobuf.Service || n instanceof protobuf.Enum) && /(grpc_service|health)\.proto$/.test(n.filename ?? '')) {
+      if (
+        (n instanceof protobuf.Type || n instanceof protobuf.Service || n instanceof protobuf.Enum) &&
+        /(grpc_service|health)\.proto$/.test(n.filename ?? '')
+      ) {
         out.set(n.fullName, n);
       } else if (n instanceof protobuf.Namespace) visit(n);
     }
@@ -83,7 +91,10 @@ describeWithTritonProtocol('our protos are wire-identical to Triton upstream', (
       raw_input_contents: [Buffer.from([1, 2, 3])],
     };
     const opts = { longs: String, bytes: Array, oneofs: true } as const;
-    for (const [from, to] of [[upstream, ours], [ours, upstream]] as const) {
+    for (const [from, to] of [
+      [upstream, ours],
+      [ours, upstream],
+    ] as const) {
       const encode = from.lookupType('inference.ModelInferRequest');
       const decode = to.lookupType('inference.ModelInferRequest');
       const bytes = encode.encode(encode.fromObject(value)).finish();

@@ -1,4 +1,11 @@
-import { status, type ServerDuplexStream, type ServerUnaryCall, type UntypedHandleCall, type UntypedServiceImplementation, type sendUnaryData } from '@grpc/grpc-js';
+import {
+  status,
+  type ServerDuplexStream,
+  type ServerUnaryCall,
+  type UntypedHandleCall,
+  type UntypedServiceImplementation,
+  type sendUnaryData,
+} from '@grpc/grpc-js';
 import { isAllowed, type ApiGroup, type RestrictionTable } from '../access/restricted-api.ts';
 
 /** Triton's grouping of GRPCInferenceService RPCs for --grpc-restricted-protocol. */

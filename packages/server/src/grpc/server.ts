@@ -78,7 +78,8 @@ export function createGrpcFrontend(service: InferenceService, options: GrpcFront
           logger.warn({ graceMs, streams: streams.size }, 'gRPC calls still open after the grace period: cancelling them');
           // forceShutdown() destroys no connection while channelz is off (grpc-js 1.14 only
           // tracks sessions for channelz), so streams are ended here with a status of their own.
-          for (const stream of [...streams]) stream.cancel(Errors.unavailable('Server is shutting down: the exit timeout ran out before this stream was answered'));
+          for (const stream of [...streams])
+            stream.cancel(Errors.unavailable('Server is shutting down: the exit timeout ran out before this stream was answered'));
           server.forceShutdown();
           resolve();
         }, graceMs);

@@ -100,7 +100,14 @@ export function streamInferHandler(
       logger.debug({ method: 'ModelStreamInfer', code: e.code, err: e.message }, 'stream request failed');
       write({
         error_message: e.message,
-        infer_response: { model_name: msg.model_name, model_version: msg.model_version, id: msg.id, parameters: {}, outputs: [], raw_output_contents: [] },
+        infer_response: {
+          model_name: msg.model_name,
+          model_version: msg.model_version,
+          id: msg.id,
+          parameters: {},
+          outputs: [],
+          raw_output_contents: [],
+        },
       });
     };
 

@@ -1,16 +1,31 @@
 import { Errors } from '../core/index.ts';
 import { ELEMENT_BYTE_SIZE, type DataType } from '../tensor/datatype.ts';
-import { CONTENTS_FIELD_NUMBER, ELEMENT_WIRE_TYPE, FIXED32, FIXED64, WireCursor, type ContentsField, type WireContents } from './wire-contents.ts';
+import {
+  CONTENTS_FIELD_NUMBER,
+  ELEMENT_WIRE_TYPE,
+  FIXED32,
+  FIXED64,
+  WireCursor,
+  type ContentsField,
+  type WireContents,
+} from './wire-contents.ts';
 
 /** The InferTensorContents field that carries each datatype; FP16 and BF16 have none. */
 export const CONTENTS_FIELD_OF: Readonly<Record<DataType, ContentsField | undefined>> = {
   BOOL: 'bool_contents',
-  UINT8: 'uint_contents', UINT16: 'uint_contents', UINT32: 'uint_contents',
-  INT8: 'int_contents', INT16: 'int_contents', INT32: 'int_contents',
-  INT64: 'int64_contents', UINT64: 'uint64_contents',
-  FP32: 'fp32_contents', FP64: 'fp64_contents',
+  UINT8: 'uint_contents',
+  UINT16: 'uint_contents',
+  UINT32: 'uint_contents',
+  INT8: 'int_contents',
+  INT16: 'int_contents',
+  INT32: 'int_contents',
+  INT64: 'int64_contents',
+  UINT64: 'uint64_contents',
+  FP32: 'fp32_contents',
+  FP64: 'fp64_contents',
   BYTES: 'bytes_contents',
-  FP16: undefined, BF16: undefined,
+  FP16: undefined,
+  BF16: undefined,
 };
 
 const FIELDS = Object.keys(CONTENTS_FIELD_NUMBER) as ContentsField[];

@@ -12,13 +12,22 @@ const le = (view: ArrayBufferView) => [...new Uint8Array(view.buffer, view.byteO
 /** A request with one input whose contents are the bytes `write` puts in its InferTensorContents. */
 function withContents(datatype: string, write: (w: protobuf.Writer) => void, times = 1): Buffer {
   const input = protobuf.Writer.create();
-  input.uint32((1 << 3) | 2).string('IN').uint32((2 << 3) | 2).string(datatype);
+  input
+    .uint32((1 << 3) | 2)
+    .string('IN')
+    .uint32((2 << 3) | 2)
+    .string(datatype);
   for (let i = 0; i < times; i++) {
     const contents = protobuf.Writer.create();
     write(contents);
     input.uint32((5 << 3) | 2).bytes(contents.finish());
   }
-  return Buffer.from(protobuf.Writer.create().uint32((5 << 3) | 2).bytes(input.finish()).finish());
+  return Buffer.from(
+    protobuf.Writer.create()
+      .uint32((5 << 3) | 2)
+      .bytes(input.finish())
+      .finish(),
+  );
 }
 
 const decodeOnly = (message: Buffer) => {
@@ -29,11 +38,23 @@ const decodeOnly = (message: Buffer) => {
 
 describe('ModelInferRequest contents read on the wire', () => {
   it('unpacked elements decode as packed ones do', () => {
-    const unpacked = withContents('FP32', (w) => w.uint32((6 << 3) | 5).float(1.5).uint32((6 << 3) | 5).float(-2));
+    const unpacked = withContents('FP32', (w) =>
+      w
+        .uint32((6 << 3) | 5)
+        .float(1.5)
+        .uint32((6 << 3) | 5)
+        .float(-2),
+    );
     const packed = encodeInferRequest({ inputs: [{ name: 'IN', datatype: 'FP32', contents: { fp32_contents: [1.5, -2] } }] });
     expect([...decodeOnly(unpacked)]).toEqual(le(Float32Array.of(1.5, -2)));
     expect([...decodeOnly(packed)]).toEqual(le(Float32Array.of(1.5, -2)));
-    const ints = withContents('INT64', (w) => w.uint32((3 << 3) | 0).int64(-5).uint32((3 << 3) | 0).int64('9007199254740993'));
+    const ints = withContents('INT64', (w) =>
+      w
+        .uint32((3 << 3) | 0)
+        .int64(-5)
+        .uint32((3 << 3) | 0)
+        .int64('9007199254740993'),
+    );
     expect([...decodeOnly(ints)]).toEqual(le(BigInt64Array.of(-5n, 9007199254740993n)));
   });
 
@@ -46,7 +67,12 @@ describe('ModelInferRequest contents read on the wire', () => {
     const message = encodeInferRequest({
       model_name: 'm',
       inputs: [
-        { name: 'TEXT', datatype: 'BYTES', shape: [3], contents: { bytes_contents: [Buffer.from('a'), Buffer.from(''), Buffer.from('xyz')] } },
+        {
+          name: 'TEXT',
+          datatype: 'BYTES',
+          shape: [3],
+          contents: { bytes_contents: [Buffer.from('a'), Buffer.from(''), Buffer.from('xyz')] },
+        },
         { name: 'X', datatype: 'FP32', shape: [2], contents: { fp32_contents: [1, 2] } },
         { name: 'ID', datatype: 'INT64', shape: [2], contents: { int64_contents: ['1', '-300'] } },
         { name: 'RAW', datatype: 'INT32', shape: [1] },
@@ -94,6 +120,8 @@ describe('ModelInferRequest contents read on the wire', () => {
     ['a packed FP32 run of 5 bytes', withContents('FP32', (w) => w.uint32((6 << 3) | 2).bytes(Buffer.alloc(5)))],
     ['BYTES elements as varints', withContents('BYTES', (w) => w.uint32((8 << 3) | 0).uint32(1))],
   ])('refuses %s as INVALID_ARG', (_what, message) => {
-    expect(() => decodeInferMessage(message)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: expect.stringMatching(/^malformed ModelInferRequest/) }));
+    expect(() => decodeInferMessage(message)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARG', message: expect.stringMatching(/^malformed ModelInferRequest/) }),
+    );
   });
 });

@@ -59,9 +59,7 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
   });
   // Every body is taken as raw bytes: infer bodies may carry binary tensors after the JSON.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: options.maxBodyBytes }, (_req, body, done) =>
-    done(null, body),
-  );
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: options.maxBodyBytes }, (_req, body, done) => done(null, body));
 
   app.setErrorHandler((error: FastifyError | Error, request, reply) => {
     if ('code' in error && error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {

@@ -125,7 +125,9 @@ describe('decodeHttpInferRequest', () => {
     const deep = '['.repeat(100_000) + '1' + ']'.repeat(100_000);
     const e = failure(() => decode(`{"inputs":[{"name":"DEEP","datatype":"INT32","shape":[1],"data":${deep}}]}`));
     expect(e.code).toBe('INVALID_ARG');
-    expect(e.message).toBe("JSON nesting depth exceeds maximum allowed limit (100): the data of input 'DEEP' is nested more than 97 levels deep");
+    expect(e.message).toBe(
+      "JSON nesting depth exceeds maximum allowed limit (100): the data of input 'DEEP' is nested more than 97 levels deep",
+    );
   });
 
   it('takes a header length of 0 as a raw binary request: the body is the one input, every output binary', () => {
@@ -138,11 +140,19 @@ describe('decodeHttpInferRequest', () => {
   });
 
   const cases: [string, () => unknown, RegExp, string?][] = [
-    ['a header length that is not a number', () => decode('{}', 'abc'), /Inference-Header-Content-Length \("abc"\) must be a non-negative integer/],
+    [
+      'a header length that is not a number',
+      () => decode('{}', 'abc'),
+      /Inference-Header-Content-Length \("abc"\) must be a non-negative integer/,
+    ],
     ['a negative header length', () => decode('{}', '-1'), /Inference-Header-Content-Length \("-1"\)/],
     ['a fractional header length', () => decode('{}', '1.5'), /Inference-Header-Content-Length/],
     ['an empty header length', () => decode('{}', ''), /Inference-Header-Content-Length/],
-    ['a header length beyond the body', () => decode('{"inputs":[]}', '100000'), /Inference-Header-Content-Length \("100000"\).*no larger than the body \(13 bytes\)/],
+    [
+      'a header length beyond the body',
+      () => decode('{"inputs":[]}', '100000'),
+      /Inference-Header-Content-Length \("100000"\).*no larger than the body \(13 bytes\)/,
+    ],
     ['truncated JSON', () => decode('{"inputs":[{"name":"A"'), /failed to parse the request JSON buffer: .+/],
     ['an empty body', () => decode(''), /failed to parse the request JSON buffer/],
     ['JSON cut by the header length', () => decode('{"inputs":[]}', '5'), /failed to parse the request JSON buffer/],
@@ -151,45 +161,224 @@ describe('decodeHttpInferRequest', () => {
     ['missing inputs', () => decode('{}'), /'inputs' array/],
     ['inputs not an array', () => decode('{"inputs":{}}'), /'inputs' array/],
     ['an input that is not an object', () => decode('{"inputs":[3]}'), /input 0 must be a JSON object, got 3/],
-    ['an input without a name', () => decode(JSON.stringify({ inputs: [{ ...int32Input('A'), name: undefined }] })), /input 0 must have a non-empty string 'name'/],
+    [
+      'an input without a name',
+      () => decode(JSON.stringify({ inputs: [{ ...int32Input('A'), name: undefined }] })),
+      /input 0 must have a non-empty string 'name'/,
+    ],
     ['an empty input name', () => decode(JSON.stringify({ inputs: [int32Input('')] })), /input 0 must have a non-empty string 'name'/],
-    ['a numeric input name', () => decode(JSON.stringify({ inputs: [int32Input('A'), { ...int32Input('B'), name: 5 }] })), /input 1 must have a non-empty string 'name'/],
-    ['an unknown datatype', () => decode(JSON.stringify({ inputs: [int32Input('A', { datatype: 'COMPLEX64' })] })), /input 'A' has unknown datatype "COMPLEX64"/],
-    ['a missing datatype', () => decode(JSON.stringify({ inputs: [int32Input('A', { datatype: undefined })] })), /input 'A' has unknown datatype undefined/],
-    ['a missing shape', () => decode(JSON.stringify({ inputs: [int32Input('A', { shape: undefined })] })), /input 'A' must have a 'shape' array/],
-    ['a shape that is not an array', () => decode(JSON.stringify({ inputs: [int32Input('A', { shape: 4 })] })), /shape of tensor 'A' must be an array/],
-    ['a negative dimension', () => decode(JSON.stringify({ inputs: [int32Input('INPUT1', { shape: [1, -16] })] })), /'INPUT1'.*dimension 1 must be a non-negative integer, got -16/],
+    [
+      'a numeric input name',
+      () => decode(JSON.stringify({ inputs: [int32Input('A'), { ...int32Input('B'), name: 5 }] })),
+      /input 1 must have a non-empty string 'name'/,
+    ],
+    [
+      'an unknown datatype',
+      () => decode(JSON.stringify({ inputs: [int32Input('A', { datatype: 'COMPLEX64' })] })),
+      /input 'A' has unknown datatype "COMPLEX64"/,
+    ],
+    [
+      'a missing datatype',
+      () => decode(JSON.stringify({ inputs: [int32Input('A', { datatype: undefined })] })),
+      /input 'A' has unknown datatype undefined/,
+    ],
+    [
+      'a missing shape',
+      () => decode(JSON.stringify({ inputs: [int32Input('A', { shape: undefined })] })),
+      /input 'A' must have a 'shape' array/,
+    ],
+    [
+      'a shape that is not an array',
+      () => decode(JSON.stringify({ inputs: [int32Input('A', { shape: 4 })] })),
+      /shape of tensor 'A' must be an array/,
+    ],
+    [
+      'a negative dimension',
+      () => decode(JSON.stringify({ inputs: [int32Input('INPUT1', { shape: [1, -16] })] })),
+      /'INPUT1'.*dimension 1 must be a non-negative integer, got -16/,
+    ],
     ['a fractional dimension', () => decode(JSON.stringify({ inputs: [int32Input('A', { shape: [1, 2.5] })] })), /'A'.*got 2.5/],
     ['a string dimension', () => decode(JSON.stringify({ inputs: [int32Input('A', { shape: ['4'] })] })), /'A'.*got "4"/],
-    ['a huge dimension', () => decode(JSON.stringify({ inputs: [int32Input('INPUT1', { shape: [1, 2 ** 52] })] })), /'INPUT1'.*causes total element count to exceed maximum size of 2147483648/],
-    ['a byte size that overflows', () => decode(JSON.stringify({ inputs: [int32Input('INPUT1', { shape: [65536, 65536, 65536], data: undefined, parameters: { binary_data_size: 4 } })] })), /'INPUT1' causes total element count to exceed maximum size of/],
-    ['neither data nor binary_data_size', () => decode(JSON.stringify({ inputs: [int32Input('A', { data: undefined })] })), /input 'A' has neither 'data' nor a binary_data_size parameter/],
-    ['both data and binary_data_size', () => decode(...binaryBody({ inputs: [int32Input('A', { parameters: { binary_data_size: 16 } })] }, new Uint8Array(16))), /input 'A' has both 'data' and a binary_data_size/],
-    ['a negative binary_data_size', () => decode(JSON.stringify({ inputs: [int32Input('A', { data: undefined, parameters: { binary_data_size: -4 } })] })), /binary_data_size of input 'A' must be a non-negative integer, got -4/],
-    ['a string binary_data_size', () => decode(JSON.stringify({ inputs: [int32Input('A', { data: undefined, parameters: { binary_data_size: '16' } })] })), /binary_data_size of input 'A' must be a non-negative integer, got "16"/],
-    ['binary_data_size that disagrees with the shape', () => decode(...binaryBody({ inputs: [int32Input('INPUT0', { data: undefined, parameters: { binary_data_size: 12 } })] }, new Uint8Array(12))), /input 'INPUT0' has binary_data_size 12, but shape \[1,4\] of INT32 needs 16 bytes/],
-    ['binary_data_size beyond the binary part', () => decode(...binaryBody({ inputs: [int32Input('A', { data: undefined, parameters: { binary_data_size: 16 } })] }, new Uint8Array(8))), /input 'A' declares binary_data_size 16, but only 8 bytes of binary data remain/],
-    ['binary bytes that no input claims', () => decode(...binaryBody({ inputs: [int32Input('A', { data: undefined, parameters: { binary_data_size: 16 } })] }, new Uint8Array(19))), /3 bytes of binary data follow the inputs and no input claims them/],
-    ['binary data without any binary input', () => decode(...binaryBody({ inputs: [int32Input('A')] }, new Uint8Array(1))), /1 bytes of binary data follow/],
-    ['BYTES whose length prefix runs past the end', () => decode(...binaryBody({ inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 2], parameters: { binary_data_size: 9 } }] }, Uint8Array.from([1, 0, 0, 0, 0x61, 200, 0, 0, 0]))), /BYTES tensor 'INPUT0': element 1 declares 200 bytes but only 0 remain/],
-    ['BYTES with too few elements for the shape', () => decode(...binaryBody({ inputs: [{ name: 'S', datatype: 'BYTES', shape: [3], parameters: { binary_data_size: 5 } }] }, Uint8Array.from([1, 0, 0, 0, 0x61]))), /input 'S' holds 1 BYTES elements, but shape \[3\] needs 3/],
-    ['FP16 in JSON', () => decode(JSON.stringify({ inputs: [int32Input('H', { datatype: 'FP16' })] })), /datatype FP16 of input 'H' must be sent as binary data/],
-    ['a wrong element count in JSON', () => decode(JSON.stringify({ inputs: [int32Input('INPUT0', { shape: [1, 16], data: new Array(15).fill(0) })] })), /unexpected number of elements for input 'INPUT0': expected 16, got 15/],
-    ['an out-of-range JSON element', () => decode(JSON.stringify({ inputs: [int32Input('A', { datatype: 'UINT8', data: [1, 2, 300, 4] })] })), /element 2 of input 'A' is not a valid UINT8/],
-    ['input parameters that are not an object', () => decode(JSON.stringify({ inputs: [int32Input('A', { parameters: [1] })] })), /parameters of input 'A' must be a JSON object, got an array/],
-    ['an input parameter that is an object', () => decode(JSON.stringify({ inputs: [int32Input('A', { parameters: { x: { y: 1 } } })] })), /parameters of input 'A': 'x' must be a string, number or boolean, got an object/],
-    ['request parameters that are not an object', () => decode(JSON.stringify({ parameters: 'fast', inputs: [int32Input('A')] })), /request parameters must be a JSON object, got "fast"/],
-    ['binary_data_output that is not a boolean', () => decode(JSON.stringify({ parameters: { binary_data_output: 1 }, inputs: [int32Input('A')] })), /request parameters: 'binary_data_output' must be true or false, got 1/],
+    [
+      'a huge dimension',
+      () => decode(JSON.stringify({ inputs: [int32Input('INPUT1', { shape: [1, 2 ** 52] })] })),
+      /'INPUT1'.*causes total element count to exceed maximum size of 2147483648/,
+    ],
+    [
+      'a byte size that overflows',
+      () =>
+        decode(
+          JSON.stringify({
+            inputs: [int32Input('INPUT1', { shape: [65536, 65536, 65536], data: undefined, parameters: { binary_data_size: 4 } })],
+          }),
+        ),
+      /'INPUT1' causes total element count to exceed maximum size of/,
+    ],
+    [
+      'neither data nor binary_data_size',
+      () => decode(JSON.stringify({ inputs: [int32Input('A', { data: undefined })] })),
+      /input 'A' has neither 'data' nor a binary_data_size parameter/,
+    ],
+    [
+      'both data and binary_data_size',
+      () => decode(...binaryBody({ inputs: [int32Input('A', { parameters: { binary_data_size: 16 } })] }, new Uint8Array(16))),
+      /input 'A' has both 'data' and a binary_data_size/,
+    ],
+    [
+      'a negative binary_data_size',
+      () => decode(JSON.stringify({ inputs: [int32Input('A', { data: undefined, parameters: { binary_data_size: -4 } })] })),
+      /binary_data_size of input 'A' must be a non-negative integer, got -4/,
+    ],
+    [
+      'a string binary_data_size',
+      () => decode(JSON.stringify({ inputs: [int32Input('A', { data: undefined, parameters: { binary_data_size: '16' } })] })),
+      /binary_data_size of input 'A' must be a non-negative integer, got "16"/,
+    ],
+    [
+      'binary_data_size that disagrees with the shape',
+      () =>
+        decode(
+          ...binaryBody({ inputs: [int32Input('INPUT0', { data: undefined, parameters: { binary_data_size: 12 } })] }, new Uint8Array(12)),
+        ),
+      /input 'INPUT0' has binary_data_size 12, but shape \[1,4\] of INT32 needs 16 bytes/,
+    ],
+    [
+      'binary_data_size beyond the binary part',
+      () =>
+        decode(...binaryBody({ inputs: [int32Input('A', { data: undefined, parameters: { binary_data_size: 16 } })] }, new Uint8Array(8))),
+      /input 'A' declares binary_data_size 16, but only 8 bytes of binary data remain/,
+    ],
+    [
+      'binary bytes that no input claims',
+      () =>
+        decode(...binaryBody({ inputs: [int32Input('A', { data: undefined, parameters: { binary_data_size: 16 } })] }, new Uint8Array(19))),
+      /3 bytes of binary data follow the inputs and no input claims them/,
+    ],
+    [
+      'binary data without any binary input',
+      () => decode(...binaryBody({ inputs: [int32Input('A')] }, new Uint8Array(1))),
+      /1 bytes of binary data follow/,
+    ],
+    [
+      'BYTES whose length prefix runs past the end',
+      () =>
+        decode(
+          ...binaryBody(
+            { inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 2], parameters: { binary_data_size: 9 } }] },
+            Uint8Array.from([1, 0, 0, 0, 0x61, 200, 0, 0, 0]),
+          ),
+        ),
+      /BYTES tensor 'INPUT0': element 1 declares 200 bytes but only 0 remain/,
+    ],
+    [
+      'BYTES with too few elements for the shape',
+      () =>
+        decode(
+          ...binaryBody(
+            { inputs: [{ name: 'S', datatype: 'BYTES', shape: [3], parameters: { binary_data_size: 5 } }] },
+            Uint8Array.from([1, 0, 0, 0, 0x61]),
+          ),
+        ),
+      /input 'S' holds 1 BYTES elements, but shape \[3\] needs 3/,
+    ],
+    [
+      'FP16 in JSON',
+      () => decode(JSON.stringify({ inputs: [int32Input('H', { datatype: 'FP16' })] })),
+      /datatype FP16 of input 'H' must be sent as binary data/,
+    ],
+    [
+      'a wrong element count in JSON',
+      () => decode(JSON.stringify({ inputs: [int32Input('INPUT0', { shape: [1, 16], data: new Array(15).fill(0) })] })),
+      /unexpected number of elements for input 'INPUT0': expected 16, got 15/,
+    ],
+    [
+      'an out-of-range JSON element',
+      () => decode(JSON.stringify({ inputs: [int32Input('A', { datatype: 'UINT8', data: [1, 2, 300, 4] })] })),
+      /element 2 of input 'A' is not a valid UINT8/,
+    ],
+    [
+      'input parameters that are not an object',
+      () => decode(JSON.stringify({ inputs: [int32Input('A', { parameters: [1] })] })),
+      /parameters of input 'A' must be a JSON object, got an array/,
+    ],
+    [
+      'an input parameter that is an object',
+      () => decode(JSON.stringify({ inputs: [int32Input('A', { parameters: { x: { y: 1 } } })] })),
+      /parameters of input 'A': 'x' must be a string, number or boolean, got an object/,
+    ],
+    [
+      'request parameters that are not an object',
+      () => decode(JSON.stringify({ parameters: 'fast', inputs: [int32Input('A')] })),
+      /request parameters must be a JSON object, got "fast"/,
+    ],
+    [
+      'binary_data_output that is not a boolean',
+      () => decode(JSON.stringify({ parameters: { binary_data_output: 1 }, inputs: [int32Input('A')] })),
+      /request parameters: 'binary_data_output' must be true or false, got 1/,
+    ],
     ['an id that is not a string', () => decode(JSON.stringify({ id: 7, inputs: [int32Input('A')] })), /'id' must be a string, got 7/],
-    ['outputs that are not an array', () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: 'OUT' })), /'outputs' must be an array, got "OUT"/],
-    ['an output that is not an object', () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: [['OUT']] })), /output 0 must be a JSON object, got an array/],
-    ['an output without a name', () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: [{}] })), /output 0 must have a non-empty string 'name'/],
-    ['binary_data that is not a boolean', () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: [{ name: 'O', parameters: { binary_data: 'yes' } }] })), /parameters of output 'O': 'binary_data' must be true or false, got "yes"/],
-    ['a shared memory input that also has data', () => decode(JSON.stringify({ inputs: [int32Input('A', { parameters: { shared_memory_region: 'r', shared_memory_byte_size: 16 } })] })), /input 'A' is in shared memory region 'r' and must not also have 'data'/],
-    ['a shared memory input with the wrong byte size', () => decode(JSON.stringify({ inputs: [int32Input('A', { data: undefined, parameters: { shared_memory_region: 'r', shared_memory_byte_size: 12 } })] })), /input 'A' has shared_memory_byte_size 12, but shape \[1,4\] of INT32 needs 16 bytes/],
-    ['a shared memory region without a byte size', () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: [{ name: 'O', parameters: { shared_memory_region: 'r' } }] })), /output 'O': shared_memory_region 'r' needs shared_memory_byte_size/],
-    ['a negative shared memory offset', () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: [{ name: 'O', parameters: { shared_memory_region: 'r', shared_memory_byte_size: 4, shared_memory_offset: -1 } }] })), /output 'O': shared_memory_offset must be a non-negative integer, got -1/],
-    ['a shared memory region that is not a string', () => decode(JSON.stringify({ inputs: [int32Input('A', { data: undefined, parameters: { shared_memory_region: 3, shared_memory_byte_size: 16 } })] })), /input 'A': shared_memory_region must be a non-empty string, got 3/],
+    [
+      'outputs that are not an array',
+      () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: 'OUT' })),
+      /'outputs' must be an array, got "OUT"/,
+    ],
+    [
+      'an output that is not an object',
+      () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: [['OUT']] })),
+      /output 0 must be a JSON object, got an array/,
+    ],
+    [
+      'an output without a name',
+      () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: [{}] })),
+      /output 0 must have a non-empty string 'name'/,
+    ],
+    [
+      'binary_data that is not a boolean',
+      () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: [{ name: 'O', parameters: { binary_data: 'yes' } }] })),
+      /parameters of output 'O': 'binary_data' must be true or false, got "yes"/,
+    ],
+    [
+      'a shared memory input that also has data',
+      () =>
+        decode(JSON.stringify({ inputs: [int32Input('A', { parameters: { shared_memory_region: 'r', shared_memory_byte_size: 16 } })] })),
+      /input 'A' is in shared memory region 'r' and must not also have 'data'/,
+    ],
+    [
+      'a shared memory input with the wrong byte size',
+      () =>
+        decode(
+          JSON.stringify({
+            inputs: [int32Input('A', { data: undefined, parameters: { shared_memory_region: 'r', shared_memory_byte_size: 12 } })],
+          }),
+        ),
+      /input 'A' has shared_memory_byte_size 12, but shape \[1,4\] of INT32 needs 16 bytes/,
+    ],
+    [
+      'a shared memory region without a byte size',
+      () => decode(JSON.stringify({ inputs: [int32Input('A')], outputs: [{ name: 'O', parameters: { shared_memory_region: 'r' } }] })),
+      /output 'O': shared_memory_region 'r' needs shared_memory_byte_size/,
+    ],
+    [
+      'a negative shared memory offset',
+      () =>
+        decode(
+          JSON.stringify({
+            inputs: [int32Input('A')],
+            outputs: [{ name: 'O', parameters: { shared_memory_region: 'r', shared_memory_byte_size: 4, shared_memory_offset: -1 } }],
+          }),
+        ),
+      /output 'O': shared_memory_offset must be a non-negative integer, got -1/,
+    ],
+    [
+      'a shared memory region that is not a string',
+      () =>
+        decode(
+          JSON.stringify({
+            inputs: [int32Input('A', { data: undefined, parameters: { shared_memory_region: 3, shared_memory_byte_size: 16 } })],
+          }),
+        ),
+      /input 'A': shared_memory_region must be a non-empty string, got 3/,
+    ],
   ];
   for (const [what, run, message, code = 'INVALID_ARG'] of cases) {
     it(`refuses ${what}`, () => {
@@ -204,11 +393,20 @@ describe('decodeHttpInferRequest with shared memory', () => {
   it('leaves shared memory inputs to be read by core and marks shared memory outputs', () => {
     const request = decode(
       JSON.stringify({
-        inputs: [int32Input('A', { data: undefined, parameters: { shared_memory_region: 'in', shared_memory_byte_size: 16, shared_memory_offset: 32 } })],
+        inputs: [
+          int32Input('A', {
+            data: undefined,
+            parameters: { shared_memory_region: 'in', shared_memory_byte_size: 16, shared_memory_offset: 32 },
+          }),
+        ],
         outputs: [{ name: 'O', parameters: { binary_data: false, shared_memory_region: 'out', shared_memory_byte_size: 64 } }],
       }),
     );
-    expect(request.inputs[0]).toMatchObject({ name: 'A', data: new Uint8Array(0), sharedMemory: { region: 'in', byteSize: 16, offset: 32 } });
+    expect(request.inputs[0]).toMatchObject({
+      name: 'A',
+      data: new Uint8Array(0),
+      sharedMemory: { region: 'in', byteSize: 16, offset: 32 },
+    });
     expect(request.outputs![0]).toMatchObject({ name: 'O', sharedMemory: { region: 'out', byteSize: 64, offset: 0 } });
   });
 });
@@ -240,7 +438,10 @@ describe('encodeHttpInferResponse', () => {
 
   it('writes outputs asked for with binary_data: true after the JSON, without copying them', () => {
     const a = tensor('A');
-    const encoded = encodeHttpInferResponse(response(a, tensor('B')), request({ outputs: [{ name: 'A', parameters: { binary_data: true } }] }));
+    const encoded = encodeHttpInferResponse(
+      response(a, tensor('B')),
+      request({ outputs: [{ name: 'A', parameters: { binary_data: true } }] }),
+    );
     expect(encoded.contentType).toBe('application/octet-stream');
     expect(encoded.chunks).toHaveLength(2);
     expect(encoded.headerLength).toBe(encoded.chunks[0]!.length);
@@ -254,7 +455,13 @@ describe('encodeHttpInferResponse', () => {
   it('binary_data_output makes every output binary except those asked explicitly as JSON', () => {
     const encoded = encodeHttpInferResponse(
       response(tensor('A'), tensor('B'), tensor('C')),
-      request({ parameters: { binary_data_output: true }, outputs: [{ name: 'B', parameters: { binary_data: false } }, { name: 'C', parameters: {} }] }),
+      request({
+        parameters: { binary_data_output: true },
+        outputs: [
+          { name: 'B', parameters: { binary_data: false } },
+          { name: 'C', parameters: {} },
+        ],
+      }),
     );
     const { json, binary } = split(encoded);
     expect([...binary.keys()]).toEqual(['A', 'C']);
@@ -270,7 +477,10 @@ describe('encodeHttpInferResponse', () => {
   });
 
   it('counts the header length in bytes, not characters', () => {
-    const encoded = encodeHttpInferResponse({ ...response(tensor('A')), id: 'wörld-日本' }, request({ parameters: { binary_data_output: true } }));
+    const encoded = encodeHttpInferResponse(
+      { ...response(tensor('A')), id: 'wörld-日本' },
+      request({ parameters: { binary_data_output: true } }),
+    );
     expect(encoded.headerLength).toBe(Buffer.byteLength(encoded.chunks[0]!.toString()));
     expect(split(encoded).json.id).toBe('wörld-日本');
   });
@@ -295,7 +505,9 @@ describe('round trips through the wire format', () => {
       if (sample.json) {
         const { json } = split(encodeHttpInferResponse(response(input), request));
         expect(json.outputs[0].data).toEqual(sample.json);
-        const again = decode(JSON.stringify({ inputs: [{ name: 'IN', datatype: sample.datatype, shape: sample.shape, data: json.outputs[0].data }] }));
+        const again = decode(
+          JSON.stringify({ inputs: [{ name: 'IN', datatype: sample.datatype, shape: sample.shape, data: json.outputs[0].data }] }),
+        );
         expect(again.inputs[0]!.data).toEqual(sample.bytes);
       }
     });
@@ -344,7 +556,15 @@ describe('round trips through the wire format', () => {
         inputs: [
           { name: 'A', datatype: 'FP32', shape: [2, 3], parameters: { binary_data_size: 24 } },
           { name: 'S', datatype: 'BYTES', shape: [2, 3], parameters: { binary_data_size: sampleFor('BYTES').bytes.length } },
-          { name: 'J', datatype: 'INT8', shape: [2, 3], data: [[1, 2, 3], [4, 5, 6]] },
+          {
+            name: 'J',
+            datatype: 'INT8',
+            shape: [2, 3],
+            data: [
+              [1, 2, 3],
+              [4, 5, 6],
+            ],
+          },
         ],
         outputs: [{ name: 'O', parameters: { binary_data: true } }],
       },
@@ -366,21 +586,29 @@ describe('round trips through the wire format', () => {
     );
     const jsonBody = fc.jsonValue({ maxDepth: 5 }).map((v) => Buffer.from(JSON.stringify(v)));
     fc.assert(
-      fc.property(fc.oneof(mutatedBody, jsonBody, fc.uint8Array({ maxLength: 64 }).map((b) => Buffer.from(b))), headerLength, (body, length) => {
-        let request: InferenceRequest;
-        try {
-          request = decodeHttpInferRequest(body, length, 'm', undefined);
-        } catch (e) {
-          expect(e).toBeInstanceOf(InferenceServerError);
-          return;
-        }
-        // Whatever decoded must encode back without anything but InferenceServerError.
-        try {
-          split(encodeHttpInferResponse(response(...request.inputs), request));
-        } catch (e) {
-          expect(e).toBeInstanceOf(InferenceServerError);
-        }
-      }),
+      fc.property(
+        fc.oneof(
+          mutatedBody,
+          jsonBody,
+          fc.uint8Array({ maxLength: 64 }).map((b) => Buffer.from(b)),
+        ),
+        headerLength,
+        (body, length) => {
+          let request: InferenceRequest;
+          try {
+            request = decodeHttpInferRequest(body, length, 'm', undefined);
+          } catch (e) {
+            expect(e).toBeInstanceOf(InferenceServerError);
+            return;
+          }
+          // Whatever decoded must encode back without anything but InferenceServerError.
+          try {
+            split(encodeHttpInferResponse(response(...request.inputs), request));
+          } catch (e) {
+            expect(e).toBeInstanceOf(InferenceServerError);
+          }
+        },
+      ),
       { numRuns: 2000 },
     );
   });

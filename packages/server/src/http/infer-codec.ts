@@ -1,4 +1,12 @@
-import { Errors, inputSharedMemoryRefOf, sharedMemoryRefOf, type InferenceRequest, type InferenceResponse, type RequestedOutput, type RequestInput } from '../core/index.ts';
+import {
+  Errors,
+  inputSharedMemoryRefOf,
+  sharedMemoryRefOf,
+  type InferenceRequest,
+  type InferenceResponse,
+  type RequestedOutput,
+  type RequestInput,
+} from '../core/index.ts';
 import { checkedElementCount, expectedByteSize, validateShape } from '../tensor/byte-size.ts';
 import { countBytesElements } from '../tensor/bytes-codec.ts';
 import { isDataType, type DataType } from '../tensor/datatype.ts';
@@ -60,7 +68,9 @@ export function decodeHttpInferRequest(
     const sharedMemory = inputSharedMemoryRefOf(name, datatype, shape, parameters);
     if (sharedMemory) {
       if (hasData || binarySize !== undefined) {
-        throw Errors.invalidArg(`input '${name}' is in shared memory region '${sharedMemory.region}' and must not also have 'data' or a binary_data_size parameter`);
+        throw Errors.invalidArg(
+          `input '${name}' is in shared memory region '${sharedMemory.region}' and must not also have 'data' or a binary_data_size parameter`,
+        );
       }
       return { name, datatype, shape, data: new Uint8Array(0), sharedMemory };
     }

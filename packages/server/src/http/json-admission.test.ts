@@ -13,6 +13,12 @@ describe('admitJsonBody', () => {
     const census = admitElements.mock.calls[0]![2] as ElementCensus;
     expect(admitElements.mock.calls[0]!.slice(0, 2)).toEqual([memory, { modelName: 'm' }]);
     // Values in arrays: the shape's 2, the strings "ab" and "c"; containers: the input object and two rows.
-    expect(census).toEqual({ elements: 3, stringElements: 2, stringBytes: 3, inputs: [], decodeBytes: json.byteLength + (3 + 3) * JSON_VALUE_BYTES + 3 * 2 });
+    expect(census).toEqual({
+      elements: 3,
+      stringElements: 2,
+      stringBytes: 3,
+      inputs: [],
+      decodeBytes: json.byteLength + (3 + 3) * JSON_VALUE_BYTES + 3 * 2,
+    });
   });
 });

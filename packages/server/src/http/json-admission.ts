@@ -47,7 +47,10 @@ export function admitJsonBody(
  * (a 40 MB body took up to a second on busy cores). `jsonBytes`: how much of the body is JSON (the
  * binary extension's header length); undefined: all of it.
  */
-export function countJsonWhileReceived(payload: NodeJS.ReadableStream, jsonBytes: number | undefined): { stream: NodeJS.ReadableStream; counter: JsonArrayCounter } {
+export function countJsonWhileReceived(
+  payload: NodeJS.ReadableStream,
+  jsonBytes: number | undefined,
+): { stream: NodeJS.ReadableStream; counter: JsonArrayCounter } {
   const counter = new JsonArrayCounter();
   let left = jsonBytes ?? Infinity;
   const counting = new Transform({
@@ -61,6 +64,8 @@ export function countJsonWhileReceived(payload: NodeJS.ReadableStream, jsonBytes
   });
   payload.on('error', (error) => counting.destroy(error));
   // fastify compares Content-Length with the encoded bytes content-encoding.ts counts, when present.
-  Object.defineProperty(counting, 'receivedEncodedLength', { get: () => (payload as { receivedEncodedLength?: number }).receivedEncodedLength });
+  Object.defineProperty(counting, 'receivedEncodedLength', {
+    get: () => (payload as { receivedEncodedLength?: number }).receivedEncodedLength,
+  });
   return { stream: payload.pipe(counting), counter };
 }

@@ -25,7 +25,7 @@ const KIND_OF: Readonly<Record<keyof LogSettings, 'boolean' | 'number' | 'string
 /** Triton's log settings as seen through the pino logger's one level. */
 export function currentLogSettings(logger: Logger): LogSettings {
   const level = logger.level;
-  const value = level === 'silent' ? Infinity : logger.levels.values[level] ?? 30;
+  const value = level === 'silent' ? Infinity : (logger.levels.values[level] ?? 30);
   return {
     log_file: '',
     log_info: value <= logger.levels.values['info']!,

@@ -11,10 +11,14 @@ describe('per-element costs', () => {
       outputs: [{ name: 'OUT', datatype: 'BYTES' as const, dims: [-1] }],
     };
     const data = serializeBytesElements(Array(1000).fill('ab'));
-    const charge = requestChargeBytes(model, { inputs: [{ name: 'IN', datatype: 'BYTES', shape: [1, 1000], data }], batchSize: 1, outputNames: ['OUT'] }, undefined);
+    const charge = requestChargeBytes(
+      model,
+      { inputs: [{ name: 'IN', datatype: 'BYTES', shape: [1, 1000], data }], batchSize: 1, outputNames: ['OUT'] },
+      undefined,
+    );
     // Inputs 6000 bytes; the output estimated at 36 bytes per element, sent binary; strings both ways.
     const output = 36_000;
-    const strings = (1000 * STRING_ELEMENT_BYTES) * 2 + (2000 + (output - 4000)) * STRING_CONTENT_BYTES_PER_BYTE;
+    const strings = 1000 * STRING_ELEMENT_BYTES * 2 + (2000 + (output - 4000)) * STRING_CONTENT_BYTES_PER_BYTE;
     expect(charge).toBe(6000 + output * 2 + strings);
   });
 

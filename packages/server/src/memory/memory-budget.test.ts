@@ -26,7 +26,9 @@ describe('memory budget', () => {
       cgroupMemoryLimitBytes(fixture({ 'proc/self/cgroup': '4:memory:/\n', 'sys/fs/cgroup/memory/memory.limit_in_bytes': '2147483648' })),
     ).toBe(2 * GiB);
     expect(
-      cgroupMemoryLimitBytes(fixture({ 'proc/self/cgroup': '4:memory:/\n', 'sys/fs/cgroup/memory/memory.limit_in_bytes': '9223372036854771712' })),
+      cgroupMemoryLimitBytes(
+        fixture({ 'proc/self/cgroup': '4:memory:/\n', 'sys/fs/cgroup/memory/memory.limit_in_bytes': '9223372036854771712' }),
+      ),
     ).toBeUndefined();
     expect(cgroupMemoryLimitBytes(fixture({}))).toBeUndefined();
   });

@@ -57,7 +57,9 @@ export function resolveMemoryBudgetBytes(
   if (fraction) return refuseZero(Math.floor(base * Number(text)), flag);
   const match = /^(\d+)\s*([kmgt]i?)?b?$/i.exec(text);
   if (!match) {
-    throw new Error(`--memory-limit must be bytes (e.g. 12884901888, 12G, 512Mi) or a fraction of the container limit (e.g. 0.8), got '${flag}'`);
+    throw new Error(
+      `--memory-limit must be bytes (e.g. 12884901888, 12G, 512Mi) or a fraction of the container limit (e.g. 0.8), got '${flag}'`,
+    );
   }
   // Units are binary, as Docker's and ECS's memory settings are: 12G = 12 GiB.
   const unit = (match[2] ?? '').toLowerCase()[0] ?? '';

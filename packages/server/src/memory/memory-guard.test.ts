@@ -63,7 +63,12 @@ describe('MemoryGuard', () => {
 
   it("reserves the young generation's headroom and room for uncollected Buffers, and follows the other heap spaces' growth", () => {
     let heap: HeapReading = { youngBytes: 1 * MiB, youngLimitBytes: 32 * MiB, otherBytes: 40 * MiB };
-    const guard = new MemoryGuard(E + 400 * MiB, new ServerMetrics({ processMetrics: false }), () => 200 * MiB, () => heap);
+    const guard = new MemoryGuard(
+      E + 400 * MiB,
+      new ServerMetrics({ processMetrics: false }),
+      () => 200 * MiB,
+      () => heap,
+    );
     guard.settle();
     try {
       expect(guard.baselineBytes).toBe(E + 200 * MiB + 31 * MiB);

@@ -10,8 +10,19 @@ import { bytesTensorContent, stringConversionBytes } from './element-cost.ts';
  * estimated from their bytes instead (see jsonTextBytes).
  */
 export const JSON_TEXT_BYTES_PER_ELEMENT: Readonly<Record<Exclude<DataType, 'BYTES'>, number>> = {
-  BOOL: 6, UINT8: 4, INT8: 5, UINT16: 6, INT16: 7, UINT32: 11, INT32: 12, UINT64: 21, INT64: 21,
-  FP16: 25, BF16: 25, FP32: 25, FP64: 25,
+  BOOL: 6,
+  UINT8: 4,
+  INT8: 5,
+  UINT16: 6,
+  INT16: 7,
+  UINT32: 11,
+  INT32: 12,
+  UINT64: 21,
+  INT64: 21,
+  FP16: 25,
+  BF16: 25,
+  FP32: 25,
+  FP64: 25,
 };
 /** A JSON reply is held twice while it is sent: as the text built and as the reply buffer. */
 export const JSON_REPLY_COPIES = 2;
@@ -129,7 +140,8 @@ function chargeBeyondReceived(
     const output = outputs.get(name);
     if (!output) continue;
     const elements = (output.itemElements ?? largestInputItem) * batch;
-    const raw = output.datatype === 'BYTES' ? Math.max(inputBytes, elements * BYTES_ELEMENT_ESTIMATE) : elements * ELEMENT_BYTE_SIZE[output.datatype];
+    const raw =
+      output.datatype === 'BYTES' ? Math.max(inputBytes, elements * BYTES_ELEMENT_ESTIMATE) : elements * ELEMENT_BYTE_SIZE[output.datatype];
     charge += raw + (sentAsJson?.(output) ? jsonTextBytes(output.datatype, elements, raw) * JSON_REPLY_COPIES : raw);
     if (convertsStrings && output.datatype === 'BYTES') charge += stringConversionBytes(elements, bytesTensorContent(elements, raw));
   }

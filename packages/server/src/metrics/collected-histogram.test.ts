@@ -7,11 +7,24 @@ const BUCKETS = [0.0001, 0.001, 0.01, 1, 30];
 describe('CollectedHistogram', () => {
   it("exposes what prom-client's Histogram does after the same observations", async () => {
     const observations: [string, number][] = [
-      ['a', 0], ['a', 0.0001], ['a', 0.00010001], ['a', 0.5], ['a', 30], ['a', 31], ['a', 1e-9],
-      ['b', 0.002], ['b', 0.003],
+      ['a', 0],
+      ['a', 0.0001],
+      ['a', 0.00010001],
+      ['a', 0.5],
+      ['a', 30],
+      ['a', 31],
+      ['a', 1e-9],
+      ['b', 0.002],
+      ['b', 0.003],
     ];
     const reference = new Registry();
-    const histogram = new Histogram({ name: 'h_seconds', help: 'help text', labelNames: ['model', 'version'], buckets: BUCKETS, registers: [reference] });
+    const histogram = new Histogram({
+      name: 'h_seconds',
+      help: 'help text',
+      labelNames: ['model', 'version'],
+      buckets: BUCKETS,
+      registers: [reference],
+    });
     const collected = new Registry();
     const series = new Map<string, { labels: { model: string; version: string }; data: HistogramData }>();
     for (const model of ['a', 'b', 'c']) series.set(model, { labels: { model, version: '1' }, data: new HistogramData(BUCKETS) });

@@ -26,52 +26,63 @@ export const EMF_MAX_VALUES_PER_METRIC = 100;
 
 export const EMF_METRICS = {
   requestCount: {
-    name: 'RequestCount', unit: 'Count',
+    name: 'RequestCount',
+    unit: 'Count',
     description: 'Inference requests completed (success or failure) in the interval.',
   },
   requestFailures: {
-    name: 'RequestFailures', unit: 'Count',
+    name: 'RequestFailures',
+    unit: 'Count',
     description: 'Inference requests that failed, for any reason (including invalid input), in the interval.',
   },
   backendFailures: {
-    name: 'BackendFailures', unit: 'Count',
+    name: 'BackendFailures',
+    unit: 'Count',
     description:
       "Requests whose model execution failed (Triton's failure reason BACKEND, e.g. CUDA out of memory): " +
       'server errors on both protocols, whatever status the frontend answered with.',
   },
   queueRejections: {
-    name: 'QueueRejections', unit: 'Count',
+    name: 'QueueRejections',
+    unit: 'Count',
     description: 'Requests rejected because a model queue was full or its queue timeout expired.',
   },
   memoryRejections: {
-    name: 'MemoryRejections', unit: 'Count',
+    name: 'MemoryRejections',
+    unit: 'Count',
     description: 'Requests refused by the memory guard (--memory-limit).',
   },
   pendingRequests: {
-    name: 'PendingRequests', unit: 'Count',
+    name: 'PendingRequests',
+    unit: 'Count',
     description: 'Requests queued in this task at the end of the interval (gauge).',
   },
   requestLatency: {
-    name: 'RequestLatency', unit: 'Milliseconds',
+    name: 'RequestLatency',
+    unit: 'Milliseconds',
     description:
       'End-to-end latency inside the server of successful requests, as a distribution ({ Values, Counts }) ' +
-      "over the interval, so CloudWatch computes percentiles (p99) across tasks. Resolution: the " +
+      'over the interval, so CloudWatch computes percentiles (p99) across tasks. Resolution: the ' +
       'latency histogram buckets, interpolated linearly inside each bucket.',
   },
   gpuMemoryUsedBytes: {
-    name: 'GpuMemoryUsedBytes', unit: 'Bytes',
+    name: 'GpuMemoryUsedBytes',
+    unit: 'Bytes',
     description: "GPU memory in use on the task's GPUs (gauge, from nvidia-smi).",
   },
   memoryAccountedBytes: {
-    name: 'MemoryAccountedBytes', unit: 'Bytes',
+    name: 'MemoryAccountedBytes',
+    unit: 'Bytes',
     description: "Host memory the server's memory guard has accounted (requests, batches, buffers).",
   },
   memoryBudgetBytes: {
-    name: 'MemoryBudgetBytes', unit: 'Bytes',
+    name: 'MemoryBudgetBytes',
+    unit: 'Bytes',
     description: 'The memory guard budget, i.e. the --memory-limit value (constant per task).',
   },
   modelsFailedToLoad: {
-    name: 'ModelsFailedToLoad', unit: 'Count',
+    name: 'ModelsFailedToLoad',
+    unit: 'Count',
     description:
       'Models this task should serve whose latest load failed (batchwise_model_load_failed), at the end of the ' +
       "interval (gauge): their number on the service line, 1 or 0 on a model's line.",

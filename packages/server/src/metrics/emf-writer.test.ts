@@ -46,7 +46,12 @@ describe('CloudWatch embedded metric format', () => {
       CloudWatchMetrics: [{ Namespace: EMF_NAMESPACE, Dimensions: [['ServiceName', 'Model']] }],
     });
     expect(perModel).toMatchObject({
-      ServiceName: 'batchwise-prod', RequestCount: 5, RequestFailures: 3, BackendFailures: 1, QueueRejections: 1, PendingRequests: 4,
+      ServiceName: 'batchwise-prod',
+      RequestCount: 5,
+      RequestFailures: 3,
+      BackendFailures: 1,
+      QueueRejections: 1,
+      PendingRequests: 4,
     });
     // Two successful requests of about 3 ms (failures have no latency): in the (2.5 ms, 5 ms] bucket, spread inside it.
     expect(perModel.RequestLatency.Counts.reduce((a: number, b: number) => a + b, 0)).toBe(2);
@@ -75,7 +80,11 @@ describe('CloudWatch embedded metric format', () => {
     const { metrics, stats, lines, writer } = setup();
     metrics.memoryBudgetBytes.set(1000);
     metrics.memoryAccountedBytes.set(10);
-    stats.recordSuccess({ batchSize: 1, arrivalNs: process.hrtime.bigint() }, 0, { computeInputNs: 1, computeInferNs: 1, computeOutputNs: 1 });
+    stats.recordSuccess({ batchSize: 1, arrivalNs: process.hrtime.bigint() }, 0, {
+      computeInputNs: 1,
+      computeInferNs: 1,
+      computeOutputNs: 1,
+    });
     await writer.flush();
     const service = () => lines.find((l) => l.Model === undefined)!;
     expect(service().GpuMemoryUsedBytes).toBeUndefined();
@@ -84,14 +93,26 @@ describe('CloudWatch embedded metric format', () => {
     lines.length = 0;
     metrics.gpuMemoryUsedBytes.labels({ gpu_uuid: 'GPU-a' }).set(3 * 1024 ** 3);
     metrics.gpuMemoryUsedBytes.labels({ gpu_uuid: 'GPU-b' }).set(1024 ** 3);
-    stats.recordSuccess({ batchSize: 1, arrivalNs: process.hrtime.bigint() }, 0, { computeInputNs: 1, computeInferNs: 1, computeOutputNs: 1 });
+    stats.recordSuccess({ batchSize: 1, arrivalNs: process.hrtime.bigint() }, 0, {
+      computeInputNs: 1,
+      computeInferNs: 1,
+      computeOutputNs: 1,
+    });
     await writer.flush();
     expect(service().GpuMemoryUsedBytes).toBe(4 * 1024 ** 3);
     expect(declared(service())).toContainEqual({ Name: 'GpuMemoryUsedBytes', Unit: 'Bytes' });
-    expect(declared(service()).map((m) => m.Name).sort()).toEqual(Object.values(EMF_METRICS).map((m) => m.name).sort());
+    expect(
+      declared(service())
+        .map((m) => m.Name)
+        .sort(),
+    ).toEqual(
+      Object.values(EMF_METRICS)
+        .map((m) => m.name)
+        .sort(),
+    );
   });
 
-  it('counts models whose load failed: 1 on the model\'s line (even one that never loaded), their number on the service line', async () => {
+  it("counts models whose load failed: 1 on the model's line (even one that never loaded), their number on the service line", async () => {
     const { metrics, stats, lines, writer } = setup();
     stats.setPending(0);
     metrics.modelLoadFailed.labels({ model: 'simple' }).set(0);
@@ -113,7 +134,13 @@ describe('CloudWatch embedded metric format', () => {
 
   it('turns cumulative buckets into a distribution whose p99 lies inside the p99 bucket, not at its edge', () => {
     // 990 requests at <= 1 ms, 10 in (250 ms, 500 ms]: the bucket-edge method said 500 ms.
-    const buckets = new Map([[0.001, 990], [0.25, 990], [0.5, 1000], [1, 1000], [Infinity, 1000]]);
+    const buckets = new Map([
+      [0.001, 990],
+      [0.25, 990],
+      [0.5, 1000],
+      [1, 1000],
+      [Infinity, 1000],
+    ]);
     const d = distributionFromCumulativeBuckets(buckets, 1000)!;
     expect(d.Counts.reduce((a, b) => a + b, 0)).toBe(1000);
     expect(d.Counts.every((c) => Number.isInteger(c) && c > 0)).toBe(true);
@@ -134,6 +161,13 @@ describe('CloudWatch embedded metric format', () => {
     expect(d.Counts.reduce((a, b) => a + b, 0)).toBe(40_007);
     expect(d.Values.at(-1)).toBe(0.4);
     expect(d.Counts.at(-1)).toBe(7);
-    expect(distributionFromCumulativeBuckets(new Map([[0.1, 0], [Infinity, 0]]))).toBeUndefined();
+    expect(
+      distributionFromCumulativeBuckets(
+        new Map([
+          [0.1, 0],
+          [Infinity, 0],
+        ]),
+      ),
+    ).toBeUndefined();
   });
 });

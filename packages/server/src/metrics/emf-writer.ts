@@ -186,10 +186,7 @@ function valuesOf(t: Totals): MetricValues {
  * at most EMF_MAX_VALUES_PER_METRIC values. Requests above the last finite bound count at
  * that bound. `scale` converts the bounds' unit (seconds -> milliseconds: 1000).
  */
-export function distributionFromCumulativeBuckets(
-  buckets: ReadonlyMap<number, number>,
-  scale = 1,
-): EmfDistribution | undefined {
+export function distributionFromCumulativeBuckets(buckets: ReadonlyMap<number, number>, scale = 1): EmfDistribution | undefined {
   const sorted = [...buckets.entries()].sort((a, b) => a[0] - b[0]);
   const perBucket: Array<{ lower: number; upper: number; count: number }> = [];
   let lower = 0;

@@ -5,9 +5,7 @@ import { FAILURE_REASONS, VersionSeries, wholeMicroseconds } from './version-ser
 const MODEL_LABELS = ['model', 'version'] as const;
 
 /** Latency buckets in seconds, 100 µs .. 30 s: fine enough for p99 across replicas. */
-const LATENCY_BUCKETS_SECONDS = [
-  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
-];
+const LATENCY_BUCKETS_SECONDS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 
 /**
@@ -25,23 +23,82 @@ export class ServerMetrics {
   /** By model and version, in the order they were first loaded. */
   private readonly versions = new Map<string, VersionSeries>();
 
-  readonly requestSuccess = this.versionCounter('nv_inference_request_success', 'Number of successful inference requests, all batch sizes', (s) => s.success);
+  readonly requestSuccess = this.versionCounter(
+    'nv_inference_request_success',
+    'Number of successful inference requests, all batch sizes',
+    (s) => s.success,
+  );
   readonly requestFailure = this.failureCounter();
-  readonly inferenceCount = this.versionCounter('nv_inference_count', 'Number of inferences performed (does not include cached requests)', (s) => s.inferences);
-  readonly executionCount = this.versionCounter('nv_inference_exec_count', 'Number of model executions performed (does not include cached requests)', (s) => s.executions);
-  readonly requestDurationUs = this.versionCounter('nv_inference_request_duration_us', 'Cumulative inference request duration in microseconds (includes cached requests)', (s) => wholeMicroseconds(s.requestNs));
-  readonly queueDurationUs = this.versionCounter('nv_inference_queue_duration_us', 'Cumulative inference queuing duration in microseconds (includes cached requests)', (s) => wholeMicroseconds(s.queueNs));
-  readonly computeInputDurationUs = this.versionCounter('nv_inference_compute_input_duration_us', 'Cumulative compute input duration in microseconds (does not include cached requests)', (s) => wholeMicroseconds(s.computeInputNs));
-  readonly computeInferDurationUs = this.versionCounter('nv_inference_compute_infer_duration_us', 'Cumulative compute inference duration in microseconds (does not include cached requests)', (s) => wholeMicroseconds(s.computeInferNs));
-  readonly computeOutputDurationUs = this.versionCounter('nv_inference_compute_output_duration_us', 'Cumulative inference compute output duration in microseconds (does not include cached requests)', (s) => wholeMicroseconds(s.computeOutputNs));
-  readonly cacheHits = this.versionCounter('nv_cache_num_hits_per_model', 'Number of response cache hits per model', (s) => s.cacheHits, 'first-count');
-  readonly cacheHitDurationUs = this.versionCounter('nv_cache_hit_duration_per_model', 'Cumulative time spent looking up response cache hits, microseconds', (s) => wholeMicroseconds(s.cacheHitNs), 'first-count');
-  readonly cacheMisses = this.versionCounter('nv_cache_num_misses_per_model', 'Number of response cache misses per model', (s) => s.cacheMisses, 'first-count');
-  readonly cacheMissDurationUs = this.versionCounter('nv_cache_miss_duration_per_model', 'Cumulative time spent on response cache misses (lookup and insertion), microseconds', (s) => wholeMicroseconds(s.cacheMissNs), 'first-count');
+  readonly inferenceCount = this.versionCounter(
+    'nv_inference_count',
+    'Number of inferences performed (does not include cached requests)',
+    (s) => s.inferences,
+  );
+  readonly executionCount = this.versionCounter(
+    'nv_inference_exec_count',
+    'Number of model executions performed (does not include cached requests)',
+    (s) => s.executions,
+  );
+  readonly requestDurationUs = this.versionCounter(
+    'nv_inference_request_duration_us',
+    'Cumulative inference request duration in microseconds (includes cached requests)',
+    (s) => wholeMicroseconds(s.requestNs),
+  );
+  readonly queueDurationUs = this.versionCounter(
+    'nv_inference_queue_duration_us',
+    'Cumulative inference queuing duration in microseconds (includes cached requests)',
+    (s) => wholeMicroseconds(s.queueNs),
+  );
+  readonly computeInputDurationUs = this.versionCounter(
+    'nv_inference_compute_input_duration_us',
+    'Cumulative compute input duration in microseconds (does not include cached requests)',
+    (s) => wholeMicroseconds(s.computeInputNs),
+  );
+  readonly computeInferDurationUs = this.versionCounter(
+    'nv_inference_compute_infer_duration_us',
+    'Cumulative compute inference duration in microseconds (does not include cached requests)',
+    (s) => wholeMicroseconds(s.computeInferNs),
+  );
+  readonly computeOutputDurationUs = this.versionCounter(
+    'nv_inference_compute_output_duration_us',
+    'Cumulative inference compute output duration in microseconds (does not include cached requests)',
+    (s) => wholeMicroseconds(s.computeOutputNs),
+  );
+  readonly cacheHits = this.versionCounter(
+    'nv_cache_num_hits_per_model',
+    'Number of response cache hits per model',
+    (s) => s.cacheHits,
+    'first-count',
+  );
+  readonly cacheHitDurationUs = this.versionCounter(
+    'nv_cache_hit_duration_per_model',
+    'Cumulative time spent looking up response cache hits, microseconds',
+    (s) => wholeMicroseconds(s.cacheHitNs),
+    'first-count',
+  );
+  readonly cacheMisses = this.versionCounter(
+    'nv_cache_num_misses_per_model',
+    'Number of response cache misses per model',
+    (s) => s.cacheMisses,
+    'first-count',
+  );
+  readonly cacheMissDurationUs = this.versionCounter(
+    'nv_cache_miss_duration_per_model',
+    'Cumulative time spent on response cache misses (lookup and insertion), microseconds',
+    (s) => wholeMicroseconds(s.cacheMissNs),
+    'first-count',
+  );
   /** Server-wide gauges of the response cache, read when scraped. */
   observeResponseCache(cache: { readonly entryCount: number; readonly utilization: number; readonly evictionCount: number }): void {
     const gauge = (name: string, help: string, read: () => number) =>
-      new Gauge({ name, help, registers: [this.registry], collect() { this.set(read()); } });
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.set(read());
+        },
+      });
     gauge('nv_cache_num_entries', 'Number of responses stored in the response cache', () => cache.entryCount);
     gauge('nv_cache_num_evictions', 'Number of responses evicted from the response cache to make room', () => cache.evictionCount);
     gauge('nv_cache_util', 'Fraction of the response cache size in use', () => cache.utilization);
@@ -63,9 +120,21 @@ export class ServerMetrics {
     },
   });
 
-  readonly requestDurationSeconds = this.versionHistogram('batchwise_inference_request_duration_seconds', 'End-to-end inference request duration inside the server, seconds', (s) => s.requestSeconds);
-  readonly queueDurationSeconds = this.versionHistogram('batchwise_inference_queue_duration_seconds', 'Time a request waited in the queue, seconds', (s) => s.queueSeconds);
-  readonly computeDurationSeconds = this.versionHistogram('batchwise_inference_compute_duration_seconds', 'Time to run one batch (input + infer + output), seconds', (s) => s.computeSeconds);
+  readonly requestDurationSeconds = this.versionHistogram(
+    'batchwise_inference_request_duration_seconds',
+    'End-to-end inference request duration inside the server, seconds',
+    (s) => s.requestSeconds,
+  );
+  readonly queueDurationSeconds = this.versionHistogram(
+    'batchwise_inference_queue_duration_seconds',
+    'Time a request waited in the queue, seconds',
+    (s) => s.queueSeconds,
+  );
+  readonly computeDurationSeconds = this.versionHistogram(
+    'batchwise_inference_compute_duration_seconds',
+    'Time to run one batch (input + infer + output), seconds',
+    (s) => s.computeSeconds,
+  );
   readonly batchSize = this.versionHistogram('batchwise_inference_batch_size', 'Samples per model execution', (s) => s.batchSize);
   readonly modelState = new Gauge({
     name: 'batchwise_model_ready',
@@ -127,7 +196,12 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
-  readonly gpuOutOfMemory = this.versionCounter('batchwise_gpu_out_of_memory_total', 'Requests failed by a GPU (CUDA) out-of-memory during their batch', (s) => s.gpuOutOfMemory, 'first-count');
+  readonly gpuOutOfMemory = this.versionCounter(
+    'batchwise_gpu_out_of_memory_total',
+    'Requests failed by a GPU (CUDA) out-of-memory during their batch',
+    (s) => s.gpuOutOfMemory,
+    'first-count',
+  );
   readonly memoryRejections = new Counter({
     name: 'batchwise_memory_rejections_total',
     help: 'Requests refused because admitting them would exceed the memory budget',
@@ -207,6 +281,11 @@ export class ServerMetrics {
 
   private versionHistogram(name: string, help: string, read: (series: VersionSeries) => HistogramData): CollectedHistogram {
     const versions = this.versions;
-    return new CollectedHistogram(name, help, () => Array.from(versions.values(), (s) => ({ labels: s.labels, data: read(s) })), this.registry);
+    return new CollectedHistogram(
+      name,
+      help,
+      () => Array.from(versions.values(), (s) => ({ labels: s.labels, data: read(s) })),
+      this.registry,
+    );
   }
 }

@@ -36,7 +36,11 @@ export class VersionSeries {
   readonly computeSeconds: HistogramData;
   readonly batchSize: HistogramData;
 
-  constructor(model: string, version: string, buckets: { readonly latencySeconds: readonly number[]; readonly batchSize: readonly number[] }) {
+  constructor(
+    model: string,
+    version: string,
+    buckets: { readonly latencySeconds: readonly number[]; readonly batchSize: readonly number[] },
+  ) {
     this.labels = { model, version };
     this.requestSeconds = new HistogramData(buckets.latencySeconds);
     this.queueSeconds = new HistogramData(buckets.latencySeconds);

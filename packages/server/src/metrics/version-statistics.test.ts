@@ -16,9 +16,15 @@ describe('VersionStatistics in Prometheus', () => {
       'nv_inference_request_failure{model="m",version="3",reason="REJECTED"} 0',
     ]);
     for (const name of [
-      'nv_inference_request_success', 'nv_inference_count', 'nv_inference_exec_count', 'nv_inference_pending_request_count',
-      'nv_inference_request_duration_us', 'nv_inference_queue_duration_us', 'nv_inference_compute_input_duration_us',
-      'nv_inference_compute_infer_duration_us', 'nv_inference_compute_output_duration_us',
+      'nv_inference_request_success',
+      'nv_inference_count',
+      'nv_inference_exec_count',
+      'nv_inference_pending_request_count',
+      'nv_inference_request_duration_us',
+      'nv_inference_queue_duration_us',
+      'nv_inference_compute_input_duration_us',
+      'nv_inference_compute_infer_duration_us',
+      'nv_inference_compute_output_duration_us',
     ]) {
       expect(series(text, name)).toEqual([`${name}{model="m",version="3"} 0`]);
     }
@@ -53,19 +59,29 @@ describe('VersionStatistics in Prometheus', () => {
     expect(series(text, 'nv_inference_request_success')).toEqual(['nv_inference_request_success{model="m",version="1"} 2']);
     expect(series(text, 'nv_inference_count')).toEqual(['nv_inference_count{model="m",version="1"} 3']);
     expect(series(text, 'nv_inference_queue_duration_us')).toEqual(['nv_inference_queue_duration_us{model="m",version="1"} 12']);
-    expect(series(text, 'nv_inference_request_failure')).toContain('nv_inference_request_failure{model="m",version="1",reason="BACKEND"} 1');
+    expect(series(text, 'nv_inference_request_failure')).toContain(
+      'nv_inference_request_failure{model="m",version="1",reason="BACKEND"} 1',
+    );
     expect(series(text, 'nv_inference_pending_request_count')).toEqual(['nv_inference_pending_request_count{model="m",version="1"} 0']);
     expect(series(text, 'batchwise_inference_batch_size_sum')).toEqual(['batchwise_inference_batch_size_sum{model="m",version="1"} 3']);
-    expect(series(text, 'batchwise_inference_queue_duration_seconds_count')).toEqual(['batchwise_inference_queue_duration_seconds_count{model="m",version="1"} 2']);
+    expect(series(text, 'batchwise_inference_queue_duration_seconds_count')).toEqual([
+      'batchwise_inference_queue_duration_seconds_count{model="m",version="1"} 2',
+    ]);
     expect(reloaded.snapshot().inference_count).toBe(1);
   });
 
   it('shows the cache and GPU out-of-memory counters and the histograms of a version from their first count, as prom-client did', async () => {
     const metrics = new ServerMetrics({ processMetrics: false });
     const stats = new VersionStatistics('m', '1', metrics);
-    const names = ['nv_cache_num_hits_per_model', 'nv_cache_hit_duration_per_model', 'nv_cache_num_misses_per_model',
-      'nv_cache_miss_duration_per_model', 'batchwise_gpu_out_of_memory_total', 'batchwise_inference_request_duration_seconds_count',
-      'batchwise_inference_batch_size_count'];
+    const names = [
+      'nv_cache_num_hits_per_model',
+      'nv_cache_hit_duration_per_model',
+      'nv_cache_num_misses_per_model',
+      'nv_cache_miss_duration_per_model',
+      'batchwise_gpu_out_of_memory_total',
+      'batchwise_inference_request_duration_seconds_count',
+      'batchwise_inference_batch_size_count',
+    ];
     let text = await metrics.registry.metrics();
     for (const name of names) expect(series(text, name)).toEqual([]);
     stats.recordCacheHit({ arrivalNs: process.hrtime.bigint() }, 400);
@@ -75,7 +91,9 @@ describe('VersionStatistics in Prometheus', () => {
     expect(series(text, 'nv_cache_num_misses_per_model')).toEqual(['nv_cache_num_misses_per_model{model="m",version="1"} 1']);
     // Under a whole microsecond so far: nothing counted yet.
     expect(series(text, 'nv_cache_hit_duration_per_model')).toEqual([]);
-    expect(series(text, 'batchwise_inference_request_duration_seconds_count')).toEqual(['batchwise_inference_request_duration_seconds_count{model="m",version="1"} 1']);
+    expect(series(text, 'batchwise_inference_request_duration_seconds_count')).toEqual([
+      'batchwise_inference_request_duration_seconds_count{model="m",version="1"} 1',
+    ]);
     stats.recordCacheHit({ arrivalNs: process.hrtime.bigint() }, 700);
     stats.recordGpuOutOfMemory();
     text = await metrics.registry.metrics();

@@ -16,7 +16,10 @@ export function configFromJson(name: string, json: string): ModelConfig {
   }
   try {
     const fields = modelConfigFromProtobufJson(parsed as Record<string, unknown>);
-    return parseModelConfig(printModelConfig({ input: [], output: [], max_batch_size: 0, ...fields, name } as ModelConfig), `${name} (load config override)`);
+    return parseModelConfig(
+      printModelConfig({ input: [], output: [], max_batch_size: 0, ...fields, name } as ModelConfig),
+      `${name} (load config override)`,
+    );
   } catch (error) {
     if (error instanceof InferenceServerError) throw Errors.invalidArg(`failed to load '${name}': ${error.message}`);
     throw error;

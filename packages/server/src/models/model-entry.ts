@@ -40,8 +40,17 @@ export const DUPLICATE = 'model appears in two or more repositories';
 /** A model the server has heard of and holds nothing of yet. */
 export function newModelEntry(name: string): ModelEntry {
   return {
-    name, state: 'UNKNOWN', reason: undefined, wanted: false, serving: new Map(), failedVersions: new Map(),
-    failedFingerprints: new Map(), listed: undefined, selected: [], draining: new Set(), busy: Promise.resolve(),
+    name,
+    state: 'UNKNOWN',
+    reason: undefined,
+    wanted: false,
+    serving: new Map(),
+    failedVersions: new Map(),
+    failedFingerprints: new Map(),
+    listed: undefined,
+    selected: [],
+    draining: new Set(),
+    busy: Promise.resolve(),
     overrideDirs: new Set(),
   };
 }

@@ -36,7 +36,10 @@ export class ModelLifecycle {
   reconcile(listed: ListedModel, override?: ModelConfig, forceReload = false): Promise<string | undefined> {
     const entry = this.table.entryFor(listed.name);
     const run = entry.busy.then(() => this.reconcileNow(entry, listed, override, forceReload));
-    entry.busy = run.then(() => undefined, () => undefined);
+    entry.busy = run.then(
+      () => undefined,
+      () => undefined,
+    );
     return run;
   }
 
@@ -46,7 +49,10 @@ export class ModelLifecycle {
    * leaves whatever serves untouched.
    */
   private async reconcileNow(
-    entry: ModelEntry, listed: ListedModel, override: ModelConfig | undefined, forceReload: boolean,
+    entry: ModelEntry,
+    listed: ListedModel,
+    override: ModelConfig | undefined,
+    forceReload: boolean,
   ): Promise<string | undefined> {
     const started = process.hrtime.bigint();
     entry.listed = listed;
@@ -65,7 +71,9 @@ export class ModelLifecycle {
     entry.selected = wanted;
     const configPrint = override ? printModelConfig(override) : folder.configText;
     const fingerprints = await Promise.all(
-      wanted.map(async (v) => `${fingerprintText(configPrint)}:${await fingerprintFolder(join(folder.dir, String(v))).catch(() => 'missing')}`),
+      wanted.map(
+        async (v) => `${fingerprintText(configPrint)}:${await fingerprintFolder(join(folder.dir, String(v))).catch(() => 'missing')}`,
+      ),
     );
     const unchangedFailure = (v: number, i: number) => !forceReload && entry.failedFingerprints.get(String(v)) === fingerprints[i];
     const toLoad = wanted.filter(
@@ -92,8 +100,7 @@ export class ModelLifecycle {
         for (const instance of result.value.instances) {
           instance.onFatal = (error) => void this.failServingVersion(entry, result.value, error.message);
         }
-      }
-      else {
+      } else {
         failed.set(key, toInferenceServerError(result.reason).message);
         failedFingerprints.set(key, fingerprints[wanted.indexOf(v)]!);
       }
@@ -124,11 +131,20 @@ export class ModelLifecycle {
         .labels({ model: loaded.modelName, version: loaded.version, execution_provider: loaded.executionProvider })
         .set(1);
       this.logger.info(
-        { model: loaded.modelName, version: loaded.version, executionProvider: loaded.executionProvider, instances: loaded.instances.length, loadSeconds: seconds },
+        {
+          model: loaded.modelName,
+          version: loaded.version,
+          executionProvider: loaded.executionProvider,
+          instances: loaded.instances.length,
+          loadSeconds: seconds,
+        },
         'model version ready',
       );
     }
-    void this.retireInBackground(entry, retired.map((s) => s.loaded));
+    void this.retireInBackground(
+      entry,
+      retired.map((s) => s.loaded),
+    );
     if (failed.size > 0) return [...failed.values()].join('; ');
     return next.size === 0 ? (entry.reason ?? 'no version loaded') : undefined;
   }
@@ -187,7 +203,10 @@ export class ModelLifecycle {
       this.logger.info({ model: entry.name, reason }, 'model unloaded');
       return { drained: this.retireInBackground(entry, retired) };
     });
-    entry.busy = run.then(() => undefined, () => undefined);
+    entry.busy = run.then(
+      () => undefined,
+      () => undefined,
+    );
     return run;
   }
 
@@ -200,7 +219,8 @@ export class ModelLifecycle {
     const done: Promise<void> = Promise.all(versions.map((v) => this.retire(entry, v)))
       .then(
         () => undefined,
-        (error: unknown) => this.logger.warn({ model: entry.name, err: toInferenceServerError(error).message }, 'closing a retired model version failed'),
+        (error: unknown) =>
+          this.logger.warn({ model: entry.name, err: toInferenceServerError(error).message }, 'closing a retired model version failed'),
       )
       .finally(() => {
         for (const version of versions) entry.draining.delete(version);
@@ -222,9 +242,11 @@ export class ModelLifecycle {
       const listed = entry.listed;
       if (!listed) return;
       const keep = new Set([...entry.selected, ...[...entry.serving.keys()].map(Number)]);
-      await listed.prune([...keep]).catch((error: unknown) =>
-        this.logger.warn({ model: entry.name, err: toInferenceServerError(error).message }, 'pruning the local model cache failed'),
-      );
+      await listed
+        .prune([...keep])
+        .catch((error: unknown) =>
+          this.logger.warn({ model: entry.name, err: toInferenceServerError(error).message }, 'pruning the local model cache failed'),
+        );
     });
   }
 

@@ -3,12 +3,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Backend, LoadedInstance, ModelInstance } from '../backends/backend.ts';
 import { sessionSettingsFromConfig } from '../backends/session-settings.ts';
-import {
-  autoCompleteModelConfig,
-  normalizeModelConfig,
-  parseModelConfig,
-  validateModelConfig,
-} from '../config/index.ts';
+import { autoCompleteModelConfig, normalizeModelConfig, parseModelConfig, validateModelConfig } from '../config/index.ts';
 import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.ts';
 import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { ServerMetrics } from '../metrics/server-metrics.ts';
@@ -35,17 +30,13 @@ export interface LoaderOptions {
 export function readConfig(folder: ModelFolder, options: Pick<LoaderOptions, 'strictModelConfig'>): ModelConfig | undefined {
   if (folder.configText === undefined) {
     if (options.strictModelConfig) {
-      throw Errors.invalidArg(
-        `model '${folder.name}' has no config.pbtxt; it is required with --strict-model-config=true`,
-      );
+      throw Errors.invalidArg(`model '${folder.name}' has no config.pbtxt; it is required with --strict-model-config=true`);
     }
     return undefined;
   }
   const config = parseModelConfig(folder.configText, folder.configPath);
   if (config.name !== '' && config.name !== folder.name) {
-    throw Errors.invalidArg(
-      `model '${folder.name}': config.pbtxt names the model '${config.name}', which must match its folder name`,
-    );
+    throw Errors.invalidArg(`model '${folder.name}': config.pbtxt names the model '${config.name}', which must match its folder name`);
   }
   return { ...config, name: folder.name };
 }
@@ -84,7 +75,12 @@ export async function loadVersion(
     const config = normalizeModelConfig(completed, normalizeOptions);
     validateModelConfig(config, first.io);
     created.push(...(await Promise.all(placements.slice(1).map(create))));
-    await warmUp(config, folder.dir, created.map((c) => c.instance), config.output.map((o) => o.name));
+    await warmUp(
+      config,
+      folder.dir,
+      created.map((c) => c.instance),
+      config.output.map((o) => o.name),
+    );
     if (first.fallbackReason) {
       options.logger.warn(
         { model: folder.name, version, reason: first.fallbackReason },
@@ -93,7 +89,8 @@ export async function loadVersion(
     }
     const unapplied: Record<string, string> = {};
     if (settings.gpuMemLimitBytes !== undefined) {
-      unapplied['gpu_mem_limit'] = `${settings.gpuMemLimitBytes} bytes not applied: onnxruntime-node 1.30 passes only the device id to the CUDA execution provider`;
+      unapplied['gpu_mem_limit'] =
+        `${settings.gpuMemLimitBytes} bytes not applied: onnxruntime-node 1.30 passes only the device id to the CUDA execution provider`;
       options.logger.warn({ model: folder.name, version }, unapplied['gpu_mem_limit']);
     }
     return assemble(folder.name, String(version), config, created, options.metrics, unapplied, labels);

@@ -113,7 +113,8 @@ export class ModelManager implements ModelControl {
     for (const entry of this.table.entries()) {
       if (entry.wanted && entry.listed && !found.has(entry.name)) {
         const reason = this.repositories.duplicates.has(entry.name) ? DUPLICATE : 'removed from the repository';
-        if (reason === DUPLICATE) this.logger.error({ model: entry.name }, `failed to poll model '${entry.name}': not unique across all model repositories`);
+        if (reason === DUPLICATE)
+          this.logger.error({ model: entry.name }, `failed to poll model '${entry.name}': not unique across all model repositories`);
         work.push(this.lifecycle.unload(entry, reason));
       }
     }

@@ -46,12 +46,15 @@ describe('serve options, from the one declaration', () => {
     });
   });
 
-  it("combines flags that set one option as Triton does: --http-max-input-size wins, --disable-auto-complete-config ORs, --response-cache-byte-size appends", () => {
+  it('combines flags that set one option as Triton does: --http-max-input-size wins, --disable-auto-complete-config ORs, --response-cache-byte-size appends', () => {
     expect(serveOptionsFrom({ httpMaxBodyBytes: 10, httpMaxInputSize: 20 }, {}).maxBodyBytes).toBe(20);
     expect(serveOptionsFrom({ httpMaxBodyBytes: 10 }, {}).maxBodyBytes).toBe(10);
     expect(serveOptionsFrom({ strictModelConfig: true, disableAutoCompleteConfig: false }, {}).strictModelConfig).toBe(true);
     expect(serveOptionsFrom({ strictModelConfig: false, disableAutoCompleteConfig: true }, {}).strictModelConfig).toBe(true);
-    expect(serveOptionsFrom({ cacheConfig: ['local,size=100'], responseCacheByteSize: 50 }, {}).cacheConfig).toEqual(['local,size=100', 'local,size=50']);
+    expect(serveOptionsFrom({ cacheConfig: ['local,size=100'], responseCacheByteSize: 50 }, {}).cacheConfig).toEqual([
+      'local,size=100',
+      'local,size=50',
+    ]);
     expect(serveOptionsFrom({ responseCacheByteSize: 50 }, {}).cacheConfig).toEqual(['local,size=50']);
   });
 

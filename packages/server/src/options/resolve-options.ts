@@ -11,7 +11,8 @@ type Declared = (typeof SERVE_FLAGS)[number];
 type Defaulted = Extract<Declared, { readonly default: unknown }>['sets'];
 
 /** Server options with every declared default in place. */
-export type ResolvedServerOptions = ServerOptions & Required<Pick<ServerOptions, Defaulted & keyof ServerOptions>> & { readonly requestTimeoutMs: number };
+export type ResolvedServerOptions = ServerOptions &
+  Required<Pick<ServerOptions, Defaulted & keyof ServerOptions>> & { readonly requestTimeoutMs: number };
 /** `batchwise serve`'s options with every declared default in place. */
 export type ResolvedServeOptions = ResolvedServerOptions & Required<Pick<ServeOptions, Defaulted>>;
 

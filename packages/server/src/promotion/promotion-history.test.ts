@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import {
-  HISTORY_PREFIX, readConfigWithHistory, rollbackTarget, servingVersions, writeConfigWithHistory, type PromotionRecord,
+  HISTORY_PREFIX,
+  readConfigWithHistory,
+  rollbackTarget,
+  servingVersions,
+  writeConfigWithHistory,
+  type PromotionRecord,
 } from './promotion-history.ts';
 
 const CONFIG = `# owned by the vision team

@@ -66,17 +66,15 @@ export function readConfigWithHistory(text: string, fileName = 'config.pbtxt'): 
 
 /** config.pbtxt serving exactly `version` (version_policy specific), with `history` on top. */
 export function writeConfigWithHistory(
-  current: ConfigWithHistory, serve: number | readonly number[], history: readonly PromotionRecord[],
+  current: ConfigWithHistory,
+  serve: number | readonly number[],
+  history: readonly PromotionRecord[],
 ): string {
   const versions = typeof serve === 'number' ? [serve] : [...serve];
   const config: ModelConfig = { ...structuredClone(current.config), version_policy: { specific: { versions } } };
   const kept = history.slice(-MAX_HISTORY_RECORDS);
   const printed = printModelConfig(config);
-  const text = [
-    ...kept.map((r) => `${HISTORY_PREFIX}${JSON.stringify(r)}`),
-    ...current.headerComments,
-    printed,
-  ].join('\n');
+  const text = [...kept.map((r) => `${HISTORY_PREFIX}${JSON.stringify(r)}`), ...current.headerComments, printed].join('\n');
   // What we write must read back as the same config: never put an unloadable config in place.
   const back = readConfigWithHistory(text);
   if (printModelConfig(back.config) !== printed || back.history.length !== kept.length) {

@@ -112,7 +112,12 @@ class LocalStore implements RepositoryStore {
   async uploadVersion(model: string, version: number, fileName: string, file: string, logger: Logger) {
     const modelDir = join(this.location, model);
     const target = join(modelDir, String(version));
-    if (await stat(target).then(() => true, () => false)) {
+    if (
+      await stat(target).then(
+        () => true,
+        () => false,
+      )
+    ) {
       throw new RepositoryError('INVALID', `version ${version} of '${model}' already exists in ${this.location}`);
     }
     const { sha256, bytes } = await hashFile(file);
@@ -135,7 +140,10 @@ class S3Store implements RepositoryStore {
   readonly source: S3ModelSource;
   readonly location: string;
   private readonly client: S3Client;
-  constructor(private readonly target: S3RepositoryLocation, options: RepositoryStoreOptions) {
+  constructor(
+    private readonly target: S3RepositoryLocation,
+    options: RepositoryStoreOptions,
+  ) {
     this.client = options.s3Client ?? createS3Client(target, options.s3);
     this.location = target.url;
     this.source = new S3ModelSource(target, { logger: options.logger, cacheDir: '', client: this.client });
@@ -200,7 +208,11 @@ class S3Store implements RepositoryStore {
     const etag = unquoteEtag(head.ETag);
     // SSE-KMS / SSE-C buckets: the ETag is no MD5; S3 checked Content-MD5 on arrival, and the
     // stored object must still carry this upload's size and SHA-256.
-    const md5Etag = etagIsContentMd5({ etag, serverSideEncryption: head.ServerSideEncryption, sseCustomerAlgorithm: head.SSECustomerAlgorithm });
+    const md5Etag = etagIsContentMd5({
+      etag,
+      serverSideEncryption: head.ServerSideEncryption,
+      sseCustomerAlgorithm: head.SSECustomerAlgorithm,
+    });
     const mismatch =
       head.ContentLength !== bytes ||
       (md5Etag ? etag.toLowerCase() !== md5.toString('hex') : head.Metadata?.['batchwise-sha256'] !== sha256);

@@ -66,6 +66,12 @@ export interface InferenceResponse {
 
 /** Metadata, the repository index and statistics are shapes the client shares: @batchwise/protocol. */
 export type {
-  DurationStat, InferResponseStatistics, ModelMetadata, ModelState, ModelStatistics, RepositoryIndexEntry, ServerMetadata,
+  DurationStat,
+  InferResponseStatistics,
+  ModelMetadata,
+  ModelState,
+  ModelStatistics,
+  RepositoryIndexEntry,
+  ServerMetadata,
   TensorMetadata,
 } from '@batchwise/protocol';

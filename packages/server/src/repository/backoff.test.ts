@@ -22,7 +22,9 @@ describe('withBackoff', () => {
 
   it('doubles the delay up to the cap', () => {
     const mid = () => 0.5;
-    expect([1, 2, 3, 4, 5, 6, 10].map((a) => backoffDelayMs(a, 1000, 30_000, mid))).toEqual([1000, 2000, 4000, 8000, 16_000, 30_000, 30_000]);
+    expect([1, 2, 3, 4, 5, 6, 10].map((a) => backoffDelayMs(a, 1000, 30_000, mid))).toEqual([
+      1000, 2000, 4000, 8000, 16_000, 30_000, 30_000,
+    ]);
     expect(backoffDelayMs(50, 1000, 30_000, () => 1)).toBe(30_000);
   });
 
@@ -31,14 +33,19 @@ describe('withBackoff', () => {
     let calls = 0;
     const refused = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' });
     const result = await withBackoff(async () => (++calls < 3 ? Promise.reject(refused()) : 'ok'), {
-      logger, what: 'listing s3://m/', initialDelayMs: 5, maxDelayMs: 10,
+      logger,
+      what: 'listing s3://m/',
+      initialDelayMs: 5,
+      maxDelayMs: 10,
     });
     expect(result).toBe('ok');
     expect(lines.filter((l) => l.level === 40).map((l) => l.msg)).toEqual([
       expect.stringMatching(/^S3 unreachable, retrying in 0s \(listing s3:\/\/m\/: connect ECONNREFUSED 127\.0\.0\.1:9\)$/),
       expect.stringMatching(/^S3 unreachable, retrying in/),
     ]);
-    await expect(withBackoff(() => Promise.reject(refused()), { logger, what: 'x', initialDelayMs: 1, maxAttempts: 2 })).rejects.toThrow(/ECONNREFUSED/);
+    await expect(withBackoff(() => Promise.reject(refused()), { logger, what: 'x', initialDelayMs: 1, maxAttempts: 2 })).rejects.toThrow(
+      /ECONNREFUSED/,
+    );
     const abort = new AbortController();
     const pending = withBackoff(() => Promise.reject(refused()), { logger, what: 'x', initialDelayMs: 10_000, signal: abort.signal });
     abort.abort(new Error('shutting down'));

@@ -19,12 +19,29 @@ export interface BackoffOptions {
 }
 
 const NETWORK_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH',
-  'EPIPE', 'ECONNABORTED', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  'ECONNABORTED',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CONNECT_TIMEOUT',
 ]);
 const TRANSIENT_NAMES = new Set([
-  'TimeoutError', 'RequestTimeout', 'RequestTimeoutException', 'SlowDown', 'Throttling', 'ThrottlingException',
-  'ServiceUnavailable', 'InternalError', 'NetworkingError', 'CredentialsProviderError',
+  'TimeoutError',
+  'RequestTimeout',
+  'RequestTimeoutException',
+  'SlowDown',
+  'Throttling',
+  'ThrottlingException',
+  'ServiceUnavailable',
+  'InternalError',
+  'NetworkingError',
+  'CredentialsProviderError',
 ]);
 
 /**
@@ -59,8 +76,14 @@ export function backoffDelayMs(attempt: number, initialDelayMs: number, maxDelay
  */
 export async function withBackoff<T>(fn: () => Promise<T>, options: BackoffOptions): Promise<T> {
   const {
-    logger, what, failure = 'S3 unreachable', initialDelayMs = 1000, maxDelayMs = 30_000, maxAttempts = Number.POSITIVE_INFINITY,
-    isRetryable = isTransientS3Error, signal,
+    logger,
+    what,
+    failure = 'S3 unreachable',
+    initialDelayMs = 1000,
+    maxDelayMs = 30_000,
+    maxAttempts = Number.POSITIVE_INFINITY,
+    isRetryable = isTransientS3Error,
+    signal,
   } = options;
   for (let attempt = 1; ; attempt++) {
     signal?.throwIfAborted();

@@ -26,5 +26,7 @@ export async function fingerprintFolder(dir: string): Promise<string> {
 }
 
 export function fingerprintText(text: string | undefined): string {
-  return createHash('sha256').update(text ?? '\0none').digest('hex');
+  return createHash('sha256')
+    .update(text ?? '\0none')
+    .digest('hex');
 }

@@ -62,5 +62,8 @@ export async function readModelFolder(dir: string, name: string): Promise<ModelF
 }
 
 export async function fileExists(path: string): Promise<boolean> {
-  return stat(path).then((s) => s.isFile(), () => false);
+  return stat(path).then(
+    (s) => s.isFile(),
+    () => false,
+  );
 }

@@ -10,7 +10,11 @@ describe('parseRepositoryLocation', () => {
 
   it('takes s3://bucket/prefix with the SDK endpoint settings', () => {
     expect(parseRepositoryLocation('s3://my-models/prod/vision')).toEqual({
-      kind: 's3', bucket: 'my-models', prefix: 'prod/vision/', forcePathStyle: false, url: 's3://my-models/prod/vision',
+      kind: 's3',
+      bucket: 'my-models',
+      prefix: 'prod/vision/',
+      forcePathStyle: false,
+      url: 's3://my-models/prod/vision',
     });
     expect(parseRepositoryLocation('s3://my-models')).toMatchObject({ bucket: 'my-models', prefix: '' });
     expect(parseRepositoryLocation('s3://my-models/')).toMatchObject({ prefix: '' });
@@ -19,13 +23,22 @@ describe('parseRepositoryLocation', () => {
 
   it("takes Triton's s3://host:port/bucket/prefix (HTTP, path style) and s3://https://host:port/...", () => {
     expect(parseRepositoryLocation('s3://127.0.0.1:4568/models/prod')).toMatchObject({
-      kind: 's3', bucket: 'models', prefix: 'prod/', endpoint: 'http://127.0.0.1:4568', forcePathStyle: true,
+      kind: 's3',
+      bucket: 'models',
+      prefix: 'prod/',
+      endpoint: 'http://127.0.0.1:4568',
+      forcePathStyle: true,
     });
     expect(parseRepositoryLocation('s3://minio.internal:9000/models')).toMatchObject({
-      endpoint: 'http://minio.internal:9000', bucket: 'models', prefix: '',
+      endpoint: 'http://minio.internal:9000',
+      bucket: 'models',
+      prefix: '',
     });
     expect(parseRepositoryLocation('s3://https://minio.internal:9443/models/a')).toMatchObject({
-      endpoint: 'https://minio.internal:9443', bucket: 'models', prefix: 'a/', forcePathStyle: true,
+      endpoint: 'https://minio.internal:9443',
+      bucket: 'models',
+      prefix: 'a/',
+      forcePathStyle: true,
     });
     expect(parseRepositoryLocation('s3://http://localhost:4568/models/a')).toMatchObject({ endpoint: 'http://localhost:4568' });
   });

@@ -87,9 +87,12 @@ export class ModelCache {
     }
     const plans = await Promise.all(
       wanted.map(async (version) => {
-        const files = listing.versions.find((l) => l.version === version)!.files.map((f) => ({
-          ...f, path: f.path.slice(f.path.indexOf('/') + 1),
-        }));
+        const files = listing.versions
+          .find((l) => l.version === version)!
+          .files.map((f) => ({
+            ...f,
+            path: f.path.slice(f.path.indexOf('/') + 1),
+          }));
         const versionDir = join(modelDir, String(version));
         const manifest = await readManifest(join(versionDir, MANIFEST));
         const cached = await Promise.all(files.map((f) => isCached(manifest, f, join(versionDir, f.path))));
@@ -111,26 +114,31 @@ export class ModelCache {
     // Model-level files (config.pbtxt, labels): each replaced atomically by rename.
     const modelJobs = modelFetch.map((f) => pool.run(() => fetch(f, join(modelDir, f.path), progress)));
     // Version folders: staged complete, then renamed into place.
-    const versionJobs = plans.filter((p) => !p.upToDate).map(async (plan) => {
-      const staging = join(modelDir, `.staging-${plan.version}-${randomBytes(4).toString('hex')}`);
-      await mkdir(staging, { recursive: true });
-      try {
-        await Promise.all(
-          plan.files.map(async (f, i) => {
-            const dest = join(staging, f.path);
-            await mkdir(dirname(dest), { recursive: true });
-            if (plan.cached[i]) await linkOrCopy(join(plan.versionDir, f.path), dest);
-            else await pool.run(() => fetch(f, dest, progress));
-          }),
-        );
-        await writeManifest(join(staging, MANIFEST), plan.files);
-        await swapIntoPlace(staging, plan.versionDir);
-        log.info({ version: plan.version, files: plan.files.length, bytes: plan.files.reduce((s, f) => s + f.size, 0) }, 'model version complete in the local cache');
-      } catch (error) {
-        await rm(staging, { recursive: true, force: true });
-        throw error;
-      }
-    });
+    const versionJobs = plans
+      .filter((p) => !p.upToDate)
+      .map(async (plan) => {
+        const staging = join(modelDir, `.staging-${plan.version}-${randomBytes(4).toString('hex')}`);
+        await mkdir(staging, { recursive: true });
+        try {
+          await Promise.all(
+            plan.files.map(async (f, i) => {
+              const dest = join(staging, f.path);
+              await mkdir(dirname(dest), { recursive: true });
+              if (plan.cached[i]) await linkOrCopy(join(plan.versionDir, f.path), dest);
+              else await pool.run(() => fetch(f, dest, progress));
+            }),
+          );
+          await writeManifest(join(staging, MANIFEST), plan.files);
+          await swapIntoPlace(staging, plan.versionDir);
+          log.info(
+            { version: plan.version, files: plan.files.length, bytes: plan.files.reduce((s, f) => s + f.size, 0) },
+            'model version complete in the local cache',
+          );
+        } catch (error) {
+          await rm(staging, { recursive: true, force: true });
+          throw error;
+        }
+      });
     const results = await Promise.allSettled([...modelJobs, ...versionJobs]);
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;

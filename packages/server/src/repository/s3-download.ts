@@ -27,7 +27,10 @@ export interface VerifiedDownloadOptions {
  * missing object or one changed since it was listed (If-Match), which no wait fixes.
  */
 export async function downloadVerified(
-  object: RepositoryObject, dest: string, progress: ProgressLog, options: VerifiedDownloadOptions,
+  object: RepositoryObject,
+  dest: string,
+  progress: ProgressLog,
+  options: VerifiedDownloadOptions,
 ): Promise<void> {
   await mkdir(dirname(dest), { recursive: true });
   try {
@@ -48,7 +51,12 @@ export async function downloadVerified(
   }
 }
 
-async function downloadOnce(object: RepositoryObject, dest: string, progress: ProgressLog, options: VerifiedDownloadOptions): Promise<void> {
+async function downloadOnce(
+  object: RepositoryObject,
+  dest: string,
+  progress: ProgressLog,
+  options: VerifiedDownloadOptions,
+): Promise<void> {
   const { client, bucket } = options;
   const temp = `${dest}.part-${randomBytes(4).toString('hex')}`;
   let received = 0;
@@ -72,7 +80,9 @@ async function downloadOnce(object: RepositoryObject, dest: string, progress: Pr
     }
     const digest = md5.digest('hex');
     const md5Etag = etagIsContentMd5({
-      etag: object.etag, serverSideEncryption: res.ServerSideEncryption, sseCustomerAlgorithm: res.SSECustomerAlgorithm,
+      etag: object.etag,
+      serverSideEncryption: res.ServerSideEncryption,
+      sseCustomerAlgorithm: res.SSECustomerAlgorithm,
     });
     if (md5Etag && digest !== object.etag.toLowerCase()) {
       throw new RepositoryError(

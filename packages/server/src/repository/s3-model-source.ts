@@ -92,8 +92,12 @@ export class S3ModelSource implements ModelSource {
     if (missing.length > 0) {
       throw new RepositoryError('NOT_FOUND', `model '${modelName}' has no version ${missing.join(', ')} in ${this.location}`);
     }
-    const download = { client: this.client, bucket: this.target.bucket, logger: this.logger,
-      ...(this.options.downloadAttempts !== undefined && { attempts: this.options.downloadAttempts }) };
+    const download = {
+      client: this.client,
+      bucket: this.target.bucket,
+      logger: this.logger,
+      ...(this.options.downloadAttempts !== undefined && { attempts: this.options.downloadAttempts }),
+    };
     return this.cache.update(listing, wanted, (object, dest, progress) => downloadVerified(object, dest, progress, download));
   }
 

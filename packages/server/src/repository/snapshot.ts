@@ -88,15 +88,17 @@ export function groupRepositoryObjects(
   const models: ModelListing[] = [...byModel.keys()].sort().map((name) => {
     const m = byModel.get(name)!;
     const byPath = (a: RepositoryObject, b: RepositoryObject) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0);
-    const versions: VersionListing[] = [...m.versions.keys()].sort((a, b) => a - b).map((version) => {
-      const vfiles = m.versions.get(version)!.sort(byPath);
-      return {
-        version,
-        files: vfiles,
-        fingerprint: fingerprintObjects(vfiles),
-        totalBytes: vfiles.reduce((sum, f) => sum + f.size, 0),
-      };
-    });
+    const versions: VersionListing[] = [...m.versions.keys()]
+      .sort((a, b) => a - b)
+      .map((version) => {
+        const vfiles = m.versions.get(version)!.sort(byPath);
+        return {
+          version,
+          files: vfiles,
+          fingerprint: fingerprintObjects(vfiles),
+          totalBytes: vfiles.reduce((sum, f) => sum + f.size, 0),
+        };
+      });
     const otherFiles = m.other.sort(byPath);
     const configFingerprint = fingerprintObjects(m.config ? [m.config] : []);
     const fingerprint = createHash('sha256')

@@ -73,11 +73,27 @@ describe('chooseBatch (Triton GetDynamicBatch)', () => {
   it('never mixes non-batch shapes or different sets of inputs', () => {
     expect(chooseBatch(queue([1, 1, 1], [2, 2, 3]), rule({ delayUs: 1000 }), 0n)).toEqual({ count: 2 });
     expect(chooseBatch(queue([1, 1], [], [['A', 'B'], ['A']]), rule(), 0n)).toEqual({ count: 1 });
-    expect(chooseBatch(queue([1, 1], [], [['A', 'B'], ['A', 'C']]), rule(), 0n)).toEqual({ count: 1 });
+    expect(
+      chooseBatch(
+        queue(
+          [1, 1],
+          [],
+          [
+            ['A', 'B'],
+            ['A', 'C'],
+          ],
+        ),
+        rule(),
+        0n,
+      ),
+    ).toEqual({ count: 1 });
   });
 
-  const gap = (expectedArrivalGapNs: bigint | undefined, extra: { lastBatchNs?: bigint; idle?: boolean } = {}) =>
-    ({ expectedArrivalGapNs, lastBatchNs: extra.lastBatchNs, idle: extra.idle ?? false });
+  const gap = (expectedArrivalGapNs: bigint | undefined, extra: { lastBatchNs?: bigint; idle?: boolean } = {}) => ({
+    expectedArrivalGapNs,
+    lastBatchNs: extra.lastBatchNs,
+    idle: extra.idle ?? false,
+  });
 
   it('adaptive delay: does not wait when the next request is expected after the delay', () => {
     expect(chooseBatch(queue([1]), rule({ delayUs: 1000 }), 0n, gap(5_000_000n))).toEqual({ count: 1 });

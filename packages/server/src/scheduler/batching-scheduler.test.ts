@@ -127,7 +127,10 @@ describe('dispatch at the end of the event-loop turn', () => {
     expect(settled.map((s) => s.value)).toEqual(['Exceeds maximum queue size']);
     models[0]!.finish();
     await flush();
-    expect(models[0]!.batches).toEqual([[0, 1], [2, 3]]);
+    expect(models[0]!.batches).toEqual([
+      [0, 1],
+      [2, 3],
+    ]);
   });
 });
 
@@ -259,7 +262,10 @@ describe('dynamic batching', () => {
     expect(models[0]!.batches).toEqual([[0, 1, 2, 3]]);
     models[0]!.finish();
     await flush();
-    expect(models[0]!.batches).toEqual([[0, 1, 2, 3], [4, 5]]);
+    expect(models[0]!.batches).toEqual([
+      [0, 1, 2, 3],
+      [4, 5],
+    ]);
   });
 
   it('never batches requests whose shapes differ', async () => {

@@ -30,12 +30,10 @@ describe('priorities', () => {
   });
 
   it('DELAY: an expired request moves behind its own level, still ahead of lower levels', async () => {
-    const { send, models, clock, flush } = schedulerHarness(
-      {
-        max_batch_size: 1,
-        ...levels({ priority_queue_policy: { '1': { timeout_action: 'DELAY', default_timeout_microseconds: 1000 } } }),
-      },
-    );
+    const { send, models, clock, flush } = schedulerHarness({
+      max_batch_size: 1,
+      ...levels({ priority_queue_policy: { '1': { timeout_action: 'DELAY', default_timeout_microseconds: 1000 } } }),
+    });
     void send('busy', [0]);
     clock.endTurn();
     void send('late', [1], { priority: 1 });
@@ -101,7 +99,9 @@ describe('queue policy', () => {
   });
 
   it('a request dispatched before its deadline is not timed out afterwards', async () => {
-    const { send, models, clock, flush, settled } = schedulerHarness({ dynamic_batching: { default_queue_policy: { default_timeout_microseconds: 1000 } } });
+    const { send, models, clock, flush, settled } = schedulerHarness({
+      dynamic_batching: { default_queue_policy: { default_timeout_microseconds: 1000 } },
+    });
     void send('a', [1]);
     clock.advanceMs(5);
     models[0]!.finish();
@@ -134,7 +134,10 @@ describe('queue policy', () => {
 
 describe('ordering and instances', () => {
   it('preserve_ordering follows dispatch order: a later high-priority request does not wait for queued low-priority ones', async () => {
-    const { send, models, flush, settled, clock } = schedulerHarness({ max_batch_size: 1, ...levels({ preserve_ordering: true }) }, { instances: 2 });
+    const { send, models, flush, settled, clock } = schedulerHarness(
+      { max_batch_size: 1, ...levels({ preserve_ordering: true }) },
+      { instances: 2 },
+    );
     void send('A', [0]);
     void send('B', [1]);
     clock.endTurn();
@@ -189,7 +192,9 @@ describe('ordering and instances', () => {
 
 describe('statistics after known traffic', () => {
   it('counts requests, samples, executions and batch sizes as Triton does', async () => {
-    const { send, models, flush, stats, pendingGauge, clock } = schedulerHarness({ dynamic_batching: { default_queue_policy: { max_queue_size: 4 } } });
+    const { send, models, flush, stats, pendingGauge, clock } = schedulerHarness({
+      dynamic_batching: { default_queue_policy: { max_queue_size: 4 } },
+    });
     const first = send('a', [1]);
     clock.endTurn();
     const all = [first, send('b', [2, 3]), send('c', [4]), send('d', [5, 6, 7]), send('e', [8]), send('full', [9])];
@@ -211,7 +216,10 @@ describe('statistics after known traffic', () => {
     expect(s.inference_count).toBe(1 + 2);
     expect(s.execution_count).toBe(2);
     expect(s.inference_stats.fail.count).toBe(4 + 1);
-    expect(s.batch_stats.map((b) => [b.batch_size, b.compute_infer.count])).toEqual([[1, 1], [2, 1]]);
+    expect(s.batch_stats.map((b) => [b.batch_size, b.compute_infer.count])).toEqual([
+      [1, 1],
+      [2, 1],
+    ]);
     expect(s.inference_stats.queue.count).toBe(2);
     expect(await pendingGauge()).toBe(0);
   });

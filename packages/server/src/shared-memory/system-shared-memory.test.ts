@@ -47,8 +47,13 @@ describe('SystemSharedMemory', () => {
     await expect(shm.register('', '/obj', 0, 4)).rejects.toThrow(/non-empty name/);
     await expect(shm.register('a', '/obj', -1, 4)).rejects.toThrow(/offset must be a non-negative integer/);
     await shm.register('a', '/obj', 0, 16);
-    await expect(shm.register('a', '/obj', 0, 4)).rejects.toMatchObject({ code: 'ALREADY_EXISTS', message: "shared memory region 'a' already in manager" });
-    expect(() => shm.status('nope')).toThrow(expect.objectContaining({ code: 'NOT_FOUND', message: "Unable to find system shared memory region: 'nope'" }));
+    await expect(shm.register('a', '/obj', 0, 4)).rejects.toMatchObject({
+      code: 'ALREADY_EXISTS',
+      message: "shared memory region 'a' already in manager",
+    });
+    expect(() => shm.status('nope')).toThrow(
+      expect.objectContaining({ code: 'NOT_FOUND', message: "Unable to find system shared memory region: 'nope'" }),
+    );
     expect(() => shm.lease({ region: 'nope', offset: 0, byteSize: 4 }, "input 'X'")).toThrow(
       expect.objectContaining({ code: 'NOT_FOUND', message: "input 'X': Unable to find shared memory region: 'nope'" }),
     );

@@ -90,7 +90,7 @@ export class SystemSharedMemory {
     return {
       read: async () => {
         const data = Buffer.allocUnsafe(ref.byteSize);
-        for (let done = 0; done < data.length; ) {
+        for (let done = 0; done < data.length;) {
           const { bytesRead } = await region.file.read(data, done, data.length - done, position + done);
           if (bytesRead === 0) throw Errors.invalidArg(`${what}: region '${ref.region}' ended early: its shared memory object was shrunk`);
           done += bytesRead;
@@ -103,7 +103,7 @@ export class SystemSharedMemory {
             `shared memory size specified with the request for ${what} (${ref.byteSize} bytes) should be at least ${data.byteLength} bytes to hold the results`,
           );
         }
-        for (let done = 0; done < data.byteLength; ) {
+        for (let done = 0; done < data.byteLength;) {
           const { bytesWritten } = await region.file.write(data, done, data.byteLength - done, position + done);
           done += bytesWritten;
         }
@@ -127,7 +127,9 @@ export class SystemSharedMemory {
     // also keeps a key from reaching outside the shm folder.
     const file = key.replace(/^\/+/, '');
     if (file === '' || file === '.' || file === '..' || file.includes('/') || file.includes('\0')) {
-      throw Errors.invalidArg(`failed to register shared memory region '${name}': invalid key '${key}' (a POSIX shared memory name such as '/my_region')`);
+      throw Errors.invalidArg(
+        `failed to register shared memory region '${name}': invalid key '${key}' (a POSIX shared memory name such as '/my_region')`,
+      );
     }
     try {
       return await open(join(this.dir, file), 'r+');
@@ -149,5 +151,6 @@ function alreadyRegistered(name: string): InferenceServerError {
 }
 
 function checkSize(value: number, field: string): void {
-  if (!Number.isSafeInteger(value) || value < 0) throw Errors.invalidArg(`shared memory ${field} must be a non-negative integer, got ${value}`);
+  if (!Number.isSafeInteger(value) || value < 0)
+    throw Errors.invalidArg(`shared memory ${field} must be a non-negative integer, got ${value}`);
 }

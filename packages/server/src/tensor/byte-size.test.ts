@@ -39,11 +39,13 @@ describe('validateShape', () => {
 });
 
 describe('validateShape with dimensions beyond 2^53 (bigints from the exact JSON parse)', () => {
-  it('calls a positive one too large, in Triton\'s words, and a negative one negative', () => {
+  it("calls a positive one too large, in Triton's words, and a negative one negative", () => {
     expect(errorOf(() => validateShape([16, 2n ** 60n + 2n], 'IN')).message).toBe(
       "shape of tensor 'IN': dimension 1 (1152921504606846978) causes total element count to exceed maximum size of 2147483648",
     );
-    expect(errorOf(() => validateShape([-(2n ** 60n)], 'IN')).message).toMatch(/'IN'.*dimension 0 must be a non-negative integer, got -1152921504606846976/);
+    expect(errorOf(() => validateShape([-(2n ** 60n)], 'IN')).message).toMatch(
+      /'IN'.*dimension 0 must be a non-negative integer, got -1152921504606846976/,
+    );
   });
 });
 
@@ -65,7 +67,9 @@ describe('expectedByteSize', () => {
   it('refuses element counts that overflow, without losing precision or reaching Infinity', () => {
     const error = errorOf(() => expectedByteSize('INT32', [65536, 65536, 65536], 'INPUT1'));
     expect(error.code).toBe('INVALID_ARG');
-    expect(error.message).toBe("shape [65536,65536,65536] of tensor 'INPUT1' causes total element count to exceed maximum size of 2147483648");
+    expect(error.message).toBe(
+      "shape [65536,65536,65536] of tensor 'INPUT1' causes total element count to exceed maximum size of 2147483648",
+    );
     expect(() => checkedElementCount(new Array(64).fill(2 ** 31), 'X')).toThrow(/causes total element count to exceed maximum size of/);
     expect(checkedElementCount([...new Array(63).fill(2 ** 31), 0], 'X')).toBe(0);
   });

@@ -1,7 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isInferenceServerError } from '../errors/errors.ts';
-import { bytesElementsToStrings, countBytesElements, deserializeBytesElements, firstNonTextElement, serializeBytesElements } from './bytes-codec.ts';
+import {
+  bytesElementsToStrings,
+  countBytesElements,
+  deserializeBytesElements,
+  firstNonTextElement,
+  serializeBytesElements,
+} from './bytes-codec.ts';
 
 describe('BYTES codec', () => {
   it('serializes each element as a 4-byte little-endian length and its bytes', () => {

@@ -8,7 +8,15 @@ describe('countJsonArrays', () => {
   it('counts the scalars in arrays, strings apart, and the rows of nested data', () => {
     const body = JSON.stringify({
       inputs: [
-        { name: 'A', datatype: 'FP32', shape: [2, 2], data: [[1.5, -2], [3e5, 4]] },
+        {
+          name: 'A',
+          datatype: 'FP32',
+          shape: [2, 2],
+          data: [
+            [1.5, -2],
+            [3e5, 4],
+          ],
+        },
         { name: 'T', datatype: 'BYTES', shape: [3], data: ['ab', '', 'x,y]"'] },
       ],
       outputs: [{ name: 'O', parameters: { binary_data: true } }],
@@ -26,12 +34,21 @@ describe('countJsonArrays', () => {
   });
 
   it('counts nothing outside arrays and nothing for empty ones', () => {
-    expect(count('{"a": 1, "b": "x", "c": [], "d": {}}')).toEqual({ values: 0, strings: 0, stringBytes: 0, containers: 0, nonAscii: false });
+    expect(count('{"a": 1, "b": "x", "c": [], "d": {}}')).toEqual({
+      values: 0,
+      strings: 0,
+      stringBytes: 0,
+      containers: 0,
+      nonAscii: false,
+    });
   });
 
   it('counts the same whatever pieces the text arrives in', () => {
     const text = Buffer.from(
-      JSON.stringify({ inputs: [{ name: 'T', shape: [3, 1], data: [['a\\"b', 'wörld'], [12345.678e-9, true, null], []] }], parameters: { x: 'y,[z' } }),
+      JSON.stringify({
+        inputs: [{ name: 'T', shape: [3, 1], data: [['a\\"b', 'wörld'], [12345.678e-9, true, null], []] }],
+        parameters: { x: 'y,[z' },
+      }),
     );
     const whole = countJsonArrays(text);
     fc.assert(

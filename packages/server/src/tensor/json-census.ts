@@ -57,7 +57,13 @@ export class JsonArrayCounter {
   private high = 0;
 
   get census(): JsonArrayCensus {
-    return { values: this.values, strings: this.strings, stringBytes: this.stringBytes, containers: this.containers, nonAscii: this.high >= 0x80 };
+    return {
+      values: this.values,
+      strings: this.strings,
+      stringBytes: this.stringBytes,
+      containers: this.containers,
+      nonAscii: this.high >= 0x80,
+    };
   }
 
   write(json: Uint8Array): this {

@@ -73,7 +73,11 @@ describe('JSON tensor codec', () => {
     ['UINT32', 2 ** 32, /^element 1 of input 'IN' is not a valid UINT32/],
     ['INT64', 2 ** 53, /^element 1 of input 'IN' is not a valid INT64/],
     ['UINT64', -1, /^element 1 of input 'IN' is not a valid UINT64/],
-    ['INT64', 2n ** 63n, /^element 1 of input 'IN' is not a valid INT64: expected an integer in \[-9223372036854775808, 9223372036854775807\]/],
+    [
+      'INT64',
+      2n ** 63n,
+      /^element 1 of input 'IN' is not a valid INT64: expected an integer in \[-9223372036854775808, 9223372036854775807\]/,
+    ],
     ['UINT64', 2n ** 64n, /^element 1 of input 'IN' is not a valid UINT64/],
     ['INT32', 2n ** 60n, /^element 1 of input 'IN' is not a valid INT32/],
     ['INT32', NaN, /^element 1 of input 'IN' is not a valid INT32/],
@@ -89,10 +93,12 @@ describe('JSON tensor codec', () => {
 
   it('refuses bad shapes, naming the input', () => {
     expect(messageOf(() => decodeJsonTensorData('IN', 'FP32', [-1], []))).toMatch(/'IN'.*non-negative integer, got -1/);
-    expect(messageOf(() => decodeJsonTensorData('IN', 'FP32', [65536, 65536, 65536], []))).toMatch(/'IN' causes total element count to exceed maximum size of/);
+    expect(messageOf(() => decodeJsonTensorData('IN', 'FP32', [65536, 65536, 65536], []))).toMatch(
+      /'IN' causes total element count to exceed maximum size of/,
+    );
   });
 
-  it('survives 100k-deep nesting with Triton\'s error, and takes what its JSON nesting limit (100) allows', () => {
+  it("survives 100k-deep nesting with Triton's error, and takes what its JSON nesting limit (100) allows", () => {
     const nest = (levels: number) => {
       let deep: unknown = 1;
       for (let i = 0; i < levels; i++) deep = [deep];
@@ -103,7 +109,9 @@ describe('JSON tensor codec', () => {
     );
     // Inside a request (3 levels enclose the data) 97 levels reach the limit and 98 pass it.
     expect([...decodeJsonTensorData('OK', 'INT8', [1], nest(97), 3)]).toEqual([1]);
-    expect(messageOf(() => decodeJsonTensorData('DEEP', 'INT8', [1], nest(98), 3))).toMatch(/\(100\): the data of input 'DEEP' is nested more than 97 levels deep/);
+    expect(messageOf(() => decodeJsonTensorData('DEEP', 'INT8', [1], nest(98), 3))).toMatch(
+      /\(100\): the data of input 'DEEP' is nested more than 97 levels deep/,
+    );
     const cyclic: unknown[] = [];
     cyclic.push(cyclic);
     expect(messageOf(() => decodeJsonTensorData('CYC', 'INT32', [1], cyclic))).toMatch(/'CYC' is nested more than 100/);
@@ -179,17 +187,25 @@ describe('JSON tensor codec', () => {
     const element = fc.oneof(fc.integer({ min: -(2 ** 33), max: 2 ** 33 }), fc.double(), fc.boolean(), fc.string(), fc.constant(null));
     const data = fc.oneof(fc.jsonValue({ maxDepth: 4 }), fc.array(element, { maxLength: 16 }));
     fc.assert(
-      fc.property(fc.constantFrom(...DATATYPES), fc.array(fc.integer({ min: 0, max: 4 }), { maxLength: 2 }), fc.array(element, { minLength: 16, maxLength: 16 }), (datatype, dims, pool) => {
-        // Exactly the right count, values of any type: exercises the per-element checks.
-        const values = pool.slice(0, dims.reduce((a, b) => a * b, 1));
-        try {
-          const bytes = decodeJsonTensorData('R', datatype, dims, values);
-          if (datatype !== 'BYTES') expect(bytes.byteLength).toBe(values.length * ELEMENT_BYTE_SIZE[datatype]);
-        } catch (e) {
-          expect(e).toBeInstanceOf(InferenceServerError);
-          expect((e as Error).message).toContain("'R'");
-        }
-      }),
+      fc.property(
+        fc.constantFrom(...DATATYPES),
+        fc.array(fc.integer({ min: 0, max: 4 }), { maxLength: 2 }),
+        fc.array(element, { minLength: 16, maxLength: 16 }),
+        (datatype, dims, pool) => {
+          // Exactly the right count, values of any type: exercises the per-element checks.
+          const values = pool.slice(
+            0,
+            dims.reduce((a, b) => a * b, 1),
+          );
+          try {
+            const bytes = decodeJsonTensorData('R', datatype, dims, values);
+            if (datatype !== 'BYTES') expect(bytes.byteLength).toBe(values.length * ELEMENT_BYTE_SIZE[datatype]);
+          } catch (e) {
+            expect(e).toBeInstanceOf(InferenceServerError);
+            expect((e as Error).message).toContain("'R'");
+          }
+        },
+      ),
       { numRuns: 500 },
     );
     fc.assert(

@@ -8,8 +8,12 @@ import type { Tensor } from './tensor.ts';
 import { typedArrayOf } from './typed-view.ts';
 
 const INTEGER_RANGE: Partial<Record<DataType, readonly [number, number]>> = {
-  UINT8: [0, 255], INT8: [-128, 127], UINT16: [0, 65535], INT16: [-32768, 32767],
-  UINT32: [0, 4294967295], INT32: [-2147483648, 2147483647],
+  UINT8: [0, 255],
+  INT8: [-128, 127],
+  UINT16: [0, 65535],
+  INT16: [-32768, 32767],
+  UINT32: [0, 4294967295],
+  INT32: [-2147483648, 2147483647],
 };
 /** Beyond 2^53 these arrive as bigints (json-text.ts), exact; a double there has lost digits. */
 const INTEGER64_RANGE: Partial<Record<DataType, readonly [bigint, bigint]>> = {
@@ -53,7 +57,13 @@ function notANumber(name: string, datatype: DataType, index: number, value: unkn
  * Decodes the JSON `data` of an input (nested or flat) into raw little-endian bytes. `data` sits
  * `enclosingDepth` levels of objects and arrays deep in its request (for the nesting limit).
  */
-export function decodeJsonTensorData(name: string, datatype: DataType, shape: readonly number[], data: unknown, enclosingDepth = 0): Uint8Array {
+export function decodeJsonTensorData(
+  name: string,
+  datatype: DataType,
+  shape: readonly number[],
+  data: unknown,
+  enclosingDepth = 0,
+): Uint8Array {
   if (datatype === 'FP16' || datatype === 'BF16') {
     throw Errors.invalidArg(`datatype ${datatype} of input '${name}' must be sent as binary data, not JSON`);
   }

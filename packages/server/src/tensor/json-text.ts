@@ -21,7 +21,8 @@ export function checkJsonNesting(value: unknown): void {
     const top = stack.pop()!;
     for (const v of top.values) {
       if (typeof v !== 'object' || v === null) continue;
-      if (top.depth + 1 > MAX_JSON_NESTING_DEPTH) throw jsonNestingError(`the request is nested more than ${MAX_JSON_NESTING_DEPTH} levels deep`);
+      if (top.depth + 1 > MAX_JSON_NESTING_DEPTH)
+        throw jsonNestingError(`the request is nested more than ${MAX_JSON_NESTING_DEPTH} levels deep`);
       stack.push({ values: Array.isArray(v) ? v : Object.values(v as object), depth: top.depth + 1 });
     }
   }

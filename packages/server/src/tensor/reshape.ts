@@ -6,7 +6,10 @@
  * is no reshape.
  */
 export function reshapedShape(
-  shape: readonly number[], dims: readonly number[], reshape: readonly number[] | undefined, batching: boolean,
+  shape: readonly number[],
+  dims: readonly number[],
+  reshape: readonly number[] | undefined,
+  batching: boolean,
 ): readonly number[] {
   return reshape ? reshapeDims(shape, dims, reshape, batching) : shape;
 }

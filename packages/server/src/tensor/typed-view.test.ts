@@ -46,7 +46,9 @@ describe('tensorFromTypedArray', () => {
   });
 
   it('refuses the wrong array type or element count, naming the tensor', () => {
-    expect(() => tensorFromTypedArray('Y', 'FP32', [2], new Float64Array(2))).toThrow(/'Y' of datatype FP32 needs a Float32Array, got a Float64Array/);
+    expect(() => tensorFromTypedArray('Y', 'FP32', [2], new Float64Array(2))).toThrow(
+      /'Y' of datatype FP32 needs a Float32Array, got a Float64Array/,
+    );
     expect(() => tensorFromTypedArray('Y', 'FP16', [3], new Uint16Array(2))).toThrow(/'Y' of shape \[3\] needs 3 elements, got 2/);
   });
 });

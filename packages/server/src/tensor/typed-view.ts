@@ -23,12 +23,7 @@ export function typedArrayOf(tensor: Tensor): NumericArray {
 }
 
 /** A tensor whose data is a view on the typed array's bytes (no copy). */
-export function tensorFromTypedArray(
-  name: string,
-  datatype: FixedSizeDataType,
-  shape: readonly number[],
-  array: NumericArray,
-): Tensor {
+export function tensorFromTypedArray(name: string, datatype: FixedSizeDataType, shape: readonly number[], array: NumericArray): Tensor {
   const ArrayType = TYPED_ARRAY_OF[datatype];
   if (!(array instanceof ArrayType)) {
     throw Errors.invalidArg(`tensor '${name}' of datatype ${datatype} needs a ${ArrayType.name}, got a ${array.constructor.name}`);

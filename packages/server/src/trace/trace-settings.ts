@@ -19,7 +19,14 @@ export interface TraceSettings {
 
 export type TraceLevel = 'OFF' | 'TIMESTAMPS';
 export type TraceSettingName = keyof TraceSettings;
-export const TRACE_SETTING_NAMES: readonly TraceSettingName[] = ['trace_file', 'trace_level', 'trace_rate', 'trace_count', 'log_frequency', 'trace_mode'];
+export const TRACE_SETTING_NAMES: readonly TraceSettingName[] = [
+  'trace_file',
+  'trace_level',
+  'trace_rate',
+  'trace_count',
+  'log_frequency',
+  'trace_mode',
+];
 
 export const DEFAULT_TRACE_SETTINGS: TraceSettings = {
   trace_level: ['OFF'],
@@ -49,7 +56,7 @@ export function parseTraceSettingsUpdate(raw: Readonly<Record<string, unknown>>)
     const name = key as TraceSettingName;
     const cleared = value === null || (Array.isArray(value) && value.length === 0);
     if (name === 'trace_file') {
-      throw Errors.invalidArg("trace_file cannot be changed through the API; start the server with --trace-config file=<path>");
+      throw Errors.invalidArg('trace_file cannot be changed through the API; start the server with --trace-config file=<path>');
     }
     if (cleared) {
       update[name] = undefined;
@@ -70,7 +77,8 @@ function parseValue(name: TraceSettingName, value: unknown): TraceSettings[Trace
   const text = values[0]!;
   switch (name) {
     case 'trace_mode':
-      if (text !== 'triton') throw Errors.unsupported(`trace_mode '${text}' is not supported: Batchwise writes Triton's trace format ('triton')`);
+      if (text !== 'triton')
+        throw Errors.unsupported(`trace_mode '${text}' is not supported: Batchwise writes Triton's trace format ('triton')`);
       return 'triton';
     case 'trace_rate':
       return integer(name, text, 1);

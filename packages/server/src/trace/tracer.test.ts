@@ -10,13 +10,15 @@ const quiet = pino({ level: 'silent' });
 
 describe('trace settings', () => {
   it("parse Triton's --trace-config flags", () => {
-    expect(parseTraceConfigFlags(['triton,file=/tmp/t.json', 'level=TIMESTAMPS', 'rate=10', 'count=-1', 'triton,log-frequency=5'])).toEqual({
-      trace_file: '/tmp/t.json',
-      trace_level: ['TIMESTAMPS'],
-      trace_rate: 10,
-      trace_count: -1,
-      log_frequency: 5,
-    });
+    expect(parseTraceConfigFlags(['triton,file=/tmp/t.json', 'level=TIMESTAMPS', 'rate=10', 'count=-1', 'triton,log-frequency=5'])).toEqual(
+      {
+        trace_file: '/tmp/t.json',
+        trace_level: ['TIMESTAMPS'],
+        trace_rate: 10,
+        trace_count: -1,
+        log_frequency: 5,
+      },
+    );
     expect(() => parseTraceConfigFlags(['frequency=5'])).toThrow(/--trace-config must be \[triton,\]<key>=<value>/);
     expect(() => parseTraceConfigFlags(['rate=0'])).toThrow(/trace_rate' must be an integer >= 1/);
   });
@@ -89,10 +91,13 @@ describe('Tracer', () => {
     expect(JSON.parse(await readFile(join(dir, 't.json'), 'utf8'))).toHaveLength(1);
   });
 
-  it("gives a model its own settings over the global ones until they are cleared", () => {
+  it('gives a model its own settings over the global ones until they are cleared', () => {
     const tracer = new Tracer({}, quiet);
     tracer.update({ trace_rate: 10 });
-    expect(tracer.update({ trace_rate: 3, trace_level: ['TIMESTAMPS'] }, 'a')).toMatchObject({ trace_rate: 3, trace_level: ['TIMESTAMPS'] });
+    expect(tracer.update({ trace_rate: 3, trace_level: ['TIMESTAMPS'] }, 'a')).toMatchObject({
+      trace_rate: 3,
+      trace_level: ['TIMESTAMPS'],
+    });
     expect(tracer.settings('b')).toMatchObject({ trace_rate: 10, trace_level: ['OFF'] });
     expect(tracer.update({ trace_rate: undefined }, 'a')).toMatchObject({ trace_rate: 10, trace_level: ['TIMESTAMPS'] });
     expect(traceSettingsToWire(tracer.settings())).toEqual({

@@ -1,22 +1,11 @@
 import { writeFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import type { ExecutionTimings } from '../backends/backend.ts';
-import {
-  DEFAULT_TRACE_SETTINGS,
-  type TraceSettingName,
-  type TraceSettings,
-  type TraceSettingsUpdate,
-} from './trace-settings.ts';
+import { DEFAULT_TRACE_SETTINGS, type TraceSettingName, type TraceSettings, type TraceSettingsUpdate } from './trace-settings.ts';
 
 /** Triton's timestamp names, in the order a request passes them. */
 export type TimestampName =
-  | 'REQUEST_START'
-  | 'QUEUE_START'
-  | 'COMPUTE_START'
-  | 'COMPUTE_INPUT_END'
-  | 'COMPUTE_OUTPUT_START'
-  | 'COMPUTE_END'
-  | 'REQUEST_END';
+  'REQUEST_START' | 'QUEUE_START' | 'COMPUTE_START' | 'COMPUTE_INPUT_END' | 'COMPUTE_OUTPUT_START' | 'COMPUTE_END' | 'REQUEST_END';
 
 /** One traced request: timestamps are process.hrtime.bigint() readings (a monotonic clock, as Triton's). */
 export interface RequestTrace {
@@ -105,7 +94,13 @@ export class Tracer {
     }
     if (counter.left === 0 || counter.seen++ % settings.trace_rate !== 0) return undefined;
     if (counter.left > 0) counter.left--;
-    const record: TraceRecord = { id: this.nextId++, model_name: model, model_version: Number(version), request_id: requestId ?? '', timestamps: [] };
+    const record: TraceRecord = {
+      id: this.nextId++,
+      model_name: model,
+      model_version: Number(version),
+      request_id: requestId ?? '',
+      timestamps: [],
+    };
     return {
       mark: (name, ns) => void record.timestamps.push({ name, ns: Number(ns) }),
       end: () => this.collect(record, settings),
@@ -123,7 +118,10 @@ export class Tracer {
     if (settings.log_frequency > 0 && this.collected.length >= settings.log_frequency) this.flush(true);
     else if (this.collected.length >= MAX_HELD_TRACES) {
       // Triton would hold every trace until shutdown; memory must stay bounded, so write them now.
-      this.logger.warn({ traces: this.collected.length }, 'trace log_frequency is 0 but many traces are held: writing them to a numbered trace file');
+      this.logger.warn(
+        { traces: this.collected.length },
+        'trace log_frequency is 0 but many traces are held: writing them to a numbered trace file',
+      );
       this.flush(true);
     }
   }
@@ -133,7 +131,10 @@ export class Tracer {
     const file = this.global.trace_file;
     if (this.collected.length === 0) return;
     if (file === '') {
-      this.logger.warn({ traces: this.collected.length }, 'traces collected but no trace file is set (--trace-config file=<path>); dropping them');
+      this.logger.warn(
+        { traces: this.collected.length },
+        'traces collected but no trace file is set (--trace-config file=<path>); dropping them',
+      );
       this.collected = [];
       return;
     }

@@ -20,7 +20,9 @@ export interface OnnxRuntimeBackendOptions {
 
 function spawnWorker(init: WorkerInit, options: OnnxRuntimeBackendOptions): Worker {
   const resourceLimits =
-    options.workerHeapLimitBytes !== undefined ? { maxOldGenerationSizeMb: Math.max(16, Math.floor(options.workerHeapLimitBytes / 2 ** 20)) } : undefined;
+    options.workerHeapLimitBytes !== undefined
+      ? { maxOldGenerationSizeMb: Math.max(16, Math.floor(options.workerHeapLimitBytes / 2 ** 20)) }
+      : undefined;
   if (RUNNING_FROM_SOURCE) {
     return new Worker(new URL('./tsx-worker.mjs', import.meta.url), {
       workerData: { ...init, tsEntry: new URL('./worker.ts', import.meta.url).href },

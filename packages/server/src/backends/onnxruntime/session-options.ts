@@ -2,13 +2,8 @@ import type { InferenceSession } from 'onnxruntime-node';
 import type { SessionSettings } from '../backend.ts';
 
 /** onnxruntime-node session options from backend-neutral settings and the chosen device. */
-export function ortSessionOptions(
-  settings: SessionSettings,
-  device: 'cpu' | 'cuda',
-  deviceId: number,
-): InferenceSession.SessionOptions {
-  const providers: InferenceSession.ExecutionProviderConfig[] =
-    device === 'cuda' ? [{ name: 'cuda', deviceId }] : ['cpu'];
+export function ortSessionOptions(settings: SessionSettings, device: 'cpu' | 'cuda', deviceId: number): InferenceSession.SessionOptions {
+  const providers: InferenceSession.ExecutionProviderConfig[] = device === 'cuda' ? [{ name: 'cuda', deviceId }] : ['cpu'];
   return {
     executionProviders: providers,
     ...(settings.intraOpThreads !== undefined && { intraOpNumThreads: settings.intraOpThreads }),

@@ -79,7 +79,8 @@ function toOrtTensor(input: WireTensor): ort.Tensor {
   const shape = input.shape as number[];
   if (input.datatype === 'BYTES') return new ort.Tensor('string', ortStringsOf(new Uint8Array(input.buffer), input.name), shape);
   const ortType = ORT_TYPE_OF[input.datatype];
-  if (ortType === undefined) throw new Error(`datatype ${input.datatype} of input '${input.name}' is not supported by ONNX Runtime for Node.js`);
+  if (ortType === undefined)
+    throw new Error(`datatype ${input.datatype} of input '${input.name}' is not supported by ONNX Runtime for Node.js`);
   const ArrayType = TYPED_ARRAY_OF[input.datatype];
   const data = new ArrayType(input.buffer, 0, input.buffer.byteLength / ArrayType.BYTES_PER_ELEMENT);
   return new ort.Tensor(ortType as 'float32', data as Float32Array, shape);

@@ -42,9 +42,14 @@ function parseVersion(value: string): number {
 
 function commonOptions(command: Command): Command {
   return command
-    .requiredOption('--model-repository <location>', 'repository: a local folder, s3://bucket/prefix, s3://host:port/bucket/prefix or s3://https://host:port/bucket/prefix')
+    .requiredOption(
+      '--model-repository <location>',
+      'repository: a local folder, s3://bucket/prefix, s3://host:port/bucket/prefix or s3://https://host:port/bucket/prefix',
+    )
     .option('--json', 'print the result as JSON')
-    .addOption(new Option('--log-level <level>', 'log level of the JSON logs on stderr').choices(['debug', 'info', 'warn', 'error']).default('info'));
+    .addOption(
+      new Option('--log-level <level>', 'log level of the JSON logs on stderr').choices(['debug', 'info', 'warn', 'error']).default('info'),
+    );
 }
 
 function changeOptions(command: Command): Command {
@@ -70,8 +75,12 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
     if (flags.wait) {
       if (!flags.serverUrl) throw new Error('--wait needs --server-url');
       await waitForServedVersion({
-        serverUrl: flags.serverUrl, model: change.model, version: change.version, logger,
-        timeoutSeconds: flags.waitTimeoutSecs, intervalSeconds: flags.waitIntervalSecs,
+        serverUrl: flags.serverUrl,
+        model: change.model,
+        version: change.version,
+        logger,
+        timeoutSeconds: flags.waitTimeoutSecs,
+        intervalSeconds: flags.waitIntervalSecs,
         ...(flags.apiKey && { headers: { [flags.apiKeyHeader]: flags.apiKey } }),
       });
     }
@@ -86,13 +95,19 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
 
   models.addCommand(
     changeOptions(new Command('promote'))
-      .description('Validate an ONNX artifact against the model config, upload it as the next version, then make it the serving version in one step')
+      .description(
+        'Validate an ONNX artifact against the model config, upload it as the next version, then make it the serving version in one step',
+      )
       .requiredOption('--file <model.onnx>', 'the ONNX artifact')
       .action(async (flags: ChangeFlags & { file: string }) => {
         const logger = loggerFor(flags);
         const change = await promoteModel({
-          repository: flags.modelRepository, model: flags.model, file: flags.file, logger,
-          ...(flags.actor !== undefined && { actor: flags.actor }), ...(flags.message !== undefined && { message: flags.message }),
+          repository: flags.modelRepository,
+          model: flags.model,
+          file: flags.file,
+          logger,
+          ...(flags.actor !== undefined && { actor: flags.actor }),
+          ...(flags.message !== undefined && { message: flags.message }),
         });
         await afterChange(flags, change, logger);
       }),
@@ -105,9 +120,12 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
       .action(async (flags: ChangeFlags & { to?: number }) => {
         const logger = loggerFor(flags);
         const change = await rollbackModel({
-          repository: flags.modelRepository, model: flags.model, logger,
+          repository: flags.modelRepository,
+          model: flags.model,
+          logger,
           ...(flags.to !== undefined && { toVersion: flags.to }),
-          ...(flags.actor !== undefined && { actor: flags.actor }), ...(flags.message !== undefined && { message: flags.message }),
+          ...(flags.actor !== undefined && { actor: flags.actor }),
+          ...(flags.message !== undefined && { message: flags.message }),
         });
         await afterChange(flags, change, logger);
       }),
@@ -128,7 +146,16 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
 
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n') + '\n';
+  return (
+    rows
+      .map((r) =>
+        r
+          .map((cell, i) => cell.padEnd(widths[i]!))
+          .join('  ')
+          .trimEnd(),
+      )
+      .join('\n') + '\n'
+  );
 }
 
 export function formatStatus(status: readonly ModelStatus[]): string {

@@ -2,8 +2,12 @@ import { userInfo } from 'node:os';
 import type { Logger } from 'pino';
 import { RepositoryError } from '../../repository/repository-error.ts';
 import {
-  readConfigWithHistory, rollbackTarget, servingVersions, writeConfigWithHistory,
-  type ConfigWithHistory, type PromotionRecord,
+  readConfigWithHistory,
+  rollbackTarget,
+  servingVersions,
+  writeConfigWithHistory,
+  type ConfigWithHistory,
+  type PromotionRecord,
 } from '../../promotion/promotion-history.ts';
 import { openRepositoryStore, type RepositoryStore } from '../../promotion/repository-store.ts';
 import type { S3ClientOptions } from '../../repository/s3-client.ts';
@@ -127,8 +131,14 @@ export async function promoteModel(options: PromoteOptions): Promise<VersionChan
   logger.info({ model, version, bytes, sha256 }, 'version uploaded; switching the serving version');
 
   const record: PromotionRecord = {
-    action: 'promote', version, from: before, at: new Date().toISOString(), actor: options.actor || defaultActor(),
-    ...(options.message && { message: options.message }), sha256, bytes,
+    action: 'promote',
+    version,
+    from: before,
+    at: new Date().toISOString(),
+    actor: options.actor || defaultActor(),
+    ...(options.message && { message: options.message }),
+    sha256,
+    bytes,
   };
   await store.replaceConfig(model, writeConfigWithHistory(parsed, version, [...parsed.history, record]), revision);
   logger.info({ model, version, from: before }, `model '${model}' now serves version ${version}`);
@@ -156,12 +166,19 @@ export async function rollbackModel(options: RollbackOptions): Promise<VersionCh
     }
   }
   if (!present.includes(target)) {
-    throw new RepositoryError('NOT_FOUND', `cannot roll back '${model}' to version ${target}: it is no longer in ${store.location} (present: ${present.join(', ') || 'none'})`);
+    throw new RepositoryError(
+      'NOT_FOUND',
+      `cannot roll back '${model}' to version ${target}: it is no longer in ${store.location} (present: ${present.join(', ') || 'none'})`,
+    );
   }
   if (target === current) throw new RepositoryError('INVALID', `model '${model}' already serves version ${target}`);
   const record: PromotionRecord = {
-    action: 'rollback', version: target, from: current ?? null, at: new Date().toISOString(),
-    actor: options.actor || defaultActor(), ...(options.message && { message: options.message }),
+    action: 'rollback',
+    version: target,
+    from: current ?? null,
+    at: new Date().toISOString(),
+    actor: options.actor || defaultActor(),
+    ...(options.message && { message: options.message }),
   };
   await store.replaceConfig(model, writeConfigWithHistory(parsed, target, [...parsed.history, record]), stored.revision);
   logger.info({ model, version: target, from: current }, `model '${model}' rolled back to version ${target}`);
@@ -190,7 +207,13 @@ export async function listModelStatus(options: RepositoryAccess & { readonly mod
       if (!stored) return { model: name, versions, serving: versions.slice(-1), policy: 'latest 1 (no config.pbtxt)', history: [] };
       try {
         const parsed = readConfigWithHistory(stored.text, `${name}/config.pbtxt`);
-        return { model: name, versions, serving: servingVersions(parsed.config, versions), policy: describePolicy(parsed), history: parsed.history };
+        return {
+          model: name,
+          versions,
+          serving: servingVersions(parsed.config, versions),
+          policy: describePolicy(parsed),
+          history: parsed.history,
+        };
       } catch (error) {
         return { model: name, versions, serving: [], policy: 'unknown', history: [], error: (error as Error).message };
       }

@@ -23,9 +23,7 @@ export async function validateArtifact(file: string, config: ModelConfig, modelN
   try {
     session = await ort.InferenceSession.create(bytes, { executionProviders: ['cpu'], graphOptimizationLevel: 'disabled' });
   } catch (error) {
-    throw new ArtifactRejectedError(
-      `artifact ${file} is not a loadable ONNX model (truncated or corrupt?): ${(error as Error).message}`,
-    );
+    throw new ArtifactRejectedError(`artifact ${file} is not a loadable ONNX model (truncated or corrupt?): ${(error as Error).message}`);
   }
   let io: ModelIO;
   try {

@@ -50,9 +50,12 @@ export function parseTextFormat(text: string, fileName: string): MessageNode {
   const isSymbol = (t: Token, s: string) => t.kind === 'symbol' && t.text === s;
   const describe = (t: Token): string => {
     switch (t.kind) {
-      case 'eof': return 'end of file';
-      case 'string': return 'a string';
-      default: return `'${t.text}'`;
+      case 'eof':
+        return 'end of file';
+      case 'string':
+        return 'a string';
+      default:
+        return `'${t.text}'`;
     }
   };
   const fail = (t: Token, message: string): never => {

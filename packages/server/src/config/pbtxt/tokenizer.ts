@@ -9,8 +9,17 @@ export type Token =
 
 const SYMBOLS = new Set(['{', '}', '<', '>', '[', ']', ':', ',', ';', '-', '.', '/']);
 const SIMPLE_ESCAPES: Readonly<Record<string, number>> = {
-  n: 0x0a, t: 0x09, r: 0x0d, '\\': 0x5c, "'": 0x27, '"': 0x22, '?': 0x3f,
-  a: 0x07, b: 0x08, f: 0x0c, v: 0x0b,
+  n: 0x0a,
+  t: 0x09,
+  r: 0x0d,
+  '\\': 0x5c,
+  "'": 0x27,
+  '"': 0x22,
+  '?': 0x3f,
+  a: 0x07,
+  b: 0x08,
+  f: 0x0c,
+  v: 0x0b,
 };
 
 const isDigit = (c: string) => c >= '0' && c <= '9';

@@ -87,7 +87,9 @@ function countStreamedBody(request: FastifyRequest, payload: NodeJS.ReadableStre
   });
   payload.on('error', (error) => counted.destroy(error));
   // fastify compares Content-Length with the encoded bytes content-encoding.ts counts, when present.
-  Object.defineProperty(counted, 'receivedEncodedLength', { get: () => (payload as { receivedEncodedLength?: number }).receivedEncodedLength });
+  Object.defineProperty(counted, 'receivedEncodedLength', {
+    get: () => (payload as { receivedEncodedLength?: number }).receivedEncodedLength,
+  });
   return payload.pipe(counted);
 }
 
@@ -134,7 +136,8 @@ export function registerInferRoutes(app: FastifyInstance, service: InferenceServ
       // Inference-Header-Content-Length counts the JSON before compression, as Triton's does.
       if (encoded.headerLength !== undefined) void reply.header('Inference-Header-Content-Length', encoded.headerLength);
       let payload = encoded.chunks.length === 1 ? encoded.chunks[0]! : Buffer.concat(encoded.chunks);
-      const encoding = payload.length >= COMPRESSION_THRESHOLD_BYTES ? negotiateResponseEncoding(request.headers['accept-encoding']) : undefined;
+      const encoding =
+        payload.length >= COMPRESSION_THRESHOLD_BYTES ? negotiateResponseEncoding(request.headers['accept-encoding']) : undefined;
       if (encoding !== undefined) {
         payload = await compressResponse(encoding, payload);
         void reply.header('content-encoding', encoding);

@@ -37,7 +37,8 @@ function loadParametersOf(json: Record<string, unknown>): LoadParameters {
   const parameters: Record<string, LoadParameter> = {};
   for (const [name, value] of Object.entries(json)) {
     if (name.startsWith(FILE_PARAMETER_PREFIX) && typeof value === 'string') {
-      if (value.length % 4 !== 0 || !BASE64.test(value)) throw Errors.invalidArg(`load parameter '${name}' must be base64 text (the file's bytes)`);
+      if (value.length % 4 !== 0 || !BASE64.test(value))
+        throw Errors.invalidArg(`load parameter '${name}' must be base64 text (the file's bytes)`);
       parameters[name] = { type: 'BYTES', byteLength: Buffer.byteLength(value, 'base64'), bytes: () => Buffer.from(value, 'base64') };
     } else if (typeof value === 'string') parameters[name] = { type: 'STRING', value };
     else if (typeof value === 'boolean') parameters[name] = { type: 'BOOL', value };
@@ -51,13 +52,21 @@ export function registerRepositoryRoutes(app: FastifyInstance, service: Inferenc
   app.post('/v2/repository/index', { config: { apiGroup: 'model-repository' } }, async (request) => {
     return service.repositoryIndex(booleanField(jsonBody(request.body)['ready'], 'ready'));
   });
-  app.post<{ Params: { model: string } }>('/v2/repository/models/:model/load', { config: { apiGroup: 'model-repository' } }, async (request, reply) => {
-    await service.loadModel(request.params.model, loadParametersOf(parametersOf(jsonBody(request.body))));
-    return reply.code(200).send();
-  });
-  app.post<{ Params: { model: string } }>('/v2/repository/models/:model/unload', { config: { apiGroup: 'model-repository' } }, async (request, reply) => {
-    const unloadDependents = booleanField(parametersOf(jsonBody(request.body))['unload_dependents'], 'unload_dependents');
-    await service.unloadModel(request.params.model, { unloadDependents });
-    return reply.code(200).send();
-  });
+  app.post<{ Params: { model: string } }>(
+    '/v2/repository/models/:model/load',
+    { config: { apiGroup: 'model-repository' } },
+    async (request, reply) => {
+      await service.loadModel(request.params.model, loadParametersOf(parametersOf(jsonBody(request.body))));
+      return reply.code(200).send();
+    },
+  );
+  app.post<{ Params: { model: string } }>(
+    '/v2/repository/models/:model/unload',
+    { config: { apiGroup: 'model-repository' } },
+    async (request, reply) => {
+      const unloadDependents = booleanField(parametersOf(jsonBody(request.body))['unload_dependents'], 'unload_dependents');
+      await service.unloadModel(request.params.model, { unloadDependents });
+      return reply.code(200).send();
+    },
+  );
 }
