@@ -1,6 +1,6 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { identity } from '@batchwise/modelgen';
+import { identity, TENSOR_DATATYPES } from '@batchwise/modelgen';
 import { EXAMPLES, makeRepository } from './support/repository.ts';
 import { isReady, postBinary, postJson, splitBinaryResponse, startTestServer, getJson } from './support/server.ts';
 
@@ -302,21 +302,7 @@ dynamic_batching { }`,
   });
 });
 
-const DATATYPES = [
-  'BOOL',
-  'UINT8',
-  'UINT16',
-  'UINT32',
-  'UINT64',
-  'INT8',
-  'INT16',
-  'INT32',
-  'INT64',
-  'FP16',
-  'FP32',
-  'FP64',
-  'BYTES',
-] as const;
+const DATATYPES = TENSOR_DATATYPES;
 
 function sampleData(datatype: (typeof DATATYPES)[number]): { json: unknown[] | undefined; bytes: Uint8Array } {
   switch (datatype) {

@@ -4,6 +4,7 @@
  * `*_contents` through a grpc-js client built from Triton's own protos.
  */
 import { BatchwiseClientError, deserializeBytes, GrpcClient, GrpcStatus, HttpClient, type InferResult } from '@batchwise/client';
+import { TYPED_ARRAY_OF } from '@batchwise/protocol';
 import type { DiffRequest, Elements, Outcome, TensorValue, Wire } from './differential.ts';
 import type { ServedModels } from './server.ts';
 import { unaryCall, upstreamClients } from './upstream-grpc.ts';
@@ -119,23 +120,7 @@ function typedResponseOutputs(response: TypedResponse): Outcome {
   };
 }
 
-const ARRAY_OF: Record<Exclude<TensorValue['datatype'], 'BYTES'>, { new (buffer: ArrayBuffer): Exclude<Elements, Uint8Array[]> }> = {
-  BOOL: Uint8Array,
-  UINT8: Uint8Array,
-  UINT16: Uint16Array,
-  UINT32: Uint32Array,
-  UINT64: BigUint64Array,
-  INT8: Int8Array,
-  INT16: Int16Array,
-  INT32: Int32Array,
-  INT64: BigInt64Array,
-  FP16: Uint16Array,
-  BF16: Uint16Array,
-  FP32: Float32Array,
-  FP64: Float64Array,
-};
-
 function elementsFromRaw(datatype: TensorValue['datatype'], bytes: Uint8Array): Elements {
   if (datatype === 'BYTES') return deserializeBytes(datatype, bytes);
-  return new ARRAY_OF[datatype](Uint8Array.from(bytes).buffer);
+  return new TYPED_ARRAY_OF[datatype](Uint8Array.from(bytes).buffer) as Exclude<Elements, Uint8Array[]>;
 }
