@@ -4,7 +4,8 @@
  * `*_contents` through a grpc-js client built from Triton's own protos.
  */
 import { BatchwiseClientError, deserializeBytes, GrpcClient, GrpcStatus, HttpClient, type InferResult } from '@batchwise/client';
-import { TYPED_ARRAY_OF } from '@batchwise/protocol';
+import { PROTO_DIR, TYPED_ARRAY_OF } from '@batchwise/protocol';
+import { tritonProtocolPresent } from '@batchwise/server/test-support/triton-protocol.ts';
 import type { DiffRequest, Elements, Outcome, TensorValue, Wire } from './differential.ts';
 import type { ServedModels } from './server.ts';
 import { unaryCall, upstreamClients } from './upstream-grpc.ts';
@@ -32,7 +33,8 @@ const CLIENT_ERROR_CODES = new Set<number>([
 /** All four transports to served models (HTTP through their client); close() closes the gRPC clients it opened. */
 export function openTransports({ server, client: http }: ServedModels): { all: Transport[]; close(): Promise<void> } {
   const grpc = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
-  const upstream = upstreamClients(`127.0.0.1:${server.grpcPort}`).inference;
+  // Triton's own protos where present; elsewhere ours, which the protocol tests prove wire-identical.
+  const upstream = upstreamClients(`127.0.0.1:${server.grpcPort}`, tritonProtocolPresent ? undefined : PROTO_DIR).inference;
   const viaClient = (client: HttpClient | GrpcClient, binary?: boolean) => async (request: DiffRequest) =>
     caught(async () => resultOutputs(await client.infer({ ...request, ...(binary !== undefined && { binary }) })));
   const all: Transport[] = [

@@ -21,15 +21,19 @@ export const { status } = grpc;
 
 export type AnyClient = Client & Record<string, Function>;
 
-export function upstreamClients(address: string): { inference: AnyClient; health: AnyClient } {
-  if (!tritonProtocolPresent) throw new Error(tritonProtocolMissingMessage());
+/**
+ * Clients from Triton's protos, or from the .proto files in `protoDir` (our own, wire-identical ones,
+ * for tests about answers rather than about the protos).
+ */
+export function upstreamClients(address: string, protoDir?: string): { inference: AnyClient; health: AnyClient } {
+  if (protoDir === undefined && !tritonProtocolPresent) throw new Error(tritonProtocolMissingMessage());
   const definition = loadSync(['grpc_service.proto', 'health.proto'], {
     keepCase: true,
     longs: String,
     enums: String,
     defaults: true,
     oneofs: true,
-    includeDirs: [TRITON_PROTOCOL_DIR],
+    includeDirs: [protoDir ?? TRITON_PROTOCOL_DIR],
   });
   const root = grpc.loadPackageDefinition(definition) as any;
   const Inference = root.inference.GRPCInferenceService as ServiceClientConstructor;
