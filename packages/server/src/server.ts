@@ -77,6 +77,8 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       allowCpuFallback: options.allowCpuFallback,
       gpuIds: visibleGpuIds(),
       freeMemoryBytes: () => memory.freeBytes(),
+      // Ensemble steps and in-server calls from JavaScript models go through the service built below.
+      callModel: (request) => service.infer(request),
     },
   );
   const sharedMemory = new SystemSharedMemory();

@@ -12,6 +12,7 @@ import { createScheduler } from '../scheduler/index.ts';
 import { stringHeapCapacityBytes } from '../memory/element-cost.ts';
 import { CONFIG_TYPE_TO_DATATYPE } from '../tensor/datatype.ts';
 import { Errors } from '../errors/errors.ts';
+import type { InferenceCall } from '../protocol/types.ts';
 import { warmUp } from './warmup.ts';
 import type { InputSpec, LoadedVersion, OutputSpec } from './loaded-version.ts';
 
@@ -24,6 +25,12 @@ export interface LoaderOptions {
   readonly gpuIds: readonly number[];
   /** Host memory the budget has left; a version that would not fit fails to load instead. */
   readonly freeMemoryBytes?: () => number;
+  /**
+   * Runs an inference through the server's own request path (core's InferenceService): an
+   * ensemble's steps and a JavaScript model's calls to other models go through it. Bound by
+   * the server once the service exists; undefined where nothing can be called (unit tests).
+   */
+  readonly callModel?: InferenceCall;
 }
 
 /** The model's config as written (parsed, not yet completed); undefined when there is no config.pbtxt. */

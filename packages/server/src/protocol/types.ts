@@ -64,6 +64,13 @@ export interface InferenceResponse {
   readonly parameters?: Parameters;
 }
 
+/**
+ * An inference the server runs for itself: an ensemble's step, or a JavaScript model calling
+ * another model (BLS). It takes the same path as a client's request (validation, the model's
+ * own scheduler and batching, statistics), so the caller gets outputs or the same typed errors.
+ */
+export type InferenceCall = (request: InferenceRequest) => Promise<InferenceResponse>;
+
 /** Metadata, the repository index and statistics are shapes the client shares: @batchwise/protocol. */
 export type {
   DurationStat,
