@@ -81,6 +81,14 @@ module.exports = {
       to: { path: '^(packages/(?!protocol/)|infra/|bench/|test/)' },
     },
     {
+      name: 'backend-package-is-a-leaf',
+      comment:
+        '@batchwise/backend (packages/backend) is what JavaScript model code imports: it may import @batchwise/protocol, never the server, the client or any other workspace package.',
+      severity: 'error',
+      from: { path: '^packages/backend/' },
+      to: { path: '^(packages/(?!(backend|protocol)/)|infra/|bench/|test/)' },
+    },
+    {
       name: 'client-not-server',
       comment: 'The client shares the wire through @batchwise/protocol, never by reaching into the server package.',
       severity: 'error',

@@ -1,0 +1,81 @@
+/** KServe v2 datatypes a JavaScript model sees. */
+export type DataType =
+  'BOOL' | 'UINT8' | 'UINT16' | 'UINT32' | 'UINT64' | 'INT8' | 'INT16' | 'INT32' | 'INT64' | 'FP16' | 'FP32' | 'FP64' | 'BYTES';
+
+/**
+ * A tensor's elements, row-major. BOOL: Uint8Array of 0/1; FP16: Uint16Array of the bits;
+ * INT64/UINT64: BigInt64Array/BigUint64Array; BYTES: one Buffer per element.
+ */
+export type TensorData =
+  | Uint8Array
+  | Int8Array
+  | Uint16Array
+  | Int16Array
+  | Uint32Array
+  | Int32Array
+  | BigUint64Array
+  | BigInt64Array
+  | Float32Array
+  | Float64Array
+  | Buffer[];
+
+export interface Tensor {
+  readonly name: string;
+  readonly datatype: DataType;
+  readonly shape: readonly number[];
+  readonly data: TensorData;
+}
+
+/** One request of the batch `execute` receives. */
+export interface ModelRequest {
+  readonly id?: string;
+  /** Each input with this request's own shape (batch dimension first when max_batch_size > 0). */
+  readonly inputs: Readonly<Record<string, Tensor>>;
+  /** What the caller asked for (every config output when it asked for none). */
+  readonly requestedOutputs: readonly string[];
+  readonly parameters: Readonly<Record<string, string | number | boolean>>;
+}
+
+/** Outputs of one request, or an error for that request alone. */
+export type ModelResponse = { readonly outputs: readonly Tensor[] } | { readonly error: Error };
+
+export interface InitializeArgs {
+  /** The model's config as the config endpoint shows it (Triton's JSON). */
+  readonly config: Record<string, unknown>;
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly instanceName: string;
+  readonly instanceKind: 'KIND_CPU' | 'KIND_GPU';
+  readonly deviceId: number;
+  /** The model folder (holds config.pbtxt). */
+  readonly modelDir: string;
+  /** The version folder (model.mjs, vocabulary files...). */
+  readonly versionDir: string;
+}
+
+/** What a model file's default export is (an object), or creates (a class, instantiated with `new` and no arguments). */
+export interface JsModel {
+  initialize?(args: InitializeArgs): void | Promise<void>;
+  /** One response per request, in order: outputs, or an error for that request alone (an Error instance may be returned directly). */
+  execute(requests: readonly ModelRequest[]): readonly (ModelResponse | Error)[] | Promise<readonly (ModelResponse | Error)[]>;
+  finalize?(): void | Promise<void>;
+}
+
+/** A call from model code to another model of the server (Triton's BLS). */
+export interface InferModelRequest {
+  readonly model: string;
+  /** Empty or absent: the version the model's version policy serves (the highest ready). */
+  readonly version?: string;
+  readonly inputs: readonly Tensor[];
+  /** Absent or empty: every output of the called model. */
+  readonly outputs?: readonly string[];
+  readonly parameters?: Record<string, string | number | boolean>;
+}
+
+export interface InferModelResult {
+  readonly model: string;
+  readonly version: string;
+  readonly outputs: readonly Tensor[];
+  /** The output of that name; throws if the called model did not return it. */
+  output(name: string): Tensor;
+}
