@@ -1,5 +1,7 @@
+import type { ModelConfig } from '../config/model-config.ts';
 import type { ModelIO } from '../config/model-io.ts';
-import type { Tensor } from '../tensor/tensor.ts';
+import type { InferenceCall } from '../protocol/types.ts';
+import type { Parameters, Tensor } from '../tensor/tensor.ts';
 
 /** Nanosecond timings of one execution, split as Triton's statistics split them. */
 export interface ExecutionTimings {
@@ -14,9 +16,36 @@ export interface ExecutionResult {
   readonly timings: ExecutionTimings;
 }
 
+/** One request of a batch, for instances that take each request's own inputs (executeRequests). */
+export interface InstanceRequest {
+  readonly id?: string;
+  /** One tensor per model input, this request's own rows (batch dimension first when max_batch_size > 0). */
+  readonly inputs: readonly Tensor[];
+  /** The outputs this request asked for (every config output when it asked for none). */
+  readonly outputNames: readonly string[];
+  readonly parameters: Parameters;
+}
+
+/** One request's outcome: its outputs (named as asked), or an error for that request alone. */
+export type RequestOutcome = { readonly outputs: Tensor[] } | { readonly error: Error };
+
+export interface RequestsResult {
+  /** One per request, in order. */
+  readonly responses: RequestOutcome[];
+  readonly timings: ExecutionTimings;
+}
+
 /** One model instance: a session that runs one batch at a time. */
 export interface ModelInstance {
+  /** Runs one assembled batch (every request's rows in one tensor per input); warmup calls it too. */
   execute(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult>;
+  /**
+   * Runs a batch as its requests, each with its own inputs, and answers each on its own (the
+   * JavaScript backend: model code sees the requests Triton's Python backend would). Where an
+   * instance has it, the scheduler calls it instead of `execute`. Rejects only when the whole
+   * batch failed (a crash, a timeout).
+   */
+  executeRequests?(requests: readonly InstanceRequest[]): Promise<RequestsResult>;
   close(): Promise<void>;
   /** Set by the owner: called once if the instance gives up after repeated crashes. */
   onFatal: ((error: Error) => void) | undefined;
@@ -36,6 +65,23 @@ export interface InstanceOptions {
   /** Opt-in: a KIND_GPU model that cannot get CUDA runs on CPU with a warning instead of failing. */
   readonly allowCpuFallback: boolean;
   readonly sessionOptions: SessionSettings;
+  /** What a backend running user code needs to know of its model (the JavaScript backend); others ignore it. */
+  readonly model?: InstanceModelContext;
+  /** Runs an inference through the server's request path (calls from model code to other models). */
+  readonly callModel?: InferenceCall;
+}
+
+export interface InstanceModelContext {
+  /** The complete, normalized config. */
+  readonly config: ModelConfig;
+  readonly version: string;
+  /** The model folder (holds config.pbtxt). */
+  readonly modelDir: string;
+  /** The version folder. */
+  readonly versionDir: string;
+  /** The instance group's name. */
+  readonly instanceName: string;
+  readonly kind: 'KIND_CPU' | 'KIND_GPU';
 }
 
 /** Backend-neutral session settings taken from config.pbtxt (see session-settings.ts). */

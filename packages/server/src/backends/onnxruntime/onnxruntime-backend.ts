@@ -2,6 +2,7 @@ import { Worker } from 'node:worker_threads';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { Backend, ExecutionResult, InstanceOptions, LoadedInstance, ModelInstance } from '../backend.ts';
 import { GpuOutOfMemoryError, isGpuOutOfMemory } from '../gpu-oom.ts';
+import { CrashWindow, waitUntilLoaded } from '../worker-supervision.ts';
 import type { FromWorker, ToWorker, WireTensor, WorkerInit } from './protocol.ts';
 import { ownBuffer, transferListOf } from './protocol.ts';
 
@@ -24,7 +25,7 @@ function spawnWorker(init: WorkerInit, options: OnnxRuntimeBackendOptions): Work
       ? { maxOldGenerationSizeMb: Math.max(16, Math.floor(options.workerHeapLimitBytes / 2 ** 20)) }
       : undefined;
   if (RUNNING_FROM_SOURCE) {
-    return new Worker(new URL('./tsx-worker.mjs', import.meta.url), {
+    return new Worker(new URL('../tsx-worker.mjs', import.meta.url), {
       workerData: { ...init, tsEntry: new URL('./worker.ts', import.meta.url).href },
       ...(resourceLimits && { resourceLimits }),
     });
@@ -37,10 +38,6 @@ interface PendingRun {
   reject(error: Error): void;
 }
 
-/** Crashes tolerated in CRASH_WINDOW_MS before an instance gives up and stays failed. */
-const MAX_CRASHES = 3;
-const CRASH_WINDOW_MS = 60_000;
-
 /**
  * Main-thread handle of one worker thread that owns one ONNX Runtime session. A worker that
  * dies (native crash, out of memory inside ONNX Runtime) fails only the batch it was running
@@ -51,7 +48,7 @@ class WorkerInstance implements ModelInstance {
   private readonly pending = new Map<number, PendingRun>();
   private fatalError: Error | undefined;
   private closing = false;
-  private crashes: number[] = [];
+  private readonly crashes = new CrashWindow();
   private replacement: Promise<void> | undefined;
 
   /** Workers whose death was handled ('error' and 'exit' both report one death). */
@@ -141,16 +138,12 @@ class WorkerInstance implements ModelInstance {
     const error = new Error(`model instance of '${this.modelName}' crashed (${how}); the batch it was running failed`);
     for (const run of this.pending.values()) run.reject(error);
     this.pending.clear();
-    const now = Date.now();
-    this.crashes = [...this.crashes.filter((t) => now - t < CRASH_WINDOW_MS), now];
-    if (this.crashes.length > MAX_CRASHES) {
-      this.fatalError = new Error(
-        `model instance of '${this.modelName}' crashed ${this.crashes.length} times in ${CRASH_WINDOW_MS / 1000} s (last: ${how}); not restarted`,
-      );
+    if (this.crashes.record()) {
+      this.fatalError = new Error(`model instance of '${this.modelName}' ${this.crashes.describe(how)}`);
       this.onFatal?.(this.fatalError);
       return;
     }
-    this.replacement = waitUntilLoaded(this.spawn()).then(
+    this.replacement = waitUntilLoaded<Loaded>(this.spawn()).then(
       (fresh) => {
         this.worker = fresh;
         this.attach(fresh);
@@ -168,43 +161,7 @@ class WorkerInstance implements ModelInstance {
   onFatal: ((error: Error) => void) | undefined;
 }
 
-interface Loaded {
-  readonly io: Extract<FromWorker, { type: 'loaded' }>['io'];
-  readonly executionProvider: string;
-  readonly fallbackReason?: string;
-}
-
-/** Resolves once the worker opened its session; rejects with its load error. */
-function waitUntilLoaded(worker: Worker): Promise<Worker & { loaded: Loaded }> {
-  return new Promise((resolve, reject) => {
-    const cleanup = () => {
-      worker.off('message', onMessage);
-      worker.off('error', onError);
-      worker.off('exit', onExit);
-    };
-    const onError = (error: Error) => {
-      cleanup();
-      reject(error);
-    };
-    const onExit = (code: number) => {
-      cleanup();
-      reject(new Error(`model instance exited during load (code ${code})`));
-    };
-    const onMessage = (message: FromWorker) => {
-      if (message.type === 'load-failed') {
-        cleanup();
-        void worker.terminate();
-        reject(new Error(message.message));
-      } else if (message.type === 'loaded') {
-        cleanup();
-        resolve(Object.assign(worker, { loaded: message }));
-      }
-    };
-    worker.on('message', onMessage);
-    worker.on('error', onError);
-    worker.on('exit', onExit);
-  });
-}
+type Loaded = Omit<Extract<FromWorker, { type: 'loaded' }>, 'type'>;
 
 export function createOnnxRuntimeBackend(backendOptions: OnnxRuntimeBackendOptions = {}): Backend {
   return {
@@ -224,7 +181,7 @@ async function createInstance(options: InstanceOptions, backendOptions: OnnxRunt
     settings: options.sessionOptions,
   };
   const spawn = () => spawnWorker(init, backendOptions);
-  const worker = await waitUntilLoaded(spawn());
+  const worker = await waitUntilLoaded<Loaded>(spawn());
   const { io, executionProvider, fallbackReason } = worker.loaded;
   return {
     instance: new WorkerInstance(worker, spawn, options.modelName, backendOptions.workerHeapLimitBytes),
