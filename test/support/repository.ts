@@ -5,7 +5,8 @@ import { serializeModel, type IModelProto } from '@batchwise/modelgen';
 
 export interface RepositoryModel {
   readonly name: string;
-  readonly model: IModelProto;
+  /** Written into each version folder; omitted for a model without a model file (an ensemble). */
+  readonly model?: IModelProto;
   /** config.pbtxt text; omitted for auto-complete. */
   readonly config?: string;
   /** @default [1] */
@@ -20,13 +21,13 @@ export interface RepositoryModel {
 export async function makeRepository(models: readonly RepositoryModel[]): Promise<{ dir: string; remove(): Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), 'batchwise-repo-'));
   for (const m of models) {
-    const bytes = serializeModel(m.model);
+    const bytes = m.model && serializeModel(m.model);
     await mkdir(join(dir, m.name), { recursive: true });
     if (m.config !== undefined) await writeFile(join(dir, m.name, 'config.pbtxt'), m.config);
     for (const [file, text] of Object.entries(m.files ?? {})) await writeFile(join(dir, m.name, file), text);
     for (const v of m.versions ?? [1]) {
       await mkdir(join(dir, m.name, String(v)), { recursive: true });
-      await writeFile(join(dir, m.name, String(v), m.fileName ?? 'model.onnx'), bytes);
+      if (bytes) await writeFile(join(dir, m.name, String(v), m.fileName ?? 'model.onnx'), bytes);
     }
   }
   return { dir, remove: () => rm(dir, { recursive: true, force: true }) };

@@ -6,4 +6,5 @@ export { parseModelConfig } from './parse.ts';
 export { printModelConfig } from './print.ts';
 export { modelConfigToJson } from './to-json.ts';
 export { MODEL_CONFIG_PROTO_PATH, modelConfigRoot } from './schema.ts';
-export { validateModelConfig } from './validate.ts';
+export { validateDeclaredConfig, validateModelConfig } from './validate.ts';
+export { describeStep, isEnsembleConfig, planEnsemble, type EnsemblePlan, type EnsembleStep } from './ensemble.ts';

@@ -1,3 +1,4 @@
+import { isEnsembleConfig } from './ensemble.ts';
 import type { ModelConfig, ModelInstanceGroup } from './model-config.ts';
 
 export interface NormalizeOptions {
@@ -17,6 +18,11 @@ export interface NormalizeOptions {
 export function normalizeModelConfig(config: ModelConfig, options: NormalizeOptions): ModelConfig {
   const out = structuredClone(config);
   out.version_policy ??= { latest: { num_versions: 1 } };
+  // An ensemble has no model file and no instances of its own: its steps' models have them.
+  if (isEnsembleConfig(out)) {
+    out.platform = 'ensemble';
+    return out;
+  }
   out.default_model_filename ??= 'model.onnx';
   out.backend ??= 'onnxruntime';
   out.platform ??= 'onnxruntime_onnx';

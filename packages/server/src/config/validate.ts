@@ -42,6 +42,21 @@ export function validateModelConfig(config: ModelConfig, io: ModelIO): void {
   }
 }
 
+/**
+ * Checks a config that has no model file to check it against (an ensemble): the config
+ * against itself, and every input and output declared with a datatype and dims.
+ */
+export function validateDeclaredConfig(config: ModelConfig): void {
+  const fail = (message: string): never => {
+    throw new InferenceServerError('INVALID_ARG', `model '${config.name}': ${message}`);
+  };
+  validateSanity(config, fail);
+  if ((config.input ?? []).length === 0) fail('has no inputs: an ensemble must declare its inputs in config.pbtxt');
+  if ((config.output ?? []).length === 0) fail('has no outputs: an ensemble must declare its outputs in config.pbtxt');
+  for (const tensor of config.input ?? []) validateTensor('input', tensor, fail);
+  for (const tensor of config.output ?? []) validateTensor('output', tensor, fail);
+}
+
 function validateSanity(config: ModelConfig, fail: (m: string) => never): void {
   const maxBatchSize = config.max_batch_size ?? 0;
   if (!Number.isInteger(maxBatchSize) || maxBatchSize < 0) {

@@ -126,7 +126,8 @@ export class CoreInferenceService implements InferenceService {
       inputs: model.inputs.map((i) => ({ name: i.name, datatype: i.datatype, shape: [...batch, ...i.dims] })),
       outputs: model.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: [...batch, ...o.dims] })),
       parameters: {
-        execution_provider: model.executionProvider,
+        // An ensemble runs nothing itself: its steps' models have providers.
+        ...(model.executionProvider !== '' && { execution_provider: model.executionProvider }),
         ...(model.fallbackReason !== undefined && { cpu_fallback_reason: model.fallbackReason }),
         ...model.unappliedSettings,
       },

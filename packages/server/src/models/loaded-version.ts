@@ -1,4 +1,5 @@
 import type { ModelInstance } from '../backends/backend.ts';
+import type { EnsemblePlan } from '../config/ensemble.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import type { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { Scheduler } from '../scheduler/scheduler.ts';
@@ -44,4 +45,6 @@ export interface LoadedVersion {
   readonly fallbackReason: string | undefined;
   /** Settings from the config that could not be applied, by name, with the reason (shown in metadata). */
   readonly unappliedSettings: Readonly<Record<string, string>>;
+  /** An ensemble's steps (it has no instances of its own); it is ready only while every step's model is. */
+  readonly ensemble?: EnsemblePlan;
 }

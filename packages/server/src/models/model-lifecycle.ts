@@ -1,7 +1,7 @@
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { printModelConfig } from '../config/index.ts';
+import { isEnsembleConfig, planEnsemble, printModelConfig } from '../config/index.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import { Errors, toInferenceServerError } from '../errors/errors.ts';
 import { fingerprintFolder, fingerprintText } from '../repository/fingerprint.ts';
@@ -10,6 +10,7 @@ import type { ListedModel } from '../repository/model-source.ts';
 import { selectVersions } from '../repository/version-policy.ts';
 import type { LoadedVersion } from './loaded-version.ts';
 import type { ModelEntry, ServingVersion } from './model-entry.ts';
+import { loadEnsembleVersion } from './ensemble-loader.ts';
 import { loadVersion, readConfig, type LoaderOptions } from './model-loader.ts';
 import type { ModelTable } from './model-registry.ts';
 
@@ -21,11 +22,15 @@ import type { ModelTable } from './model-registry.ts';
 export class ModelLifecycle {
   /** Retirements running in the background. */
   private readonly draining = new Set<Promise<void>>();
+  /** Ensembles waiting for their step models to load, and those models (to see a cycle instead of waiting forever). */
+  private readonly waitsFor = new Map<string, readonly string[]>();
 
   constructor(
     private readonly table: ModelTable,
     private readonly options: LoaderOptions,
     private readonly stopping: AbortSignal,
+    /** explicit mode: loads an ensemble's step model that does not serve (loading an ensemble loads its steps). */
+    private readonly loadStepModel?: (name: string) => Promise<unknown>,
   ) {}
 
   private get logger(): Logger {
@@ -69,7 +74,10 @@ export class ModelLifecycle {
       return this.recordFailure(entry, toInferenceServerError(error).message);
     }
     entry.selected = wanted;
-    const configPrint = override ? printModelConfig(override) : folder.configText;
+    const ensemble = isEnsembleConfig(written) ? await this.settleSteps(entry.name, written!) : undefined;
+    // An ensemble is checked against its steps' models: it loads again when they change.
+    const writtenText = override ? printModelConfig(override) : folder.configText;
+    const configPrint = ensemble ? `${writtenText}${ensemble.stepsFingerprint}` : writtenText;
     const fingerprints = await Promise.all(
       wanted.map(
         async (v) => `${fingerprintText(configPrint)}:${await fingerprintFolder(join(folder.dir, String(v))).catch(() => 'missing')}`,
@@ -83,7 +91,11 @@ export class ModelLifecycle {
     if (toLoad.length === 0 && wanted.some(unchangedFailure)) return entry.reason;
 
     if (entry.serving.size === 0) entry.state = 'LOADING';
-    const results = await Promise.allSettled(toLoad.map((v) => loadVersion(folder, written, v, this.options)));
+    const results = await Promise.allSettled(
+      toLoad.map((v) =>
+        ensemble ? loadEnsembleVersion(folder, written!, v, this.options, this.table) : loadVersion(folder, written, v, this.options),
+      ),
+    );
     const failed = new Map<string, string>();
     const failedFingerprints = new Map<string, string>();
     const next = new Map<string, ServingVersion>();
@@ -147,6 +159,43 @@ export class ModelLifecycle {
     );
     if (failed.size > 0) return [...failed.values()].join('; ');
     return next.size === 0 ? (entry.reason ?? 'no version loaded') : undefined;
+  }
+
+  /**
+   * Before an ensemble loads, its step models finish whatever load is under way (the start-up
+   * load and polls load every model at once) and, in explicit mode, those that do not serve
+   * are loaded. Resolves with what the steps serve, for the ensemble's fingerprint. An ensemble
+   * whose steps lead back to it does not wait for them: its load fails, naming the cycle.
+   */
+  private async settleSteps(ensemble: string, config: ModelConfig): Promise<{ stepsFingerprint: string }> {
+    let steps: string[];
+    try {
+      steps = [...new Set(planEnsemble({ ...config, name: ensemble }).steps.map((s) => s.modelName))];
+    } catch {
+      return { stepsFingerprint: '' }; // the load reports what is wrong with the config
+    }
+    this.waitsFor.set(ensemble, steps);
+    try {
+      for (const step of steps) {
+        if (this.waitLeadsTo(step, ensemble, new Set())) continue;
+        await this.table.get(step)?.busy;
+        if (this.loadStepModel && !this.table.isModelReady(step)) await this.loadStepModel(step).catch(() => undefined);
+      }
+    } finally {
+      this.waitsFor.delete(ensemble);
+    }
+    const serving = steps.map((step) => {
+      const versions = [...(this.table.get(step)?.serving ?? new Map<string, ServingVersion>())];
+      return `${step}=${versions.map(([v, s]) => `${v}:${s.fingerprint}`).join(',')}`;
+    });
+    return { stepsFingerprint: `\nsteps:${serving.join(';')}` };
+  }
+
+  private waitLeadsTo(from: string, to: string, seen: Set<string>): boolean {
+    if (from === to) return true;
+    if (seen.has(from)) return false;
+    seen.add(from);
+    return (this.waitsFor.get(from) ?? []).some((next) => this.waitLeadsTo(next, to, seen));
   }
 
   /** An instance gave up after repeated crashes: the version stops serving, with the reason. */

@@ -10,11 +10,11 @@ import type { ServerMetrics } from '../metrics/server-metrics.ts';
 import { fileExists, fileInModelFolder, type ModelFolder } from '../repository/model-folder.ts';
 import { createScheduler } from '../scheduler/index.ts';
 import { stringHeapCapacityBytes } from '../memory/element-cost.ts';
-import { CONFIG_TYPE_TO_DATATYPE } from '../tensor/datatype.ts';
 import { Errors } from '../errors/errors.ts';
 import type { InferenceCall } from '../protocol/types.ts';
 import { warmUp } from './warmup.ts';
-import type { InputSpec, LoadedVersion, OutputSpec } from './loaded-version.ts';
+import type { LoadedVersion } from './loaded-version.ts';
+import { inputSpecsOf, outputSpecsOf } from './tensor-specs.ts';
 
 export interface LoaderOptions {
   readonly backend: Backend;
@@ -158,7 +158,7 @@ function instancePlacements(groups: readonly ModelInstanceGroup[]): Placement[] 
 }
 
 /** Each output's label_filename (in the model folder, one label per line), for the classification extension. */
-async function readLabels(folder: ModelFolder, config: ModelConfig): Promise<Map<string, readonly string[]>> {
+export async function readLabels(folder: ModelFolder, config: ModelConfig): Promise<Map<string, readonly string[]>> {
   const labels = new Map<string, readonly string[]>();
   for (const output of config.output) {
     if (!output.label_filename) continue;
@@ -188,24 +188,9 @@ function assemble(
   unappliedSettings: Record<string, string>,
   labels: ReadonlyMap<string, readonly string[]>,
 ): LoadedVersion {
-  // An input may be left out when the config says so and the model runs without it: ONNX Runtime
-  // for Node.js runs a graph only with every input it lists, so a request leaving one of those
-  // out is refused in validation (naming it) instead of failing in the model (500).
   const runsWithout = new Set(created[0]!.io.inputs.filter((t) => t.optional).map((t) => t.name));
-  const inputs: InputSpec[] = config.input.map((input) => ({
-    name: input.name,
-    datatype: CONFIG_TYPE_TO_DATATYPE[input.data_type]!,
-    dims: input.dims,
-    modelDims: input.reshape?.shape,
-    optional: (input.optional ?? false) && runsWithout.has(input.name),
-  }));
-  const outputs: OutputSpec[] = config.output.map((output) => ({
-    name: output.name,
-    datatype: CONFIG_TYPE_TO_DATATYPE[output.data_type]!,
-    dims: output.dims,
-    modelDims: output.reshape?.shape,
-    labels: labels.get(output.name),
-  }));
+  const inputs = inputSpecsOf(config, runsWithout);
+  const outputs = outputSpecsOf(config, labels);
   const instances: ModelInstance[] = created.map((c) => c.instance);
   const stats = new VersionStatistics(modelName, version, metrics);
   const outputNames = outputs.map((o) => o.name);

@@ -46,7 +46,9 @@ export class ModelManager implements ModelControl {
   ) {
     this.repositories = new RepositoryScan(sources);
     this.table = new ModelTable(this.repositories);
-    this.lifecycle = new ModelLifecycle(this.table, options, this.stopping.signal);
+    // In explicit mode, loading an ensemble loads the step models that do not serve, as in Triton.
+    const loadStepModel = options.controlMode === 'explicit' ? (name: string) => this.load(name) : undefined;
+    this.lifecycle = new ModelLifecycle(this.table, options, this.stopping.signal, loadStepModel);
   }
 
   /** What serves, for the facade and readiness. */
@@ -150,18 +152,27 @@ export class ModelManager implements ModelControl {
 
   /**
    * Repository extension: unloads a model; resolves once its in-flight requests have finished.
-   * `unloadDependents` is accepted on any model, as Triton accepts it: only an ensemble has
-   * dependents (its composing models), and Batchwise has no ensembles yet. When the ensemble
-   * backend lands, this is where it hooks in: with unloadDependents, unload the composing
-   * models no other loaded ensemble uses, after the ensemble itself.
+   * With `unloadDependents`, an ensemble's step models are unloaded too, after it, unless
+   * another ensemble that still serves uses them (Triton's unload_dependents). For a model
+   * that is not an ensemble it changes nothing.
    */
   async unload(name: string, options: UnloadOptions = {}): Promise<void> {
     if (this.options.controlMode !== 'explicit') throw Errors.unavailable(NOT_ALLOWED);
     const entry = this.table.get(name);
     if (!entry) throw Errors.invalidArg(`failed to unload '${name}', no version is available`);
+    const steps = new Set([...entry.serving.values()].flatMap((s) => s.loaded.ensemble?.steps.map((step) => step.modelName) ?? []));
     const { drained } = await this.lifecycle.unload(entry, 'unloaded');
-    if (options.unloadDependents) this.logger.debug({ model: name }, 'unload_dependents: the model has no dependents');
-    await drained;
+    const unloads = [drained];
+    if (options.unloadDependents) {
+      const stillUsed = new Set(this.table.loadedVersions().flatMap((v) => v.ensemble?.steps.map((step) => step.modelName) ?? []));
+      for (const step of steps) {
+        const stepEntry = this.table.get(step);
+        if (stillUsed.has(step) || !stepEntry || stepEntry.serving.size === 0) continue;
+        this.logger.info({ model: step, ensemble: name }, 'unload_dependents: unloading a step model of the ensemble');
+        unloads.push(this.lifecycle.unload(stepEntry, `unloaded with ensemble '${name}'`).then((r) => r.drained));
+      }
+    }
+    await Promise.all(unloads);
   }
 
   /** Stops polling, drains and closes every loaded version. */

@@ -55,15 +55,34 @@ export class ModelTable implements ModelRegistry {
   resolve(modelName: string, modelVersion?: string): LoadedVersion {
     const entry = this.models.get(modelName);
     if (!entry) throw Errors.unknownModel(modelName);
+    let found: LoadedVersion | undefined;
     if (modelVersion !== undefined) {
-      const v = entry.serving.get(modelVersion);
-      if (!v) throw Errors.unknownVersion(modelName, modelVersion);
-      return v.loaded;
+      found = entry.serving.get(modelVersion)?.loaded;
+      if (!found) throw Errors.unknownVersion(modelName, modelVersion);
+    } else {
+      if (entry.serving.size === 0) throw Errors.modelNotReady(modelName, entry.reason);
+      found = this.highest(entry);
     }
-    let best: LoadedVersion | undefined;
-    for (const { loaded } of entry.serving.values()) if (!best || Number(loaded.version) > Number(best.version)) best = loaded;
-    if (!best) throw Errors.modelNotReady(modelName, entry.reason);
-    return best;
+    const unready = this.unreadyStep(found);
+    if (unready) throw Errors.modelNotReady(modelName, unready);
+    return found;
+  }
+
+  /**
+   * Why an ensemble cannot run now: the first step whose model has no ready version it may use
+   * (Triton keeps an ensemble ready only while its composing models are). Undefined when it can,
+   * and for every model that is not an ensemble. Ensembles whose steps lead back to them never
+   * load, so the walk ends.
+   */
+  private unreadyStep(loaded: LoadedVersion): string | undefined {
+    if (!loaded.ensemble) return undefined;
+    for (const step of loaded.ensemble.steps) {
+      if (!this.isModelReady(step.modelName, step.modelVersion)) {
+        const version = step.modelVersion === undefined ? '' : ` version ${step.modelVersion}`;
+        return `step ${step.number}'s model '${step.modelName}'${version} is not ready`;
+      }
+    }
+    return undefined;
   }
 
   isKnown(modelName: string): boolean {
@@ -73,8 +92,15 @@ export class ModelTable implements ModelRegistry {
   isModelReady(modelName: string, modelVersion?: string): boolean {
     const entry = this.models.get(modelName);
     if (!entry || entry.serving.size === 0) return false;
-    if (modelVersion !== undefined) return entry.serving.has(modelVersion);
-    return true;
+    if (modelVersion !== undefined && !entry.serving.has(modelVersion)) return false;
+    const loaded = modelVersion !== undefined ? entry.serving.get(modelVersion)!.loaded : this.highest(entry);
+    return this.unreadyStep(loaded) === undefined;
+  }
+
+  private highest(entry: ModelEntry): LoadedVersion {
+    let found: LoadedVersion | undefined;
+    for (const { loaded } of entry.serving.values()) if (!found || Number(loaded.version) > Number(found.version)) found = loaded;
+    return found!;
   }
 
   readyVersions(modelName: string): string[] {
@@ -84,7 +110,9 @@ export class ModelTable implements ModelRegistry {
   }
 
   allReady(): boolean {
-    for (const entry of this.models.values()) if (entry.wanted && entry.state !== 'READY') return false;
+    for (const entry of this.models.values()) {
+      if (entry.wanted && (entry.state !== 'READY' || !this.isModelReady(entry.name))) return false;
+    }
     return true;
   }
 
@@ -106,7 +134,11 @@ export class ModelTable implements ModelRegistry {
         if (!readyOnly) rows.push(duplicates.has(name) ? { name, state: 'UNAVAILABLE', reason: DUPLICATE } : { name });
         continue;
       }
-      for (const version of entry.serving.keys()) rows.push({ name: entry.name, version, state: 'READY', reason: '' });
+      for (const [version, { loaded }] of entry.serving) {
+        const unready = this.unreadyStep(loaded);
+        if (unready === undefined) rows.push({ name: entry.name, version, state: 'READY', reason: '' });
+        else if (!readyOnly) rows.push({ name: entry.name, version, state: 'UNAVAILABLE', reason: unready });
+      }
       if (readyOnly) continue;
       for (const [version, reason] of entry.failedVersions) {
         if (!entry.serving.has(version)) rows.push({ name: entry.name, version, state: 'UNAVAILABLE', reason });

@@ -1,0 +1,180 @@
+import { describeStep, normalizeModelConfig, planEnsemble, validateDeclaredConfig, type EnsemblePlan } from '../config/index.ts';
+import type { ModelConfig } from '../config/model-config.ts';
+import { Errors, toInferenceServerError } from '../errors/errors.ts';
+import { VersionStatistics } from '../metrics/version-statistics.ts';
+import type { ModelFolder } from '../repository/model-folder.ts';
+import { EnsembleScheduler } from '../scheduler/ensemble-scheduler.ts';
+import type { DataType } from '../tensor/datatype.ts';
+import type { LoadedVersion } from './loaded-version.ts';
+import { readLabels, type LoaderOptions } from './model-loader.ts';
+import type { ModelRegistry } from './model-registry.ts';
+import { inputSpecsOf, outputSpecsOf } from './tensor-specs.ts';
+
+/**
+ * Loads one version of an ensemble (`platform: "ensemble"`): no model file and no instances,
+ * only its plan, checked against the step models that serve now. Each error names the
+ * ensemble, the step and the tensor. A failed ensemble leaves its steps' models untouched.
+ */
+export async function loadEnsembleVersion(
+  folder: ModelFolder,
+  written: ModelConfig,
+  version: number,
+  options: LoaderOptions,
+  registry: ModelRegistry,
+): Promise<LoadedVersion> {
+  const config = normalizeModelConfig(written, { visibleGpuIds: options.gpuIds });
+  validateDeclaredConfig(config);
+  const plan = planEnsemble(config);
+  checkAgainstSteps(config, plan, registry);
+  if (!options.callModel)
+    throw Errors.internal(`ensemble '${config.name}' cannot run its steps: the server gave the loader no request path`);
+  const labels = await readLabels(folder, config);
+  const inputs = inputSpecsOf(config, new Set());
+  const outputs = outputSpecsOf(config, labels);
+  const stats = new VersionStatistics(config.name, String(version), options.metrics);
+  return {
+    modelName: config.name,
+    version: String(version),
+    config,
+    maxBatchSize: config.max_batch_size,
+    inputs,
+    inputsByName: new Map(inputs.map((i) => [i.name, i])),
+    outputs,
+    outputsByName: new Map(outputs.map((o) => [o.name, o])),
+    instances: [],
+    // Strings are held by the step models' instances, which check their own room.
+    maxBatchStringHeapBytes: Infinity,
+    scheduler: new EnsembleScheduler({
+      ensembleName: config.name,
+      plan,
+      outputNames: outputs.map((o) => o.name),
+      stats,
+      callModel: options.callModel,
+    }),
+    stats,
+    executionProvider: '',
+    fallbackReason: undefined,
+    unappliedSettings: {},
+    ensemble: plan,
+  };
+}
+
+/** A tensor as one side of a connection sees it: datatype and full shape (batch dimension included). */
+interface TensorView {
+  readonly datatype: DataType;
+  readonly shape: readonly number[];
+  /** Who declares it, for the error: "ensemble input 'X'", "step 2 (model 'm') output 'Y'". */
+  readonly owner: string;
+}
+
+/**
+ * The checks that need the step models, as Triton's ensemble validation makes them: each step's
+ * model serves, the ensemble's max_batch_size is within each step's, the maps name tensors the
+ * step model has and cover the inputs it needs, and both sides of every connection agree on
+ * datatype and shape (-1 matching any size).
+ */
+function checkAgainstSteps(config: ModelConfig, plan: EnsemblePlan, registry: ModelRegistry): void {
+  const name = config.name;
+  const batch = (maxBatchSize: number) => (maxBatchSize > 0 ? [-1] : []);
+  const produced = new Map<string, TensorView>();
+  const ensembleBatch = batch(config.max_batch_size);
+  for (const input of inputSpecsOf(config, new Set())) {
+    produced.set(input.name, {
+      datatype: input.datatype,
+      shape: [...ensembleBatch, ...input.dims],
+      owner: `ensemble input '${input.name}'`,
+    });
+  }
+  const consumers: { tensor: string; view: TensorView }[] = [];
+  for (const step of plan.steps) {
+    const what = describeStep(name, step);
+    let model: LoadedVersion;
+    try {
+      model = registry.resolve(step.modelName, step.modelVersion);
+    } catch (error) {
+      throw Errors.invalidArg(`${what}: the step's model is not available: ${toInferenceServerError(error).message}`);
+    }
+    if (model.ensemble) checkNotCyclic(name, step.modelName, registry, new Set([name]));
+    if (config.max_batch_size > model.maxBatchSize) {
+      throw Errors.invalidArg(
+        `${what}: ensemble '${name}' allows maximum batch size ${config.max_batch_size}, but it contains model ` +
+          `'${step.modelName}' which only allows maximum batch size to be ${model.maxBatchSize}`,
+      );
+    }
+    const stepBatch = batch(model.maxBatchSize);
+    for (const { stepTensor, ensembleTensor } of step.inputs) {
+      const spec = model.inputsByName.get(stepTensor);
+      if (!spec) {
+        throw Errors.invalidArg(
+          `${what}: input_map names '${stepTensor}', which is not an input of model '${step.modelName}' ` +
+            `(its inputs: ${model.inputs.map((i) => `'${i.name}'`).join(', ')})`,
+        );
+      }
+      consumers.push({
+        tensor: ensembleTensor,
+        view: {
+          datatype: spec.datatype,
+          shape: [...stepBatch, ...spec.dims],
+          owner: `step ${step.number} (model '${step.modelName}') input '${stepTensor}'`,
+        },
+      });
+    }
+    const mapped = new Set(step.inputs.map((i) => i.stepTensor));
+    const unmapped = model.inputs.filter((i) => !i.optional && !mapped.has(i.name));
+    if (unmapped.length > 0) {
+      throw Errors.invalidArg(`${what}: input_map does not map the model's input ${unmapped.map((i) => `'${i.name}'`).join(', ')}`);
+    }
+    for (const { stepTensor, ensembleTensor } of step.outputs) {
+      const spec = model.outputsByName.get(stepTensor);
+      if (!spec) {
+        throw Errors.invalidArg(
+          `${what}: output_map names '${stepTensor}', which is not an output of model '${step.modelName}' ` +
+            `(its outputs: ${model.outputs.map((o) => `'${o.name}'`).join(', ')})`,
+        );
+      }
+      produced.set(ensembleTensor, {
+        datatype: spec.datatype,
+        shape: [...stepBatch, ...spec.dims],
+        owner: `step ${step.number} (model '${step.modelName}') output '${stepTensor}'`,
+      });
+    }
+  }
+  for (const output of outputSpecsOf(config, new Map())) {
+    consumers.push({
+      tensor: output.name,
+      view: { datatype: output.datatype, shape: [...ensembleBatch, ...output.dims], owner: `ensemble output '${output.name}'` },
+    });
+  }
+  for (const { tensor, view } of consumers) {
+    const source = produced.get(tensor)!;
+    if (source.datatype !== view.datatype) {
+      throw Errors.invalidArg(
+        `ensemble '${name}': tensor '${tensor}' is ${source.datatype} as ${source.owner} but ${view.datatype} as ${view.owner}`,
+      );
+    }
+    if (!shapesAgree(source.shape, view.shape)) {
+      throw Errors.invalidArg(
+        `ensemble '${name}': tensor '${tensor}' has shape ${formatShape(source.shape)} as ${source.owner} ` +
+          `but ${formatShape(view.shape)} as ${view.owner}`,
+      );
+    }
+  }
+}
+
+/** An ensemble among the steps (nested ensembles are allowed) must not lead back to one on the path. */
+function checkNotCyclic(name: string, stepModel: string, registry: ModelRegistry, path: Set<string>): void {
+  if (path.has(stepModel)) throw Errors.invalidArg(`ensemble '${name}': its steps lead back to ensemble '${stepModel}': a cycle`);
+  if (!registry.isModelReady(stepModel)) return;
+  const nested = registry.resolve(stepModel).ensemble;
+  if (!nested) return;
+  const next = new Set([...path, stepModel]);
+  for (const step of nested.steps) checkNotCyclic(name, step.modelName, registry, next);
+}
+
+function shapesAgree(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((d, i) => d === -1 || b[i] === -1 || d === b[i]);
+}
+
+function formatShape(shape: readonly number[]): string {
+  return `[${shape.join(',')}]`;
+}

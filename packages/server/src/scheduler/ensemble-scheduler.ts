@@ -1,0 +1,140 @@
+import { describeStep, type EnsemblePlan, type EnsembleStep } from '../config/ensemble.ts';
+import { Errors, InferenceServerError, toInferenceServerError } from '../errors/errors.ts';
+import type { VersionStatistics } from '../metrics/version-statistics.ts';
+import type { InferenceCall } from '../protocol/types.ts';
+import type { Parameters, Tensor } from '../tensor/tensor.ts';
+import type { QueuedRequest, Scheduler } from './scheduler.ts';
+
+export interface EnsembleContext {
+  readonly ensembleName: string;
+  readonly plan: EnsemblePlan;
+  /** The ensemble's outputs in config order: enqueue resolves with one tensor each. */
+  readonly outputNames: readonly string[];
+  readonly stats: VersionStatistics;
+  /** The server's request path: each step goes through its model's own validation and scheduler. */
+  readonly callModel: InferenceCall;
+}
+
+/**
+ * Runs an ensemble as Triton's ensemble scheduler does: a step starts as soon as every tensor
+ * it reads exists, so independent branches run at the same time. Each step is an inference of
+ * its model through the server's own path (its scheduler batches the steps of concurrent
+ * ensemble requests together), with the request's priority and queue timeout. Tensors pass
+ * from step to step as they are, with no encoding; the step model's scheduler copies them into
+ * its batch, as it copies any request's inputs. The first step that fails fails the request
+ * with that step's error code and a message naming the step; no further step starts.
+ */
+export class EnsembleScheduler implements Scheduler {
+  private running = 0;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(private readonly context: EnsembleContext) {}
+
+  get pendingCount(): number {
+    return this.running;
+  }
+
+  async enqueue(request: QueuedRequest): Promise<Tensor[]> {
+    const { stats } = this.context;
+    this.running++;
+    const startNs = process.hrtime.bigint();
+    request.trace?.mark('COMPUTE_START', startNs);
+    try {
+      const outputs = await this.run(request);
+      const endNs = process.hrtime.bigint();
+      request.trace?.mark('COMPUTE_END', endNs);
+      const timings = { computeInputNs: 0, computeInferNs: Number(endNs - startNs), computeOutputNs: 0 };
+      stats.recordExecution(request.batchSize, timings);
+      stats.recordSuccess(request, Number(startNs - request.arrivalNs), timings);
+      return outputs;
+    } catch (error) {
+      stats.recordFailure(request, 'BACKEND');
+      throw error;
+    } finally {
+      this.running--;
+      if (this.running === 0) {
+        const waiters = this.idleWaiters;
+        this.idleWaiters = [];
+        for (const resolve of waiters) resolve();
+      }
+    }
+  }
+
+  drain(): Promise<void> {
+    if (this.running === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** The dataflow of one request: launches every step whose inputs exist, again each time one finishes. */
+  private run(request: QueuedRequest): Promise<Tensor[]> {
+    const { plan, outputNames, ensembleName } = this.context;
+    const tensors = new Map<string, Tensor>(request.inputs.map((t) => [t.name, t]));
+    const waiting = new Set(plan.steps);
+    const parameters = stepParameters(request);
+    return new Promise<Tensor[]>((resolve, reject) => {
+      let inFlight = 0;
+      let failed = false;
+      const launchReady = (): void => {
+        for (const step of waiting) {
+          if (!step.inputs.every((i) => tensors.has(i.ensembleTensor))) continue;
+          waiting.delete(step);
+          inFlight++;
+          this.runStep(step, tensors, parameters).then(
+            (outputs) => {
+              inFlight--;
+              if (failed) return;
+              step.outputs.forEach(({ ensembleTensor }, i) => tensors.set(ensembleTensor, { ...outputs[i]!, name: ensembleTensor }));
+              launchReady();
+            },
+            (error: unknown) => {
+              inFlight--;
+              if (failed) return;
+              failed = true;
+              reject(error);
+            },
+          );
+        }
+        if (failed || inFlight > 0) return;
+        const missing = outputNames.filter((name) => !tensors.has(name));
+        if (missing.length > 0 || waiting.size > 0) {
+          reject(
+            Errors.internal(`ensemble '${ensembleName}' finished its steps without producing ${missing.join(', ') || 'every step input'}`),
+          );
+        } else {
+          resolve(outputNames.map((name) => tensors.get(name)!));
+        }
+      };
+      launchReady();
+    });
+  }
+
+  /** One step: its model's inputs named as the model names them, its outputs in output_map order. */
+  private async runStep(step: EnsembleStep, tensors: ReadonlyMap<string, Tensor>, parameters: Parameters): Promise<Tensor[]> {
+    const { callModel, ensembleName } = this.context;
+    try {
+      const response = await callModel({
+        modelName: step.modelName,
+        ...(step.modelVersion !== undefined && { modelVersion: step.modelVersion }),
+        inputs: step.inputs.map(({ stepTensor, ensembleTensor }) => ({ ...tensors.get(ensembleTensor)!, name: stepTensor })),
+        outputs: step.outputs.map(({ stepTensor }) => ({ name: stepTensor, parameters: {} })),
+        parameters,
+      });
+      return step.outputs.map(({ stepTensor }) => {
+        const output = response.outputs.find((t) => t.name === stepTensor);
+        if (!output) throw Errors.internal(`model '${step.modelName}' produced no output '${stepTensor}'`);
+        return output;
+      });
+    } catch (error) {
+      const failure = toInferenceServerError(error);
+      throw new InferenceServerError(failure.code, `${describeStep(ensembleName, step)} failed: ${failure.message}`, { cause: error });
+    }
+  }
+}
+
+/** The request's priority and queue timeout, which every step's request carries (0: the step model's default). */
+function stepParameters(request: QueuedRequest): Parameters {
+  return {
+    ...(request.priority > 0 && { priority: request.priority }),
+    ...(request.timeoutMicroseconds > 0 && { timeout: request.timeoutMicroseconds }),
+  };
+}
