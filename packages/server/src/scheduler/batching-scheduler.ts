@@ -1,4 +1,4 @@
-import type { ExecutionTimings } from '../backends/backend.ts';
+import type { ExecutionTimings, ModelInstance, RequestOutcome } from '../backends/backend.ts';
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
 import { Errors, toInferenceServerError } from '../errors/errors.ts';
 import type { Tensor } from '../tensor/tensor.ts';
@@ -164,49 +164,82 @@ export class BatchingScheduler implements Scheduler {
 
   /** Runs a batch, settles its requests and frees the instance. */
   private async run(instanceIndex: number, batch: Waiting[], tickets: number[] | undefined): Promise<void> {
-    const { instances, outputNames, stats } = this.context;
+    const instance = this.context.instances[instanceIndex]!;
     const dispatchedNs = this.clock.nowNs();
-    const sizes: number[] = [];
-    const inputs: (readonly Tensor[])[] = [];
     let samples = 0;
-    for (const waiting of batch) {
-      sizes.push(waiting.request.batchSize);
-      inputs.push(waiting.request.inputs);
-      samples += waiting.request.batchSize;
-    }
+    for (const waiting of batch) samples += waiting.request.batchSize;
     try {
-      let perRequest: Tensor[][];
+      let outcomes: RequestOutcome[];
       let timings: ExecutionTimings;
       try {
-        const result = await instances[instanceIndex]!.execute(assembleBatch(inputs, sizes), outputNames);
+        ({ outcomes, timings } = instance.executeRequests ? await this.runRequests(instance, batch) : await this.runBatch(instance, batch));
         this.lastBatchNs = this.clock.nowNs() - dispatchedNs;
-        timings = result.timings;
-        perRequest = splitOutputs(result.outputs, sizes);
       } catch (error) {
         const failure = toInferenceServerError(error);
         // Recorded here, where the run failed: every request of the batch failed with the GPU's out-of-memory.
         const gpuOutOfMemory = error instanceof GpuOutOfMemoryError;
         for (let i = 0; i < batch.length; i++) {
-          const waiting = batch[i]!;
-          stats.recordFailure(waiting.request, 'BACKEND');
-          if (gpuOutOfMemory) stats.recordGpuOutOfMemory();
-          if (tickets) this.ordered!.settle(tickets[i]!, () => waiting.reject(failure));
-          else waiting.reject(failure);
+          this.context.stats.recordFailure(batch[i]!.request, 'BACKEND');
+          if (gpuOutOfMemory) this.context.stats.recordGpuOutOfMemory();
+          this.settle(batch, i, tickets, { error: failure });
         }
         return;
       }
-      stats.recordExecution(samples, timings);
+      this.context.stats.recordExecution(samples, timings);
       for (let i = 0; i < batch.length; i++) {
         const waiting = batch[i]!;
-        const outputs = perRequest[i]!;
-        stats.recordSuccess(waiting.request, Number(dispatchedNs - waiting.request.arrivalNs), timings);
-        if (waiting.request.trace) markCompute(waiting.request.trace, dispatchedNs, timings);
-        if (tickets) this.ordered!.settle(tickets[i]!, () => waiting.resolve(outputs));
-        else waiting.resolve(outputs);
+        const outcome = outcomes[i]!;
+        if ('error' in outcome) {
+          this.context.stats.recordFailure(waiting.request, 'BACKEND');
+        } else {
+          this.context.stats.recordSuccess(waiting.request, Number(dispatchedNs - waiting.request.arrivalNs), timings);
+          if (waiting.request.trace) markCompute(waiting.request.trace, dispatchedNs, timings);
+        }
+        this.settle(batch, i, tickets, outcome);
       }
     } finally {
       this.release(instanceIndex, batch.length);
     }
+  }
+
+  /** One assembled batch: one contiguous buffer per input, outputs split back into each request's rows. */
+  private async runBatch(
+    instance: ModelInstance,
+    batch: readonly Waiting[],
+  ): Promise<{ outcomes: RequestOutcome[]; timings: ExecutionTimings }> {
+    const sizes = batch.map((w) => w.request.batchSize);
+    const result = await instance.execute(
+      assembleBatch(
+        batch.map((w) => w.request.inputs),
+        sizes,
+      ),
+      this.context.outputNames,
+    );
+    return { outcomes: splitOutputs(result.outputs, sizes).map((outputs) => ({ outputs })), timings: result.timings };
+  }
+
+  /** Each request with its own inputs, answered on its own (an error fails that request alone). */
+  private async runRequests(
+    instance: ModelInstance,
+    batch: readonly Waiting[],
+  ): Promise<{ outcomes: RequestOutcome[]; timings: ExecutionTimings }> {
+    const result = await instance.executeRequests!(
+      batch.map(({ request }) => ({
+        ...(request.id !== undefined && { id: request.id }),
+        inputs: request.inputs,
+        outputNames: request.outputNames ?? this.context.outputNames,
+        parameters: request.parameters ?? {},
+      })),
+    );
+    const outcomes = result.responses.map((outcome) => ('error' in outcome ? { error: toInferenceServerError(outcome.error) } : outcome));
+    return { outcomes, timings: result.timings };
+  }
+
+  private settle(batch: readonly Waiting[], i: number, tickets: number[] | undefined, outcome: RequestOutcome): void {
+    const waiting = batch[i]!;
+    const deliver = 'error' in outcome ? () => waiting.reject(outcome.error) : () => waiting.resolve(outcome.outputs);
+    if (tickets) this.ordered!.settle(tickets[i]!, deliver);
+    else deliver();
   }
 
   /** The instance is free again: the next batch forms at the end of this turn. */

@@ -1,7 +1,7 @@
 import type { ModelInstance } from '../backends/backend.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import type { VersionStatistics } from '../metrics/version-statistics.ts';
-import type { Tensor } from '../tensor/tensor.ts';
+import type { Parameters, Tensor } from '../tensor/tensor.ts';
 import type { RequestTrace } from '../trace/tracer.ts';
 
 /** A request admitted to a model's queue: inputs already validated against the config. */
@@ -20,11 +20,21 @@ export interface QueuedRequest {
   readonly trace?: RequestTrace;
   /** JavaScript heap its BYTES inputs take in an instance as strings (element-cost.ts stringHeapBytes). @default 0 */
   readonly stringHeapBytes?: number;
+  /**
+   * For instances that run each request on its own (ModelInstance.executeRequests): the request's
+   * id, the outputs it asked for (@default every config output) and its parameters.
+   */
+  readonly id?: string;
+  readonly outputNames?: readonly string[];
+  readonly parameters?: Parameters;
 }
 
 /** Queues requests of one model version and runs them on that version's instances. */
 export interface Scheduler {
-  /** Resolves with one tensor per config output (this request's rows only). */
+  /**
+   * Resolves with one tensor per config output (this request's rows only); for instances that run
+   * each request on its own, with the request's `outputNames` only.
+   */
   enqueue(request: QueuedRequest): Promise<Tensor[]>;
   /** Requests queued or executing. */
   readonly pendingCount: number;
