@@ -3,12 +3,15 @@
  * chained in-process by ONNX Runtime, every load-time validation error, branches that overlap
  * in time, failure of a step, batching at a step, readiness and the lifecycle in explicit mode.
  */
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GrpcClient, HttpClient } from '@batchwise/client';
 import { identity, serializeModel, simpleAddSub, slowModel } from '@batchwise/modelgen';
 import { loadOrt } from '@batchwise/modelgen/test-support/ort.ts';
 import { makeRepository, type RepositoryModel } from './support/repository.ts';
-import { startTestServer } from './support/server.ts';
+import { postJson, startTestServer } from './support/server.ts';
 
 const SIMPLE_CONFIG = (name: string, extra = '') => `name: "${name}"
 platform: "onnxruntime_onnx"
@@ -203,6 +206,7 @@ describe('ensembles', () => {
   let server: Awaited<ReturnType<typeof startTestServer>>;
   let http: HttpClient;
   let grpc: GrpcClient;
+  let traceDir: string;
 
   beforeAll(async () => {
     const models: RepositoryModel[] = [
@@ -222,7 +226,11 @@ describe('ensembles', () => {
       ...INVALID.map(({ name, config }) => ({ name, config })),
     ];
     repo = await makeRepository(models);
-    server = await startTestServer([repo.dir], { strictReadiness: false });
+    traceDir = await mkdtemp(join(tmpdir(), 'batchwise-ensemble-trace-'));
+    server = await startTestServer([repo.dir], {
+      strictReadiness: false,
+      traceConfig: [`triton,file=${join(traceDir, 'trace.json')}`, 'log-frequency=3'],
+    });
     http = new HttpClient({ url: server.url });
     grpc = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
   });
@@ -231,6 +239,7 @@ describe('ensembles', () => {
     await grpc?.close();
     await server?.close();
     await repo?.remove();
+    await rm(traceDir, { recursive: true, force: true });
   });
 
   it('answers as the same models chained in-process by ONNX Runtime, over HTTP JSON, HTTP binary and gRPC', async () => {
@@ -350,5 +359,32 @@ describe('ensembles', () => {
     expect(executions).toBeLessThan(16); // batches of several requests, not 32 runs
     const [chain] = await http.modelStatistics('chain');
     expect(chain!.inference_stats.success.count).toBeGreaterThanOrEqual(16);
+  });
+
+  it("a traced ensemble request's steps are traced too, each naming it as parent_id", async () => {
+    const setting = await postJson(`${server.url}/v2/models/chain/trace/setting`, { trace_level: ['TIMESTAMPS'], trace_rate: '1' });
+    expect(setting.status).toBe(200);
+    await http.infer({
+      model: 'chain',
+      id: 'traced',
+      inputs: [
+        { name: 'A', datatype: 'INT32', shape: [1, 16], data: ints(16, (i) => i) },
+        { name: 'B', datatype: 'INT32', shape: [1, 16], data: ints(16, () => 1) },
+      ],
+    });
+    let traces: any[] = [];
+    for (let i = 0; i < 100 && traces.length === 0; i++) {
+      traces = await readFile(join(traceDir, 'trace.json.0'), 'utf8').then(JSON.parse, () => []);
+      if (traces.length === 0) await new Promise((r) => setTimeout(r, 20));
+    }
+    const parent = traces.find((t) => t.model_name === 'chain');
+    expect(parent).toMatchObject({ request_id: 'traced' });
+    expect(parent.parent_id).toBeUndefined();
+    const steps = traces.filter((t) => t.model_name === 'simple');
+    expect(steps).toHaveLength(2);
+    for (const step of steps) {
+      expect(step.parent_id).toBe(parent.id);
+      expect(step.timestamps.map((t: any) => t.name)).toContain('COMPUTE_START');
+    }
   });
 });

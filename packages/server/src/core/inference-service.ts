@@ -167,7 +167,7 @@ export class CoreInferenceService implements InferenceService {
   }
 
   private async run(request: InferenceRequest, model: LoadedVersion, arrivalNs: bigint, charge: Charge): Promise<InferenceResponse> {
-    const trace = this.tracer.start(model.modelName, model.version, request.id);
+    const trace = this.tracer.start(model.modelName, model.version, request.id, request.parentTraceId);
     if (!trace) return this.runTraced(request, model, arrivalNs, charge, undefined);
     trace.mark('REQUEST_START', arrivalNs);
     try {

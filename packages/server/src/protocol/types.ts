@@ -37,6 +37,8 @@ export interface InferenceRequest {
   readonly outputs?: RequestedOutput[];
   /** Request-level parameters, e.g. `priority`, `timeout` (microseconds), `binary_data_output`. */
   readonly parameters: Parameters;
+  /** Set only by the server itself, on an ensemble step of a traced request: the trace its own trace belongs to. */
+  readonly parentTraceId?: number;
 }
 
 /** An input tensor; with `sharedMemory` its bytes are still in a registered region and `data` is empty until core reads them. */

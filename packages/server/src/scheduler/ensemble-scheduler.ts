@@ -3,6 +3,7 @@ import { Errors, InferenceServerError, toInferenceServerError } from '../errors/
 import type { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { InferenceCall } from '../protocol/types.ts';
 import type { Parameters, Tensor } from '../tensor/tensor.ts';
+import type { RequestTrace } from '../trace/tracer.ts';
 import type { QueuedRequest, Scheduler } from './scheduler.ts';
 
 export interface EnsembleContext {
@@ -79,7 +80,7 @@ export class EnsembleScheduler implements Scheduler {
           if (!step.inputs.every((i) => tensors.has(i.ensembleTensor))) continue;
           waiting.delete(step);
           inFlight++;
-          this.runStep(step, tensors, parameters).then(
+          this.runStep(step, tensors, parameters, request.trace).then(
             (outputs) => {
               inFlight--;
               if (failed) return;
@@ -109,7 +110,12 @@ export class EnsembleScheduler implements Scheduler {
   }
 
   /** One step: its model's inputs named as the model names them, its outputs in output_map order. */
-  private async runStep(step: EnsembleStep, tensors: ReadonlyMap<string, Tensor>, parameters: Parameters): Promise<Tensor[]> {
+  private async runStep(
+    step: EnsembleStep,
+    tensors: ReadonlyMap<string, Tensor>,
+    parameters: Parameters,
+    trace: RequestTrace | undefined,
+  ): Promise<Tensor[]> {
     const { callModel, ensembleName } = this.context;
     try {
       const response = await callModel({
@@ -118,6 +124,7 @@ export class EnsembleScheduler implements Scheduler {
         inputs: step.inputs.map(({ stepTensor, ensembleTensor }) => ({ ...tensors.get(ensembleTensor)!, name: stepTensor })),
         outputs: step.outputs.map(({ stepTensor }) => ({ name: stepTensor, parameters: {} })),
         parameters,
+        ...(trace && { parentTraceId: trace.id }),
       });
       return step.outputs.map(({ stepTensor }) => {
         const output = response.outputs.find((t) => t.name === stepTensor);

@@ -9,6 +9,8 @@ export type TimestampName =
 
 /** One traced request: timestamps are process.hrtime.bigint() readings (a monotonic clock, as Triton's). */
 export interface RequestTrace {
+  /** The trace's id in the trace file; an ensemble step's trace names it as its parent_id. */
+  readonly id: number;
   mark(name: TimestampName, ns: bigint): void;
   /** Ends the trace: it is kept for the trace file. */
   end(): void;
@@ -32,6 +34,8 @@ interface TraceRecord {
   model_name: string;
   model_version: number;
   request_id: string;
+  /** Set on the trace of an ensemble step: the id of the ensemble request's trace (Triton's parent_id). */
+  parent_id?: number;
   timestamps: { name: TimestampName; ns: number }[];
 }
 
@@ -83,25 +87,33 @@ export class Tracer {
     return this.settings(model);
   }
 
-  /** A trace for this request when sampling picks it, else undefined (the common case costs a counter). */
-  start(model: string, version: string, requestId: string | undefined): RequestTrace | undefined {
+  /**
+   * A trace for this request when sampling picks it, else undefined (the common case costs a
+   * counter). The steps of a traced ensemble request (`parentId`) are always traced, as in
+   * Triton, whatever their own model's sampling says.
+   */
+  start(model: string, version: string, requestId: string | undefined, parentId?: number): RequestTrace | undefined {
     const settings = this.settings(model);
-    if (!settings.trace_level.includes('TIMESTAMPS')) return undefined;
-    let counter = this.counters.get(model);
-    if (!counter) {
-      counter = { seen: 0, left: settings.trace_count };
-      this.counters.set(model, counter);
+    if (parentId === undefined) {
+      if (!settings.trace_level.includes('TIMESTAMPS')) return undefined;
+      let counter = this.counters.get(model);
+      if (!counter) {
+        counter = { seen: 0, left: settings.trace_count };
+        this.counters.set(model, counter);
+      }
+      if (counter.left === 0 || counter.seen++ % settings.trace_rate !== 0) return undefined;
+      if (counter.left > 0) counter.left--;
     }
-    if (counter.left === 0 || counter.seen++ % settings.trace_rate !== 0) return undefined;
-    if (counter.left > 0) counter.left--;
     const record: TraceRecord = {
       id: this.nextId++,
       model_name: model,
       model_version: Number(version),
       request_id: requestId ?? '',
+      ...(parentId !== undefined && { parent_id: parentId }),
       timestamps: [],
     };
     return {
+      id: record.id,
       mark: (name, ns) => void record.timestamps.push({ name, ns: Number(ns) }),
       end: () => this.collect(record, settings),
     };
