@@ -12,7 +12,10 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: 'forks',
     projects: [
-      { extends: true, test: { name: 'unit', include: ['packages/*/src/**/*.test.ts', 'infra/test/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: { name: 'unit', include: ['packages/*/src/**/*.test.ts', 'examples/src/**/*.test.ts', 'infra/test/**/*.test.ts'] },
+      },
       { extends: true, test: { name: 'e2e', include: ['test/**/*.test.ts', 'bench/**/*.test.ts'] } },
     ],
   },

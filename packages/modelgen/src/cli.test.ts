@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { main } from './cli.ts';
+import { writeExampleRepository } from './examples.ts';
 import { parseModel, serializeModel } from './graph-builder.ts';
 import { identity, mlp } from './models.ts';
 
@@ -21,7 +22,7 @@ describe('cli', () => {
     const lines = log.mock.calls.map((c) => JSON.parse(String(c[0])) as Record<string, unknown>);
     log.mockRestore();
     expect(lines[0]).toMatchObject({ event: 'wrote', model: 'mlp' });
-    expect(lines.length).toBe(2 + 9);
+    expect(lines.length).toBe(2 + (await writeExampleRepository(join(tmp, 'repo-again'))).length);
     const mlpBytes = await readFile(join(tmp, 'mlp.onnx'));
     expect(mlpBytes.equals(Buffer.from(serializeModel(mlp({ layers: 2, width: 16, seed: 3 }))))).toBe(true);
     const idBytes = await readFile(join(tmp, 'id.onnx'));

@@ -1,12 +1,20 @@
 /**
  * The example model repository (`examples/model_repository`), in Triton's layout:
- * `<model>/config.pbtxt` and `<model>/1/model.onnx`. The files are committed; a test checks
- * that regenerating them gives the same bytes.
+ * `<model>/config.pbtxt` and `<model>/<version>/model.onnx` (or `model.mjs` for JavaScript
+ * models). Everything here is generated and committed; a test checks that regenerating it gives
+ * the same bytes. A few JavaScript models are written by hand instead (ExampleModel.handWritten),
+ * and the JavaScript models with npm dependencies are bundled from examples/src.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { bundleModel } from './bundle.ts';
+import { COLOR_LABELS, colorNet } from './colors.ts';
 import { serializeModel, tritonConfigType, type ModelProto, type TensorDatatype } from './graph-builder.ts';
-import { convNet, identity, simpleAddSub } from './models.ts';
+import { convNet, identity, scaler, simpleAddSub } from './models.ts';
+import { EMBEDDING_SIZE, SENTIMENT_LABELS, sentimentClassifier, sentimentEncoder, vocabularyText } from './sentiment.ts';
+
+/** Where the bundled JavaScript models' sources are. */
+export const EXAMPLE_SOURCES = new URL('../../../examples/src/', import.meta.url).pathname;
 
 interface TensorConfig {
   readonly name: string;
@@ -21,6 +29,12 @@ interface ConfigSpec {
   readonly outputs: readonly TensorConfig[];
   readonly maxQueueDelayMicroseconds?: number;
   readonly instanceCount?: number;
+  /** A backend instead of the ONNX Runtime platform, e.g. 'js'. */
+  readonly backend?: string;
+  /** Triton's `parameters`, all as string_value. */
+  readonly parameters?: Readonly<Record<string, string>>;
+  /** Serve every version in the folder instead of the latest one. */
+  readonly allVersions?: boolean;
 }
 
 function tensorsText(key: 'input' | 'output', tensors: readonly TensorConfig[]): string {
@@ -30,15 +44,54 @@ function tensorsText(key: 'input' | 'output', tensors: readonly TensorConfig[]):
   return `${key} [\n${items.join(',\n')}\n]\n`;
 }
 
+function parametersText(parameters: Readonly<Record<string, string>>): string {
+  return Object.entries(parameters)
+    .map(([key, value]) => `parameters {\n  key: "${key}"\n  value: { string_value: "${value}" }\n}\n`)
+    .join('');
+}
+
 /** config.pbtxt text in Triton's usual formatting. */
 export function configPbtxt(spec: ConfigSpec): string {
-  let text = `name: "${spec.name}"\nplatform: "onnxruntime_onnx"\nmax_batch_size: ${spec.maxBatchSize}\n`;
+  const runner = spec.backend === undefined ? 'platform: "onnxruntime_onnx"' : `backend: "${spec.backend}"`;
+  let text = `name: "${spec.name}"\n${runner}\nmax_batch_size: ${spec.maxBatchSize}\n`;
+  if (spec.allVersions) text += 'version_policy: { all { } }\n';
   text += tensorsText('input', spec.inputs);
   text += tensorsText('output', spec.outputs);
   if (spec.maxQueueDelayMicroseconds !== undefined) {
     text += `dynamic_batching {\n  max_queue_delay_microseconds: ${spec.maxQueueDelayMicroseconds}\n}\n`;
   }
   text += `instance_group [\n  {\n    count: ${spec.instanceCount ?? 1}\n    kind: KIND_CPU\n  }\n]\n`;
+  if (spec.parameters !== undefined) text += parametersText(spec.parameters);
+  return text;
+}
+
+interface EnsembleStepSpec {
+  readonly model: string;
+  /** Step model input -> ensemble tensor. */
+  readonly inputs: Readonly<Record<string, string>>;
+  /** Step model output -> ensemble tensor. */
+  readonly outputs: Readonly<Record<string, string>>;
+}
+
+function mapText(key: 'input_map' | 'output_map', map: Readonly<Record<string, string>>): string {
+  return Object.entries(map)
+    .map(([step, ensemble]) => `      ${key} {\n        key: "${step}"\n        value: "${ensemble}"\n      }\n`)
+    .join('');
+}
+
+/** An ensemble's config.pbtxt (Triton's `platform: "ensemble"`), every step at its latest version. */
+export function ensembleConfigPbtxt(
+  spec: Omit<ConfigSpec, 'backend' | 'maxQueueDelayMicroseconds' | 'instanceCount'>,
+  steps: readonly EnsembleStepSpec[],
+): string {
+  let text = `name: "${spec.name}"\nplatform: "ensemble"\nmax_batch_size: ${spec.maxBatchSize}\n`;
+  text += tensorsText('input', spec.inputs);
+  text += tensorsText('output', spec.outputs);
+  const stepTexts = steps.map(
+    (step) =>
+      `    {\n      model_name: "${step.model}"\n      model_version: -1\n${mapText('input_map', step.inputs)}${mapText('output_map', step.outputs)}    }`,
+  );
+  text += `ensemble_scheduling {\n  step [\n${stepTexts.join(',\n')}\n  ]\n}\n`;
   return text;
 }
 
@@ -46,14 +99,192 @@ export interface ExampleModel {
   readonly name: string;
   /** config.pbtxt text; absent for a model the server must auto-complete. */
   readonly config?: string;
-  readonly model: () => ModelProto;
+  /** ONNX models by version folder. */
+  readonly onnx?: Readonly<Record<string, () => ModelProto>>;
+  /** Other generated files (vocabularies, labels), by path in the model folder. */
+  readonly files?: Readonly<Record<string, string>>;
+  /** JavaScript models bundled with their npm dependencies: path in the model folder -> entry point in examples/src. */
+  readonly bundles?: Readonly<Record<string, string>>;
+  /** Files written by hand and committed in the model folder; the generator leaves them alone. */
+  readonly handWritten?: readonly string[];
 }
 
-/** The models of the example repository, each at version 1. */
+const BATCHING_DELAY_MICROSECONDS = 500;
+
+/** The four steps of text_classification and the ensemble around them. */
+const TEXT_CLASSIFICATION: readonly ExampleModel[] = [
+  {
+    name: 'tokenizer',
+    config: configPbtxt({
+      name: 'tokenizer',
+      backend: 'js',
+      maxBatchSize: 64,
+      inputs: [{ name: 'text', datatype: 'BYTES', dims: [1] }],
+      outputs: [
+        { name: 'input_ids', datatype: 'INT64', dims: [-1] },
+        { name: 'attention_mask', datatype: 'INT64', dims: [-1] },
+      ],
+      maxQueueDelayMicroseconds: BATCHING_DELAY_MICROSECONDS,
+      parameters: { max_sequence_length: '16' },
+    }),
+    files: { '1/vocab.txt': vocabularyText() },
+    handWritten: ['1/model.mjs', '1/wordpiece.mjs'],
+  },
+  {
+    name: 'encoder',
+    onnx: { 1: sentimentEncoder },
+    config: configPbtxt({
+      name: 'encoder',
+      maxBatchSize: 64,
+      inputs: [
+        { name: 'input_ids', datatype: 'INT64', dims: [-1] },
+        { name: 'attention_mask', datatype: 'INT64', dims: [-1] },
+      ],
+      outputs: [{ name: 'embedding', datatype: 'FP32', dims: [EMBEDDING_SIZE] }],
+      maxQueueDelayMicroseconds: BATCHING_DELAY_MICROSECONDS,
+    }),
+  },
+  {
+    name: 'classifier',
+    onnx: { 1: sentimentClassifier },
+    config: configPbtxt({
+      name: 'classifier',
+      maxBatchSize: 64,
+      inputs: [{ name: 'embedding', datatype: 'FP32', dims: [EMBEDDING_SIZE] }],
+      outputs: [{ name: 'logits', datatype: 'FP32', dims: [SENTIMENT_LABELS.length] }],
+      maxQueueDelayMicroseconds: BATCHING_DELAY_MICROSECONDS,
+    }),
+  },
+  topKLabelsModel('postprocess', SENTIMENT_LABELS),
+  {
+    name: 'text_classification',
+    config: ensembleConfigPbtxt(
+      {
+        name: 'text_classification',
+        maxBatchSize: 16,
+        inputs: [{ name: 'text', datatype: 'BYTES', dims: [1] }],
+        outputs: [
+          { name: 'labels', datatype: 'BYTES', dims: [-1] },
+          { name: 'scores', datatype: 'FP32', dims: [-1] },
+        ],
+      },
+      [
+        { model: 'tokenizer', inputs: { text: 'text' }, outputs: { input_ids: 'input_ids', attention_mask: 'attention_mask' } },
+        { model: 'encoder', inputs: { input_ids: 'input_ids', attention_mask: 'attention_mask' }, outputs: { embedding: 'embedding' } },
+        { model: 'classifier', inputs: { embedding: 'embedding' }, outputs: { logits: 'logits' } },
+        { model: 'postprocess', inputs: { logits: 'logits' }, outputs: { labels: 'labels', scores: 'scores' } },
+      ],
+    ),
+    files: { '1/.gitkeep': '' },
+  },
+];
+
+/** The three steps of image_classification and the ensemble around them. */
+const IMAGE_CLASSIFICATION: readonly ExampleModel[] = [
+  {
+    name: 'image_preprocess',
+    config: configPbtxt({
+      name: 'image_preprocess',
+      backend: 'js',
+      maxBatchSize: 16,
+      inputs: [{ name: 'image', datatype: 'BYTES', dims: [1] }],
+      outputs: [{ name: 'pixels', datatype: 'FP32', dims: [3, 32, 32] }],
+      maxQueueDelayMicroseconds: BATCHING_DELAY_MICROSECONDS,
+    }),
+    bundles: { '1/model.mjs': 'image-preprocess/model.ts' },
+  },
+  {
+    name: 'color_net',
+    onnx: { 1: () => colorNet(32) },
+    config: configPbtxt({
+      name: 'color_net',
+      maxBatchSize: 16,
+      inputs: [{ name: 'pixels', datatype: 'FP32', dims: [3, 32, 32] }],
+      outputs: [{ name: 'logits', datatype: 'FP32', dims: [COLOR_LABELS.length] }],
+      maxQueueDelayMicroseconds: BATCHING_DELAY_MICROSECONDS,
+    }),
+  },
+  topKLabelsModel('image_postprocess', COLOR_LABELS),
+  {
+    name: 'image_classification',
+    config: ensembleConfigPbtxt(
+      {
+        name: 'image_classification',
+        maxBatchSize: 16,
+        inputs: [{ name: 'image', datatype: 'BYTES', dims: [1] }],
+        outputs: [
+          { name: 'labels', datatype: 'BYTES', dims: [-1] },
+          { name: 'scores', datatype: 'FP32', dims: [-1] },
+        ],
+      },
+      [
+        { model: 'image_preprocess', inputs: { image: 'image' }, outputs: { pixels: 'pixels' } },
+        { model: 'color_net', inputs: { pixels: 'pixels' }, outputs: { logits: 'logits' } },
+        { model: 'image_postprocess', inputs: { logits: 'logits' }, outputs: { labels: 'labels', scores: 'scores' } },
+      ],
+    ),
+    files: { '1/.gitkeep': '' },
+  },
+];
+
+/** Softmax and top-k label names over logits: one bundled source for both pipelines, labels in the folder. */
+function topKLabelsModel(name: string, labels: readonly string[]): ExampleModel {
+  return {
+    name,
+    config: configPbtxt({
+      name,
+      backend: 'js',
+      maxBatchSize: 64,
+      inputs: [{ name: 'logits', datatype: 'FP32', dims: [-1] }],
+      outputs: [
+        { name: 'labels', datatype: 'BYTES', dims: [-1] },
+        { name: 'scores', datatype: 'FP32', dims: [-1] },
+      ],
+      maxQueueDelayMicroseconds: BATCHING_DELAY_MICROSECONDS,
+      parameters: { top_k: '3', labels_file: 'labels.txt' },
+    }),
+    files: { 'labels.txt': labels.join('\n') + '\n' },
+    bundles: { '1/model.mjs': 'postprocess/model.ts' },
+  };
+}
+
+/** In-server calls: bls_router sends each request to version 1 or 2 of scaler by the size of its values. */
+const MODEL_SELECTION: readonly ExampleModel[] = [
+  {
+    name: 'scaler',
+    onnx: { 1: () => scaler(2), 2: () => scaler(0.5) },
+    config: configPbtxt({
+      name: 'scaler',
+      maxBatchSize: 8,
+      allVersions: true,
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', dims: [-1] }],
+      outputs: [{ name: 'OUTPUT0', datatype: 'FP32', dims: [-1] }],
+      maxQueueDelayMicroseconds: BATCHING_DELAY_MICROSECONDS,
+    }),
+  },
+  {
+    name: 'bls_router',
+    config: configPbtxt({
+      name: 'bls_router',
+      backend: 'js',
+      maxBatchSize: 8,
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', dims: [-1] }],
+      outputs: [
+        { name: 'OUTPUT0', datatype: 'FP32', dims: [-1] },
+        { name: 'VERSION', datatype: 'BYTES', dims: [1] },
+      ],
+      maxQueueDelayMicroseconds: BATCHING_DELAY_MICROSECONDS,
+      parameters: { model: 'scaler', threshold: '100' },
+    }),
+    handWritten: ['1/model.mjs'],
+  },
+];
+
+/** The models of the example repository. */
 export const EXAMPLE_MODELS: readonly ExampleModel[] = [
   {
     name: 'simple',
-    model: simpleAddSub,
+    onnx: { 1: simpleAddSub },
     config: configPbtxt({
       name: 'simple',
       maxBatchSize: 8,
@@ -70,7 +301,7 @@ export const EXAMPLE_MODELS: readonly ExampleModel[] = [
   },
   {
     name: 'identity_fp32',
-    model: () => identity('FP32', [-1]),
+    onnx: { 1: () => identity('FP32', [-1]) },
     config: configPbtxt({
       name: 'identity_fp32',
       maxBatchSize: 8,
@@ -80,7 +311,7 @@ export const EXAMPLE_MODELS: readonly ExampleModel[] = [
   },
   {
     name: 'identity_bytes',
-    model: () => identity('BYTES', [1]),
+    onnx: { 1: () => identity('BYTES', [1]) },
     config: configPbtxt({
       name: 'identity_bytes',
       maxBatchSize: 8,
@@ -91,11 +322,11 @@ export const EXAMPLE_MODELS: readonly ExampleModel[] = [
   {
     // No config.pbtxt: the server must auto-complete it from the ONNX model.
     name: 'autocomplete_fp32',
-    model: () => identity('FP32', [4]),
+    onnx: { 1: () => identity('FP32', [4]) },
   },
   {
     name: 'convnet',
-    model: () => convNet(),
+    onnx: { 1: () => convNet() },
     config: configPbtxt({
       name: 'convnet',
       maxBatchSize: 16,
@@ -104,6 +335,9 @@ export const EXAMPLE_MODELS: readonly ExampleModel[] = [
       maxQueueDelayMicroseconds: 500,
     }),
   },
+  ...TEXT_CLASSIFICATION,
+  ...IMAGE_CLASSIFICATION,
+  ...MODEL_SELECTION,
 ];
 
 export interface WrittenFile {
@@ -114,8 +348,9 @@ export interface WrittenFile {
 }
 
 /**
- * Writes the example repository into `dir` (creating it). Only the example models' folders are
- * touched; other models in `dir` are left alone. `onFile` is called once per file written.
+ * Writes the example repository into `dir` (creating it). Only the example models' generated
+ * files are touched; hand-written files and other models in `dir` are left alone. `onFile` is
+ * called once per file written.
  */
 export async function writeExampleRepository(dir: string, onFile: (file: WrittenFile) => void = () => {}): Promise<WrittenFile[]> {
   const written: WrittenFile[] = [];
@@ -127,9 +362,14 @@ export async function writeExampleRepository(dir: string, onFile: (file: Written
     written.push(file);
     onFile(file);
   };
+  const bundles = new Map<string, Promise<string>>();
+  const bundle = (entry: string) => bundles.get(entry) ?? bundles.set(entry, bundleModel(EXAMPLE_SOURCES, entry)).get(entry)!;
   for (const ex of EXAMPLE_MODELS) {
     if (ex.config !== undefined) await put(ex.name, join(ex.name, 'config.pbtxt'), ex.config);
-    await put(ex.name, join(ex.name, '1', 'model.onnx'), serializeModel(ex.model()));
+    for (const [version, model] of Object.entries(ex.onnx ?? {}))
+      await put(ex.name, join(ex.name, version, 'model.onnx'), serializeModel(model()));
+    for (const [rel, text] of Object.entries(ex.files ?? {})) await put(ex.name, join(ex.name, rel), text);
+    for (const [rel, entry] of Object.entries(ex.bundles ?? {})) await put(ex.name, join(ex.name, rel), await bundle(entry));
   }
   return written;
 }

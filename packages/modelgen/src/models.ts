@@ -179,3 +179,14 @@ export function slowModel(options: SlowModelOptions = {}): ModelProto {
   g.output('OUTPUT0', 'FP32', [BATCH_DIM, width]);
   return g.build({ docString: `slow model: ${repeats} x (MatMul[${width}x${width}] + Tanh), seed ${seed}` });
 }
+
+/** INPUT0 FP32 [batch, -1] -> OUTPUT0 = INPUT0 * factor: the two versions the bls_router example chooses between. */
+export function scaler(factor: number): ModelProto {
+  const g = new GraphBuilder('scaler');
+  const dims = [BATCH_DIM, 'size'];
+  g.input('INPUT0', 'FP32', dims);
+  g.initializer('factor', 'FP32', [], new Float32Array([factor]));
+  g.op('Mul', ['INPUT0', 'factor'], 'OUTPUT0');
+  g.output('OUTPUT0', 'FP32', dims);
+  return g.build({ docString: `OUTPUT0 = INPUT0 * ${factor}` });
+}
