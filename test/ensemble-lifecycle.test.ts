@@ -5,8 +5,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HttpClient } from '@batchwise/client';
-import { simpleAddSub, slowModel } from '@batchwise/modelgen';
+import { serializeModel, simpleAddSub, slowModel } from '@batchwise/modelgen';
+import { mkdir, mkdtemp, rename, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
 import { makeRepository } from './support/repository.ts';
+import { waitFor } from './support/wait-for.ts';
 import { startTestServer } from './support/server.ts';
 
 const SIMPLE = (name: string, extra = '') => `name: "${name}"
@@ -181,5 +186,37 @@ describe('ensembles in explicit mode', () => {
     await busy;
     const [slow] = await http.modelStatistics('slow');
     expect(slow!.inference_stats.fail.count).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe('ensembles in poll mode', () => {
+  it('an ensemble that failed for a missing step loads once a poll finds the step', async () => {
+    const repo = await makeRepository([{ name: 'add', config: ADD('add', 'simple') }]);
+    const server = await startTestServer([repo.dir], { modelControlMode: 'poll', repositoryPollSecs: 1, strictReadiness: false });
+    const http = new HttpClient({ url: server.url });
+    try {
+      const row = (await http.repositoryIndex()).find((e) => e.name === 'add')!;
+      expect(row.state).toBe('UNAVAILABLE');
+      expect(row.reason).toMatch(/step 1 \(model 'simple'\): the step's model is not available/);
+      // Written beside the repository and moved in at once, so no poll sees half a model.
+      const staged = await mkdtemp(join(tmpdir(), 'batchwise-step-'));
+      await mkdir(join(staged, '1'));
+      await writeFile(join(staged, '1', 'model.onnx'), serializeModel(simpleAddSub()));
+      await writeFile(join(staged, 'config.pbtxt'), SIMPLE('simple'));
+      await rename(staged, join(repo.dir, 'simple'));
+      await waitFor(() => http.isModelReady('add'), 15_000, "ensemble 'add' ready after its step appeared");
+      const result = await http.infer({
+        model: 'add',
+        inputs: [
+          { name: 'A', datatype: 'INT32', shape: [1, 16], data: ints((i) => i) },
+          { name: 'B', datatype: 'INT32', shape: [1, 16], data: ints(() => 2) },
+        ],
+      });
+      expect(Array.from(result.outputs[0]!.data as Int32Array)).toEqual(Array.from(ints((i) => i + 2)));
+    } finally {
+      await http.close();
+      await server.close();
+      await repo.remove();
+    }
   });
 });
