@@ -1,11 +1,12 @@
 /**
- * `pnpm bench <scenario...> [options]`: batching | limit | overhead | grpc | overload | many-elements | shutdown | all.
+ * `pnpm bench <scenario...> [options]`: batching | limit | overhead | grpc | overload | many-elements | shutdown | ensemble | all.
  * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg.
  */
 import { FULL_WINDOWS, SMOKE_WINDOWS, type WindowOptions } from './load-generator.ts';
 import { FULL_MODEL, SMOKE_MODEL, runBatching } from './scenarios/batching.ts';
 import { runLimit } from './scenarios/limit.ts';
 import { runOverhead } from './scenarios/overhead.ts';
+import { runEnsemble } from './scenarios/ensemble.ts';
 import { runManyElements } from './scenarios/many-elements.ts';
 import { runOverload } from './scenarios/overload.ts';
 import { runShutdown } from './scenarios/shutdown.ts';
@@ -25,6 +26,9 @@ scenarios (several run in order; 'all' runs every one):
              elements (gRPC, HTTP JSON and binary) against a 1 GiB budget: each refused within
              1 s or served, another client unharmed, peak RSS (many-elements also runs it alone)
   shutdown   SIGTERM under load: nothing admitted is lost
+  ensemble   the text_classification pipeline (examples/model_repository) as an ensemble vs its
+             four steps chained by the client over HTTP binary, c=1 and 16; the encoder's mean
+             batch at c=16; a one-step ensemble around the tiny model vs the model direct (c=16)
 
 options:
   --smoke                  tiny model and windows (also BENCH_SMOKE=1); results named smoke-*
@@ -77,6 +81,7 @@ const scenarios: Record<string, () => Promise<unknown>> = {
   'many-elements': () =>
     runManyElements({ elements: smoke ? 200_000 : 20_000_000, memoryLimit: '1G', log, name: `${prefix}many-elements` }),
   shutdown: () => runShutdown({ model, concurrency: smoke ? 4 : 16, loadMs: smoke ? 500 : 3000, log }),
+  ensemble: () => runEnsemble({ concurrencies: [1, 16], tinyConcurrency: 16, windows, log, name: `${prefix}ensemble` }),
   grpc: async () => {
     await runOverhead({
       concurrency: smoke ? 4 : 16,
@@ -103,7 +108,8 @@ function fail(message: string): never {
 
 async function main(): Promise<void> {
   const named = args.filter((a) => !a.startsWith('-'));
-  const chosen = named.length === 0 || named.includes('all') ? ['batching', 'limit', 'overhead', 'grpc', 'overload', 'shutdown'] : named;
+  const chosen =
+    named.length === 0 || named.includes('all') ? ['batching', 'limit', 'overhead', 'grpc', 'overload', 'shutdown', 'ensemble'] : named;
   for (const name of chosen) if (!scenarios[name]) fail(`unknown scenario '${name}'`);
   for (const name of chosen) {
     log(`== ${name}${smoke ? ' (smoke)' : ''} ==`);

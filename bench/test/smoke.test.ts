@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { SMOKE_WINDOWS } from '../src/load-generator.ts';
 import { writeResult } from '../src/report.ts';
 import { runBatching, SMOKE_MODEL } from '../src/scenarios/batching.ts';
+import { runEnsemble, TARGETS } from '../src/scenarios/ensemble.ts';
 import { runLimit } from '../src/scenarios/limit.ts';
 import { runManyElements } from '../src/scenarios/many-elements.ts';
 import { runOverhead } from '../src/scenarios/overhead.ts';
@@ -130,5 +131,28 @@ describe('bench scenarios (smoke)', () => {
     expect(result.bystander.failed).toBe(0);
     expect(result.bystander.notReady).toBe(0);
     expect(result.peakRssBytes).toBeGreaterThan(0);
+  });
+
+  it('ensemble: the pipeline as an ensemble and chained by the client, the tiny model direct and in a one-step ensemble, all answer; every target ratio computed', async () => {
+    const result = await runEnsemble({ concurrencies: [1, 16], tinyConcurrency: 16, windows: SMOKE_WINDOWS, log, name: 'smoke-ensemble' });
+    expect(result.points.map((p) => `${p.variant} c=${p.concurrency}`)).toEqual([
+      'ensemble c=1',
+      'client-chained c=1',
+      'ensemble c=16',
+      'client-chained c=16',
+      'direct c=16',
+      'one-step ensemble c=16',
+    ]);
+    for (const p of result.points) {
+      expect(p.client.errors, p.client.firstError).toBe(0);
+      expect(p.client.throughput).toBeGreaterThan(0);
+    }
+    // The ensemble's requests reach every step through the server; the chained ones reach them one by one.
+    for (const p of result.points.filter((x) => x.variant === 'ensemble' || x.variant === 'client-chained')) {
+      for (const step of ['tokenizer', 'encoder', 'classifier', 'postprocess']) expect(p.server[step]!.requests).toBeGreaterThan(0);
+      expect(p.server['text_classification']!.requests > 0).toBe(p.variant === 'ensemble');
+    }
+    expect(Object.keys(result.ratios).sort()).toEqual(Object.keys(TARGETS).sort());
+    for (const v of Object.values(result.ratios)) expect(v).toBeGreaterThan(0);
   });
 });

@@ -1,0 +1,323 @@
+import { cp, mkdir, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { HttpClient, type InferOutput, type InferResult } from '@batchwise/client';
+import { identity } from '@batchwise/modelgen';
+import { startServerProcess, type ServerProcess } from '@batchwise/server/test-support/server-process.ts';
+import { cpuShare, cpuSnapshot, type CpuShare } from '../cpu-usage.ts';
+import { measure, type LoadResult, type SendRequest, type WindowOptions } from '../load-generator.ts';
+import { latencyThroughputSvg } from '../plot.ts';
+import { environment, table, writeResult } from '../report.ts';
+import { breakdown, readStats, type ServerBreakdown } from '../server-stats.ts';
+import { benchRepository, cachedModel, fp32Config, inferRequest } from '../workload.ts';
+
+/** The example repository `pnpm examples` generates; the pipeline is served from a copy of its folders. */
+export const EXAMPLE_REPOSITORY = new URL('../../../examples/model_repository/', import.meta.url).pathname;
+const PIPELINE = 'text_classification';
+/** The pipeline's steps, in order; each hop of the client-chained variant is one HTTP binary request to one of them. */
+const STEPS = ['tokenizer', 'encoder', 'classifier', 'postprocess'] as const;
+/** The step whose batch size the issue sets a target for. */
+const BATCHED_STEP = 'encoder';
+
+/** The tiny model of `overhead` (16-float identity) and a one-step ensemble around it. */
+const TINY = 'tiny';
+const TINY_ENSEMBLE = 'tiny_ensemble';
+const WIDTH = 16;
+
+/** Sentences sent in turn: each request carries one. */
+const TEXTS = [
+  'I love this wonderful movie',
+  'a terrible, boring waste of time',
+  'The film was at the theater on Sunday.',
+  'Great acting, but the plot was a boring mess.',
+  'Amazing music and a delightful ending!',
+];
+
+/** The issue's targets, each a ratio or a batch size and the bound it must meet. */
+export const TARGETS = {
+  throughput_ensemble_vs_chained_c16: { min: 1.5 },
+  p50_ensemble_vs_chained_c1: { below: 1 },
+  p50_ensemble_vs_chained_c16: { below: 1 },
+  encoder_avg_batch_c16: { above: 4 },
+  one_step_ensemble_vs_direct: { min: 0.9 },
+} as const;
+export type TargetName = keyof typeof TARGETS;
+
+export interface EnsemblePoint {
+  /** `ensemble`, `client-chained`, `direct` (the tiny model) or `one-step ensemble`. */
+  readonly variant: string;
+  readonly concurrency: number;
+  readonly client: LoadResult;
+  /** Statistics of each model involved, over the measured windows. */
+  readonly server: Record<string, ServerBreakdown>;
+  readonly cpu?: CpuShare;
+}
+
+export interface EnsembleResult {
+  readonly points: EnsemblePoint[];
+  readonly ratios: Partial<Record<TargetName, number>>;
+  readonly pass: Partial<Record<TargetName, boolean>>;
+}
+
+/**
+ * `text_classification` served as an ensemble against its four steps chained by the client
+ * over HTTP binary, closed loop at each concurrency, on one server process; then a one-step
+ * ensemble around the tiny model against that model called directly.
+ */
+export async function runEnsemble(options: {
+  /** Closed-loop concurrencies of the pipeline comparison (the targets read 1 and 16). */
+  concurrencies: readonly number[];
+  /** Closed-loop concurrency of the one-step ensemble against the direct call. */
+  tinyConcurrency: number;
+  windows: WindowOptions;
+  log: (line: string) => void;
+  name?: string;
+}): Promise<EnsembleResult> {
+  const { log } = options;
+  const env = environment();
+  const repo = await ensembleRepository(log);
+  // No grace on SIGTERM: nothing balances load here, and the run should not wait 5 s at its end.
+  const server = await startServerProcess(['--model-repository', repo, '--shutdown-grace-secs', '0']);
+  const points: EnsemblePoint[] = [];
+  try {
+    await checkSameAnswers(server.httpUrl);
+    for (const concurrency of options.concurrencies) {
+      const client = new HttpClient({ url: server.httpUrl, connections: concurrency });
+      try {
+        const models = [PIPELINE, ...STEPS];
+        points.push(await measurePoint(server, 'ensemble', concurrency, ensembleRequest(client), models, options.windows, log));
+        points.push(await measurePoint(server, 'client-chained', concurrency, chainedRequest(client), models, options.windows, log));
+      } finally {
+        await client.close();
+      }
+    }
+    const c = options.tinyConcurrency;
+    for (const [variant, model] of [
+      ['direct', TINY],
+      ['one-step ensemble', TINY_ENSEMBLE],
+    ] as const) {
+      const { send, close } = inferRequest(server, 'http-binary', model, WIDTH, c);
+      try {
+        points.push(await measurePoint(server, variant, c, send, [TINY_ENSEMBLE, TINY], options.windows, log));
+      } finally {
+        await close();
+      }
+    }
+  } finally {
+    await server.stop();
+  }
+
+  const ratios = ensembleRatios(points, options.tinyConcurrency);
+  const pass = Object.fromEntries(
+    Object.entries(ratios).map(([name, value]) => [name, meets(TARGETS[name as TargetName], value)]),
+  ) as EnsembleResult['pass'];
+  log(`\n${formatPoints(points)}\n`);
+  for (const [name, value] of Object.entries(ratios) as [TargetName, number][]) {
+    log(`${name}: ${value.toFixed(2)}  (target ${describeTarget(TARGETS[name])}) ${pass[name] ? 'PASS' : 'FAIL'}`);
+  }
+  const svg = latencyThroughputSvg(
+    `${PIPELINE}: p50 latency vs throughput, ensemble vs client-chained (HTTP binary)`,
+    ['ensemble', 'client-chained'].map((variant) => ({
+      name: variant,
+      points: points
+        .filter((p) => p.variant === variant)
+        .map((p) => ({ x: p.client.throughput, y: p.client.latencyMs.p50, label: `c=${p.concurrency}` })),
+    })),
+    'p50 latency (ms)',
+  );
+  const result: EnsembleResult = { points, ratios, pass };
+  const files = await writeResult(options.name ?? 'ensemble', { environment: env, targets: TARGETS, ...result }, svg);
+  log(`wrote ${files.join(', ')}`);
+  return result;
+}
+
+/**
+ * The pipeline's folders copied from the example repository (so the server loads only what is
+ * measured), the tiny model, and a one-step ensemble around it.
+ */
+async function ensembleRepository(log: (line: string) => void): Promise<string> {
+  const pipelineConfig = join(EXAMPLE_REPOSITORY, PIPELINE, 'config.pbtxt');
+  await stat(pipelineConfig).catch(() => {
+    throw new Error(`${pipelineConfig} is missing: run 'pnpm examples' first`);
+  });
+  const file = await cachedModel('identity-fp32-16', () => identity('FP32', [WIDTH]), log);
+  const dir = await benchRepository('ensemble', [
+    { name: TINY, modelFile: file, config: fp32Config(TINY, { width: WIDTH, maxBatchSize: 64, batching: true, delayUs: 0 }) },
+  ]);
+  for (const model of [PIPELINE, ...STEPS]) await cp(join(EXAMPLE_REPOSITORY, model), join(dir, model), { recursive: true });
+  await mkdir(join(dir, TINY_ENSEMBLE, '1'), { recursive: true });
+  await writeFile(join(dir, TINY_ENSEMBLE, 'config.pbtxt'), tinyEnsembleConfig());
+  return dir;
+}
+
+function tinyEnsembleConfig(): string {
+  return [
+    `name: "${TINY_ENSEMBLE}"`,
+    'platform: "ensemble"',
+    'max_batch_size: 64',
+    `input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]`,
+    `output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]`,
+    'ensemble_scheduling { step [ {',
+    `  model_name: "${TINY}" model_version: -1`,
+    '  input_map { key: "INPUT0" value: "INPUT0" } output_map { key: "OUTPUT0" value: "OUTPUT0" }',
+    '} ] }',
+    '',
+  ].join('\n');
+}
+
+let nextText = 0;
+function text(): string {
+  nextText = (nextText + 1) % TEXTS.length;
+  return TEXTS[nextText]!;
+}
+
+function textInput(value: string) {
+  return { name: 'text', datatype: 'BYTES', shape: [1, 1], data: [value] } as const;
+}
+
+/** One request to the ensemble: text in, labels and scores out. */
+function ensembleRequest(client: HttpClient): SendRequest {
+  return async () => {
+    await client.infer({ model: PIPELINE, inputs: [textInput(text())], binary: true });
+  };
+}
+
+/** The same pipeline, each step a separate HTTP binary request whose inputs are the last one's outputs. */
+function chainedRequest(client: HttpClient): SendRequest {
+  return async () => {
+    await chain(client, text());
+  };
+}
+
+async function chain(client: HttpClient, value: string): Promise<InferResult> {
+  const tokens = await client.infer({ model: 'tokenizer', inputs: [textInput(value)], binary: true });
+  const embedding = await client.infer({
+    model: 'encoder',
+    inputs: [asInput(output(tokens, 'input_ids')), asInput(output(tokens, 'attention_mask'))],
+    binary: true,
+  });
+  const logits = await client.infer({ model: 'classifier', inputs: [asInput(output(embedding, 'embedding'))], binary: true });
+  return client.infer({ model: 'postprocess', inputs: [asInput(output(logits, 'logits'))], binary: true });
+}
+
+function output(result: InferResult, name: string): InferOutput {
+  const found = result.outputs.find((o) => o.name === name);
+  if (!found) throw new Error(`${result.modelName} answered without '${name}'`);
+  return found;
+}
+
+function asInput(o: InferOutput) {
+  return { name: o.name, datatype: o.datatype, shape: o.shape, data: o.data };
+}
+
+/** Before measuring: both variants give the same labels for every sentence (so both do the same work). */
+async function checkSameAnswers(httpUrl: string): Promise<void> {
+  const client = new HttpClient({ url: httpUrl, connections: 1 });
+  try {
+    for (const value of TEXTS) {
+      const whole = await client.infer({ model: PIPELINE, inputs: [textInput(value)], binary: true });
+      const chained = await chain(client, value);
+      const labels = (r: InferResult) => (output(r, 'labels').data as Uint8Array[]).map((b) => Buffer.from(b).toString()).join(',');
+      if (labels(whole) !== labels(chained)) {
+        throw new Error(`'${value}': the ensemble answered ${labels(whole)}, the chained steps ${labels(chained)}`);
+      }
+    }
+  } finally {
+    await client.close();
+  }
+}
+
+/** One closed-loop measurement, with the statistics of `models` and the CPU over its windows. */
+async function measurePoint(
+  server: ServerProcess,
+  variant: string,
+  concurrency: number,
+  send: SendRequest,
+  models: readonly string[],
+  windows: WindowOptions,
+  log: (line: string) => void,
+): Promise<EnsemblePoint> {
+  const pids = [process.pid, server.child.pid!];
+  const readAll = () => Promise.all(models.map((m) => readStats(server.httpUrl, m)));
+  let before: Awaited<ReturnType<typeof readAll>> | undefined;
+  let after: typeof before;
+  let cpuBefore: ReturnType<typeof cpuSnapshot>;
+  let cpuAfter: typeof cpuBefore;
+  const client = await measure(
+    `${variant} c=${concurrency}`,
+    send,
+    { concurrency },
+    { ...windows, log },
+    {
+      onMeasureStart: async () => {
+        before = await readAll();
+        cpuBefore = cpuSnapshot(pids);
+      },
+      onMeasureEnd: async () => {
+        cpuAfter = cpuSnapshot(pids);
+        after = await readAll();
+      },
+    },
+  );
+  const cpu = cpuShare(cpuBefore, cpuAfter);
+  const serverStats = Object.fromEntries(models.map((m, i) => [m, breakdown(before![i]!, after![i]!)]));
+  return { variant, concurrency, client, server: serverStats, ...(cpu && { cpu }) };
+}
+
+/** The issue's ratios, from the points measured (a ratio whose points are missing is left out). */
+export function ensembleRatios(points: readonly EnsemblePoint[], tinyConcurrency: number): EnsembleResult['ratios'] {
+  const at = (variant: string, concurrency: number) => points.find((p) => p.variant === variant && p.concurrency === concurrency);
+  const ratios: EnsembleResult['ratios'] = {};
+  const [e16, x16, e1, x1] = [at('ensemble', 16), at('client-chained', 16), at('ensemble', 1), at('client-chained', 1)];
+  if (e16 && x16) {
+    ratios.throughput_ensemble_vs_chained_c16 = e16.client.throughput / x16.client.throughput;
+    ratios.p50_ensemble_vs_chained_c16 = e16.client.latencyMs.p50 / x16.client.latencyMs.p50;
+    ratios.encoder_avg_batch_c16 = e16.server[BATCHED_STEP]!.avgBatchSize;
+  }
+  if (e1 && x1) ratios.p50_ensemble_vs_chained_c1 = e1.client.latencyMs.p50 / x1.client.latencyMs.p50;
+  const [direct, oneStep] = [at('direct', tinyConcurrency), at('one-step ensemble', tinyConcurrency)];
+  if (direct && oneStep) ratios.one_step_ensemble_vs_direct = oneStep.client.throughput / direct.client.throughput;
+  return ratios;
+}
+
+type Target = { min: number } | { below: number } | { above: number };
+
+function meets(target: Target, value: number): boolean {
+  if ('min' in target) return value >= target.min;
+  if ('below' in target) return value < target.below;
+  return value > target.above;
+}
+
+function describeTarget(target: Target): string {
+  return 'min' in target ? `>= ${target.min}` : 'below' in target ? `< ${target.below}` : `> ${target.above}`;
+}
+
+function formatPoints(points: readonly EnsemblePoint[]): string {
+  return table(
+    [
+      'variant',
+      'load',
+      'infer/s',
+      'p50 ms',
+      'p99 ms',
+      'errors',
+      'encoder batch',
+      'tokenizer batch',
+      'postprocess batch',
+      'own cpu',
+      'other cpu',
+    ],
+    points.map((p) => [
+      p.variant,
+      `c=${p.concurrency}`,
+      p.client.throughput,
+      p.client.latencyMs.p50,
+      p.client.latencyMs.p99,
+      p.client.errors,
+      p.server[BATCHED_STEP]?.avgBatchSize ?? p.server[TINY]?.avgBatchSize ?? '',
+      p.server['tokenizer']?.avgBatchSize ?? '',
+      p.server['postprocess']?.avgBatchSize ?? '',
+      p.cpu?.ownCores ?? '',
+      p.cpu?.otherCores ?? '',
+    ]),
+  );
+}
