@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { parseRestrictions } from './access/restricted-api.ts';
 import { visibleGpuIds } from './backends/gpu-detect.ts';
 import { createOnnxRuntimeBackend } from './backends/onnxruntime/onnxruntime-backend.ts';
+import { createJsBackend } from './backends/js/js-backend.ts';
 import { CoreInferenceService } from './core/inference-service.ts';
 import { SystemSharedMemory } from './shared-memory/system-shared-memory.ts';
 import { parseCacheConfigFlags, ResponseCache } from './cache/response-cache.ts';
@@ -14,6 +15,7 @@ import { ModelManager } from './models/model-manager.ts';
 import { resolveServerOptions, type ServerOptions } from './options/index.ts';
 import { createModelSource } from './repository/create-model-source.ts';
 import type { InferenceService } from './core/types.ts';
+import type { InferenceResponse } from './protocol/types.ts';
 import { createGrpcFrontend } from './grpc/server.ts';
 import { createHttpFrontend } from './http/http-frontend.ts';
 import { createMetricsEndpoint } from './metrics/metrics-endpoint.ts';
@@ -61,16 +63,17 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
   const metrics = new ServerMetrics();
   const memoryBudgetBytes = resolveMemoryBudgetBytes(options.memoryLimit);
   const memory = new MemoryGuard(memoryBudgetBytes, metrics);
+  const workerHeapLimitBytes = options.workerHeapLimitBytes ?? workerHeapLimitBytesFor(memoryBudgetBytes);
   const models = new ModelManager(
     options.modelRepositories.map((location) => createModelSource(location, { logger })),
     {
       controlMode: options.modelControlMode,
       startupModels: options.loadModels,
       maxLoadFileBytes: options.modelLoadFilesMaxBytes,
-      backend: withModelFootprints(
-        createOnnxRuntimeBackend({ workerHeapLimitBytes: options.workerHeapLimitBytes ?? workerHeapLimitBytesFor(memoryBudgetBytes) }),
-        memory,
-      ),
+      backends: [
+        withModelFootprints(createOnnxRuntimeBackend({ workerHeapLimitBytes }), memory),
+        createJsBackend({ workerHeapLimitBytes }),
+      ],
       metrics,
       logger,
       strictModelConfig: options.strictModelConfig,
@@ -78,7 +81,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       gpuIds: visibleGpuIds(),
       freeMemoryBytes: () => memory.freeBytes(),
       // Ensemble steps and in-server calls from JavaScript models go through the service built below.
-      callModel: (request) => service.infer(request),
+      callModel: (request): Promise<InferenceResponse> => service.infer(request),
     },
   );
   const sharedMemory = new SystemSharedMemory();

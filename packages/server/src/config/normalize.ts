@@ -23,9 +23,12 @@ export function normalizeModelConfig(config: ModelConfig, options: NormalizeOpti
     out.platform = 'ensemble';
     return out;
   }
-  out.default_model_filename ??= 'model.onnx';
   out.backend ??= 'onnxruntime';
-  out.platform ??= 'onnxruntime_onnx';
+  // Triton shows a model of a backend without platforms (python; here js) with its backend only.
+  if (out.backend === 'onnxruntime') {
+    out.default_model_filename ??= 'model.onnx';
+    out.platform ??= 'onnxruntime_onnx';
+  }
   const visible = new Set(options.visibleGpuIds);
   const groups: ModelInstanceGroup[] = out.instance_group?.length ? out.instance_group : [{ name: out.name }];
   out.instance_group = groups.map((group, i) => {

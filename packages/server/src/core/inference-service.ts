@@ -122,7 +122,8 @@ export class CoreInferenceService implements InferenceService {
     return {
       name: modelName,
       versions: modelVersion ? [model.version] : this.models.readyVersions(modelName),
-      platform: model.config.platform ?? 'onnxruntime_onnx',
+      // Triton reports the backend's name for a model without a platform (python there, js here).
+      platform: model.config.platform || model.config.backend || 'onnxruntime_onnx',
       inputs: model.inputs.map((i) => ({ name: i.name, datatype: i.datatype, shape: [...batch, ...i.dims] })),
       outputs: model.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: [...batch, ...o.dims] })),
       parameters: {
@@ -219,6 +220,9 @@ export class CoreInferenceService implements InferenceService {
         arrivalNs,
         stringHeapBytes,
         ...(trace && { trace }),
+        ...(request.id !== undefined && { id: request.id }),
+        outputNames: validated.outputNames,
+        parameters: request.parameters,
       })
       .catch((error: unknown) => {
         throw toInferenceServerError(error);

@@ -78,7 +78,8 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
       }
       batchSize = b;
     }
-    checkByteSize(tensor, name);
+    // ONNX Runtime string tensors hold text; a JavaScript model gets BYTES as bytes (images, say).
+    checkByteSize(tensor, name, model.config.backend !== 'js');
     const shape = reshapedShape(tensor.shape, spec.dims, spec.modelDims, batching);
     if (spec.modelDims && elementCount(shape) !== elementCount(tensor.shape)) {
       throw Errors.invalidArg(
@@ -121,11 +122,11 @@ function shapeMatches(shape: readonly number[], expected: readonly number[]): bo
   return true;
 }
 
-function checkByteSize(tensor: Tensor, model: string): void {
+function checkByteSize(tensor: Tensor, model: string, textOnly: boolean): void {
   // Past 2^31 elements, or bytes, in Triton's words (the frontends only read the shape).
   const count = checkedElementCount(tensor.shape, tensor.name);
   if (tensor.datatype === 'BYTES') {
-    checkText(tensor, model);
+    if (textOnly) checkText(tensor, model);
     const found = countBytesElements(tensor.data, tensor.name);
     if (found !== count) {
       throw Errors.invalidArg(

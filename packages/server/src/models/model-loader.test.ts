@@ -50,7 +50,7 @@ describe('instance placement on the visible GPUs', () => {
     const folder = await readModelFolder(modelDir, name);
     const backend = recordingBackend();
     const loaded = await loadVersion(folder, readConfig(folder, { strictModelConfig: false }), 1, {
-      backend,
+      backends: [backend],
       metrics: new ServerMetrics({ processMetrics: false }),
       logger: pino({ level: 'silent' }),
       strictModelConfig: false,

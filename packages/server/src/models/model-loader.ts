@@ -7,17 +7,19 @@ import { autoCompleteModelConfig, normalizeModelConfig, parseModelConfig, valida
 import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.ts';
 import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { ServerMetrics } from '../metrics/server-metrics.ts';
-import { fileExists, fileInModelFolder, type ModelFolder } from '../repository/model-folder.ts';
+import { fileInModelFolder, type ModelFolder } from '../repository/model-folder.ts';
 import { createScheduler } from '../scheduler/index.ts';
 import { stringHeapCapacityBytes } from '../memory/element-cost.ts';
 import { Errors } from '../errors/errors.ts';
 import type { InferenceCall } from '../protocol/types.ts';
 import { warmUp } from './warmup.ts';
+import { chooseBackend, modelFileOf } from './backend-choice.ts';
 import type { LoadedVersion } from './loaded-version.ts';
 import { inputSpecsOf, outputSpecsOf } from './tensor-specs.ts';
 
 export interface LoaderOptions {
-  readonly backend: Backend;
+  /** The backends a config's `backend` names (onnxruntime, js). */
+  readonly backends: readonly Backend[];
   readonly metrics: ServerMetrics;
   readonly logger: Logger;
   readonly strictModelConfig: boolean;
@@ -57,28 +59,36 @@ export async function loadVersion(
 ): Promise<LoadedVersion> {
   const normalizeOptions = { visibleGpuIds: options.gpuIds };
   const base = normalizeModelConfig(written ?? emptyConfig(folder.name), normalizeOptions);
-  const modelPath = join(folder.dir, String(version), base.default_model_filename ?? 'model.onnx');
-  if (!(await fileExists(modelPath))) {
-    throw Errors.invalidArg(`model '${folder.name}' version ${version}: model file ${modelPath} not found`);
-  }
+  const backend = chooseBackend(base, options.backends);
+  const modelPath = await modelFileOf(folder.dir, version, base, backend);
   const labels = await readLabels(folder, base);
   const settings = sessionSettingsFromConfig(base);
   const placements = instancePlacements(base.instance_group ?? []);
   await checkFootprint(folder.name, version, modelPath, placements, options);
   const create = (placement: Placement) =>
-    options.backend.createInstance({
+    backend.createInstance({
       modelName: folder.name,
       modelPath,
       device: placement.device,
       deviceId: placement.deviceId,
       allowCpuFallback: options.allowCpuFallback,
       sessionOptions: settings,
+      model: {
+        config: base,
+        version: String(version),
+        modelDir: folder.dir,
+        versionDir: join(folder.dir, String(version)),
+        instanceName: placement.instanceName,
+        kind: placement.device === 'cuda' ? 'KIND_GPU' : 'KIND_CPU',
+      },
+      ...(options.callModel && { callModel: options.callModel }),
     });
 
   const first = await create(placements[0]!);
   const created: LoadedInstance[] = [first];
   try {
-    const completed = options.strictModelConfig ? base : autoCompleteModelConfig(written, first.io, folder.name);
+    // A JavaScript model's config is complete as written (its io is the config's own).
+    const completed = options.strictModelConfig || backend.name === 'js' ? base : autoCompleteModelConfig(written, first.io, folder.name);
     const config = normalizeModelConfig(completed, normalizeOptions);
     validateModelConfig(config, first.io);
     created.push(...(await Promise.all(placements.slice(1).map(create))));
@@ -136,6 +146,8 @@ async function checkFootprint(
 interface Placement {
   readonly device: 'cpu' | 'cuda';
   readonly deviceId: number;
+  /** The group's name and the instance's index in it, as Triton names instances. */
+  readonly instanceName: string;
 }
 
 /**
@@ -149,12 +161,15 @@ function instancePlacements(groups: readonly ModelInstanceGroup[]): Placement[] 
     const count = group.count ?? 1;
     if (group.kind === 'KIND_GPU') {
       const ids = group.gpus && group.gpus.length > 0 ? group.gpus : [0];
-      for (const deviceId of ids) for (let i = 0; i < count; i++) placements.push({ device: 'cuda', deviceId });
+      let index = 0;
+      for (const deviceId of ids) {
+        for (let i = 0; i < count; i++) placements.push({ device: 'cuda', deviceId, instanceName: `${group.name}_${index++}` });
+      }
     } else {
-      for (let i = 0; i < count; i++) placements.push({ device: 'cpu', deviceId: 0 });
+      for (let i = 0; i < count; i++) placements.push({ device: 'cpu', deviceId: 0, instanceName: `${group.name}_${i}` });
     }
   }
-  return placements.length > 0 ? placements : [{ device: 'cpu', deviceId: 0 }];
+  return placements.length > 0 ? placements : [{ device: 'cpu', deviceId: 0, instanceName: '' }];
 }
 
 /** Each output's label_filename (in the model folder, one label per line), for the classification extension. */

@@ -285,6 +285,8 @@ class JsInstance implements ModelInstance {
       ),
     );
     void worker.terminate();
+    // Replaced now, not when the thread has exited: a request arriving meanwhile waits for the new worker.
+    this.onDeath(worker, `stopped after its execute timeout of ${this.timeoutMs} ms`);
   }
 
   private failPending(error: Error): void {

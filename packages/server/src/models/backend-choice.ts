@@ -1,0 +1,57 @@
+import { join } from 'node:path';
+import type { Backend } from '../backends/backend.ts';
+import { findJsModelFile, JS_MODEL_FILES } from '../backends/js/model-file.ts';
+import type { ModelConfig } from '../config/model-config.ts';
+import { Errors } from '../errors/errors.ts';
+import { fileExists } from '../repository/model-folder.ts';
+
+/**
+ * The backend a (normalized) config asks for, among those the server has. Triton's Python
+ * backend has no place here: such a model fails to load with the way to port it.
+ */
+export function chooseBackend(config: ModelConfig, backends: readonly Backend[]): Backend {
+  const name = config.backend || 'onnxruntime';
+  if (name === 'python' || config.platform === 'python') {
+    throw Errors.invalidArg(
+      `model '${config.name}': the python backend is not supported by Batchwise; ` +
+        'port model.py to the JavaScript backend (backend: "js", a model.mjs with initialize/execute/finalize, see docs/js-backend.md)',
+    );
+  }
+  const backend = backends.find((b) => b.name === name);
+  if (!backend) {
+    throw Errors.invalidArg(
+      `model '${config.name}': unknown backend '${name}'; supported backends: ${backends.map((b) => `'${b.name}'`).join(', ')}`,
+    );
+  }
+  if (backend.name === 'js') requireDeclaredTensors(config);
+  return backend;
+}
+
+/** JavaScript models have no file to complete a config from: their config declares every tensor. */
+function requireDeclaredTensors(config: ModelConfig): void {
+  const missing = [config.input.length === 0 && 'input', config.output.length === 0 && 'output'].filter(Boolean);
+  if (missing.length > 0) {
+    throw Errors.invalidArg(
+      `model '${config.name}': config.pbtxt declares no ${missing.join(' and no ')}; inputs and outputs must be declared for backend js ` +
+        '(a JavaScript model has no file to auto-complete them from)',
+    );
+  }
+}
+
+/** The version's model file for that backend; fails naming what was looked for. */
+export async function modelFileOf(modelDir: string, version: number, config: ModelConfig, backend: Backend): Promise<string> {
+  const versionDir = join(modelDir, String(version));
+  if (backend.name === 'js') {
+    const found = await findJsModelFile(versionDir, config.default_model_filename);
+    if (found) return found;
+    const names = config.default_model_filename ? [config.default_model_filename] : JS_MODEL_FILES;
+    throw Errors.invalidArg(
+      `model '${config.name}' version ${version}: model file ${names.map((n) => join(versionDir, n)).join(' or ')} not found`,
+    );
+  }
+  const modelPath = join(versionDir, config.default_model_filename ?? 'model.onnx');
+  if (!(await fileExists(modelPath))) {
+    throw Errors.invalidArg(`model '${config.name}' version ${version}: model file ${modelPath} not found`);
+  }
+  return modelPath;
+}
