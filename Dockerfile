@@ -8,18 +8,21 @@ FROM node:22-bookworm AS build
 RUN npm i -g pnpm@12.21.0
 WORKDIR /src
 # The context is an allow-list (.dockerignore): the workspace manifests and lockfile, the
-# server package and @batchwise/protocol (sources without tests, protos). pnpm installs the workspace projects present,
+# server package, @batchwise/protocol (sources without tests, protos) and @batchwise/backend (what
+# JavaScript models import). pnpm installs the workspace projects present,
 # checking them against the lockfile (--frozen-lockfile); the others are not in the context.
 COPY . .
 # onnxruntime-node's install script stays disabled here (allowBuilds in pnpm-workspace.yaml);
 # its CUDA libraries are fetched below, into the production tree only.
 RUN --mount=type=cache,id=pnpm-store,target=/root/.local/share/pnpm/store \
     pnpm install --frozen-lockfile
-# Builds @batchwise/protocol first (a project reference of the server).
+# Builds @batchwise/protocol and @batchwise/backend first (project references of the server).
 RUN pnpm exec tsc -b packages/server
 # Since pnpm 12.2 deploy works without injected workspace packages: the server package
 # (src, dist) plus its production dependencies, @batchwise/protocol among them (its "files": src,
-# dist, proto), self-contained.
+# dist, proto), self-contained. @batchwise/backend lands in the server's node_modules too: the JS
+# backend's workers resolve every model's import of it there (a resolve hook), so models from S3,
+# which carry no node_modules of ours, find it.
 RUN --mount=type=cache,id=pnpm-store,target=/root/.local/share/pnpm/store \
     pnpm --filter @batchwise/server --prod deploy /out/packages/server
 # CUDA 12 execution provider libraries (libonnxruntime_providers_cuda.so, ...) from NuGet.
@@ -45,9 +48,9 @@ ENV NODE_ENV=production
 # Same numeric user as the ECS task definition's `user` (infra/lib/inference-service.ts).
 USER 10001:10001
 EXPOSE 8000 8001 8002
-# @batchwise/protocol exports its TypeScript sources by default (tests, tsx); Node does not strip
-# types under node_modules, so the image takes its compiled dist through the batchwise-dist
-# condition (worker threads inherit the flag).
+# @batchwise/protocol and @batchwise/backend export their TypeScript sources by default (tests,
+# tsx); Node does not strip types under node_modules, so the image takes their compiled dist
+# through the batchwise-dist condition (worker threads inherit the flag).
 ENTRYPOINT ["node", "--conditions=batchwise-dist", "packages/server/dist/cli/main.js"]
 # Local use: docker run --gpus all -v "$PWD/examples/model_repository:/models" -p 8000-8002:8000-8002 <image>
 CMD ["serve", "--model-repository", "/models"]

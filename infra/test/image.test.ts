@@ -83,6 +83,7 @@ describe('server image context', () => {
       'packages/server/src/cli/serve.ts',
       'packages/protocol/proto/grpc_service.proto',
       'packages/protocol/src/datatype.ts',
+      'packages/backend/src/tensor.ts',
       'pnpm-lock.yaml',
       'Dockerfile',
     ]) {
@@ -110,6 +111,9 @@ describe('server image context', () => {
       'packages/protocol/tsconfig.json',
       'packages/protocol/src/index.ts',
       'packages/protocol/proto/grpc_service.proto',
+      'packages/backend/package.json',
+      'packages/backend/tsconfig.json',
+      'packages/backend/src/index.ts',
     ]) {
       expect(sent(file), file).toBe(true);
     }
@@ -119,6 +123,8 @@ describe('server image context', () => {
       'packages/server/dist/cli/main.js',
       'packages/protocol/src/json-text.test.ts',
       'packages/protocol/dist/index.js',
+      'packages/backend/src/tensor.test.ts',
+      'packages/backend/dist/index.js',
       'infra/bin/app.ts',
       'bench/src/cli.ts',
       'test/shutdown.test.ts',
