@@ -8,15 +8,8 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ModelError, tensor, type JsModel } from '@batchwise/backend';
 import { loadOrt, type OrtSession } from '@batchwise/modelgen/test-support/ort.ts';
+import { SENTENCES } from '../test-support/sentences.ts';
 import { EXAMPLE_REPOSITORY, loadExampleJsModel, outputsOf, request } from '../test-support/js-model.ts';
-
-export const SENTENCES: Readonly<Record<string, string>> = {
-  'I love this wonderful movie': 'positive',
-  'a terrible, boring waste of time': 'negative',
-  'The film was at the theater on Sunday.': 'neutral',
-  'Great acting, but the plot was a boring mess.': 'negative',
-  'Amazing music and a delightful ending!': 'positive',
-};
 
 describe('text_classification in-process', () => {
   let tokenizer: JsModel;

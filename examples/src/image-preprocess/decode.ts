@@ -4,6 +4,7 @@
  * the size in the header is checked before anything is decoded, so a huge image is refused
  * instead of exhausting the worker's heap.
  */
+/// <reference path="../jpeg-js-decoder.d.ts" />
 import decodeJpegFile from 'jpeg-js/lib/decoder.js';
 import pngjs from 'pngjs';
 

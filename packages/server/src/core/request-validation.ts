@@ -5,6 +5,7 @@ import { reshapedShape } from '../tensor/reshape.ts';
 import type { ParameterValue, Tensor } from '../tensor/tensor.ts';
 import { classificationCount } from './classification.ts';
 import { Errors } from '../errors/errors.ts';
+import { isEnsembleConfig } from '../config/ensemble.ts';
 import type { LoadedVersion } from '../models/loaded-version.ts';
 import { rawRequestInput } from './raw-input.ts';
 import type { InferenceRequest } from '../protocol/types.ts';
@@ -78,8 +79,9 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
       }
       batchSize = b;
     }
-    // ONNX Runtime string tensors hold text; a JavaScript model gets BYTES as bytes (images, say).
-    checkByteSize(tensor, name, model.config.backend !== 'js');
+    // ONNX Runtime string tensors hold text; a JavaScript model gets BYTES as bytes (images, say),
+    // and an ensemble passes them on to its steps, which check them for their own backend.
+    checkByteSize(tensor, name, model.config.backend !== 'js' && !isEnsembleConfig(model.config));
     const shape = reshapedShape(tensor.shape, spec.dims, spec.modelDims, batching);
     if (spec.modelDims && elementCount(shape) !== elementCount(tensor.shape)) {
       throw Errors.invalidArg(

@@ -1,0 +1,184 @@
+/**
+ * The example repository (what `pnpm start` serves) on a real server: every model loads, and
+ * both pipelines and the BLS router answer over HTTP JSON, HTTP binary, gRPC and
+ * @batchwise/client as the in-process runs of the same models do.
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GrpcClient, HttpClient, type InferResult } from '@batchwise/client';
+import { EXAMPLE_MODELS } from '@batchwise/modelgen';
+import { loadOrt } from '@batchwise/modelgen/test-support/ort.ts';
+import { preprocessImage } from '../examples/src/image-preprocess/preprocess.ts';
+import { parseLabels, softmax, topK } from '../examples/src/postprocess/top-k.ts';
+import { BLUE, RED, jpegFile, png } from '../examples/test-support/images.ts';
+import { SENTENCES } from '../examples/test-support/sentences.ts';
+import { EXAMPLES } from './support/repository.ts';
+import { postBinary, postJson, splitBinaryResponse, startTestServer } from './support/server.ts';
+
+const TEXTS = Object.keys(SENTENCES);
+const EXPECTED_LABELS = Object.values(SENTENCES);
+
+/** The KServe binary BYTES layout: each element as a 4-byte little-endian length, then its bytes. */
+function bytesTensor(elements: readonly Buffer[]): Buffer {
+  return Buffer.concat(elements.flatMap((e) => [Buffer.from(new Uint32Array([e.length]).buffer), e]));
+}
+
+/** The first label of each row of a [rows, k] labels output. */
+function firstLabels(result: InferResult): string[] {
+  const labels = result.outputs.find((o) => o.name === 'labels')!;
+  const k = labels.shape[1];
+  return (labels.data as Uint8Array[]).filter((_, i) => i % k === 0).map((b) => Buffer.from(b).toString());
+}
+
+/** What color_net and image_postprocess give in-process (ONNX Runtime, the same top-k code) for one image file. */
+async function inProcessImageLabels(file: Buffer): Promise<{ labels: string[]; scores: number[] }> {
+  const ort = loadOrt();
+  const net = await ort.InferenceSession.create(await readFile(join(EXAMPLES, 'color_net', '1', 'model.onnx')));
+  const names = parseLabels(await readFile(join(EXAMPLES, 'image_postprocess', 'labels.txt'), 'utf8'));
+  const { logits } = await net.run({ pixels: new ort.Tensor('float32', preprocessImage(file, 32, 32), [1, 3, 32, 32]) });
+  await net.release();
+  const ranked = topK(softmax(logits.data as Float32Array), 3);
+  return { labels: ranked.map((r) => names[r.index]), scores: ranked.map((r) => r.score) };
+}
+
+describe('example pipelines on a server serving examples/model_repository', () => {
+  let server: Awaited<ReturnType<typeof startTestServer>>;
+  let http: HttpClient;
+  let grpc: GrpcClient;
+  beforeAll(async () => {
+    server = await startTestServer([EXAMPLES]);
+    http = new HttpClient({ url: server.url });
+    grpc = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
+  });
+  afterAll(async () => {
+    await http?.close();
+    grpc?.close();
+    await server?.close();
+  });
+
+  it('loads every example model, and the server is ready', async () => {
+    const index = await postJson(`${server.url}/v2/repository/index`, {});
+    const failed = index.json.filter((m: { state: string }) => m.state !== 'READY');
+    expect(failed).toEqual([]);
+    const names = new Set(index.json.map((m: { name: string }) => m.name));
+    for (const ex of EXAMPLE_MODELS) expect(names.has(ex.name), ex.name).toBe(true);
+    expect((await fetch(`${server.url}/v2/health/ready`)).status).toBe(200);
+  });
+
+  describe('text_classification', () => {
+    it('HTTP JSON: one request with a string returns its labels, most likely first', async () => {
+      const response = await postJson(`${server.url}/v2/models/text_classification/infer`, {
+        inputs: [{ name: 'text', datatype: 'BYTES', shape: [1, 1], data: ['I love this wonderful movie'] }],
+      });
+      expect(response.status).toBe(200);
+      const labels = response.json.outputs.find((o: { name: string }) => o.name === 'labels');
+      expect(labels).toMatchObject({ datatype: 'BYTES', shape: [1, 3] });
+      expect(labels.data[0]).toBe('positive');
+      expect(new Set(labels.data)).toEqual(new Set(['negative', 'neutral', 'positive']));
+      const scores = response.json.outputs.find((o: { name: string }) => o.name === 'scores');
+      expect(scores.data[0]).toBeGreaterThan(0.5);
+    });
+
+    it('HTTP JSON: a batch of sentences, each its own label', async () => {
+      const response = await postJson(`${server.url}/v2/models/text_classification/infer`, {
+        inputs: [{ name: 'text', datatype: 'BYTES', shape: [TEXTS.length, 1], data: TEXTS }],
+        outputs: [{ name: 'labels' }],
+      });
+      expect(response.status).toBe(200);
+      expect(response.json.outputs[0].data.filter((_: string, i: number) => i % 3 === 0)).toEqual(EXPECTED_LABELS);
+    });
+
+    it('gRPC (@batchwise/client): the same labels', async () => {
+      const result = await grpc.infer({
+        model: 'text_classification',
+        inputs: [{ name: 'text', datatype: 'BYTES', shape: [TEXTS.length, 1], data: TEXTS }],
+      });
+      expect(firstLabels(result)).toEqual(EXPECTED_LABELS);
+    });
+
+    it('HTTP binary (@batchwise/client), concurrent single-sentence requests: the same labels', async () => {
+      const results = await Promise.all(
+        TEXTS.map((text) =>
+          http.infer({ model: 'text_classification', inputs: [{ name: 'text', datatype: 'BYTES', shape: [1, 1], data: [text] }] }),
+        ),
+      );
+      expect(results.map((r) => firstLabels(r)[0])).toEqual(EXPECTED_LABELS);
+    });
+  });
+
+  describe('image_classification', () => {
+    const redAndBlue = png(48, 40, (x) => (x < 36 ? RED : BLUE));
+
+    it('HTTP binary: a PNG file gives the top-k labels ONNX Runtime gives in-process for the same pixels', async () => {
+      const expected = await inProcessImageLabels(redAndBlue);
+      expect(expected.labels.slice(0, 2)).toEqual(['red', 'blue']);
+      const image = bytesTensor([redAndBlue]);
+      const response = await postBinary(
+        `${server.url}/v2/models/image_classification/infer`,
+        {
+          inputs: [{ name: 'image', datatype: 'BYTES', shape: [1, 1], parameters: { binary_data_size: image.length } }],
+          outputs: [
+            { name: 'labels', parameters: { binary_data: false } },
+            { name: 'scores', parameters: { binary_data: false } },
+          ],
+        },
+        [image],
+      );
+      expect(response.status).toBe(200);
+      const { json } = splitBinaryResponse(response);
+      const output = (name: string) => json.outputs.find((o: { name: string }) => o.name === name);
+      expect(output('labels')).toMatchObject({ shape: [1, 3], data: expected.labels });
+      output('scores').data.forEach((score: number, i: number) => expect(score).toBeCloseTo(expected.scores[i], 5));
+    });
+
+    it('@batchwise/client over HTTP and gRPC: a JPEG and a PNG in one request', async () => {
+      const files = [jpegFile(20, 20, () => BLUE), png(10, 10, () => RED)];
+      const request = {
+        model: 'image_classification',
+        inputs: [{ name: 'image', datatype: 'BYTES' as const, shape: [2, 1], data: files }],
+      };
+      expect(firstLabels(await http.infer(request))).toEqual(['blue', 'red']);
+      expect(firstLabels(await grpc.infer(request))).toEqual(['blue', 'red']);
+    });
+
+    it('a file that is not an image fails with 400 naming why, and the pipeline keeps serving', async () => {
+      const response = await postJson(`${server.url}/v2/models/image_classification/infer`, {
+        inputs: [{ name: 'image', datatype: 'BYTES', shape: [1, 1], data: ['not an image'] }],
+      });
+      expect(response.status).toBe(400);
+      expect(response.json.error).toContain('image is neither PNG nor JPEG');
+      expect(
+        firstLabels(
+          await http.infer({
+            model: 'image_classification',
+            inputs: [{ name: 'image', datatype: 'BYTES', shape: [1, 1], data: [redAndBlue] }],
+          }),
+        ),
+      ).toEqual(['red']);
+    });
+  });
+
+  describe('bls_router', () => {
+    const route = (values: number[]) =>
+      http.infer({ model: 'bls_router', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, values.length], data: values }] });
+    const version = (result: InferResult) =>
+      Buffer.from((result.outputs.find((o) => o.name === 'VERSION')!.data as Uint8Array[])[0]).toString();
+    const values = (result: InferResult) => Array.from(result.outputs.find((o) => o.name === 'OUTPUT0')!.data as Float32Array);
+
+    it('sends small inputs to scaler version 1 (x2) and large ones to version 2 (x0.5)', async () => {
+      const [small, large, edge] = await Promise.all([route([1, -2, 3]), route([500, 4]), route([100])]);
+      expect([version(small), values(small)]).toEqual(['1', [2, -4, 6]]);
+      expect([version(large), values(large)]).toEqual(['2', [250, 2]]);
+      expect([version(edge), values(edge)]).toEqual(['1', [200]]);
+    });
+
+    it('over gRPC too', async () => {
+      const result = await grpc.infer({
+        model: 'bls_router',
+        inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2], data: [-1000, 0] }],
+      });
+      expect([version(result), values(result)]).toEqual(['2', [-500, 0]]);
+    });
+  });
+});
