@@ -51,6 +51,10 @@ export default {
     if (mode === 'reject') return Promise.reject(new Error('user promise rejected'));
     if (mode === 'exit') process.exit(1);
     if (mode === 'spin') for (;;) {}
+    if (mode === 'oom') {
+      const hog = [];
+      for (;;) hog.push(new Array(1 << 16).fill(Math.random()));
+    }
     if (mode === 'wrong-type') return requests.map(() => ({ outputs: [tensor('Y', 'FP64', [1], [1])] }));
     if (mode === 'wrong-shape') return requests.map(() => ({ outputs: [tensor('Y', 'FP32', [2], [1, 2])] }));
     return requests.map((r) => ({ outputs: [tensor('Y', 'FP32', [1], [r.inputs.X.data[0] + 1])] }));
@@ -180,7 +184,8 @@ beforeAll(async () => {
       await writeFile(join(repo.dir, model.name, '1', path), text);
     }
   }
-  server = await startTestServer([repo.dir], { strictReadiness: false });
+  // A small heap for model code, so that the out-of-memory case dies quickly.
+  server = await startTestServer([repo.dir], { strictReadiness: false, workerHeapLimitBytes: 64 * 2 ** 20 });
   http = new HttpClient({ url: server.url });
   grpc = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
 });
@@ -294,6 +299,14 @@ describe('user code failing', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(1400);
     expect(error.httpStatus).toBe(500);
     expect(error.message).toMatch(/model 'faulty': execute\(\) did not finish within 1500 ms \(parameter batchwise_execute_timeout_ms\)/);
+    await works();
+    expect(await http.isServerReady()).toBe(true);
+  });
+
+  it('model code outgrowing its heap limit kills its worker alone: 500 naming the model, then served again', async () => {
+    const error = await failure(run('oom'));
+    expect(error.httpStatus).toBe(500);
+    expect(error.message).toMatch(/model 'faulty': its instance crashed \(.*out of memory/i);
     await works();
     expect(await http.isServerReady()).toBe(true);
   });

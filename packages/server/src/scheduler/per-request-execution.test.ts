@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest';
+import type { ExecutionResult, InstanceRequest, ModelInstance, RequestsResult } from '../backends/backend.ts';
+import type { ModelConfig } from '../config/model-config.ts';
+import { Errors } from '../errors/errors.ts';
+import { ServerMetrics } from '../metrics/server-metrics.ts';
+import { VersionStatistics } from '../metrics/version-statistics.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import { BatchingScheduler } from './batching-scheduler.ts';
+import { FakeClock, tick } from '../../test-support/scheduler.ts';
+
+const TIMINGS = { computeInputNs: 1, computeInferNs: 2, computeOutputNs: 3 };
+
+/** An instance that answers each request on its own: its first value echoed, a negative one an INVALID_ARG for it alone. */
+class PerRequestInstance implements ModelInstance {
+  readonly calls: InstanceRequest[][] = [];
+  onFatal: ((error: Error) => void) | undefined;
+  execute(): Promise<ExecutionResult> {
+    throw new Error('the scheduler must call executeRequests');
+  }
+  async executeRequests(requests: readonly InstanceRequest[]): Promise<RequestsResult> {
+    this.calls.push([...requests]);
+    return {
+      responses: requests.map((r) => {
+        const value = new Float32Array(r.inputs[0]!.data.slice().buffer)[0]!;
+        if (value < 0) return { error: Errors.invalidArg(`negative ${value}`) };
+        return { outputs: r.outputNames.map((name) => ({ ...r.inputs[0]!, name })) };
+      }),
+      timings: TIMINGS,
+    };
+  }
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+describe('BatchingScheduler with an instance that runs requests on their own', () => {
+  it('hands the batch over request by request and rejects only the requests that failed', async () => {
+    const config: ModelConfig = {
+      name: 'm',
+      max_batch_size: 8,
+      input: [{ name: 'X', data_type: 'TYPE_FP32', dims: [1] }],
+      output: [
+        { name: 'A', data_type: 'TYPE_FP32', dims: [1] },
+        { name: 'B', data_type: 'TYPE_FP32', dims: [1] },
+      ],
+      dynamic_batching: {},
+    };
+    const clock = new FakeClock();
+    const instance = new PerRequestInstance();
+    const stats = new VersionStatistics('m', '1', new ServerMetrics({ processMetrics: false }));
+    const scheduler = new BatchingScheduler({ config, instances: [instance], outputNames: ['A', 'B'], stats }, undefined, clock);
+    const send = (value: number, outputNames?: string[]) => {
+      const input: Tensor = { name: 'X', datatype: 'FP32', shape: [1, 1], data: new Uint8Array(Float32Array.of(value).buffer) };
+      return scheduler
+        .enqueue({
+          inputs: [input],
+          batchSize: 1,
+          priority: 0,
+          timeoutMicroseconds: 0,
+          arrivalNs: clock.nowNs(),
+          id: `r${value}`,
+          parameters: { p: value },
+          ...(outputNames && { outputNames }),
+        })
+        .then(
+          (outputs) => outputs.map((o) => o.name),
+          (error: Error) => error.message,
+        );
+    };
+    const answers = Promise.all([send(1), send(-2), send(3, ['B'])]);
+    clock.endTurn();
+    await tick();
+    expect(await answers).toEqual([['A', 'B'], 'negative -2', ['B']]);
+    expect(instance.calls).toHaveLength(1);
+    expect(instance.calls[0]!.map((r) => [r.id, r.outputNames, r.parameters])).toEqual([
+      ['r1', ['A', 'B'], { p: 1 }],
+      ['r-2', ['A', 'B'], { p: -2 }],
+      ['r3', ['B'], { p: 3 }],
+    ]);
+    const snapshot = stats.snapshot();
+    expect(snapshot.execution_count).toBe(1);
+    expect(snapshot.inference_stats.success.count).toBe(2);
+    expect(snapshot.inference_stats.fail.count).toBe(1);
+  });
+});
