@@ -142,6 +142,8 @@ describe('bench scenarios (smoke)', () => {
       'client-chained c=16',
       'direct c=16',
       'one-step ensemble c=16',
+      'one-step ensemble c=16',
+      'direct c=16',
     ]);
     for (const p of result.points) {
       expect(p.client.errors, p.client.firstError).toBe(0);
@@ -154,5 +156,6 @@ describe('bench scenarios (smoke)', () => {
     }
     expect(Object.keys(result.ratios).sort()).toEqual(Object.keys(TARGETS).sort());
     for (const v of Object.values(result.ratios)) expect(v).toBeGreaterThan(0);
+    expect(result.oneStepServerCpuDirectOverEnsemble).toBeGreaterThan(0);
   });
 });

@@ -56,12 +56,15 @@ export interface EnsembleResult {
   readonly points: EnsemblePoint[];
   readonly ratios: Partial<Record<TargetName, number>>;
   readonly pass: Partial<Record<TargetName, boolean>>;
+  /** The server's CPU per request calling the tiny model directly over through the one-step ensemble. */
+  readonly oneStepServerCpuDirectOverEnsemble?: number;
 }
 
 /**
  * `text_classification` served as an ensemble against its four steps chained by the client
  * over HTTP binary, closed loop at each concurrency, on one server process; then a one-step
- * ensemble around the tiny model against that model called directly.
+ * ensemble around the tiny model against that model called directly (measured twice each, in
+ * the order direct, ensemble, ensemble, direct).
  */
 export async function runEnsemble(options: {
   /** Closed-loop concurrencies of the pipeline comparison (the targets read 1 and 16). */
@@ -90,10 +93,14 @@ export async function runEnsemble(options: {
         await client.close();
       }
     }
+    // Direct, one-step, one-step, direct: this machine's speed drifts within minutes, and in
+    // this order a steady drift weighs on both variants alike.
     const c = options.tinyConcurrency;
     for (const [variant, model] of [
       ['direct', TINY],
       ['one-step ensemble', TINY_ENSEMBLE],
+      ['one-step ensemble', TINY_ENSEMBLE],
+      ['direct', TINY],
     ] as const) {
       const { send, close } = inferRequest(server, 'http-binary', model, WIDTH, c);
       try {
@@ -110,10 +117,12 @@ export async function runEnsemble(options: {
   const pass = Object.fromEntries(
     Object.entries(ratios).map(([name, value]) => [name, meets(TARGETS[name as TargetName], value)]),
   ) as EnsembleResult['pass'];
+  const cpuRatio = oneStepCpuRatio(points, options.tinyConcurrency);
   log(`\n${formatPoints(points)}\n`);
   for (const [name, value] of Object.entries(ratios) as [TargetName, number][]) {
     log(`${name}: ${value.toFixed(2)}  (target ${describeTarget(TARGETS[name])}) ${pass[name] ? 'PASS' : 'FAIL'}`);
   }
+  if (cpuRatio !== undefined) log(`one_step_server_cpu_direct_over_ensemble: ${cpuRatio.toFixed(2)}  (server CPU per request; no target)`);
   const svg = latencyThroughputSvg(
     `${PIPELINE}: p50 latency vs throughput, ensemble vs client-chained (HTTP binary)`,
     ['ensemble', 'client-chained'].map((variant) => ({
@@ -124,7 +133,7 @@ export async function runEnsemble(options: {
     })),
     'p50 latency (ms)',
   );
-  const result: EnsembleResult = { points, ratios, pass };
+  const result: EnsembleResult = { points, ratios, pass, ...(cpuRatio !== undefined && { oneStepServerCpuDirectOverEnsemble: cpuRatio }) };
   const files = await writeResult(options.name ?? 'ensemble', { environment: env, targets: TARGETS, ...result }, svg);
   log(`wrote ${files.join(', ')}`);
   return result;
@@ -274,9 +283,36 @@ export function ensembleRatios(points: readonly EnsemblePoint[], tinyConcurrency
     ratios.encoder_avg_batch_c16 = e16.server[BATCHED_STEP]!.avgBatchSize;
   }
   if (e1 && x1) ratios.p50_ensemble_vs_chained_c1 = e1.client.latencyMs.p50 / x1.client.latencyMs.p50;
-  const [direct, oneStep] = [at('direct', tinyConcurrency), at('one-step ensemble', tinyConcurrency)];
-  if (direct && oneStep) ratios.one_step_ensemble_vs_direct = oneStep.client.throughput / direct.client.throughput;
+  const meanThroughput = (variant: string) => mean(tinyPoints(points, variant, tinyConcurrency).map((p) => p.client.throughput));
+  const [direct, oneStep] = [meanThroughput('direct'), meanThroughput('one-step ensemble')];
+  if (direct && oneStep) ratios.one_step_ensemble_vs_direct = oneStep / direct;
   return ratios;
+}
+
+/** Beside the targets: the server's CPU per request of the direct call over the one-step ensemble's (1: the ensemble costs nothing). */
+export function oneStepCpuRatio(points: readonly EnsemblePoint[], tinyConcurrency: number): number | undefined {
+  const cpu = (variant: string) => mean(tinyPoints(points, variant, tinyConcurrency).map(serverCpuMsPerRequest));
+  const [direct, oneStep] = [cpu('direct'), cpu('one-step ensemble')];
+  return direct && oneStep ? direct / oneStep : undefined;
+}
+
+function tinyPoints(points: readonly EnsemblePoint[], variant: string, concurrency: number): EnsemblePoint[] {
+  return points.filter((p) => p.variant === variant && p.concurrency === concurrency);
+}
+
+/** The mean, or undefined when there is nothing (or something unknown) to average. */
+function mean(values: readonly (number | undefined)[]): number | undefined {
+  if (values.length === 0 || values.some((v) => v === undefined)) return undefined;
+  return (values as number[]).reduce((a, b) => a + b, 0) / values.length;
+}
+
+/**
+ * The server's CPU time per request (its worker threads and ONNX Runtime's included): unlike
+ * throughput, it hardly depends on how much of the shared cores the client and others take.
+ */
+export function serverCpuMsPerRequest(p: EnsemblePoint): number | undefined {
+  const cores = p.cpu?.pidCores[1];
+  return cores === undefined || p.client.throughput === 0 ? undefined : (cores * 1000) / p.client.throughput;
 }
 
 type Target = { min: number } | { below: number } | { above: number };
@@ -300,9 +336,10 @@ function formatPoints(points: readonly EnsemblePoint[]): string {
       'p50 ms',
       'p99 ms',
       'errors',
-      'encoder batch',
+      'batch: encoder | tiny',
       'tokenizer batch',
       'postprocess batch',
+      'server cpu ms/req',
       'own cpu',
       'other cpu',
     ],
@@ -316,6 +353,7 @@ function formatPoints(points: readonly EnsemblePoint[]): string {
       p.server[BATCHED_STEP]?.avgBatchSize ?? p.server[TINY]?.avgBatchSize ?? '',
       p.server['tokenizer']?.avgBatchSize ?? '',
       p.server['postprocess']?.avgBatchSize ?? '',
+      serverCpuMsPerRequest(p)?.toFixed(3) ?? '',
       p.cpu?.ownCores ?? '',
       p.cpu?.otherCores ?? '',
     ]),
