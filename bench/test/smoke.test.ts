@@ -138,8 +138,12 @@ describe('bench scenarios (smoke)', () => {
     expect(result.points.map((p) => `${p.variant} c=${p.concurrency}`)).toEqual([
       'ensemble c=1',
       'client-chained c=1',
+      'client-chained c=1',
+      'ensemble c=1',
       'ensemble c=16',
       'client-chained c=16',
+      'client-chained c=16',
+      'ensemble c=16',
       'direct c=16',
       'one-step ensemble c=16',
       'one-step ensemble c=16',

@@ -63,8 +63,8 @@ export interface EnsembleResult {
 /**
  * `text_classification` served as an ensemble against its four steps chained by the client
  * over HTTP binary, closed loop at each concurrency, on one server process; then a one-step
- * ensemble around the tiny model against that model called directly (measured twice each, in
- * the order direct, ensemble, ensemble, direct).
+ * ensemble around the tiny model against that model called directly. Each variant is measured
+ * twice (ensemble, chained, chained, ensemble; direct, ensemble, ensemble, direct).
  */
 export async function runEnsemble(options: {
   /** Closed-loop concurrencies of the pipeline comparison (the targets read 1 and 16). */
@@ -83,18 +83,20 @@ export async function runEnsemble(options: {
   const points: EnsemblePoint[] = [];
   try {
     await checkSameAnswers(server.httpUrl);
+    // Each pair measured A, B, B, A: this machine's speed drifts within minutes (the first run
+    // read the tiny model direct falling from 2533 to 1279 infer/s across its windows while
+    // other processes took 1.2-1.5 cores), and in this order a steady drift weighs on both alike.
     for (const concurrency of options.concurrencies) {
       const client = new HttpClient({ url: server.httpUrl, connections: concurrency });
       try {
-        const models = [PIPELINE, ...STEPS];
-        points.push(await measurePoint(server, 'ensemble', concurrency, ensembleRequest(client), models, options.windows, log));
-        points.push(await measurePoint(server, 'client-chained', concurrency, chainedRequest(client), models, options.windows, log));
+        const send = { ensemble: ensembleRequest(client), 'client-chained': chainedRequest(client) };
+        for (const variant of ['ensemble', 'client-chained', 'client-chained', 'ensemble'] as const) {
+          points.push(await measurePoint(server, variant, concurrency, send[variant], [PIPELINE, ...STEPS], options.windows, log));
+        }
       } finally {
         await client.close();
       }
     }
-    // Direct, one-step, one-step, direct: this machine's speed drifts within minutes, and in
-    // this order a steady drift weighs on both variants alike.
     const c = options.tinyConcurrency;
     for (const [variant, model] of [
       ['direct', TINY],
@@ -127,9 +129,14 @@ export async function runEnsemble(options: {
     `${PIPELINE}: p50 latency vs throughput, ensemble vs client-chained (HTTP binary)`,
     ['ensemble', 'client-chained'].map((variant) => ({
       name: variant,
-      points: points
-        .filter((p) => p.variant === variant)
-        .map((p) => ({ x: p.client.throughput, y: p.client.latencyMs.p50, label: `c=${p.concurrency}` })),
+      points: options.concurrencies.map((c) => {
+        const measured = pointsOf(points, variant, c);
+        return {
+          x: mean(measured.map((p) => p.client.throughput)) ?? 0,
+          y: mean(measured.map((p) => p.client.latencyMs.p50)) ?? 0,
+          label: `c=${c}`,
+        };
+      }),
     })),
     'p50 latency (ms)',
   );
@@ -272,31 +279,35 @@ async function measurePoint(
   return { variant, concurrency, client, server: serverStats, ...(cpu && { cpu }) };
 }
 
-/** The issue's ratios, from the points measured (a ratio whose points are missing is left out). */
+/**
+ * The issue's ratios, from the points measured (a ratio whose points are missing is left out):
+ * each variant's throughput and p50 are the means over its measurements at that concurrency,
+ * and the encoder's mean batch pools the executions of every ensemble measurement at c=16.
+ */
 export function ensembleRatios(points: readonly EnsemblePoint[], tinyConcurrency: number): EnsembleResult['ratios'] {
-  const at = (variant: string, concurrency: number) => points.find((p) => p.variant === variant && p.concurrency === concurrency);
-  const ratios: EnsembleResult['ratios'] = {};
-  const [e16, x16, e1, x1] = [at('ensemble', 16), at('client-chained', 16), at('ensemble', 1), at('client-chained', 1)];
-  if (e16 && x16) {
-    ratios.throughput_ensemble_vs_chained_c16 = e16.client.throughput / x16.client.throughput;
-    ratios.p50_ensemble_vs_chained_c16 = e16.client.latencyMs.p50 / x16.client.latencyMs.p50;
-    ratios.encoder_avg_batch_c16 = e16.server[BATCHED_STEP]!.avgBatchSize;
-  }
-  if (e1 && x1) ratios.p50_ensemble_vs_chained_c1 = e1.client.latencyMs.p50 / x1.client.latencyMs.p50;
-  const meanThroughput = (variant: string) => mean(tinyPoints(points, variant, tinyConcurrency).map((p) => p.client.throughput));
-  const [direct, oneStep] = [meanThroughput('direct'), meanThroughput('one-step ensemble')];
-  if (direct && oneStep) ratios.one_step_ensemble_vs_direct = oneStep / direct;
-  return ratios;
+  const throughput = (variant: string, c: number) => mean(pointsOf(points, variant, c).map((p) => p.client.throughput));
+  const p50 = (variant: string, c: number) => mean(pointsOf(points, variant, c).map((p) => p.client.latencyMs.p50));
+  const ratio = (a: number | undefined, b: number | undefined) => (a !== undefined && b ? a / b : undefined);
+  const encoder = pointsOf(points, 'ensemble', 16).map((p) => p.server[BATCHED_STEP]!);
+  const executions = encoder.reduce((sum, b) => sum + b.executions, 0);
+  const ratios = {
+    throughput_ensemble_vs_chained_c16: ratio(throughput('ensemble', 16), throughput('client-chained', 16)),
+    p50_ensemble_vs_chained_c1: ratio(p50('ensemble', 1), p50('client-chained', 1)),
+    p50_ensemble_vs_chained_c16: ratio(p50('ensemble', 16), p50('client-chained', 16)),
+    encoder_avg_batch_c16: executions > 0 ? encoder.reduce((sum, b) => sum + b.avgBatchSize * b.executions, 0) / executions : undefined,
+    one_step_ensemble_vs_direct: ratio(throughput('one-step ensemble', tinyConcurrency), throughput('direct', tinyConcurrency)),
+  };
+  return Object.fromEntries(Object.entries(ratios).filter(([, v]) => v !== undefined)) as EnsembleResult['ratios'];
 }
 
 /** Beside the targets: the server's CPU per request of the direct call over the one-step ensemble's (1: the ensemble costs nothing). */
 export function oneStepCpuRatio(points: readonly EnsemblePoint[], tinyConcurrency: number): number | undefined {
-  const cpu = (variant: string) => mean(tinyPoints(points, variant, tinyConcurrency).map(serverCpuMsPerRequest));
+  const cpu = (variant: string) => mean(pointsOf(points, variant, tinyConcurrency).map(serverCpuMsPerRequest));
   const [direct, oneStep] = [cpu('direct'), cpu('one-step ensemble')];
   return direct && oneStep ? direct / oneStep : undefined;
 }
 
-function tinyPoints(points: readonly EnsemblePoint[], variant: string, concurrency: number): EnsemblePoint[] {
+function pointsOf(points: readonly EnsemblePoint[], variant: string, concurrency: number): EnsemblePoint[] {
   return points.filter((p) => p.variant === variant && p.concurrency === concurrency);
 }
 
