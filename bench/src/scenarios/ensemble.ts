@@ -111,6 +111,12 @@ export async function runEnsemble(options: {
         await close();
       }
     }
+  } catch (error) {
+    const { exitCode, signalCode } = server.child;
+    if (exitCode === null && signalCode === null) throw error;
+    throw new Error(`the server exited during the run (code ${exitCode}, signal ${signalCode}): ${(error as Error).message}`, {
+      cause: error,
+    });
   } finally {
     await server.stop();
   }
