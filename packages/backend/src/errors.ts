@@ -1,30 +1,6 @@
-/** Error codes as Triton's (TRITONSERVER_Error_Code); the server maps each to its HTTP and gRPC status. */
-export type ErrorCode =
-  | 'INVALID_ARG'
-  | 'NOT_FOUND'
-  | 'UNAVAILABLE'
-  | 'RESOURCE_EXHAUSTED'
-  | 'UNSUPPORTED'
-  | 'INTERNAL'
-  | 'ALREADY_EXISTS'
-  | 'UNKNOWN'
-  | 'CANCELLED';
+import type { ErrorCode } from '@batchwise/protocol';
 
-export const ERROR_CODES: readonly ErrorCode[] = [
-  'INVALID_ARG',
-  'NOT_FOUND',
-  'UNAVAILABLE',
-  'RESOURCE_EXHAUSTED',
-  'UNSUPPORTED',
-  'INTERNAL',
-  'ALREADY_EXISTS',
-  'UNKNOWN',
-  'CANCELLED',
-];
-
-export function isErrorCode(value: unknown): value is ErrorCode {
-  return typeof value === 'string' && (ERROR_CODES as readonly string[]).includes(value);
-}
+export { ERROR_CODES, isErrorCode, type ErrorCode } from '@batchwise/protocol';
 
 /**
  * An error for one request: returned (or thrown) by `execute`, the client gets its message with

@@ -1,32 +1,8 @@
+import { TYPED_ARRAY_OF, type TypedArrayConstructor } from '@batchwise/protocol';
 import type { DataType, Tensor, TensorData } from './types.ts';
 
-type TypedArrayClass =
-  | Uint8ArrayConstructor
-  | Int8ArrayConstructor
-  | Uint16ArrayConstructor
-  | Int16ArrayConstructor
-  | Uint32ArrayConstructor
-  | Int32ArrayConstructor
-  | BigUint64ArrayConstructor
-  | BigInt64ArrayConstructor
-  | Float32ArrayConstructor
-  | Float64ArrayConstructor;
-
 /** The typed array that holds each datatype's elements (BYTES: none, one Buffer per element). */
-export const ARRAY_OF: Readonly<Record<Exclude<DataType, 'BYTES'>, TypedArrayClass>> = {
-  BOOL: Uint8Array,
-  UINT8: Uint8Array,
-  UINT16: Uint16Array,
-  UINT32: Uint32Array,
-  UINT64: BigUint64Array,
-  INT8: Int8Array,
-  INT16: Int16Array,
-  INT32: Int32Array,
-  INT64: BigInt64Array,
-  FP16: Uint16Array,
-  FP32: Float32Array,
-  FP64: Float64Array,
-};
+export const ARRAY_OF: Readonly<Record<Exclude<DataType, 'BYTES'>, TypedArrayConstructor>> = TYPED_ARRAY_OF;
 
 type Element = number | bigint | boolean | string | Uint8Array;
 

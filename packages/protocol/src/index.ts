@@ -6,6 +6,7 @@
  */
 export { PROTO_DIR } from './protos.ts';
 export { ProtocolError, isProtocolError } from './protocol-error.ts';
+export { ERROR_CODES, isErrorCode, type ErrorCode } from './error-codes.ts';
 export {
   CONFIG_TYPE_TO_DATATYPE,
   DATATYPE_TO_CONFIG_TYPE,

@@ -3,16 +3,9 @@
  * frontend owns exactly one table from code to its own status (http/status.ts,
  * grpc/status.ts).
  */
-export type ErrorCode =
-  | 'INVALID_ARG'
-  | 'NOT_FOUND'
-  | 'UNAVAILABLE'
-  | 'RESOURCE_EXHAUSTED'
-  | 'UNSUPPORTED'
-  | 'INTERNAL'
-  | 'ALREADY_EXISTS'
-  | 'UNKNOWN'
-  | 'CANCELLED';
+import type { ErrorCode } from '@batchwise/protocol';
+
+export type { ErrorCode };
 
 export class InferenceServerError extends Error {
   override readonly name = 'InferenceServerError';

@@ -1,4 +1,4 @@
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { modelConfigToJson } from '../../config/to-json.ts';
 import type { ModelConfig } from '../../config/model-config.ts';
 import type { ModelIO, ModelTensorInfo } from '../../config/model-io.ts';
@@ -17,11 +17,9 @@ import type {
   RequestOutcome,
   RequestsResult,
 } from '../backend.ts';
-import { CrashWindow, waitUntilLoaded } from '../worker-supervision.ts';
+import { CrashWindow, spawnWorkerThread, waitUntilLoaded } from '../worker-supervision.ts';
 import { OutputRules } from './output-check.ts';
 import { packTensors, sliceBytes, type FromWorker, type ToWorker, type WireResponse, type WorkerInit } from './protocol.ts';
-
-const RUNNING_FROM_SOURCE = import.meta.url.endsWith('.ts');
 
 /** Per-model parameter: milliseconds an `execute` may take before its batch fails and its worker is replaced. */
 export const EXECUTE_TIMEOUT_PARAMETER = 'batchwise_execute_timeout_ms';
@@ -42,18 +40,7 @@ export function createJsBackend(backendOptions: JsBackendOptions = {}): Backend 
 }
 
 function spawnWorker(init: WorkerInit, options: JsBackendOptions): Worker {
-  const resourceLimits =
-    options.workerHeapLimitBytes !== undefined
-      ? { maxOldGenerationSizeMb: Math.max(16, Math.floor(options.workerHeapLimitBytes / 2 ** 20)) }
-      : undefined;
-  // The model's console output goes to the server's stdout and stderr, as Triton's Python models' does.
-  if (RUNNING_FROM_SOURCE) {
-    return new Worker(new URL('../tsx-worker.mjs', import.meta.url), {
-      workerData: { ...init, tsEntry: new URL('./worker.ts', import.meta.url).href },
-      ...(resourceLimits && { resourceLimits }),
-    });
-  }
-  return new Worker(new URL('./worker.js', import.meta.url), { workerData: init, ...(resourceLimits && { resourceLimits }) });
+  return spawnWorkerThread(new URL('./', import.meta.url), init, options.workerHeapLimitBytes);
 }
 
 async function createInstance(options: InstanceOptions, backendOptions: JsBackendOptions): Promise<LoadedInstance> {

@@ -1,12 +1,10 @@
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { Backend, ExecutionResult, InstanceOptions, LoadedInstance, ModelInstance } from '../backend.ts';
 import { GpuOutOfMemoryError, isGpuOutOfMemory } from '../gpu-oom.ts';
-import { CrashWindow, waitUntilLoaded } from '../worker-supervision.ts';
+import { CrashWindow, spawnWorkerThread, waitUntilLoaded } from '../worker-supervision.ts';
 import type { FromWorker, ToWorker, WireTensor, WorkerInit } from './protocol.ts';
 import { ownBuffer, transferListOf } from './protocol.ts';
-
-const RUNNING_FROM_SOURCE = import.meta.url.endsWith('.ts');
 
 export interface OnnxRuntimeBackendOptions {
   /**
@@ -20,17 +18,7 @@ export interface OnnxRuntimeBackendOptions {
 }
 
 function spawnWorker(init: WorkerInit, options: OnnxRuntimeBackendOptions): Worker {
-  const resourceLimits =
-    options.workerHeapLimitBytes !== undefined
-      ? { maxOldGenerationSizeMb: Math.max(16, Math.floor(options.workerHeapLimitBytes / 2 ** 20)) }
-      : undefined;
-  if (RUNNING_FROM_SOURCE) {
-    return new Worker(new URL('../tsx-worker.mjs', import.meta.url), {
-      workerData: { ...init, tsEntry: new URL('./worker.ts', import.meta.url).href },
-      ...(resourceLimits && { resourceLimits }),
-    });
-  }
-  return new Worker(new URL('./worker.js', import.meta.url), { workerData: init, ...(resourceLimits && { resourceLimits }) });
+  return spawnWorkerThread(new URL('./', import.meta.url), init, options.workerHeapLimitBytes);
 }
 
 interface PendingRun {
