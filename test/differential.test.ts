@@ -18,6 +18,7 @@ import {
   differences,
   expectedRefusal,
   onnxModel,
+  pipelineAround,
   Reference,
   requestArbitrary,
   variableDims,
@@ -161,15 +162,20 @@ describe('the server answers as ONNX Runtime in-process does (differential)', ()
     const models = MODELS.map((spec) => ({ spec, model: onnxModel(spec) }));
     served = await serveModels([
       ...models.map(({ spec, model }) => ({ name: spec.name, model, config: configText(spec) })),
+      ...MODELS.flatMap(pipelineAround),
       { name: 'bf16', model: identity('BF16', [2]) },
     ]);
     transports = openTransports(served);
-    for (const { spec, model } of models) references.set(spec.name, await Reference.create(spec, serializeModel(model)));
+    for (const { spec, model } of models) {
+      const reference = await Reference.create(spec, serializeModel(model));
+      references.set(spec.name, reference);
+      references.set(`ens_${spec.name}`, reference);
+    }
   });
   afterAll(async () => {
     await transports?.close();
     await served?.close();
-    await Promise.all([...references.values()].map((r) => r.release()));
+    await Promise.all([...new Set(references.values())].map((r) => r.release()));
   });
 
   /** One request's answer against the reference: equal, or a 4xx naming what ONNX Runtime cannot take. */
@@ -187,7 +193,7 @@ describe('the server answers as ONNX Runtime in-process does (differential)', ()
       return;
     }
     if (refusal) fail(`served a request ONNX Runtime cannot take (expected a 4xx naming ${refusal})`);
-    const problems = differences(await references.get(spec.name)!.run(request), outcome.outputs, transport.wire);
+    const problems = differences(await references.get(request.model)!.run(request), outcome.outputs, transport.wire);
     if (problems.length > 0) fail(problems.join('; '));
   }
 
@@ -212,7 +218,17 @@ describe('the server answers as ONNX Runtime in-process does (differential)', ()
 
   const carrying = (spec: ModelSpec) => transports.all.filter((t) => carries(t.wire, spec));
 
-  describe.each(MODELS.map((spec) => [spec.name, spec] as const))('%s', (_, spec) => {
+  /**
+   * Each model as it is, and behind a pipeline (`ens_<name>`: an ensemble of a JavaScript model
+   * passing the inputs through, then the model), which must answer the same: tensors cross the
+   * JS backend's workers and pass between ensemble steps, batched at both steps.
+   */
+  const VARIANTS = MODELS.flatMap((spec) => [
+    { served: spec.name, spec, batchedAt: spec.name },
+    { served: `ens_${spec.name}`, spec: { ...spec, name: `ens_${spec.name}` }, batchedAt: spec.name },
+  ]);
+
+  describe.each(VARIANTS.map((v) => [v.served, v] as const))('%s', (_, { spec, batchedAt }) => {
     it(
       'answers requests sent one at a time, over each transport',
       async () => {
@@ -238,14 +254,14 @@ describe('the server answers as ONNX Runtime in-process does (differential)', ()
             { minLength: 2, maxLength: 6 },
           ),
         );
-        const before = await statistics(spec.name);
+        const before = await statistics(batchedAt);
         await fc.assert(
           fc.asyncProperty(groups, async (group: readonly (readonly [TransportName, DiffRequest])[]) => {
             await Promise.all(group.map(([name, request]) => check(spec, byName.get(name)!, request)));
           }),
           { seed: SEED, numRuns: RUNS },
         );
-        const after = await statistics(spec.name);
+        const after = await statistics(batchedAt);
         if (spec.maxBatchSize > 0) {
           // Fewer executions than successful requests: some batch held several requests.
           expect(after.executions - before.executions).toBeLessThan(after.successes - before.successes);

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GrpcClient, HttpClient } from '@batchwise/client';
-import { identity, serializeModel, simpleAddSub, slowModel } from '@batchwise/modelgen';
+import { identity, serializeModel, simpleAddSub } from '@batchwise/modelgen';
 import { loadOrt } from '@batchwise/modelgen/test-support/ort.ts';
 import { makeRepository, type RepositoryModel } from './support/repository.ts';
 import { postJson, startTestServer } from './support/server.ts';
@@ -63,20 +63,36 @@ const CHAIN = ensembleConfig('chain', {
 });
 
 const WIDTH = 64;
-const SLOW_CONFIG = (name: string) => `name: "${name}"
-platform: "onnxruntime_onnx"
+/** A JavaScript branch: waits on a timer (no CPU, so a loaded machine cannot stretch it much), passes X on, reports when it ran. */
+const BRANCH_CONFIG = (name: string) => `name: "${name}"
+backend: "js"
 max_batch_size: 8
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${WIDTH} ] }, { name: "TIMES" data_type: TYPE_FP64 dims: [ 2 ] } ]
+`;
+const BRANCH_JS = `export default {
+  async execute(requests) {
+    const start = Date.now();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const end = Date.now();
+    return requests.map((r) => {
+      const rows = r.inputs.INPUT0.shape[0];
+      const times = new Float64Array(rows * 2);
+      for (let i = 0; i < rows; i++) times.set([start, end], i * 2);
+      return { outputs: [{ ...r.inputs.INPUT0, name: 'OUTPUT0' }, { name: 'TIMES', datatype: 'FP64', shape: [rows, 2], data: times }] };
+    });
+  },
+};
 `;
 const FP_IN = (name: string) => `{ name: "${name}" data_type: TYPE_FP32 dims: [ ${WIDTH} ] }`;
 /** Two slow models reading the same input: independent branches. */
+const TIMES = (name: string) => `{ name: "${name}" data_type: TYPE_FP64 dims: [ 2 ] }`;
 const BRANCHES = ensembleConfig('branches', {
   inputs: FP_IN('X'),
-  outputs: `${FP_IN('LEFT')}, ${FP_IN('RIGHT')}`,
+  outputs: `${FP_IN('LEFT')}, ${FP_IN('RIGHT')}, ${TIMES('LEFT_TIMES')}, ${TIMES('RIGHT_TIMES')}`,
   steps: [
-    { model: 'slow_left', inputs: { INPUT0: 'X' }, outputs: { OUTPUT0: 'LEFT' } },
-    { model: 'slow_right', inputs: { INPUT0: 'X' }, outputs: { OUTPUT0: 'RIGHT' } },
+    { model: 'branch_left', inputs: { INPUT0: 'X' }, outputs: { OUTPUT0: 'LEFT', TIMES: 'LEFT_TIMES' } },
+    { model: 'branch_right', inputs: { INPUT0: 'X' }, outputs: { OUTPUT0: 'RIGHT', TIMES: 'RIGHT_TIMES' } },
   ],
 });
 
@@ -216,8 +232,8 @@ describe('ensembles', () => {
         config: SIMPLE_CONFIG('simple', 'dynamic_batching { max_queue_delay_microseconds: 20000 }'),
       },
       { name: 'chain', config: CHAIN },
-      { name: 'slow_left', model: slowModel({ repeats: 2500, width: WIDTH, seed: 1 }), config: SLOW_CONFIG('slow_left') },
-      { name: 'slow_right', model: slowModel({ repeats: 2500, width: WIDTH, seed: 2 }), config: SLOW_CONFIG('slow_right') },
+      { name: 'branch_left', config: BRANCH_CONFIG('branch_left'), files: { '1/model.mjs': BRANCH_JS } },
+      { name: 'branch_right', config: BRANCH_CONFIG('branch_right'), files: { '1/model.mjs': BRANCH_JS } },
       { name: 'branches', config: BRANCHES },
       { name: 'any_fp32', model: identity('FP32', [-1]), config: FP32_VAR('any_fp32', '[ -1 ]') },
       { name: 'four_fp32', model: identity('FP32', [4]), config: FP32_VAR('four_fp32', '[ 4 ]') },
@@ -304,18 +320,15 @@ describe('ensembles', () => {
 
   it('runs independent branches at the same time', async () => {
     const x = Float32Array.from({ length: WIDTH }, (_, i) => Math.sin(i));
-    const call = (model: string, input: string) =>
-      http.infer({ model, inputs: [{ name: input, datatype: 'FP32', shape: [1, WIDTH], data: x }] });
-    await call('branches', 'X'); // warm both sessions
-    const timed = async (f: () => Promise<unknown>) => {
-      const start = performance.now();
-      await f();
-      return performance.now() - start;
-    };
-    const alone = (await timed(() => call('slow_left', 'INPUT0'))) + (await timed(() => call('slow_right', 'INPUT0')));
-    const together = await timed(() => call('branches', 'X'));
-    // Serial steps would take at least the sum; overlapping ones about the longer of the two.
-    expect(together).toBeLessThan(alone * 0.8);
+    const result = await http.infer({ model: 'branches', inputs: [{ name: 'X', datatype: 'FP32', shape: [1, WIDTH], data: x }] });
+    const output = (name: string) => result.outputs.find((o) => o.name === name)!;
+    expect(Array.from(output('LEFT').data as Float32Array)).toEqual(Array.from(x));
+    expect(Array.from(output('RIGHT').data as Float32Array)).toEqual(Array.from(x));
+    // Each branch waited 200 ms; run one after the other, one would start after the other ended.
+    const [leftStart, leftEnd] = output('LEFT_TIMES').data as Float64Array;
+    const [rightStart, rightEnd] = output('RIGHT_TIMES').data as Float64Array;
+    expect(leftStart!).toBeLessThan(rightEnd!);
+    expect(rightStart!).toBeLessThan(leftEnd!);
   });
 
   it('fails the request with the failing step named, and starts no step after it', async () => {

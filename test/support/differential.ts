@@ -41,19 +41,88 @@ export function onnxModel(spec: ModelSpec): ModelProto {
   return g.build();
 }
 
+/** A tensor's config entry; `reshape` only where asked (an ensemble's tensors have none). */
+function tensorEntry(t: TensorSpec, withReshape = true, name = t.name): string {
+  return (
+    `{ name: "${name}" data_type: ${tritonConfigType(t.datatype)} dims: [ ${t.dims.join(', ')} ]` +
+    `${withReshape && t.reshape ? ` reshape: { shape: [ ${t.reshape.join(', ')} ] }` : ''} }`
+  );
+}
+
+/** Batching settings and one CPU instance, as every model of the harness has them. */
+function schedulingLines(spec: ModelSpec): string[] {
+  return [
+    'instance_group [ { kind: KIND_CPU, count: 1 } ]',
+    ...(spec.maxBatchSize > 0 ? [`dynamic_batching { max_queue_delay_microseconds: ${MAX_QUEUE_DELAY_US} }`] : []),
+  ];
+}
+
 export function configText(spec: ModelSpec): string {
-  const tensor = (t: TensorSpec) =>
-    `{ name: "${t.name}" data_type: ${tritonConfigType(t.datatype)} dims: [ ${t.dims.join(', ')} ]` +
-    `${t.reshape ? ` reshape: { shape: [ ${t.reshape.join(', ')} ] }` : ''} }`;
   return [
     `name: "${spec.name}"`,
     'platform: "onnxruntime_onnx"',
     `max_batch_size: ${spec.maxBatchSize}`,
-    `input [ ${spec.inputs.map(tensor).join(', ')} ]`,
-    `output [ ${spec.outputs.map(tensor).join(', ')} ]`,
-    'instance_group [ { kind: KIND_CPU, count: 1 } ]',
-    ...(spec.maxBatchSize > 0 ? [`dynamic_batching { max_queue_delay_microseconds: ${MAX_QUEUE_DELAY_US} }`] : []),
+    `input [ ${spec.inputs.map((t) => tensorEntry(t)).join(', ')} ]`,
+    `output [ ${spec.outputs.map((t) => tensorEntry(t)).join(', ')} ]`,
+    ...schedulingLines(spec),
   ].join('\n');
+}
+
+/** JavaScript model code that answers each request with its own inputs, each renamed `<name>__js`. */
+export const PASS_THROUGH_JS = `export default {
+  execute(requests) {
+    return requests.map((request) => ({
+      outputs: Object.values(request.inputs).map((tensor) => ({ ...tensor, name: tensor.name + '__js' })),
+    }));
+  },
+};
+`;
+
+/**
+ * The models that put `spec` behind a pipeline: `js_<name>`, a JavaScript model passing the
+ * inputs through (backend js, batching as the model does), and `ens_<name>`, an ensemble of it
+ * and the ONNX model. Its answers must equal the ONNX model's run in-process on the same inputs.
+ */
+export function pipelineAround(spec: ModelSpec): { name: string; config: string; files?: Record<string, string> }[] {
+  const js = `js_${spec.name}`;
+  const jsConfig = [
+    `name: "${js}"`,
+    'backend: "js"',
+    `max_batch_size: ${spec.maxBatchSize}`,
+    `input [ ${spec.inputs.map((t) => tensorEntry(t, false)).join(', ')} ]`,
+    `output [ ${spec.inputs.map((t) => tensorEntry(t, false, `${t.name}__js`)).join(', ')} ]`,
+    ...schedulingLines(spec),
+  ].join('\n');
+  const map = (kind: string, pairs: [string, string][]) => pairs.map(([k, v]) => `${kind} { key: "${k}" value: "${v}" }`).join(' ');
+  const ensembleConfig = [
+    `name: "ens_${spec.name}"`,
+    'platform: "ensemble"',
+    `max_batch_size: ${spec.maxBatchSize}`,
+    `input [ ${spec.inputs.map((t) => tensorEntry(t, false)).join(', ')} ]`,
+    `output [ ${spec.outputs.map((t) => tensorEntry(t, false)).join(', ')} ]`,
+    'ensemble_scheduling { step [',
+    `  { model_name: "${js}" model_version: -1 ${map(
+      'input_map',
+      spec.inputs.map((t) => [t.name, t.name]),
+    )} ` +
+      `${map(
+        'output_map',
+        spec.inputs.map((t) => [`${t.name}__js`, `${t.name}__mid`]),
+      )} },`,
+    `  { model_name: "${spec.name}" model_version: -1 ${map(
+      'input_map',
+      spec.inputs.map((t) => [t.name, `${t.name}__mid`]),
+    )} ` +
+      `${map(
+        'output_map',
+        spec.outputs.map((t) => [t.name, t.name]),
+      )} }`,
+    '] }',
+  ].join('\n');
+  return [
+    { name: js, config: jsConfig, files: { '1/model.mjs': PASS_THROUGH_JS } },
+    { name: `ens_${spec.name}`, config: ensembleConfig },
+  ];
 }
 
 /** Elements, row-major: the datatype's typed array (BOOL: Uint8Array, FP16: Uint16Array bits); BYTES: one array per element. */

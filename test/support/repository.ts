@@ -1,6 +1,6 @@
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { serializeModel, type IModelProto } from '@batchwise/modelgen';
 
 export interface RepositoryModel {
@@ -13,7 +13,7 @@ export interface RepositoryModel {
   readonly versions?: readonly number[];
   /** @default 'model.onnx' */
   readonly fileName?: string;
-  /** Further files in the model folder (e.g. a label file), by name. */
+  /** Further files in the model folder (e.g. a label file, or `1/model.mjs`), by path. */
   readonly files?: Readonly<Record<string, string>>;
 }
 
@@ -24,7 +24,10 @@ export async function makeRepository(models: readonly RepositoryModel[]): Promis
     const bytes = m.model && serializeModel(m.model);
     await mkdir(join(dir, m.name), { recursive: true });
     if (m.config !== undefined) await writeFile(join(dir, m.name, 'config.pbtxt'), m.config);
-    for (const [file, text] of Object.entries(m.files ?? {})) await writeFile(join(dir, m.name, file), text);
+    for (const [file, text] of Object.entries(m.files ?? {})) {
+      await mkdir(dirname(join(dir, m.name, file)), { recursive: true });
+      await writeFile(join(dir, m.name, file), text);
+    }
     for (const v of m.versions ?? [1]) {
       await mkdir(join(dir, m.name, String(v)), { recursive: true });
       if (bytes) await writeFile(join(dir, m.name, String(v), m.fileName ?? 'model.onnx'), bytes);
