@@ -83,3 +83,113 @@ export function waitUntilLoaded<L>(worker: Worker): Promise<Worker & { loaded: L
     worker.on('exit', onExit);
   });
 }
+
+export interface SupervisedWorkerOptions<M> {
+  /** Starts a fresh worker (it must answer `loaded` once its model is ready). */
+  readonly spawn: () => Worker;
+  /** What the errors call the instance, e.g. "model instance of 'm'". */
+  readonly instance: string;
+  /** Every message of the current worker, and of the ones replacing it. */
+  readonly onMessage: (worker: Worker, message: M) => void;
+  /** The worker died (or was stopped): fail everything it was running. */
+  readonly onDeath: (how: string) => void;
+  /** The error type of the instance's own failures (given up, closed). @default Error */
+  readonly error?: (message: string) => Error;
+  /** How long `close` lets the worker finish (finalize) before terminating it, ms. */
+  readonly closeGraceMs: number;
+}
+
+/**
+ * The worker thread behind one model instance, kept alive: a worker that dies (a crash, its
+ * heap limit, a stop after a timeout) is reported through `onDeath` and replaced by a fresh
+ * one, which requests wait for; more deaths than the crash window allows leave the instance
+ * failed with the reason (`onFatal`). Shared by the backends whose instances are workers.
+ */
+export class SupervisedWorker<M> {
+  private current: Worker;
+  private readonly crashes = new CrashWindow();
+  /** Workers whose death was handled ('error' and 'exit' both report one death). */
+  private readonly dead = new WeakSet<Worker>();
+  private replacement: Promise<void> | undefined;
+  private fatalError: Error | undefined;
+  private closing = false;
+  /** Set by the owner: called once if the instance gives up after repeated deaths. */
+  onFatal: ((error: Error) => void) | undefined;
+
+  constructor(
+    first: Worker,
+    private readonly options: SupervisedWorkerOptions<M>,
+  ) {
+    this.current = first;
+    this.attach(first);
+  }
+
+  /** The worker to post to, once any replacement has loaded; throws when the instance gave up or is closed. */
+  async ready(): Promise<Worker> {
+    if (this.replacement) await this.replacement;
+    if (this.fatalError) throw this.fatalError;
+    // A closed instance's worker has exited: a message posted to it would never be answered.
+    if (this.closing) throw this.error(`${this.options.instance} is closed (its version was unloaded)`);
+    return this.current;
+  }
+
+  /** Whether `worker` is the one serving now (not one that died or was replaced). */
+  isCurrent(worker: Worker): boolean {
+    return worker === this.current && !this.dead.has(worker);
+  }
+
+  /** Asks the worker to end (`{ type: 'close' }`), terminating it after the grace; resolves once it has exited. */
+  async close(): Promise<void> {
+    this.closing = true;
+    if (this.fatalError) return;
+    if (this.replacement) await this.replacement.catch(() => undefined);
+    const worker = this.current;
+    const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+    worker.postMessage({ type: 'close' });
+    const timer = setTimeout(() => void worker.terminate(), this.options.closeGraceMs);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  /** Test hook: kills the worker thread as a native crash would. */
+  crashForTesting(): Promise<number> {
+    return this.current.terminate();
+  }
+
+  /** The worker died or was stopped (`how` says which): fail its work, then replace it or give up. */
+  died(worker: Worker, how: string): void {
+    if (worker !== this.current || this.closing || this.dead.has(worker)) return;
+    this.dead.add(worker);
+    this.options.onDeath(how);
+    if (this.crashes.record()) {
+      this.giveUp(`${this.options.instance} ${this.crashes.describe(how)}`);
+      return;
+    }
+    this.replacement = waitUntilLoaded<object>(this.options.spawn()).then(
+      (fresh) => {
+        this.current = fresh;
+        this.attach(fresh);
+        this.replacement = undefined;
+      },
+      (reloadError: Error) => {
+        this.replacement = undefined;
+        this.giveUp(`${this.options.instance} could not be restarted: ${reloadError.message}`);
+      },
+    );
+  }
+
+  private giveUp(message: string): void {
+    this.fatalError = this.error(message);
+    this.onFatal?.(this.fatalError);
+  }
+
+  private error(message: string): Error {
+    return this.options.error ? this.options.error(message) : new Error(message);
+  }
+
+  private attach(worker: Worker): void {
+    worker.on('message', (message: M) => this.options.onMessage(worker, message));
+    worker.on('error', (error) => this.died(worker, error.message));
+    worker.on('exit', (code) => this.died(worker, `exited with code ${code}`));
+  }
+}

@@ -17,7 +17,7 @@ import type {
   RequestOutcome,
   RequestsResult,
 } from '../backend.ts';
-import { CrashWindow, spawnWorkerThread, waitUntilLoaded } from '../worker-supervision.ts';
+import { spawnWorkerThread, SupervisedWorker, waitUntilLoaded } from '../worker-supervision.ts';
 import { OutputRules } from './output-check.ts';
 import { packTensors, sliceBytes, type FromWorker, type ToWorker, type WireResponse, type WorkerInit } from './protocol.ts';
 
@@ -119,18 +119,12 @@ interface PendingRun {
 class JsInstance implements ModelInstance {
   private nextId = 0;
   private readonly pending = new Map<number, PendingRun>();
-  private fatalError: Error | undefined;
-  private closing = false;
-  private readonly crashes = new CrashWindow();
-  private replacement: Promise<void> | undefined;
-  private readonly dead = new WeakSet<Worker>();
+  private readonly worker: SupervisedWorker<FromWorker>;
   private readonly rules: OutputRules;
-  /** Set by the owner: called once if the instance gives up after repeated crashes. */
-  onFatal: ((error: Error) => void) | undefined;
 
   constructor(
-    private worker: Worker,
-    private readonly spawn: () => Worker,
+    first: Worker,
+    spawn: () => Worker,
     private readonly modelName: string,
     private readonly config: ModelConfig,
     private readonly timeoutMs: number,
@@ -138,13 +132,25 @@ class JsInstance implements ModelInstance {
     readonly heapLimitBytes: number | undefined,
   ) {
     this.rules = new OutputRules(modelName, config);
-    this.attach(worker);
+    this.worker = new SupervisedWorker(first, {
+      spawn,
+      instance: `model instance of '${modelName}'`,
+      onMessage: (worker, message) => this.onMessage(worker, message),
+      onDeath: (how) =>
+        this.failPending(Errors.internal(`model '${modelName}': its instance crashed (${how}); the batch it was running failed`)),
+      error: Errors.unavailable,
+      // finalize() gets as long as an execute may take.
+      closeGraceMs: Math.min(timeoutMs, 30_000),
+    });
   }
 
-  private attach(worker: Worker): void {
-    worker.on('message', (message: FromWorker) => this.onMessage(worker, message));
-    worker.on('error', (error) => this.onDeath(worker, error.message));
-    worker.on('exit', (code) => this.onDeath(worker, `exited with code ${code}`));
+  /** Set by the owner: called once if the instance gives up after repeated crashes. */
+  set onFatal(handler: ((error: Error) => void) | undefined) {
+    this.worker.onFatal = handler;
+  }
+
+  get onFatal(): ((error: Error) => void) | undefined {
+    return this.worker.onFatal;
   }
 
   /** One assembled batch as one request (warmup samples). */
@@ -156,9 +162,7 @@ class JsInstance implements ModelInstance {
   }
 
   async executeRequests(requests: readonly InstanceRequest[]): Promise<RequestsResult> {
-    if (this.replacement) await this.replacement;
-    if (this.fatalError) throw this.fatalError;
-    if (this.closing) throw Errors.unavailable(`model instance of '${this.modelName}' is closed (its version was unloaded)`);
+    const worker = await this.worker.ready();
     const id = this.nextId++;
     const { buffer, slices } = packTensors(requests.map((r) => r.inputs));
     const wire = requests.map((r, i) => ({
@@ -167,7 +171,6 @@ class JsInstance implements ModelInstance {
       outputNames: r.outputNames,
       parameters: r.parameters,
     }));
-    const worker = this.worker;
     return new Promise<RequestsResult>((resolve, reject) => {
       const timer = setTimeout(() => this.onTimeout(worker, id), this.timeoutMs);
       this.pending.set(id, { requests, timer, resolve, reject });
@@ -177,17 +180,7 @@ class JsInstance implements ModelInstance {
   }
 
   async close(): Promise<void> {
-    this.closing = true;
-    if (this.fatalError) return;
-    if (this.replacement) await this.replacement.catch(() => undefined);
-    const worker = this.worker;
-    const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
-    const message: ToWorker = { type: 'close' };
-    worker.postMessage(message);
-    // finalize() gets as long as an execute may take.
-    const timer = setTimeout(() => void worker.terminate(), Math.min(this.timeoutMs, 30_000));
-    await exited;
-    clearTimeout(timer);
+    await this.worker.close();
     this.failPending(Errors.unavailable(`model instance of '${this.modelName}' closed before answering`));
   }
 
@@ -257,13 +250,13 @@ class JsInstance implements ModelInstance {
       answer = { type: 'call-failed', callId: message.callId, code: e.code, message: e.message };
     }
     // A worker replaced meanwhile is gone: its call has no one to answer.
-    if (!this.dead.has(worker)) worker.postMessage(answer, transfer);
+    if (this.worker.isCurrent(worker)) worker.postMessage(answer, transfer);
   }
 
   /** An execute that overran: its batch fails, and the worker is stopped (and, on its exit, replaced). */
   private onTimeout(worker: Worker, id: number): void {
     const run = this.pending.get(id);
-    if (!run || worker !== this.worker) return;
+    if (!run || !this.worker.isCurrent(worker)) return;
     this.pending.delete(id);
     run.reject(
       Errors.internal(
@@ -273,7 +266,7 @@ class JsInstance implements ModelInstance {
     );
     void worker.terminate();
     // Replaced now, not when the thread has exited: a request arriving meanwhile waits for the new worker.
-    this.onDeath(worker, `stopped after its execute timeout of ${this.timeoutMs} ms`);
+    this.worker.died(worker, `stopped after its execute timeout of ${this.timeoutMs} ms`);
   }
 
   private failPending(error: Error): void {
@@ -282,28 +275,5 @@ class JsInstance implements ModelInstance {
       run.reject(error);
     }
     this.pending.clear();
-  }
-
-  private onDeath(worker: Worker, how: string): void {
-    if (worker !== this.worker || this.closing || this.dead.has(worker)) return;
-    this.dead.add(worker);
-    this.failPending(Errors.internal(`model '${this.modelName}': its instance crashed (${how}); the batch it was running failed`));
-    if (this.crashes.record()) {
-      this.fatalError = Errors.unavailable(`model instance of '${this.modelName}' ${this.crashes.describe(how)}`);
-      this.onFatal?.(this.fatalError);
-      return;
-    }
-    this.replacement = waitUntilLoaded<object>(this.spawn()).then(
-      (fresh) => {
-        this.worker = fresh;
-        this.attach(fresh);
-        this.replacement = undefined;
-      },
-      (reloadError: Error) => {
-        this.fatalError = Errors.unavailable(`model instance of '${this.modelName}' could not be restarted: ${reloadError.message}`);
-        this.replacement = undefined;
-        this.onFatal?.(this.fatalError);
-      },
-    );
   }
 }

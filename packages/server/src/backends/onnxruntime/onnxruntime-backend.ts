@@ -2,7 +2,7 @@ import type { Worker } from 'node:worker_threads';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { Backend, ExecutionResult, InstanceOptions, LoadedInstance, ModelInstance } from '../backend.ts';
 import { GpuOutOfMemoryError, isGpuOutOfMemory } from '../gpu-oom.ts';
-import { CrashWindow, spawnWorkerThread, waitUntilLoaded } from '../worker-supervision.ts';
+import { spawnWorkerThread, SupervisedWorker, waitUntilLoaded } from '../worker-supervision.ts';
 import type { FromWorker, ToWorker, WireTensor, WorkerInit } from './protocol.ts';
 import { ownBuffer, transferListOf } from './protocol.ts';
 
@@ -34,34 +34,34 @@ interface PendingRun {
 class WorkerInstance implements ModelInstance {
   private nextId = 0;
   private readonly pending = new Map<number, PendingRun>();
-  private fatalError: Error | undefined;
-  private closing = false;
-  private readonly crashes = new CrashWindow();
-  private replacement: Promise<void> | undefined;
-
-  /** Workers whose death was handled ('error' and 'exit' both report one death). */
-  private readonly dead = new WeakSet<Worker>();
+  private readonly worker: SupervisedWorker<FromWorker>;
 
   constructor(
-    private worker: Worker,
-    private readonly spawn: () => Worker,
+    first: Worker,
+    spawn: () => Worker,
     private readonly modelName: string,
     readonly heapLimitBytes: number | undefined,
   ) {
-    this.attach(worker);
+    this.worker = new SupervisedWorker(first, {
+      spawn,
+      instance: `model instance of '${modelName}'`,
+      onMessage: (_, message) => this.onMessage(message),
+      onDeath: (how) => this.failPending(new Error(`model instance of '${modelName}' crashed (${how}); the batch it was running failed`)),
+      closeGraceMs: 5_000,
+    });
   }
 
-  private attach(worker: Worker): void {
-    worker.on('message', (message: FromWorker) => this.onMessage(message));
-    worker.on('error', (error) => this.onDeath(worker, error.message));
-    worker.on('exit', (code) => this.onDeath(worker, `exited with code ${code}`));
+  /** Called once when the instance gives up (set by whoever owns the instance). */
+  set onFatal(handler: ((error: Error) => void) | undefined) {
+    this.worker.onFatal = handler;
+  }
+
+  get onFatal(): ((error: Error) => void) | undefined {
+    return this.worker.onFatal;
   }
 
   async execute(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult> {
-    if (this.replacement) await this.replacement;
-    if (this.fatalError) throw this.fatalError;
-    // A closed instance's worker has exited: a run posted to it would never answer.
-    if (this.closing) throw new Error(`model instance of '${this.modelName}' is closed (its version was unloaded)`);
+    const worker = await this.worker.ready();
     const id = this.nextId++;
     const wire: WireTensor[] = inputs.map((t) => ({
       name: t.name,
@@ -72,28 +72,23 @@ class WorkerInstance implements ModelInstance {
     return new Promise<ExecutionResult>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       const message: ToWorker = { type: 'run', id, inputs: wire, outputNames };
-      this.worker.postMessage(message, transferListOf(wire));
+      worker.postMessage(message, transferListOf(wire));
     });
   }
 
   async close(): Promise<void> {
-    this.closing = true;
-    if (this.fatalError) return;
-    const worker = this.worker;
-    const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
-    const message: ToWorker = { type: 'close' };
-    worker.postMessage(message);
-    const timer = setTimeout(() => void worker.terminate(), 5_000);
-    await exited;
-    clearTimeout(timer);
-    const unanswered = new Error(`model instance of '${this.modelName}' closed before answering`);
-    for (const run of this.pending.values()) run.reject(unanswered);
-    this.pending.clear();
+    await this.worker.close();
+    this.failPending(new Error(`model instance of '${this.modelName}' closed before answering`));
   }
 
   /** Test hook: kills the worker thread as a native crash would. */
   crashForTesting(): Promise<number> {
-    return this.worker.terminate();
+    return this.worker.crashForTesting();
+  }
+
+  private failPending(error: Error): void {
+    for (const run of this.pending.values()) run.reject(error);
+    this.pending.clear();
   }
 
   private onMessage(message: FromWorker): void {
@@ -119,34 +114,6 @@ class WorkerInstance implements ModelInstance {
       timings: message.timings,
     });
   }
-
-  private onDeath(worker: Worker, how: string): void {
-    if (worker !== this.worker || this.closing || this.dead.has(worker)) return;
-    this.dead.add(worker);
-    const error = new Error(`model instance of '${this.modelName}' crashed (${how}); the batch it was running failed`);
-    for (const run of this.pending.values()) run.reject(error);
-    this.pending.clear();
-    if (this.crashes.record()) {
-      this.fatalError = new Error(`model instance of '${this.modelName}' ${this.crashes.describe(how)}`);
-      this.onFatal?.(this.fatalError);
-      return;
-    }
-    this.replacement = waitUntilLoaded<Loaded>(this.spawn()).then(
-      (fresh) => {
-        this.worker = fresh;
-        this.attach(fresh);
-        this.replacement = undefined;
-      },
-      (reloadError: Error) => {
-        this.fatalError = new Error(`model instance of '${this.modelName}' could not be restarted: ${reloadError.message}`);
-        this.replacement = undefined;
-        this.onFatal?.(this.fatalError);
-      },
-    );
-  }
-
-  /** Called once when the instance gives up (set by whoever owns the instance). */
-  onFatal: ((error: Error) => void) | undefined;
 }
 
 type Loaded = Omit<Extract<FromWorker, { type: 'loaded' }>, 'type'>;
