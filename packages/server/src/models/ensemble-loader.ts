@@ -8,7 +8,7 @@ import type { DataType } from '../tensor/datatype.ts';
 import type { LoadedVersion } from './loaded-version.ts';
 import { readLabels, type LoaderOptions } from './model-loader.ts';
 import type { ModelRegistry } from './model-registry.ts';
-import { inputSpecsOf, outputSpecsOf } from './tensor-specs.ts';
+import { inputSpecsOf, outputSpecsOf, tensorTables } from './tensor-specs.ts';
 
 /**
  * Loads one version of an ensemble (`platform: "ensemble"`): no model file and no instances,
@@ -37,10 +37,7 @@ export async function loadEnsembleVersion(
     version: String(version),
     config,
     maxBatchSize: config.max_batch_size,
-    inputs,
-    inputsByName: new Map(inputs.map((i) => [i.name, i])),
-    outputs,
-    outputsByName: new Map(outputs.map((o) => [o.name, o])),
+    ...tensorTables(inputs, outputs),
     instances: [],
     // Strings are held by the step models' instances, which check their own room.
     maxBatchStringHeapBytes: Infinity,

@@ -15,7 +15,7 @@ import type { InferenceCall } from '../protocol/types.ts';
 import { warmUp } from './warmup.ts';
 import { chooseBackend, modelFileOf } from './backend-choice.ts';
 import type { LoadedVersion } from './loaded-version.ts';
-import { inputSpecsOf, outputSpecsOf } from './tensor-specs.ts';
+import { inputSpecsOf, outputSpecsOf, tensorTables } from './tensor-specs.ts';
 
 export interface LoaderOptions {
   /** The backends a config's `backend` names (onnxruntime, js). */
@@ -216,10 +216,7 @@ function assemble(
     version,
     config,
     maxBatchSize: config.max_batch_size,
-    inputs,
-    inputsByName: new Map(inputs.map((i) => [i.name, i])),
-    outputs,
-    outputsByName: new Map(outputs.map((o) => [o.name, o])),
+    ...tensorTables(inputs, outputs),
     instances,
     maxBatchStringHeapBytes,
     scheduler: createScheduler({ config, instances, outputNames, stats, maxBatchStringHeapBytes }),

@@ -1,6 +1,6 @@
 import type { ModelConfig } from '../config/model-config.ts';
 import { CONFIG_TYPE_TO_DATATYPE } from '../tensor/datatype.ts';
-import type { InputSpec, OutputSpec } from './loaded-version.ts';
+import type { InputSpec, LoadedVersion, OutputSpec } from './loaded-version.ts';
 
 /**
  * The inputs as requests must send them. An input may be left out only when the config says
@@ -27,4 +27,17 @@ export function outputSpecsOf(config: ModelConfig, labels: ReadonlyMap<string, r
     modelDims: output.reshape?.shape,
     labels: labels.get(output.name),
   }));
+}
+
+/** A version's tensors as LoadedVersion holds them: in config order and by name. */
+export function tensorTables(
+  inputs: readonly InputSpec[],
+  outputs: readonly OutputSpec[],
+): Pick<LoadedVersion, 'inputs' | 'inputsByName' | 'outputs' | 'outputsByName'> {
+  return {
+    inputs,
+    inputsByName: new Map(inputs.map((i) => [i.name, i])),
+    outputs,
+    outputsByName: new Map(outputs.map((o) => [o.name, o])),
+  };
 }
