@@ -16,6 +16,8 @@ import { ModelStore } from './model-store.ts';
 import { Network } from './network.ts';
 import { Notifications } from './notifications.ts';
 import { serverImageFromRepository } from './server-image.ts';
+import { COLLECTOR_MEMORY_MIB } from './tracing.ts';
+import type { TracingOptions } from './tracing.ts';
 
 export interface BatchwiseStackProps extends StackProps {
   /** ACM certificate for the HTTPS listeners (gRPC on :8001 always; :8000 when HTTPS). */
@@ -84,6 +86,12 @@ export interface BatchwiseStackProps extends StackProps {
   readonly latencyP99AlarmMs?: number;
   /** ECS Exec into the server container. @default false */
   readonly enableExecuteCommand?: boolean;
+  /**
+   * OpenTelemetry traces: an ADOT collector sidecar in every task exporting to X-Ray (or where
+   * the configuration in `collectorConfigParameterName` says), X-Ray permissions on the task role.
+   * @default - no tracing
+   */
+  readonly tracing?: TracingOptions;
 }
 
 /** Batchwise on ECS on GPU instances behind an ALB, with alarms, dashboard and CI access. */
@@ -96,6 +104,7 @@ export class BatchwiseStack extends Stack {
       memoryLimitMiB: props.memoryLimitMiB,
       memoryReservationMiB: props.memoryReservationMiB,
       gpuMemoryMiB: props.gpuMemoryMiB,
+      sidecarMemoryMiB: props.tracing ? COLLECTOR_MEMORY_MIB : undefined,
     });
     const minCapacity = props.minCapacity ?? 1;
     const maxCapacity = props.maxCapacity ?? 4;
@@ -140,6 +149,7 @@ export class BatchwiseStack extends Stack {
         ? ec2.SecurityGroup.fromSecurityGroupId(this, 'MetricsScraper', props.metricsScraperSecurityGroupId)
         : undefined,
       enableExecuteCommand: props.enableExecuteCommand,
+      tracing: props.tracing,
     });
 
     const lb = new LoadBalancer(this, 'LoadBalancer', {

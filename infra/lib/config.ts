@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Node } from 'constructs';
 import type { BatchwiseStackProps } from './batchwise-stack.ts';
+import { DEFAULT_TRACE_RATE } from './tracing.ts';
 
 /**
  * Context keys the stack reads (`cdk synth -c key=value` or cdk.json "context").
@@ -37,6 +38,9 @@ export const CONTEXT_KEYS = [
   'targetPendingRequestsPerTask',
   'latencyP99AlarmMs',
   'enableExecuteCommand',
+  'tracing',
+  'traceRate',
+  'otelCollectorConfig',
 ] as const;
 
 export type ContextKey = (typeof CONTEXT_KEYS)[number];
@@ -213,6 +217,20 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
   if (target !== undefined && target <= 0) {
     throw new ContextError('targetPendingRequestsPerTask', `must be > 0, got ${target}.`);
   }
+  const tracing = oneOf(node, 'tracing', ['off', 'xray'] as const);
+  const traceRate = int(node, 'traceRate');
+  const otelCollectorConfig = matching(
+    node,
+    'otelCollectorConfig',
+    /^(\/[A-Za-z0-9_.-]+)+$|^[A-Za-z0-9_.-]+$/,
+    'an SSM parameter name (`name`, or a path `/a/b/name`)',
+  );
+  if (traceRate !== undefined && traceRate < 1) {
+    throw new ContextError('traceRate', `must be >= 1 (one request in traceRate is traced), got ${traceRate}.`);
+  }
+  const sidecarOnly = 'only applies with tracing=xray (the collector sidecar): set tracing=xray too, or drop it.';
+  if (tracing !== 'xray' && traceRate !== undefined) throw new ContextError('traceRate', sidecarOnly);
+  if (tracing !== 'xray' && otelCollectorConfig !== undefined) throw new ContextError('otelCollectorConfig', sidecarOnly);
 
   return {
     certificateArn,
@@ -248,5 +266,6 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
     targetPendingRequestsPerTask: target,
     latencyP99AlarmMs: latency,
     enableExecuteCommand: bool(node, 'enableExecuteCommand'),
+    tracing: tracing === 'xray' ? { rate: traceRate ?? DEFAULT_TRACE_RATE, collectorConfigParameterName: otelCollectorConfig } : undefined,
   };
 }

@@ -8,6 +8,8 @@ import { Construct } from 'constructs';
 import type { ModelStore } from './model-store.ts';
 import type { TaskMemory } from './instance-types.ts';
 import { MODEL_REPOSITORY_KEY_ENV, SERVER_METRICS, serverMetric } from './server-metrics.ts';
+import { COLLECTOR_CONFIG_ENV, serveTraceFlags, TracingSidecar } from './tracing.ts';
+import type { TracingOptions } from './tracing.ts';
 
 /** Ports the server listens on (Triton's defaults). */
 export const SERVER_PORTS = { http: 8000, grpc: 8001, metrics: 8002 } as const;
@@ -71,6 +73,12 @@ export interface InferenceServiceProps {
    * @default false
    */
   readonly enableExecuteCommand?: boolean;
+  /**
+   * OpenTelemetry traces through an ADOT collector sidecar (tracing.ts). Its memory must already
+   * be taken out of `memory` (taskMemoryFor's collectorMemoryMiB).
+   * @default - no tracing, no sidecar
+   */
+  readonly tracing?: TracingOptions;
 }
 
 /**
@@ -162,6 +170,7 @@ export class InferenceService extends Construct {
         '--cloudwatch-metrics',
         '--cloudwatch-service-name',
         props.metricsServiceName,
+        ...(props.tracing ? serveTraceFlags(props.tracing.rate) : []),
       ],
       gpuCount: 1,
       memoryLimitMiB: props.memory.hardLimitMiB,
@@ -196,11 +205,22 @@ export class InferenceService extends Construct {
       // where the kernel drops the SIGTERM its forced exit sends itself (the CLI also copes alone).
       linuxParameters: new ecs.LinuxParameters(this, 'LinuxParameters', { initProcessEnabled: true }),
     });
+    if (props.tracing) {
+      new TracingSidecar(this, 'Tracing', {
+        ...props.tracing,
+        taskDefinition: this.taskDefinition,
+        serverContainer: this.container,
+        logGroup: this.logGroup,
+      });
+    }
     Validations.of(this.taskDefinition).acknowledge({
       id: 'AwsSolutions-ECS2',
       reason:
         'The only plain environment variable is AWS_REGION (the ECS agent on EC2 does not set it for the AWS SDK); ' +
-        'the model-repository API key comes from Secrets Manager as an ECS secret.',
+        'the model-repository API key comes from Secrets Manager as an ECS secret.' +
+        (props.tracing
+          ? ` The tracing collector sidecar's are AWS_REGION and, with the built-in configuration, ${COLLECTOR_CONFIG_ENV}, which holds no secret.`
+          : ''),
     });
 
     if (props.image instanceof ecs.EcrImage || props.image instanceof ecs.AssetImage) {

@@ -94,6 +94,12 @@ export interface TaskMemoryOverrides {
   readonly memoryReservationMiB?: number;
   /** GPU memory for instance types outside the table. @default 16384 */
   readonly gpuMemoryMiB?: number;
+  /**
+   * Hard limit of sidecars in the task (the tracing collector), MiB: taken out of the task's
+   * share of the instance, so the server's hard limit, soft limit and budget shrink with it.
+   * @default 0
+   */
+  readonly sidecarMemoryMiB?: number;
 }
 
 /**
@@ -115,12 +121,15 @@ export function taskMemoryFor(instanceType: string, overrides: TaskMemoryOverrid
   const gpuCount = spec?.gpuCount ?? 1;
   let hardLimitMiB: number;
   if (spec) {
+    const sidecarMiB = overrides.sidecarMemoryMiB ?? 0;
     const perTaskMiB = Math.floor((spec.memoryMiB - hostHeadroomMiB(spec.memoryMiB)) / gpuCount);
-    hardLimitMiB = overrides.memoryLimitMiB ?? perTaskMiB;
-    if (hardLimitMiB > perTaskMiB) {
+    const serverMiB = perTaskMiB - sidecarMiB;
+    hardLimitMiB = overrides.memoryLimitMiB ?? serverMiB;
+    if (hardLimitMiB > serverMiB) {
       throw new Error(
-        `memoryLimitMiB ${hardLimitMiB} does not fit ${instanceType}: at most ${perTaskMiB} MiB ` +
-          `per task (${spec.memoryMiB} MiB less host headroom, ${gpuCount} task(s) per instance).`,
+        `memoryLimitMiB ${hardLimitMiB} does not fit ${instanceType}: at most ${serverMiB} MiB ` +
+          `for the server (${spec.memoryMiB} MiB less host headroom, ${gpuCount} task(s) per instance` +
+          (sidecarMiB > 0 ? `, less ${sidecarMiB} MiB for the tracing collector).` : ').'),
       );
     }
   } else {
