@@ -9,7 +9,7 @@ import { createJsBackend } from './backends/js/js-backend.ts';
 import { CoreInferenceService } from './core/inference-service.ts';
 import { SystemSharedMemory } from './shared-memory/system-shared-memory.ts';
 import { parseCacheConfigFlags, ResponseCache } from './cache/response-cache.ts';
-import { parseTraceConfigFlags } from './trace/trace-settings.ts';
+import { parseTraceConfigFlags } from './trace/trace-config-flags.ts';
 import { Tracer } from './trace/tracer.ts';
 import { ModelManager } from './models/model-manager.ts';
 import { resolveServerOptions, type ServerOptions } from './options/index.ts';
@@ -85,7 +85,13 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
     },
   );
   const sharedMemory = new SystemSharedMemory();
-  const tracer = new Tracer(parseTraceConfigFlags(options.traceConfig), logger);
+  const traceConfig = parseTraceConfigFlags(options.traceConfig);
+  // The OpenTelemetry SDK is loaded only in that mode: with tracing off or in mode triton nothing of it runs.
+  const spans =
+    traceConfig.settings.trace_mode === 'opentelemetry'
+      ? new (await import('./trace/otlp-span-sink.ts')).OtlpSpanSink(traceConfig.opentelemetry, logger)
+      : undefined;
+  const tracer = new Tracer(traceConfig.settings, logger, spans);
   const cacheConfig = parseCacheConfigFlags(options.cacheConfig);
   if (cacheConfig && cacheConfig.sizeBytes > memoryBudgetBytes / 2) {
     throw new Error(`--cache-config local,size=${cacheConfig.sizeBytes} is more than half the memory budget (${memoryBudgetBytes} bytes)`);

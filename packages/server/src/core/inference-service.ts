@@ -168,14 +168,19 @@ export class CoreInferenceService implements InferenceService {
   }
 
   private async run(request: InferenceRequest, model: LoadedVersion, arrivalNs: bigint, charge: Charge): Promise<InferenceResponse> {
-    const trace = this.tracer.start(model.modelName, model.version, request.id, request.parentTraceId);
+    const trace = this.tracer.start(model.modelName, model.version, request.id, request.parentTraceId, request.traceContext, arrivalNs);
     if (!trace) return this.runTraced(request, model, arrivalNs, charge, undefined);
     trace.mark('REQUEST_START', arrivalNs);
+    let failure: unknown;
     try {
-      return await this.runTraced(request, model, arrivalNs, charge, trace);
+      const response = await this.runTraced(request, model, arrivalNs, charge, trace);
+      return trace.context ? { ...response, traceparent: trace.context.traceparent } : response;
+    } catch (error) {
+      failure = error;
+      throw error;
     } finally {
       trace.mark('REQUEST_END', process.hrtime.bigint());
-      trace.end();
+      trace.end(failure);
     }
   }
 

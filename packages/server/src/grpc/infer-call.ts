@@ -1,4 +1,5 @@
 import type { InferenceService } from '../core/index.ts';
+import type { TraceContext } from '../protocol/types.ts';
 import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
 import { decodeInferMessage, type InferMessage } from './infer-message.ts';
 import type { ModelInferResponseWire } from './wire-types.ts';
@@ -12,6 +13,7 @@ export async function runInferMessage(
   service: InferenceService,
   message: Uint8Array,
   decoded: InferMessage = decodeInferMessage(message),
+  trace?: { readonly context: TraceContext | undefined; sendTraceparent(traceparent: string): void },
 ): Promise<ModelInferResponseWire> {
   const memory = service.reserveRequestMemory(message.byteLength);
   try {
@@ -19,7 +21,10 @@ export async function runInferMessage(
     if (census.elements > 0) {
       service.admitElements(memory, { modelName: request.model_name, modelVersion: request.model_version }, census);
     }
-    return encodeInferResponse(await service.infer(decodeInferRequest(request), { memory }));
+    const inferRequest = decodeInferRequest(request);
+    const response = await service.infer(trace?.context ? { ...inferRequest, traceContext: trace.context } : inferRequest, { memory });
+    if (response.traceparent !== undefined) trace?.sendTraceparent(response.traceparent);
+    return encodeInferResponse(response);
   } finally {
     memory.release();
   }

@@ -300,7 +300,7 @@ export const SERVE_FLAGS = [
     sets: 'traceConfig',
     triton: true,
     meaning:
-      'request tracing, as Triton: [triton,]<key>=<value> with file=<path> (only here, never over the API), level=OFF|TIMESTAMPS, rate=<1 in N>, count=<n, -1 = no limit>, log-frequency=<traces per file, 0 = one file at shutdown>; repeat for several',
+      'request tracing, as Triton: [<mode>,]<key>=<value>, repeat for several; global keys level=OFF|TIMESTAMPS, rate=<1 in N>, count=<n, -1 = no limit>, mode=triton|opentelemetry; triton,file=<path> (only here, never over the API), triton,log-frequency=<traces per file, 0 = one file at shutdown>; opentelemetry,url=<OTLP HTTP traces endpoint, default http://localhost:4318/v1/traces>, opentelemetry,resource=<key>=<value>, opentelemetry,bsp_max_export_batch_size=<n>, opentelemetry,bsp_schedule_delay=<ms>, opentelemetry,bsp_max_queue_size=<n> (an opentelemetry key chooses mode opentelemetry)',
   },
   {
     flag: '--log-verbose',

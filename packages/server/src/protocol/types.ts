@@ -39,6 +39,17 @@ export interface InferenceRequest {
   readonly parameters: Parameters;
   /** Set only by the server itself, on an ensemble step of a traced request: the trace its own trace belongs to. */
   readonly parentTraceId?: number;
+  /**
+   * W3C trace context: the caller's `traceparent`/`tracestate` (HTTP headers, gRPC metadata), or on
+   * an ensemble step its ensemble request's span. Used only in trace mode opentelemetry.
+   */
+  readonly traceContext?: TraceContext;
+}
+
+/** W3C Trace Context header values, passed as the strings they are on the wire. */
+export interface TraceContext {
+  readonly traceparent: string;
+  readonly tracestate?: string;
 }
 
 /** An input tensor; with `sharedMemory` its bytes are still in a registered region and `data` is empty until core reads them. */
@@ -64,6 +75,8 @@ export interface InferenceResponse {
   readonly id?: string;
   readonly outputs: ResponseOutput[];
   readonly parameters?: Parameters;
+  /** The W3C `traceparent` of this request's span when it was traced in mode opentelemetry: frontends send it back. */
+  readonly traceparent?: string;
 }
 
 /**

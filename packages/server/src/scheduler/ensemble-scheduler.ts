@@ -125,6 +125,7 @@ export class EnsembleScheduler implements Scheduler {
         outputs: step.outputs.map(({ stepTensor }) => ({ name: stepTensor, parameters: {} })),
         parameters,
         ...(trace && { parentTraceId: trace.id }),
+        ...(trace?.context && { traceContext: trace.context }),
       });
       return step.outputs.map(({ stepTensor }) => {
         const output = response.outputs.find((t) => t.name === stepTensor);

@@ -14,8 +14,11 @@ export interface TraceSettings {
   /** Write the collected traces every this many traces (to `<trace_file>.<n>`); 0 = at shutdown (to `trace_file`). */
   readonly log_frequency: number;
   readonly trace_file: string;
-  readonly trace_mode: 'triton';
+  /** triton: Triton's trace file; opentelemetry: spans exported over OTLP. Chosen at start-up (--trace-config). */
+  readonly trace_mode: TraceMode;
 }
+
+export type TraceMode = 'triton' | 'opentelemetry';
 
 export type TraceLevel = 'OFF' | 'TIMESTAMPS';
 export type TraceSettingName = keyof TraceSettings;
@@ -67,7 +70,7 @@ export function parseTraceSettingsUpdate(raw: Readonly<Record<string, unknown>>)
   return update;
 }
 
-function parseValue(name: TraceSettingName, value: unknown): TraceSettings[TraceSettingName] {
+export function parseValue(name: TraceSettingName, value: unknown): TraceSettings[TraceSettingName] {
   const values = Array.isArray(value) ? value : [value];
   if (!values.every((v): v is string => typeof v === 'string')) {
     throw Errors.invalidArg(`trace setting '${name}' must be a string or a list of strings, got ${JSON.stringify(value)}`);
@@ -77,9 +80,9 @@ function parseValue(name: TraceSettingName, value: unknown): TraceSettings[Trace
   const text = values[0]!;
   switch (name) {
     case 'trace_mode':
-      if (text !== 'triton')
-        throw Errors.unsupported(`trace_mode '${text}' is not supported: Batchwise writes Triton's trace format ('triton')`);
-      return 'triton';
+      if (text !== 'triton' && text !== 'opentelemetry')
+        throw Errors.invalidArg(`trace_mode must be 'triton' or 'opentelemetry', got '${text}'`);
+      return text;
     case 'trace_rate':
       return integer(name, text, 1);
     case 'trace_count':
@@ -114,31 +117,4 @@ export function traceSettingsToWire(settings: TraceSettings): Record<TraceSettin
     log_frequency: String(settings.log_frequency),
     trace_mode: settings.trace_mode,
   };
-}
-
-/**
- * Triton's `--trace-config` flags: `[triton,]key=value`, with the keys file, level, rate,
- * count, log-frequency and mode.
- */
-export function parseTraceConfigFlags(flags: readonly string[]): Partial<TraceSettings> {
-  const keys: Record<string, TraceSettingName> = {
-    file: 'trace_file',
-    level: 'trace_level',
-    rate: 'trace_rate',
-    count: 'trace_count',
-    'log-frequency': 'log_frequency',
-    mode: 'trace_mode',
-  };
-  const out: Record<string, unknown> = {};
-  for (const flag of flags) {
-    const spec = flag.startsWith('triton,') ? flag.slice('triton,'.length) : flag;
-    const equals = spec.indexOf('=');
-    const key = keys[spec.slice(0, equals)];
-    if (equals <= 0 || key === undefined) {
-      throw new Error(`--trace-config must be [triton,]<key>=<value> with key one of ${Object.keys(keys).join(', ')}; got '${flag}'`);
-    }
-    const value = spec.slice(equals + 1);
-    out[key] = key === 'trace_file' ? value : parseValue(key, key === 'trace_level' ? value.split(',') : value);
-  }
-  return out as Partial<TraceSettings>;
 }

@@ -3,23 +3,24 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { parseTraceConfigFlags, parseTraceSettingsUpdate, traceSettingsToWire } from './trace-settings.ts';
+import { parseTraceConfigFlags } from './trace-config-flags.ts';
+import { parseTraceSettingsUpdate, traceSettingsToWire } from './trace-settings.ts';
 import { markCompute, MAX_HELD_TRACES, Tracer } from './tracer.ts';
 
 const quiet = pino({ level: 'silent' });
 
 describe('trace settings', () => {
   it("parse Triton's --trace-config flags", () => {
-    expect(parseTraceConfigFlags(['triton,file=/tmp/t.json', 'level=TIMESTAMPS', 'rate=10', 'count=-1', 'triton,log-frequency=5'])).toEqual(
-      {
-        trace_file: '/tmp/t.json',
-        trace_level: ['TIMESTAMPS'],
-        trace_rate: 10,
-        trace_count: -1,
-        log_frequency: 5,
-      },
-    );
-    expect(() => parseTraceConfigFlags(['frequency=5'])).toThrow(/--trace-config must be \[triton,\]<key>=<value>/);
+    expect(
+      parseTraceConfigFlags(['triton,file=/tmp/t.json', 'level=TIMESTAMPS', 'rate=10', 'count=-1', 'triton,log-frequency=5']).settings,
+    ).toEqual({
+      trace_file: '/tmp/t.json',
+      trace_level: ['TIMESTAMPS'],
+      trace_rate: 10,
+      trace_count: -1,
+      log_frequency: 5,
+    });
+    expect(() => parseTraceConfigFlags(['frequency=5'])).toThrow(/unknown key 'frequency'/);
     expect(() => parseTraceConfigFlags(['rate=0'])).toThrow(/trace_rate' must be an integer >= 1/);
   });
 
@@ -31,7 +32,12 @@ describe('trace settings', () => {
     });
     expect(() => parseTraceSettingsUpdate({ trace_file: '/etc/passwd' })).toThrow(/trace_file cannot be changed through the API/);
     expect(() => parseTraceSettingsUpdate({ trace_level: ['TENSORS'] })).toThrow(expect.objectContaining({ code: 'UNSUPPORTED' }));
-    expect(() => parseTraceSettingsUpdate({ trace_mode: 'opentelemetry' })).toThrow(expect.objectContaining({ code: 'UNSUPPORTED' }));
+    // The mode is chosen at start-up: an update may repeat it, never change it.
+    expect(() => new Tracer({}, quiet).update(parseTraceSettingsUpdate({ trace_mode: 'opentelemetry' }))).toThrow(
+      expect.objectContaining({ code: 'UNSUPPORTED' }),
+    );
+    expect(new Tracer({}, quiet).update(parseTraceSettingsUpdate({ trace_mode: 'triton' })).trace_mode).toBe('triton');
+    expect(() => parseTraceSettingsUpdate({ trace_mode: 'zipkin' })).toThrow(/trace_mode must be 'triton' or 'opentelemetry'/);
     expect(() => parseTraceSettingsUpdate({ trace_rate: 5 })).toThrow(/must be a string or a list of strings/);
     expect(() => parseTraceSettingsUpdate({ trace_rate: ['1', '2'] })).toThrow(/takes one value, got 2/);
     expect(() => parseTraceSettingsUpdate({ bogus: '1' })).toThrow(/unknown trace setting 'bogus'/);

@@ -1,6 +1,8 @@
 import { writeFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import type { ExecutionTimings } from '../backends/backend.ts';
+import type { TraceContext } from '../protocol/types.ts';
+import { Errors } from '../errors/errors.ts';
 import { DEFAULT_TRACE_SETTINGS, type TraceSettingName, type TraceSettings, type TraceSettingsUpdate } from './trace-settings.ts';
 
 /** Triton's timestamp names, in the order a request passes them. */
@@ -11,9 +13,49 @@ export type TimestampName =
 export interface RequestTrace {
   /** The trace's id in the trace file; an ensemble step's trace names it as its parent_id. */
   readonly id: number;
+  /** Mode opentelemetry: the request span's W3C context (an ensemble step's parent, the response's traceparent). */
+  readonly context?: TraceContext;
   mark(name: TimestampName, ns: bigint): void;
-  /** Ends the trace: it is kept for the trace file. */
-  end(): void;
+  /** Ends the trace: it is kept for the trace file, or its spans are exported; `error` marks a failed request. */
+  end(error?: unknown): void;
+}
+
+/** A recorded timestamp of a request. */
+export interface TraceTimestamp {
+  readonly name: TimestampName;
+  readonly ns: bigint;
+}
+
+/** What a request span is started with (mode opentelemetry). */
+export interface RequestSpanStart {
+  readonly traceId: number;
+  readonly model: string;
+  readonly version: string;
+  readonly requestId: string | undefined;
+  readonly startNs: bigint;
+  /** The caller's context, or the ensemble request's span. */
+  readonly parent: TraceContext | undefined;
+}
+
+/** A started request span: ended with every timestamp the request passed (its child spans come from them). */
+export interface RequestSpan {
+  readonly context: TraceContext;
+  end(timestamps: readonly TraceTimestamp[], endNs: bigint, error?: unknown): void;
+}
+
+/**
+ * Where spans go in mode opentelemetry (otlp-span-sink.ts, loaded only in that mode so that the
+ * OpenTelemetry SDK is not even imported otherwise).
+ */
+export interface SpanSink {
+  start(span: RequestSpanStart): RequestSpan;
+  close(): Promise<void>;
+}
+
+/** W3C traceparent's trace-flags say the caller sampled (recorded) its span. */
+export function isSampled(context: TraceContext): boolean {
+  const flags = /^[\da-f]{2}-[\da-f]{32}-[\da-f]{16}-([\da-f]{2})$/.exec(context.traceparent.trim().toLowerCase())?.[1];
+  return flags !== undefined && (parseInt(flags, 16) & 1) === 1;
 }
 
 /** The compute timestamps of a request from its batch's dispatch time and the instance's timings. */
@@ -57,8 +99,11 @@ export class Tracer {
   constructor(
     initial: Partial<TraceSettings>,
     private readonly logger: Logger,
+    /** Required in mode opentelemetry. */
+    private readonly spans?: SpanSink,
   ) {
     this.global = { ...DEFAULT_TRACE_SETTINGS, ...initial };
+    if (this.global.trace_mode === 'opentelemetry' && !spans) throw new Error('trace mode opentelemetry needs a span sink');
   }
 
   settings(model?: string): TraceSettings {
@@ -71,6 +116,11 @@ export class Tracer {
 
   /** Applies an update globally or to one model; a cleared model setting follows the global one again. */
   update(update: TraceSettingsUpdate, model?: string): TraceSettings {
+    if (update.trace_mode !== undefined && update.trace_mode !== this.global.trace_mode) {
+      throw Errors.unsupported(
+        `trace_mode is '${this.global.trace_mode}' and cannot be changed while the server runs (--trace-config mode=...)`,
+      );
+    }
     if (model === undefined) {
       const next: Record<string, unknown> = { ...this.global };
       for (const [key, value] of Object.entries(update)) {
@@ -90,9 +140,17 @@ export class Tracer {
   /**
    * A trace for this request when sampling picks it, else undefined (the common case costs a
    * counter). The steps of a traced ensemble request (`parentId`) are always traced, as in
-   * Triton, whatever their own model's sampling says.
+   * Triton, whatever their own model's sampling says. In mode opentelemetry a caller's sampled
+   * `traceparent` is traced whatever the rate says (parent-based sampling), an unsampled one is not.
    */
-  start(model: string, version: string, requestId: string | undefined, parentId?: number): RequestTrace | undefined {
+  start(
+    model: string,
+    version: string,
+    requestId: string | undefined,
+    parentId?: number,
+    context?: TraceContext,
+    startNs: bigint = process.hrtime.bigint(),
+  ): RequestTrace | undefined {
     const settings = this.settings(model);
     if (parentId === undefined) {
       if (!settings.trace_level.includes('TIMESTAMPS')) return undefined;
@@ -101,11 +159,15 @@ export class Tracer {
         counter = { seen: 0, left: settings.trace_count };
         this.counters.set(model, counter);
       }
-      if (counter.left === 0 || counter.seen++ % settings.trace_rate !== 0) return undefined;
+      const byParent = context !== undefined && settings.trace_mode === 'opentelemetry' ? isSampled(context) : undefined;
+      if (byParent === false) return undefined;
+      if (counter.left === 0 || (counter.seen++ % settings.trace_rate !== 0 && byParent !== true)) return undefined;
       if (counter.left > 0) counter.left--;
     }
+    const id = this.nextId++;
+    if (this.global.trace_mode === 'opentelemetry') return this.startSpan(id, model, version, requestId, context, startNs);
     const record: TraceRecord = {
-      id: this.nextId++,
+      id,
       model_name: model,
       model_version: Number(version),
       request_id: requestId ?? '',
@@ -119,10 +181,28 @@ export class Tracer {
     };
   }
 
+  private startSpan(
+    id: number,
+    model: string,
+    version: string,
+    requestId: string | undefined,
+    parent: TraceContext | undefined,
+    startNs: bigint,
+  ): RequestTrace {
+    const span = this.spans!.start({ traceId: id, model, version, requestId, startNs, parent });
+    const timestamps: TraceTimestamp[] = [];
+    return {
+      id,
+      context: span.context,
+      mark: (name, ns) => void timestamps.push({ name, ns }),
+      end: (error) => span.end(timestamps, timestamps.find((t) => t.name === 'REQUEST_END')?.ns ?? process.hrtime.bigint(), error),
+    };
+  }
+
   /** Writes what is still collected (shutdown). */
   async close(): Promise<void> {
     this.flush(this.global.log_frequency > 0);
-    await this.writes;
+    await Promise.all([this.writes, this.spans?.close()]);
   }
 
   private collect(record: TraceRecord, settings: TraceSettings): void {

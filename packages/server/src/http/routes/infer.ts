@@ -136,11 +136,19 @@ export function registerInferRoutes(app: FastifyInstance, service: InferenceServ
         for (const input of inferRequest.inputs) if (input.data.buffer !== body.buffer) decodedBytes += input.data.byteLength;
         held.reservation.grow(decodedBytes);
       }
-      const response = await service.infer(inferRequest, {
+      const traceparent = request.headers.traceparent;
+      const tracestate = request.headers.tracestate;
+      const traced =
+        typeof traceparent === 'string'
+          ? { ...inferRequest, traceContext: { traceparent, ...(typeof tracestate === 'string' && { tracestate }) } }
+          : inferRequest;
+      const response = await service.infer(traced, {
         ...(held && { memory: held.reservation }),
         sentAsJson: outputsSentAsJson(inferRequest),
       });
       const encoded = encodeHttpInferResponse(response, inferRequest);
+      // Mode opentelemetry: the request's own span, so that a client can find its trace.
+      if (response.traceparent !== undefined) void reply.header('traceparent', response.traceparent);
       // Inference-Header-Content-Length counts the JSON before compression, as Triton's does.
       if (encoded.headerLength !== undefined) void reply.header('Inference-Header-Content-Length', encoded.headerLength);
       let payload = encoded.chunks.length === 1 ? encoded.chunks[0]! : Buffer.concat(encoded.chunks);
