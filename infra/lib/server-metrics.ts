@@ -39,6 +39,11 @@ const STATISTICS: Readonly<Record<EmfMetricKey, ServerMetricStatistic>> = {
   pendingRequests: 'Average',
   // A distribution from every task: CloudWatch's p99 over all requests of all tasks.
   requestLatency: 'p99',
+  queueLatency: 'p99',
+  computeLatency: 'p99',
+  batchSize: 'p99',
+  // A gauge per task: the busiest task's GPUs.
+  gpuUtilization: 'Maximum',
   gpuMemoryUsedBytes: 'Maximum',
   memoryAccountedBytes: 'Maximum',
   memoryBudgetBytes: 'Maximum',

@@ -10,7 +10,7 @@ export const EMF_NAMESPACE = 'Batchwise';
 export const EMF_DIMENSIONS = { serviceName: 'ServiceName', model: 'Model' } as const;
 
 /** CloudWatch units as they appear in the EMF `Unit` field. */
-export type EmfUnit = 'Count' | 'Milliseconds' | 'Bytes';
+export type EmfUnit = 'Count' | 'Milliseconds' | 'Bytes' | 'Percent';
 
 export interface EmfMetricSpec {
   readonly name: string;
@@ -64,6 +64,30 @@ export const EMF_METRICS = {
       'End-to-end latency inside the server of successful requests, as a distribution ({ Values, Counts }) ' +
       'over the interval, so CloudWatch computes percentiles (p99) across tasks. Resolution: the ' +
       'latency histogram buckets, interpolated linearly inside each bucket.',
+  },
+  queueLatency: {
+    name: 'QueueLatency',
+    unit: 'Milliseconds',
+    description:
+      'Time successful requests waited in the scheduler queue, as a distribution over the interval (as RequestLatency, ' +
+      'from the queue histogram).',
+  },
+  computeLatency: {
+    name: 'ComputeLatency',
+    unit: 'Milliseconds',
+    description: 'Time to run one batch (input, infer, output), as a distribution over the interval (from the compute histogram).',
+  },
+  batchSize: {
+    name: 'BatchSize',
+    unit: 'Count',
+    description:
+      'Samples per model execution, as a distribution over the interval at the batch-size buckets (1, 2, 4 .. 256): ' +
+      'a batch of 3 counts as 4.',
+  },
+  gpuUtilization: {
+    name: 'GpuUtilization',
+    unit: 'Percent',
+    description: "Utilization of the task's GPUs, averaged over them (gauge, from nvidia-smi), 0 .. 100.",
   },
   gpuMemoryUsedBytes: {
     name: 'GpuMemoryUsedBytes',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { EMF_MAX_VALUES_PER_METRIC, EMF_METRICS } from './emf-metrics.ts';
-import { EmfWriter, EMF_NAMESPACE, distributionFromCumulativeBuckets } from './emf-writer.ts';
+import { EmfWriter, EMF_NAMESPACE, distributionAtUpperBounds, distributionFromCumulativeBuckets } from './emf-writer.ts';
 import type { EmfDistribution } from './emf-writer.ts';
 import { ServerMetrics } from './server-metrics.ts';
 import { VersionStatistics } from './version-statistics.ts';
@@ -31,8 +31,9 @@ describe('CloudWatch embedded metric format', () => {
     metrics.memoryBudgetBytes.set(1000);
     const request = { batchSize: 1, arrivalNs: process.hrtime.bigint() - 3_000_000n };
     const timings = { computeInputNs: 1, computeInferNs: 1, computeOutputNs: 1 };
-    stats.recordSuccess(request, 0, timings);
-    stats.recordSuccess(request, 0, timings);
+    stats.recordSuccess(request, 700_000, timings);
+    stats.recordSuccess(request, 700_000, timings);
+    stats.recordExecution(2, { computeInputNs: 0, computeInferNs: 1_500_000, computeOutputNs: 0 });
     stats.recordFailure(request, 'REJECTED');
     stats.recordFailure(request, 'BACKEND');
     stats.recordFailure(request, 'OTHER');
@@ -59,6 +60,13 @@ describe('CloudWatch embedded metric format', () => {
       expect(v).toBeGreaterThan(2.5);
       expect(v).toBeLessThan(5);
     }
+    // Queue 0.7 ms: the (0.5 ms, 1 ms] bucket; one batch of 2 that computed 1.5 ms.
+    expect(perModel.QueueLatency.Counts.reduce((a: number, b: number) => a + b, 0)).toBe(2);
+    for (const v of perModel.QueueLatency.Values) expect(v > 0.5 && v < 1).toBe(true);
+    expect(perModel.ComputeLatency.Counts).toEqual([1]);
+    expect(perModel.ComputeLatency.Values[0]).toBeGreaterThan(1);
+    expect(perModel.ComputeLatency.Values[0]).toBeLessThan(2.5);
+    expect(perModel.BatchSize).toEqual({ Values: [2], Counts: [1] });
     expect(service._aws.CloudWatchMetrics[0].Dimensions).toEqual([['ServiceName']]);
     expect(service).toMatchObject({ RequestCount: 5, BackendFailures: 1, MemoryBudgetBytes: 1000 });
     expect(service.RequestLatency).toEqual(perModel.RequestLatency);
@@ -93,6 +101,9 @@ describe('CloudWatch embedded metric format', () => {
     lines.length = 0;
     metrics.gpuMemoryUsedBytes.labels({ gpu_uuid: 'GPU-a' }).set(3 * 1024 ** 3);
     metrics.gpuMemoryUsedBytes.labels({ gpu_uuid: 'GPU-b' }).set(1024 ** 3);
+    metrics.gpuUtilization.labels({ gpu_uuid: 'GPU-a' }).set(0.5);
+    metrics.gpuUtilization.labels({ gpu_uuid: 'GPU-b' }).set(0.25);
+    stats.recordExecution(1, { computeInputNs: 1, computeInferNs: 1, computeOutputNs: 1 });
     stats.recordSuccess({ batchSize: 1, arrivalNs: process.hrtime.bigint() }, 0, {
       computeInputNs: 1,
       computeInferNs: 1,
@@ -101,6 +112,8 @@ describe('CloudWatch embedded metric format', () => {
     await writer.flush();
     expect(service().GpuMemoryUsedBytes).toBe(4 * 1024 ** 3);
     expect(declared(service())).toContainEqual({ Name: 'GpuMemoryUsedBytes', Unit: 'Bytes' });
+    expect(service().GpuUtilization).toBe(37.5);
+    expect(declared(service())).toContainEqual({ Name: 'GpuUtilization', Unit: 'Percent' });
     expect(
       declared(service())
         .map((m) => m.Name)
@@ -149,6 +162,18 @@ describe('CloudWatch embedded metric format', () => {
     expect(percentile(d, 0.995)).toBeGreaterThan(250);
     expect(percentile(d, 0.995)).toBeLessThan(500);
     expect(percentile(d, 1)).toBeLessThan(500);
+  });
+
+  it('counts batch sizes at their bucket upper bounds, overflow at the last finite bound', () => {
+    const buckets = new Map([
+      [1, 5],
+      [2, 5],
+      [4, 8],
+      [8, 8],
+      [Infinity, 9],
+    ]);
+    expect(distributionAtUpperBounds(buckets)).toEqual({ Values: [1, 4, 8], Counts: [5, 3, 1] });
+    expect(distributionAtUpperBounds(new Map([[1, 0]]))).toBeUndefined();
   });
 
   it('keeps within the EMF limit of values and counts overflow at the last finite bound', () => {

@@ -28,8 +28,12 @@ interface Totals {
   pending: number;
   /** Gauge: 1 per model whose latest load failed. */
   failed: number;
-  buckets: Map<number, number>;
+  /** Cumulative histogram buckets (upper bound -> count) of each histogram EMF carries. */
+  histograms: Record<HistogramKey, Map<number, number>>;
 }
+
+const HISTOGRAMS = ['request', 'queue', 'compute', 'batchSize'] as const;
+type HistogramKey = (typeof HISTOGRAMS)[number];
 
 export interface EmfWriterOptions {
   readonly serviceName: string;
@@ -107,12 +111,20 @@ export class EmfWriter {
     }
     for (const v of (await this.metrics.pendingRequests.get()).values) of(v.labels).pending += v.value;
     for (const v of (await this.metrics.modelLoadFailed.get()).values) of(v.labels).failed += v.value;
-    for (const v of (await this.metrics.requestDurationSeconds.get()).values) {
-      const le = v.labels['le'];
-      if (le === undefined || !v.metricName.endsWith('_bucket')) continue;
-      const t = of(v.labels);
-      const bound = le === '+Inf' ? Infinity : Number(le);
-      t.buckets.set(bound, (t.buckets.get(bound) ?? 0) + v.value);
+    const histograms = {
+      request: this.metrics.requestDurationSeconds,
+      queue: this.metrics.queueDurationSeconds,
+      compute: this.metrics.computeDurationSeconds,
+      batchSize: this.metrics.batchSize,
+    };
+    for (const key of HISTOGRAMS) {
+      for (const v of (await histograms[key].get()).values) {
+        const le = v.labels['le'];
+        if (le === undefined || !v.metricName.endsWith('_bucket')) continue;
+        const buckets = of(v.labels).histograms[key];
+        const bound = le === '+Inf' ? Infinity : Number(le);
+        buckets.set(bound, (buckets.get(bound) ?? 0) + v.value);
+      }
     }
     totals.delete('');
     // Memory rejections happen before a request reaches a model: counted on the service-wide line.
@@ -125,6 +137,8 @@ export class EmfWriter {
     const values: MetricValues = {};
     const gpu = (await this.metrics.gpuMemoryUsedBytes.get()).values;
     if (gpu.length > 0) values.gpuMemoryUsedBytes = gpu.reduce((sum, v) => sum + v.value, 0);
+    const utilization = (await this.metrics.gpuUtilization.get()).values;
+    if (utilization.length > 0) values.gpuUtilization = (100 * utilization.reduce((sum, v) => sum + v.value, 0)) / utilization.length;
     const budget = (await this.metrics.memoryBudgetBytes.get()).values[0]?.value;
     const accounted = (await this.metrics.memoryAccountedBytes.get()).values[0]?.value;
     if (budget !== undefined && budget > 0) values.memoryBudgetBytes = budget;
@@ -134,12 +148,15 @@ export class EmfWriter {
 }
 
 function emptyTotals(): Totals {
-  return { memoryRejections: 0, success: 0, failure: 0, rejected: 0, backend: 0, pending: 0, failed: 0, buckets: new Map() };
+  const histograms = Object.fromEntries(HISTOGRAMS.map((key) => [key, new Map()])) as Totals['histograms'];
+  return { memoryRejections: 0, success: 0, failure: 0, rejected: 0, backend: 0, pending: 0, failed: 0, histograms };
 }
 
 function subtract(now: Totals, before: Totals): Totals {
-  const buckets = new Map<number, number>();
-  for (const [le, count] of now.buckets) buckets.set(le, count - (before.buckets.get(le) ?? 0));
+  const histograms = emptyTotals().histograms;
+  for (const key of HISTOGRAMS) {
+    for (const [le, count] of now.histograms[key]) histograms[key].set(le, count - (before.histograms[key].get(le) ?? 0));
+  }
   return {
     memoryRejections: now.memoryRejections - before.memoryRejections,
     success: now.success - before.success,
@@ -148,7 +165,7 @@ function subtract(now: Totals, before: Totals): Totals {
     backend: now.backend - before.backend,
     pending: now.pending,
     failed: now.failed,
-    buckets,
+    histograms,
   };
 }
 
@@ -160,7 +177,10 @@ function accumulate(into: Totals, delta: Totals): void {
   into.backend += delta.backend;
   into.pending += delta.pending;
   into.failed += delta.failed;
-  for (const [le, count] of delta.buckets) into.buckets.set(le, (into.buckets.get(le) ?? 0) + count);
+  for (const key of HISTOGRAMS) {
+    const buckets = into.histograms[key];
+    for (const [le, count] of delta.histograms[key]) buckets.set(le, (buckets.get(le) ?? 0) + count);
+  }
 }
 
 function valuesOf(t: Totals): MetricValues {
@@ -173,9 +193,39 @@ function valuesOf(t: Totals): MetricValues {
     pendingRequests: t.pending,
     modelsFailedToLoad: t.failed,
   };
-  const latency = distributionFromCumulativeBuckets(t.buckets, 1000);
-  if (latency) values.requestLatency = latency;
+  const distributions = {
+    requestLatency: distributionFromCumulativeBuckets(t.histograms.request, 1000),
+    queueLatency: distributionFromCumulativeBuckets(t.histograms.queue, 1000),
+    computeLatency: distributionFromCumulativeBuckets(t.histograms.compute, 1000),
+    batchSize: distributionAtUpperBounds(t.histograms.batchSize),
+  };
+  for (const [key, distribution] of Object.entries(distributions)) if (distribution) values[key as EmfMetricKey] = distribution;
   return values;
+}
+
+/**
+ * Whole-number observations (batch sizes) as an EMF distribution at each bucket's upper bound:
+ * exact for buckets one wide (1, 2), an upper bound for the others (a batch of 3 counts as 4),
+ * where spreading inside the bucket would invent fractional sizes.
+ */
+export function distributionAtUpperBounds(buckets: ReadonlyMap<number, number>): EmfDistribution | undefined {
+  const Values: number[] = [];
+  const Counts: number[] = [];
+  let below = 0;
+  let lastFinite = 0;
+  for (const [upper, cumulative] of [...buckets.entries()].sort((a, b) => a[0] - b[0])) {
+    const count = cumulative - below;
+    below = cumulative;
+    if (Number.isFinite(upper)) lastFinite = upper;
+    if (count <= 0) continue;
+    const value = Number.isFinite(upper) ? upper : lastFinite;
+    if (Values.at(-1) === value) Counts[Counts.length - 1]! += count;
+    else {
+      Values.push(value);
+      Counts.push(count);
+    }
+  }
+  return Values.length > 0 ? { Values, Counts } : undefined;
 }
 
 /**
