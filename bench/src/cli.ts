@@ -1,5 +1,5 @@
 /**
- * `pnpm bench <scenario...> [options]`: batching | limit | overhead | grpc | overload | many-elements | shutdown | ensemble | all.
+ * `pnpm bench <scenario...> [options]`: batching | limit | overhead | grpc | overload | many-elements | shutdown | ensemble | tracing | all.
  * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg.
  */
 import { FULL_WINDOWS, SMOKE_WINDOWS, type WindowOptions } from './load-generator.ts';
@@ -10,6 +10,7 @@ import { runEnsemble } from './scenarios/ensemble.ts';
 import { runManyElements } from './scenarios/many-elements.ts';
 import { runOverload } from './scenarios/overload.ts';
 import { runShutdown } from './scenarios/shutdown.ts';
+import { runTracing } from './scenarios/tracing.ts';
 import { PROTOCOLS, type Protocol } from './workload.ts';
 
 const USAGE = `usage: pnpm bench <scenario...> [options]
@@ -29,6 +30,8 @@ scenarios (several run in order; 'all' runs every one):
   ensemble   the text_classification pipeline (examples/model_repository) as an ensemble vs its
              four steps chained by the client over HTTP binary, c=1 and 16; the encoder's mean
              batch at c=16; a one-step ensemble around the tiny model vs the model direct (c=16)
+  tracing    16-float identity over HTTP binary at c=16: tracing off vs OpenTelemetry (OTLP HTTP
+             to a receiver the bench starts on loopback) at rate=1000 and at rate=1
 
 options:
   --smoke                  tiny model and windows (also BENCH_SMOKE=1); results named smoke-*
@@ -81,6 +84,7 @@ const scenarios: Record<string, () => Promise<unknown>> = {
   'many-elements': () =>
     runManyElements({ elements: smoke ? 200_000 : 20_000_000, memoryLimit: '1G', log, name: `${prefix}many-elements` }),
   shutdown: () => runShutdown({ model, concurrency: smoke ? 4 : 16, loadMs: smoke ? 500 : 3000, log }),
+  tracing: () => runTracing({ concurrency: smoke ? 4 : 16, windows, log, name: `${prefix}tracing` }),
   ensemble: () => runEnsemble({ concurrencies: [1, 16], tinyConcurrency: 16, windows, log, name: `${prefix}ensemble` }),
   grpc: async () => {
     await runOverhead({
@@ -109,7 +113,9 @@ function fail(message: string): never {
 async function main(): Promise<void> {
   const named = args.filter((a) => !a.startsWith('-'));
   const chosen =
-    named.length === 0 || named.includes('all') ? ['batching', 'limit', 'overhead', 'grpc', 'overload', 'shutdown', 'ensemble'] : named;
+    named.length === 0 || named.includes('all')
+      ? ['batching', 'limit', 'overhead', 'grpc', 'overload', 'shutdown', 'ensemble', 'tracing']
+      : named;
   for (const name of chosen) if (!scenarios[name]) fail(`unknown scenario '${name}'`);
   for (const name of chosen) {
     log(`== ${name}${smoke ? ' (smoke)' : ''} ==`);

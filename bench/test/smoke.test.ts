@@ -6,6 +6,7 @@ import { runEnsemble, TARGETS } from '../src/scenarios/ensemble.ts';
 import { runLimit } from '../src/scenarios/limit.ts';
 import { runManyElements } from '../src/scenarios/many-elements.ts';
 import { runOverhead } from '../src/scenarios/overhead.ts';
+import { runTracing } from '../src/scenarios/tracing.ts';
 
 const log = () => undefined;
 
@@ -122,6 +123,21 @@ describe('bench scenarios (smoke)', () => {
     expect(results.every((r) => r.errors === 0 && r.throughput > 0)).toBe(true);
     expect(ratios['grpc_vs_http_binary']).toBeGreaterThan(0);
     expect(ratios['grpc_raw_vs_http_binary']).toBeGreaterThan(0);
+  });
+
+  it('tracing: off, OpenTelemetry at rate 1000 and at rate 1 all answer; every request traced reaches the receiver', async () => {
+    const { results, ratios, spans } = await runTracing({ concurrency: 2, windows: SMOKE_WINDOWS, log, name: 'smoke-tracing' });
+    expect(results.map((r) => r.label)).toEqual(['tracing off', 'opentelemetry rate=1000', 'opentelemetry rate=1']);
+    expect(results.every((r) => r.errors === 0 && r.throughput > 0)).toBe(true);
+    expect(spans['tracing off']).toBe(0);
+    // A request span and four phase spans per traced request (fewer only if the span queue overflowed).
+    expect(spans['opentelemetry rate=1']).toBeGreaterThan(0);
+    expect(Object.keys(ratios).sort()).toEqual([
+      'p99_every_vs_off',
+      'p99_rate1000_vs_off',
+      'throughput_every_vs_off',
+      'throughput_rate1000_vs_off',
+    ]);
   });
 
   it('many-elements: every request answered (served or refused), the other client unharmed, peak RSS read', async () => {
