@@ -4,7 +4,8 @@
  * Fails naming each panel whose query returns no data, so a renamed metric cannot blank a panel
  * silently. GPU panels are skipped, and said so, where nvidia-smi sees no GPU.
  *
- * Not part of the test suite: it installs a package and takes about a minute.
+ * Not part of the test suite: it may install a package and takes about a minute. An optional
+ * argument checks another dashboard file instead of dashboards/grafana/batchwise.json.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -18,7 +19,8 @@ const ROOT = new URL('../..', import.meta.url).pathname;
 const PROMETHEUS = '/usr/bin/prometheus';
 /** The rate window Grafana would pick for 1 s scrapes is shorter; 30 s holds many samples. */
 const RATE_INTERVAL = '30s';
-const DEADLINE_MS = 180_000;
+/** How long the panel queries may take to return data once Prometheus scrapes the server. */
+const DEADLINE_MS = 90_000;
 const LOAD_CONCURRENCY = 4;
 /** A model from examples/model_repository with dynamic batching. */
 const MODEL = 'simple';
@@ -128,7 +130,7 @@ let stopping = false;
 async function main(): Promise<number> {
   ensurePrometheus();
   const gpu = hasGpu();
-  const dashboard = readGrafanaDashboard();
+  const dashboard = readGrafanaDashboard(process.argv[2]);
   const queries = panelQueries(dashboard).map((q) => ({
     ...q,
     promql: substituteVariables(q.expr, RATE_INTERVAL),
