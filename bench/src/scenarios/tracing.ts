@@ -2,7 +2,8 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { identity } from '@batchwise/modelgen';
 import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
-import { measure, type LoadResult, type WindowOptions } from '../load-generator.ts';
+import { cpuShare, cpuSnapshot, type CpuShare } from '../cpu-usage.ts';
+import { measure, type LoadResult, type MeasureHooks, type WindowOptions } from '../load-generator.ts';
 import { environment, table, writeResult } from '../report.ts';
 import { benchRepository, cachedModel, fp32Config, inferRequest } from '../workload.ts';
 
@@ -44,6 +45,23 @@ function configurations(url: string): { label: string; traceConfig: string[] }[]
   ];
 }
 
+/** Reads the CPU of the generator and of the server `pid` over the measured windows. */
+function cpuProbe(pid: number, done: (cpu: CpuShare | undefined) => void): MeasureHooks {
+  let before: ReturnType<typeof cpuSnapshot>;
+  return {
+    onMeasureStart: async () => void (before = cpuSnapshot([process.pid, pid])),
+    onMeasureEnd: async () => done(cpuShare(before, cpuSnapshot([process.pid, pid]))),
+  };
+}
+
+export interface TracingMeasurement {
+  readonly result: LoadResult;
+  /** The server's CPU time per request (ms): what tracing adds, whatever else shares the cores. */
+  readonly serverCpuMsPerRequest: number | undefined;
+  readonly otherCores: number | undefined;
+  readonly spans: number;
+}
+
 /**
  * What tracing costs: a 16-float identity over HTTP binary at `concurrency`, on a server with
  * tracing off, exporting spans over OTLP HTTP for one request in 1000, and for every request.
@@ -53,7 +71,7 @@ export async function runTracing(options: {
   windows: WindowOptions;
   log: (line: string) => void;
   name?: string;
-}): Promise<{ results: LoadResult[]; ratios: Record<string, number>; spans: Record<string, number> }> {
+}): Promise<{ measurements: TracingMeasurement[]; ratios: Record<string, number> }> {
   const { log, concurrency } = options;
   const env = environment();
   const file = await cachedModel('identity-fp32-16', () => identity('FP32', [WIDTH]), log);
@@ -61,39 +79,69 @@ export async function runTracing(options: {
     { name: 'tiny', modelFile: file, config: fp32Config('tiny', { width: WIDTH, maxBatchSize: 64, batching: true, delayUs: 0 }) },
   ]);
   const receiver = await startReceiver();
-  const results: LoadResult[] = [];
-  const spans: Record<string, number> = {};
+  const measurements: TracingMeasurement[] = [];
+  const configs = configurations(receiver.url);
   try {
-    for (const { label, traceConfig } of configurations(receiver.url)) {
+    for (const { label, traceConfig } of [...configs, ...[...configs].reverse()]) {
       const server = await startServerProcess(['--model-repository', repo, ...traceConfig.flatMap((c) => ['--trace-config', c])]);
       const before = receiver.spans();
+      let cpu: CpuShare | undefined;
+      let result: LoadResult;
       try {
         const { send, close } = inferRequest(server, 'http-binary', 'tiny', WIDTH, concurrency);
-        results.push(await measure(label, send, { concurrency }, { ...options.windows, log }));
+        result = await measure(
+          label,
+          send,
+          { concurrency },
+          { ...options.windows, log },
+          cpuProbe(server.child.pid!, (c) => (cpu = c)),
+        );
         await close();
       } finally {
         // Stopping flushes the batch span processor: the spans of the run have arrived after it.
         await server.stop();
       }
-      spans[label] = receiver.spans() - before;
+      const serverCores = cpu?.pidCores[1];
+      measurements.push({
+        result,
+        serverCpuMsPerRequest: serverCores === undefined || result.throughput === 0 ? undefined : (serverCores * 1000) / result.throughput,
+        otherCores: cpu?.otherCores,
+        spans: receiver.spans() - before,
+      });
     }
   } finally {
     await receiver.close();
   }
-  const [off, rate1000, every] = results as [LoadResult, LoadResult, LoadResult];
+  const mean = (label: string, of: (m: TracingMeasurement) => number | undefined): number => {
+    const values = measurements.filter((m) => m.result.label === label).map(of);
+    return values.some((v) => v === undefined) ? NaN : values.reduce((a: number, b) => a + b!, 0) / values.length;
+  };
+  const [off, rate1000, every] = configs.map((c) => c.label) as [string, string, string];
+  const ratio = (label: string, of: (m: TracingMeasurement) => number | undefined) => mean(label, of) / mean(off, of);
   const ratios: Record<string, number> = {
-    throughput_rate1000_vs_off: rate1000.throughput / off.throughput,
-    throughput_every_vs_off: every.throughput / off.throughput,
-    p99_rate1000_vs_off: rate1000.latencyMs.p99 / off.latencyMs.p99,
-    p99_every_vs_off: every.latencyMs.p99 / off.latencyMs.p99,
+    throughput_rate1000_vs_off: ratio(rate1000, (m) => m.result.throughput),
+    throughput_every_vs_off: ratio(every, (m) => m.result.throughput),
+    p99_rate1000_vs_off: ratio(rate1000, (m) => m.result.latencyMs.p99),
+    p99_every_vs_off: ratio(every, (m) => m.result.latencyMs.p99),
+    server_cpu_per_request_rate1000_vs_off: ratio(rate1000, (m) => m.serverCpuMsPerRequest),
+    server_cpu_per_request_every_vs_off: ratio(every, (m) => m.serverCpuMsPerRequest),
   };
   log(
     `\n${table(
-      ['server', 'infer/s', 'p50 ms', 'p99 ms', 'errors', 'spans received'],
-      results.map((r) => [r.label, r.throughput, r.latencyMs.p50, r.latencyMs.p99, r.errors, spans[r.label] ?? 0]),
+      ['server', 'infer/s', 'p50 ms', 'p99 ms', 'errors', 'server cpu ms/req', 'other cpu', 'spans received'],
+      measurements.map((m) => [
+        m.result.label,
+        m.result.throughput,
+        m.result.latencyMs.p50,
+        m.result.latencyMs.p99,
+        m.result.errors,
+        m.serverCpuMsPerRequest?.toFixed(3) ?? '',
+        m.otherCores ?? '',
+        m.spans,
+      ]),
     )}\n`,
   );
   for (const [k, v] of Object.entries(ratios)) log(`${k}: ${v.toFixed(3)}`);
-  await writeResult(options.name ?? 'tracing', { concurrency, environment: env, results, spans, ratios });
-  return { results, ratios, spans };
+  await writeResult(options.name ?? 'tracing', { concurrency, environment: env, measurements, ratios });
+  return { measurements, ratios };
 }
