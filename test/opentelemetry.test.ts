@@ -1,7 +1,7 @@
 /**
  * Trace mode opentelemetry end to end: a real OTLP HTTP receiver on loopback gets the spans the
  * server's OpenTelemetry SDK exports (JSON), for requests over HTTP and gRPC, with and without a
- * caller's W3C traceparent, and for an ensemble's steps.
+ * caller's W3C traceparent, for an ensemble's steps and for a JavaScript model's calls to other models.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -157,6 +157,23 @@ describe('trace mode opentelemetry', () => {
     expect(request.spanId).toBe(spanId);
   });
 
+  it("a JavaScript model's call to another model (inferModel) is a child of the calling request's span", async () => {
+    const response = await fetch(`${server.url}/v2/models/bls_router/infer`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ id: 'bls', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 3], data: [500, 1, 2] }] }),
+    });
+    expect(response.status).toBe(200);
+    const [, traceId, spanId] = W3C.exec(response.headers.get('traceparent') ?? '')!;
+    const spans = await receiver.trace(traceId!, 10);
+    const router = checkRequestTrace(spans, 'bls_router', 'bls');
+    expect(router.spanId).toBe(spanId);
+    const called = spans.find((s) => s.name === 'InferRequest' && attributesOf(s.attributes)['triton.model_name'] === 'scaler')!;
+    expect(called).toBeDefined();
+    expect(called.parentSpanId).toBe(router.spanId);
+    expect(attributesOf(called.attributes)['triton.model_version']).toBe('2');
+  });
+
   it('HTTP without a traceparent: a new trace whose id the response carries', async () => {
     const response = await fetch(`${server.url}/v2/models/simple/infer`, {
       method: 'POST',
@@ -191,6 +208,38 @@ describe('trace mode opentelemetry', () => {
     expect(span.spanId).toBe(spanId);
   });
 
+  it("gRPC ModelStreamInfer: every request of the stream continues the trace of the stream's traceparent", async () => {
+    const traceId = CALLER_TRACE.replace(/^4/, '6');
+    const metadata = new Metadata();
+    metadata.set('traceparent', `00-${traceId}-${CALLER_SPAN}-01`);
+    const call = inference.ModelStreamInfer!(metadata);
+    const answers: unknown[] = [];
+    const done = new Promise<void>((resolve, reject) => {
+      call.on('data', (answer: unknown) => answers.push(answer));
+      call.on('end', () => resolve());
+      call.on('error', reject);
+    });
+    for (const id of ['stream-a', 'stream-b']) {
+      call.write({
+        id,
+        model_name: 'simple',
+        inputs: INFER.inputs.map(({ name, datatype, shape, data }) => ({ name, datatype, shape, contents: { int_contents: data } })),
+      });
+    }
+    call.end();
+    await done;
+    expect(answers).toHaveLength(2);
+    const spans = await receiver.trace(traceId, 10);
+    for (const id of ['stream-a', 'stream-b']) {
+      const span = checkRequestTrace(
+        spans.filter((s) => s.name !== 'InferRequest' || attributesOf(s.attributes)['triton.request_id'] === id),
+        'simple',
+        id,
+      );
+      expect(span.parentSpanId).toBe(CALLER_SPAN);
+    }
+  });
+
   it('gRPC without traceparent: a new trace, its id in the initial metadata', async () => {
     const request = {
       id: 'grpc-root',
@@ -217,9 +266,15 @@ describe('trace mode opentelemetry', () => {
       body: JSON.stringify({ id: 'ens', inputs: [{ name: 'text', datatype: 'BYTES', shape: [1, 1], data: ['a fine day'] }] }),
     });
     expect(response.status).toBe(200);
-    // The ensemble's span, and a span per step (tokenizer, encoder, postprocess) with their phases.
-    const spans = await receiver.trace(trace, 4);
-    const requests = spans.filter((s) => s.name === 'InferRequest');
+    // The ensemble's span, and a span per step with their phases: the ensemble's ends last, so it
+    // may come in a later export than its steps'. Wait for it and for the four steps'.
+    const isRequest = (s: ReceivedSpan) => s.name === 'InferRequest';
+    let spans: ReceivedSpan[] = [];
+    for (let i = 0; i < 400 && spans.filter(isRequest).length < 5; i++) {
+      spans = await receiver.trace(trace, 1);
+      if (spans.filter(isRequest).length < 5) await new Promise((r) => setTimeout(r, 50));
+    }
+    const requests = spans.filter(isRequest);
     const ensemble = requests.find((s) => attributesOf(s.attributes)['triton.model_name'] === 'text_classification')!;
     expect(ensemble.parentSpanId).toBe(CALLER_SPAN);
     const steps = requests.filter((s) => s !== ensemble);

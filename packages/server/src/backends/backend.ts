@@ -1,6 +1,6 @@
 import type { ModelConfig } from '../config/model-config.ts';
 import type { ModelIO } from '../config/model-io.ts';
-import type { InferenceCall } from '../protocol/types.ts';
+import type { InferenceCall, TraceContext } from '../protocol/types.ts';
 import type { Parameters, Tensor } from '../tensor/tensor.ts';
 
 /** Nanosecond timings of one execution, split as Triton's statistics split them. */
@@ -24,6 +24,8 @@ export interface InstanceRequest {
   /** The outputs this request asked for (every config output when it asked for none). */
   readonly outputNames: readonly string[];
   readonly parameters: Parameters;
+  /** When the request is traced: what a call to another model made while running it joins (its span as parent). */
+  readonly caller?: { readonly parentTraceId: number; readonly traceContext?: TraceContext };
 }
 
 /** One request's outcome: its outputs (named as asked), or an error for that request alone. */

@@ -2,6 +2,7 @@ import type { handleBidiStreamingCall } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Errors, toInferenceServerError, type InferenceService } from '../core/index.ts';
 import { runInferMessage } from './infer-call.ts';
+import { traceContextOf } from './trace-metadata.ts';
 import { decodeInferMessage } from './infer-message.ts';
 import { toServiceError } from './status.ts';
 import type { ModelStreamInferResponseWire } from './wire-types.ts';
@@ -111,6 +112,7 @@ export function streamInferHandler(
       });
     };
 
+    const streamTrace = traceContextOf(call.metadata);
     call.on('data', (message: Buffer) => {
       if (finished) return;
       let decoded;
@@ -124,7 +126,9 @@ export function streamInferHandler(
       if (draining) return fail(msg, Errors.shuttingDown());
       pending++;
       updateFlow();
-      runInferMessage(service, message, decoded)
+      // Every request of the stream continues the trace its metadata names; the responses carry
+      // no traceparent (a stream's initial metadata is sent once, before any of them).
+      runInferMessage(service, message, decoded, { context: streamTrace, sendTraceparent: () => undefined })
         .then(
           (response) => write({ error_message: '', infer_response: response }),
           (error: unknown) => fail(msg, error),

@@ -229,6 +229,9 @@ export class BatchingScheduler implements Scheduler {
         inputs: request.inputs,
         outputNames: request.outputNames ?? this.context.outputNames,
         parameters: request.parameters ?? {},
+        ...(request.trace && {
+          caller: { parentTraceId: request.trace.id, ...(request.trace.context && { traceContext: request.trace.context }) },
+        }),
       })),
     );
     const outcomes = result.responses.map((outcome) => ('error' in outcome ? { error: toInferenceServerError(outcome.error) } : outcome));

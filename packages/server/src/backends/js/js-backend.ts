@@ -233,6 +233,7 @@ class JsInstance implements ModelInstance {
         inputs: call.inputs.map((s) => ({ name: s.name, datatype: s.datatype, shape: s.shape, data: sliceBytes(message.buffer, s) })),
         ...(call.outputs !== undefined && { outputs: call.outputs.map((name) => ({ name, parameters: {} })) }),
         parameters: call.parameters ?? {},
+        ...this.callerOf(message.executeId),
       };
       const response = await this.callModel(request);
       const { buffer, slices } = packTensors([response.outputs]);
@@ -251,6 +252,15 @@ class JsInstance implements ModelInstance {
     }
     // A worker replaced meanwhile is gone: its call has no one to answer.
     if (this.worker.isCurrent(worker)) worker.postMessage(answer, transfer);
+  }
+
+  /**
+   * The trace a call made during execute() joins: the first traced request of that batch (a
+   * call cannot tell which request of a batch it serves). Nothing when none is traced.
+   */
+  private callerOf(executeId: number | undefined): InstanceRequest['caller'] {
+    if (executeId === undefined) return undefined;
+    return this.pending.get(executeId)?.requests.find((r) => r.caller !== undefined)?.caller;
   }
 
   /** An execute that overran: its batch fails, and the worker is stopped (and, on its exit, replaced). */

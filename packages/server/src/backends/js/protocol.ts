@@ -75,7 +75,14 @@ export type FromWorker =
       readonly timings: ExecutionTimings;
     }
   | { readonly type: 'execute-failed'; readonly id: number; readonly message: string }
-  | { readonly type: 'call'; readonly callId: number; readonly buffer: ArrayBuffer; readonly request: WireCall };
+  | {
+      readonly type: 'call';
+      readonly callId: number;
+      /** The execute() during which model code made the call, if any. */
+      readonly executeId?: number;
+      readonly buffer: ArrayBuffer;
+      readonly request: WireCall;
+    };
 
 /** A tensor in the server's byte layout, ready to pack. */
 export interface ByteTensor {

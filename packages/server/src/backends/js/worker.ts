@@ -55,6 +55,8 @@ async function loadModel(): Promise<Model> {
 
 // ---- calls from model code to other models (inferModel) ----
 let nextCallId = 0;
+/** The batch execute() is running (an instance runs one at a time): its calls join that batch's trace. */
+let runningExecuteId: number | undefined;
 const calls = new Map<number, { resolve(result: unknown): void; reject(error: Error): void; model: string }>();
 (globalThis as Record<symbol, unknown>)[MODEL_CALLER] = (request: {
   model: string;
@@ -71,6 +73,7 @@ const calls = new Map<number, { resolve(result: unknown): void; reject(error: Er
       {
         type: 'call',
         callId,
+        ...(runningExecuteId !== undefined && { executeId: runningExecuteId }),
         buffer,
         request: {
           model: request.model,
@@ -105,7 +108,13 @@ async function execute(model: Model, id: number, buffer: ArrayBuffer, requests: 
     parameters: r.parameters,
   }));
   const t1 = process.hrtime.bigint();
-  const answers = await model.execute(modelRequests);
+  runningExecuteId = id;
+  let answers: unknown;
+  try {
+    answers = await model.execute(modelRequests);
+  } finally {
+    runningExecuteId = undefined;
+  }
   const t2 = process.hrtime.bigint();
   if (!Array.isArray(answers)) throw new Error(`execute() returned ${typeof answers}, not an array of responses`);
   if (answers.length !== requests.length) {
