@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { SERVE_FLAGS } from '../../packages/server/src/options/index.ts';
+import { parseTraceConfigFlags } from '../../packages/server/src/trace/trace-config-flags.ts';
 import { taskMemoryFor } from '../lib/instance-types.ts';
 import { ADOT_COLLECTOR_IMAGE, COLLECTOR_MEMORY_MIB, XRAY_ACTIONS } from '../lib/tracing.ts';
 import { IMAGE_URI, REQUIRED, buildApp, memo, only, synth } from './synth.ts';
@@ -101,6 +102,10 @@ describe('tracing=xray', () => {
       'level=TIMESTAMPS',
     ]);
     expect(SERVE_FLAGS.map((d) => d.flag as string)).toContain('--trace-config');
+    // What the server makes of them: its own parser, so a renamed key fails here, not in a deployment.
+    const parsed = parseTraceConfigFlags(flagValues(command, '--trace-config') as string[]);
+    expect(parsed.settings).toMatchObject({ trace_mode: 'opentelemetry', trace_rate: 1000, trace_level: ['TIMESTAMPS'] });
+    expect(parsed.opentelemetry.url).toBe('http://127.0.0.1:4318/v1/traces');
   });
 
   it('takes the trace rate from traceRate', () => {
