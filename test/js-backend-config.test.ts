@@ -7,7 +7,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { postJson, startTestServer } from './support/server.ts';
+import { getJson, postJson, startTestServer } from './support/server.ts';
 
 /** SCORES = X (the model's view [rows, 2, 2], flattened back to 4), and SHAPE = the dims it received. */
 const MODEL = `
@@ -75,7 +75,7 @@ it("classification: the top k of an output with label_filename, as Triton's exte
 it('response cache: a repeated request is answered from the cache, not executed again', async () => {
   const body = { inputs: [{ ...X, data: [0.4, 0.3, 0.2, 0.1] }] };
   const first = await infer(body);
-  const stats = async () => (await (await fetch(`${server.url}/v2/models/js_scores/stats`)).json()).model_stats[0];
+  const stats = async () => (await getJson(`${server.url}/v2/models/js_scores/stats`)).model_stats[0];
   const before = await stats();
   const second = await infer(body);
   expect(second.json.outputs).toEqual(first.json.outputs);
