@@ -3,6 +3,7 @@
  * this file. Each message's tensors travel packed in one buffer that is transferred, never
  * copied by structured clone: a tensor is a slice of it (packTensors).
  */
+import type { InitializeArgs } from '@batchwise/backend';
 import type { DataType } from '../../tensor/datatype.ts';
 import type { Parameters } from '../../tensor/tensor.ts';
 import type { ExecutionTimings } from '../backend.ts';
@@ -10,17 +11,8 @@ import type { ExecutionTimings } from '../backend.ts';
 export interface WorkerInit {
   /** The model file (model.mjs, model.js or default_model_filename). */
   readonly modelFile: string;
-  /** What `initialize(args)` receives (@batchwise/backend InitializeArgs). */
-  readonly args: {
-    readonly config: Record<string, unknown>;
-    readonly modelName: string;
-    readonly modelVersion: string;
-    readonly instanceName: string;
-    readonly instanceKind: 'KIND_CPU' | 'KIND_GPU';
-    readonly deviceId: number;
-    readonly modelDir: string;
-    readonly versionDir: string;
-  };
+  /** What `initialize(args)` receives. */
+  readonly args: InitializeArgs;
 }
 
 /** A tensor whose bytes (the server's layout: BYTES length-prefixed) are `byteLength` bytes at `offset` of the message's buffer. */
