@@ -10,6 +10,13 @@ describe('nvidia-smi readings', () => {
     ]);
   });
 
+  it('reads what nvidia-smi printed on a real H200 host (driver 580.159.04, recorded 2026-11-26)', () => {
+    const recorded = 'GPU-5bdf6fa9-f992-629f-87f3-8aa887d25b65, 0, 0, 143771\n';
+    expect(parseNvidiaSmi(recorded)).toEqual([
+      { uuid: 'GPU-5bdf6fa9-f992-629f-87f3-8aa887d25b65', utilization: 0, memoryUsedBytes: 0, memoryTotalBytes: 143771 * 1024 * 1024 },
+    ]);
+  });
+
   it('ignores lines it cannot read (e.g. [N/A])', () => {
     expect(parseNvidiaSmi('GPU-1, [N/A], [N/A], 100\n\nNo devices were found\n')).toEqual([]);
   });
