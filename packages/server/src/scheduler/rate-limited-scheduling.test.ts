@@ -90,4 +90,24 @@ describe('a scheduler behind the rate limiter', () => {
     await b.flush();
     expect(b.models[0]!.batches).toEqual([[2]]);
   });
+
+  it('a DELAY request timed out while its batch waits goes behind the requests still in time', async () => {
+    const { a, b, clock } = twoModels({
+      max_batch_size: 1,
+      dynamic_batching: { default_queue_policy: { timeout_action: 'DELAY', default_timeout_microseconds: 1000 } },
+    });
+    void a.send('a1', [1]);
+    await a.flush();
+    void b.send('late', [2]);
+    await b.flush();
+    clock.advanceMs(1);
+    void b.send('fresh', [3]);
+    await b.flush();
+    a.models[0]!.finish();
+    await b.flush();
+    expect(b.models[0]!.batches).toEqual([[3]]);
+    b.models[0]!.finish();
+    await b.flush();
+    expect(b.models[0]!.batches).toEqual([[3], [2]]);
+  });
 });
