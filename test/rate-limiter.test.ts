@@ -15,6 +15,7 @@ const SLEEPER = `
 import { tensor } from '@batchwise/backend';
 export default {
   async execute(requests) {
+    if (requests[0].inputs.X.data[0] < 0) process.exit(1);
     const start = performance.timeOrigin + performance.now();
     await new Promise((resolve) => setTimeout(resolve, requests[0].inputs.X.data[0]));
     const end = performance.timeOrigin + performance.now();
@@ -158,6 +159,14 @@ describe('two models sharing a resource of count 1', () => {
     expect(order).toEqual(['timed', 'blocker', 'high']);
     expect((await client.modelStatistics('timed'))[0]!.execution_count).toBe(0);
     expect(await pendingOf('high')).toBe(0);
+  });
+});
+
+describe('failures', () => {
+  it('an instance that crashes mid-execution gives the resource back', async () => {
+    await expect(sleep('blocker', -1)).rejects.toThrow();
+    const result = await sleep('high', 1);
+    expect(executionOf('high', result).end).toBeGreaterThan(0);
   });
 });
 
