@@ -51,6 +51,8 @@ interface InstanceState {
   waiter: Waiter | undefined;
   /** Granted, its onGrant not called yet. */
   delivering: Waiter | undefined;
+  /** Its version was unloaded. */
+  closed: boolean;
 }
 
 interface Waiter {
@@ -122,6 +124,7 @@ export class RateLimiter {
         held: false,
         waiter: undefined,
         delivering: undefined,
+        closed: false,
       };
     });
     const registration: Registration = { label, instances };
@@ -235,18 +238,14 @@ export class RateLimiter {
       for (const { key, count } of state.needs) this.inUse.set(key, (this.inUse.get(key) ?? 0) - count);
       state.held = false;
     }
-    if (again && this.registrationOf(state)) this.wait(state, again);
+    if (again && !state.closed) this.wait(state, again);
     this.deliver(this.grant());
-  }
-
-  private registrationOf(state: InstanceState): Registration | undefined {
-    for (const registration of this.registrations) if (registration.instances.includes(state)) return registration;
-    return undefined;
   }
 
   private unregister(registration: Registration): void {
     if (!this.registrations.delete(registration)) return;
     for (const state of registration.instances) {
+      state.closed = true;
       this.cancel(state);
       this.release(state);
     }
