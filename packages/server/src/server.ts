@@ -69,6 +69,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
   const rateLimitResources = parseRateLimitResourceFlags(options.rateLimitResources);
   // One for the whole server: every model's scheduler asks it before an instance executes.
   const rateLimiter = options.rateLimit === 'execution_count' ? new RateLimiter(rateLimitResources) : undefined;
+  if (rateLimiter) logger.info({ resources: options.rateLimitResources }, 'rate limiter on (--rate-limit=execution_count)');
   const models = new ModelManager(
     options.modelRepositories.map((location) => createModelSource(location, { logger })),
     {
