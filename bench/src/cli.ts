@@ -1,5 +1,5 @@
 /**
- * `pnpm bench <scenario...> [options]`: batching | limit | overhead | grpc | overload | many-elements | shutdown | ensemble | tracing | all.
+ * `pnpm bench <scenario...> [options]`: batching | limit | overhead | grpc | overload | many-elements | shutdown | ensemble | tracing | rate-limit | all.
  * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg.
  */
 import { FULL_WINDOWS, SMOKE_WINDOWS, type WindowOptions } from './load-generator.ts';
@@ -9,6 +9,7 @@ import { runOverhead } from './scenarios/overhead.ts';
 import { runEnsemble } from './scenarios/ensemble.ts';
 import { runManyElements } from './scenarios/many-elements.ts';
 import { runOverload } from './scenarios/overload.ts';
+import { runRateLimit } from './scenarios/rate-limit.ts';
 import { runShutdown } from './scenarios/shutdown.ts';
 import { runTracing } from './scenarios/tracing.ts';
 import { PROTOCOLS, type Protocol } from './workload.ts';
@@ -32,6 +33,9 @@ scenarios (several run in order; 'all' runs every one):
              batch at c=16; a one-step ensemble around the tiny model vs the model direct (c=16)
   tracing    16-float identity over HTTP binary at c=16: tracing off vs OpenTelemetry (OTLP HTTP
              to a receiver the bench starts on loopback) at rate=1000 and at rate=1
+  rate-limit two JavaScript models sharing one rate limiter resource of count 1, priorities 1
+             and 2, 8 clients each: each one's share of executions against the priorities,
+             and the most executions at once (must be 1)
 
 options:
   --smoke                  tiny model and windows (also BENCH_SMOKE=1); results named smoke-*
@@ -85,6 +89,8 @@ const scenarios: Record<string, () => Promise<unknown>> = {
     runManyElements({ elements: smoke ? 200_000 : 20_000_000, memoryLimit: '1G', log, name: `${prefix}many-elements` }),
   shutdown: () => runShutdown({ model, concurrency: smoke ? 4 : 16, loadMs: smoke ? 500 : 3000, log }),
   tracing: () => runTracing({ concurrency: smoke ? 4 : 16, windows, log, name: `${prefix}tracing` }),
+  'rate-limit': () =>
+    runRateLimit({ concurrency: smoke ? 2 : 8, durationMs: smoke ? 600 : 20_000, holdMs: smoke ? 2 : 5, log, name: `${prefix}rate-limit` }),
   ensemble: () => runEnsemble({ concurrencies: [1, 16], tinyConcurrency: 16, windows, log, name: `${prefix}ensemble` }),
   grpc: async () => {
     await runOverhead({
@@ -114,7 +120,7 @@ async function main(): Promise<void> {
   const named = args.filter((a) => !a.startsWith('-'));
   const chosen =
     named.length === 0 || named.includes('all')
-      ? ['batching', 'limit', 'overhead', 'grpc', 'overload', 'shutdown', 'ensemble', 'tracing']
+      ? ['batching', 'limit', 'overhead', 'grpc', 'overload', 'shutdown', 'ensemble', 'tracing', 'rate-limit']
       : named;
   for (const name of chosen) if (!scenarios[name]) fail(`unknown scenario '${name}'`);
   for (const name of chosen) {

@@ -6,6 +6,7 @@ import { runEnsemble, TARGETS } from '../src/scenarios/ensemble.ts';
 import { runLimit } from '../src/scenarios/limit.ts';
 import { runManyElements } from '../src/scenarios/many-elements.ts';
 import { runOverhead } from '../src/scenarios/overhead.ts';
+import { maxConcurrent, runRateLimit } from '../src/scenarios/rate-limit.ts';
 import { runTracing } from '../src/scenarios/tracing.ts';
 
 const log = () => undefined;
@@ -175,5 +176,22 @@ describe('bench scenarios (smoke)', () => {
     expect(Object.keys(result.ratios).sort()).toEqual(Object.keys(TARGETS).sort());
     for (const v of Object.values(result.ratios)) expect(v).toBeGreaterThan(0);
     expect(result.oneStepServerCpuDirectOverEnsemble).toBeGreaterThan(0);
+  });
+
+  it('rate-limit: both models served through one resource of count 1, never two executions at once; shares computed', async () => {
+    const result = await runRateLimit({ concurrency: 2, durationMs: 600, holdMs: 2, log, name: 'smoke-rate-limit' });
+    expect(result.errors).toBe(0);
+    expect(result.executions['high']).toBeGreaterThan(0);
+    expect(result.executions['low']).toBeGreaterThan(0);
+    expect(result.maxConcurrent).toBe(1);
+    expect(result.highShare).toBeGreaterThan(0);
+    // The sweep itself: an end at the instant of the next start is no overlap.
+    expect(
+      maxConcurrent([
+        { start: 0, end: 2 },
+        { start: 2, end: 3 },
+        { start: 2.5, end: 4 },
+      ]),
+    ).toBe(2);
   });
 });

@@ -74,6 +74,11 @@ export interface ModelStatistics {
    * that report them (decoupled models); ONNX Runtime does not, so this stays {} as there.
    */
   response_stats: Record<string, InferResponseStatistics>;
+  /**
+   * Batchwise extension, present once a batch of the version went through the rate limiter
+   * (--rate-limit=execution_count): count, batches granted; ns, their total wait for resources.
+   */
+  batchwise_rate_limiter_wait?: DurationStat;
 }
 
 export interface InferResponseStatistics {

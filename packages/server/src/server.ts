@@ -12,6 +12,8 @@ import { parseCacheConfigFlags, ResponseCache } from './cache/response-cache.ts'
 import { parseTraceConfigFlags } from './trace/trace-config-flags.ts';
 import { Tracer } from './trace/tracer.ts';
 import { ModelManager } from './models/model-manager.ts';
+import { RateLimiter } from './scheduler/rate-limiter.ts';
+import { parseRateLimitResourceFlags } from './scheduler/rate-limit-flags.ts';
 import { resolveServerOptions, type ServerOptions } from './options/index.ts';
 import { createModelSource } from './repository/create-model-source.ts';
 import type { InferenceService } from './core/types.ts';
@@ -64,6 +66,10 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
   const memoryBudgetBytes = resolveMemoryBudgetBytes(options.memoryLimit);
   const memory = new MemoryGuard(memoryBudgetBytes, metrics);
   const workerHeapLimitBytes = options.workerHeapLimitBytes ?? workerHeapLimitBytesFor(memoryBudgetBytes);
+  const rateLimitResources = parseRateLimitResourceFlags(options.rateLimitResources);
+  // One for the whole server: every model's scheduler asks it before an instance executes.
+  const rateLimiter = options.rateLimit === 'execution_count' ? new RateLimiter(rateLimitResources) : undefined;
+  if (rateLimiter) logger.info({ resources: options.rateLimitResources }, 'rate limiter on (--rate-limit=execution_count)');
   const models = new ModelManager(
     options.modelRepositories.map((location) => createModelSource(location, { logger })),
     {
@@ -82,6 +88,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       freeMemoryBytes: () => memory.freeBytes(),
       // Ensemble steps and in-server calls from JavaScript models go through the service built below.
       callModel: (request): Promise<InferenceResponse> => service.infer(request),
+      ...(rateLimiter && { rateLimiter }),
     },
   );
   const sharedMemory = new SystemSharedMemory();

@@ -6,6 +6,7 @@ import { VersionStatistics } from '../src/metrics/version-statistics.ts';
 import type { Tensor } from '../src/tensor/tensor.ts';
 import { BatchingScheduler } from '../src/scheduler/batching-scheduler.ts';
 import type { Clock } from '../src/scheduler/clock.ts';
+import type { ExecutionGate } from '../src/scheduler/rate-limiter.ts';
 
 /**
  * A clock the test moves by hand. Work deferred to the end of the event-loop turn
@@ -108,7 +109,10 @@ export class RecordingInstance implements ModelInstance {
  * FP32 input of `width` (default 1) and max_batch_size 8 unless the config says otherwise.
  * `send` enqueues values and records how each request settled, and when.
  */
-export function schedulerHarness(config: Partial<ModelConfig>, { instances = 1 } = {}) {
+export function schedulerHarness(
+  config: Partial<ModelConfig>,
+  { instances = 1, gate, clock = new FakeClock() }: { instances?: number; gate?: ExecutionGate; clock?: FakeClock } = {},
+) {
   const full: ModelConfig = {
     name: 'm',
     max_batch_size: 8,
@@ -116,11 +120,14 @@ export function schedulerHarness(config: Partial<ModelConfig>, { instances = 1 }
     output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
     ...config,
   };
-  const clock = new FakeClock();
   const models = Array.from({ length: instances }, () => new RecordingInstance());
   const metrics = new ServerMetrics({ processMetrics: false });
   const stats = new VersionStatistics('m', '1', metrics);
-  const scheduler = new BatchingScheduler({ config: full, instances: models, outputNames: ['OUTPUT0'], stats }, undefined, clock);
+  const scheduler = new BatchingScheduler(
+    { config: full, instances: models, outputNames: ['OUTPUT0'], stats, ...(gate && { gate }) },
+    undefined,
+    clock,
+  );
   const settled: { name: string; value: number[] | string; at: bigint }[] = [];
   const send = (name: string, values: number[], extra: { priority?: number; timeoutMicroseconds?: number } = {}) => {
     const data = new Uint8Array(Float32Array.from(values).buffer);

@@ -60,7 +60,14 @@ export interface ModelInstanceGroup {
   kind?: 'KIND_AUTO' | 'KIND_GPU' | 'KIND_CPU' | 'KIND_MODEL';
   count?: number;
   gpus?: number[];
+  rate_limiter?: ModelRateLimiter;
   [field: string]: unknown;
+}
+
+/** Triton's ModelRateLimiter: what each instance of the group needs to execute, and its weight. */
+export interface ModelRateLimiter {
+  resources?: { name?: string; global?: boolean; count?: number }[];
+  priority?: number;
 }
 
 export interface ModelQueuePolicy {

@@ -159,6 +159,17 @@ describe('validateModelConfig', () => {
     expect(failure(edit('instance_group { count: 0 }'))).toBe("model 'resnet': instance_group #0 has count 0; count must be >= 1");
   });
 
+  it("checks an instance group's rate_limiter, naming the field", () => {
+    const group = (limiter: string) => edit(`instance_group [ { name: "g" count: 1 rate_limiter { ${limiter} } } ]`);
+    expect(() =>
+      validateModelConfig(group('resources [ { name: "gpu" count: 2 }, { name: "lock" global: true count: 1 } ] priority: 2'), io),
+    ).not.toThrow();
+    expect(failure(group('resources [ { count: 1 } ]'))).toBe("model 'resnet': instance_group 'g' rate_limiter: resources #0 has no name");
+    expect(failure(group('resources [ { name: "gpu" count: 1 }, { name: "gpu" count: 2 } ]'))).toBe(
+      "model 'resnet': instance_group 'g' rate_limiter: resource 'gpu' is listed twice",
+    );
+  });
+
   it('checks priority levels', () => {
     const withPriorities = (body: string) => replace('dynamic_batching { preferred_batch_size: [ 4, 8 ] }', `dynamic_batching { ${body} }`);
     expect(() =>

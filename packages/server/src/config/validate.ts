@@ -1,6 +1,6 @@
 import { InferenceServerError } from '../errors/errors.ts';
 import { CONFIG_TYPE_TO_DATATYPE } from '../tensor/datatype.ts';
-import type { ModelConfig, ModelInput, ModelOutput } from './model-config.ts';
+import type { ModelConfig, ModelInput, ModelInstanceGroup, ModelOutput } from './model-config.ts';
 import type { ModelIO, ModelTensorInfo } from './model-io.ts';
 import { elementCount, fixedRuns, formatDims, hasBatchDim, modelFacingDims, WILDCARD_DIM } from './shape-rules.ts';
 
@@ -99,7 +99,26 @@ function validateSanity(config: ModelConfig, fail: (m: string) => never): void {
     if (group.count !== undefined && group.count < 1) {
       fail(`instance_group ${group.name ? `'${group.name}'` : `#${i}`} has count ${group.count}; count must be >= 1`);
     }
+    validateRateLimiter(group, i, fail);
   });
+}
+
+function validateRateLimiter(group: ModelInstanceGroup, i: number, fail: (m: string) => never): void {
+  if (!group.rate_limiter) return;
+  const what = `instance_group ${group.name ? `'${group.name}'` : `#${i}`} rate_limiter`;
+  const names = new Set<string>();
+  (group.rate_limiter.resources ?? []).forEach((resource, r) => {
+    if (!resource.name) fail(`${what}: resources #${r} has no name`);
+    if (names.has(resource.name)) fail(`${what}: resource '${resource.name}' is listed twice`);
+    names.add(resource.name);
+    if (resource.count !== undefined && !(Number.isInteger(resource.count) && resource.count >= 0)) {
+      fail(`${what}: resource '${resource.name}' has count ${resource.count}; count must be a whole number >= 0`);
+    }
+  });
+  const priority = group.rate_limiter.priority;
+  if (priority !== undefined && !(Number.isInteger(priority) && priority >= 0)) {
+    fail(`${what}: priority ${priority} must be a whole number >= 0 (0 means 1)`);
+  }
 }
 
 function validateTensor(kind: Kind, tensor: Tensor, fail: (m: string) => never): void {

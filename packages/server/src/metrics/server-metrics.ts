@@ -196,6 +196,17 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  readonly rateLimiterWaitDurationUs = this.versionCounter(
+    'batchwise_rate_limiter_wait_duration_us',
+    'Cumulative time batches waited for rate limiter resources (--rate-limit=execution_count), microseconds',
+    (s) => wholeMicroseconds(s.rateLimiterWaitNs),
+    'first-count',
+  );
+  readonly rateLimiterWaitSeconds = this.versionHistogram(
+    'batchwise_rate_limiter_wait_seconds',
+    "Time a batch waited for its instance's rate limiter resources, seconds",
+    (s) => s.rateLimiterWaitSeconds,
+  );
   readonly gpuOutOfMemory = this.versionCounter(
     'batchwise_gpu_out_of_memory_total',
     'Requests failed by a GPU (CUDA) out-of-memory during their batch',

@@ -29,12 +29,16 @@ export class VersionSeries {
   cacheMisses = 0;
   cacheMissNs = 0;
   gpuOutOfMemory = 0;
+  /** Batches that went through the rate limiter, and the time they waited for its grant. */
+  rateLimiterGrants = 0;
+  rateLimiterWaitNs = 0;
   /** Requests queued and not yet executing (Triton's nv_inference_pending_request_count). */
   pending = 0;
   readonly requestSeconds: HistogramData;
   readonly queueSeconds: HistogramData;
   readonly computeSeconds: HistogramData;
   readonly batchSize: HistogramData;
+  readonly rateLimiterWaitSeconds: HistogramData;
 
   constructor(
     model: string,
@@ -46,6 +50,7 @@ export class VersionSeries {
     this.queueSeconds = new HistogramData(buckets.latencySeconds);
     this.computeSeconds = new HistogramData(buckets.latencySeconds);
     this.batchSize = new HistogramData(buckets.batchSize);
+    this.rateLimiterWaitSeconds = new HistogramData(buckets.latencySeconds);
   }
 }
 

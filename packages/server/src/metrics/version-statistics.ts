@@ -129,6 +129,17 @@ export class VersionStatistics {
     this.series.gpuOutOfMemory++;
   }
 
+  /**
+   * A batch got the rate limiter's grant after waiting `ns` (0 when its resources were free):
+   * the Batchwise extension field batchwise_rate_limiter_wait of the statistics.
+   */
+  recordRateLimiterWait(ns: number): void {
+    add((this.stats.batchwise_rate_limiter_wait ??= zero()), ns);
+    this.series.rateLimiterGrants++;
+    this.series.rateLimiterWaitNs += ns;
+    this.series.rateLimiterWaitSeconds.observe(ns / 1e9);
+  }
+
   /** Requests queued and not yet executing (Triton's nv_inference_pending_request_count). */
   setPending(count: number): void {
     this.series.pending = count;

@@ -319,6 +319,7 @@ export class ModelLifecycle {
         .set(0);
     }
     await version.scheduler.drain();
+    version.scheduler.close?.();
     await Promise.all(version.instances.map((i) => i.close()));
   }
 

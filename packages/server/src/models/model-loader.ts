@@ -9,6 +9,7 @@ import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { ServerMetrics } from '../metrics/server-metrics.ts';
 import { fileInModelFolder, type ModelFolder } from '../repository/model-folder.ts';
 import { createScheduler } from '../scheduler/index.ts';
+import type { ExecutionGate, InstanceClaim, RateLimiter } from '../scheduler/rate-limiter.ts';
 import { stringHeapCapacityBytes } from '../memory/element-cost.ts';
 import { Errors } from '../errors/errors.ts';
 import type { InferenceCall } from '../protocol/types.ts';
@@ -33,6 +34,8 @@ export interface LoaderOptions {
    * the server once the service exists; undefined where nothing can be called (unit tests).
    */
   readonly callModel?: InferenceCall;
+  /** The server's rate limiter (--rate-limit=execution_count); absent when off. */
+  readonly rateLimiter?: RateLimiter;
 }
 
 /** The model's config as written (parsed, not yet completed); undefined when there is no config.pbtxt. */
@@ -65,6 +68,8 @@ export async function loadVersion(
   const settings = sessionSettingsFromConfig(base);
   const placements = instancePlacements(base.instance_group ?? []);
   await checkFootprint(folder.name, version, modelPath, placements, options);
+  // Before any instance starts: a config asking for more than the command line gives fails here.
+  const gate = options.rateLimiter?.register(folder.name, String(version), placements.map(claimOf));
   const create = (placement: Placement) =>
     backend.createInstance({
       modelName: folder.name,
@@ -110,8 +115,9 @@ export async function loadVersion(
         `${settings.gpuMemLimitBytes} bytes not applied: onnxruntime-node 1.30 passes only the device id to the CUDA execution provider`;
       options.logger.warn({ model: folder.name, version }, unapplied['gpu_mem_limit']);
     }
-    return assemble(folder.name, String(version), config, created, options.metrics, unapplied, labels);
+    return assemble(folder.name, String(version), config, created, options.metrics, unapplied, labels, gate);
   } catch (error) {
+    gate?.close();
     await Promise.all(created.map((c) => c.instance.close()));
     throw error;
   }
@@ -148,6 +154,17 @@ interface Placement {
   readonly deviceId: number;
   /** The group's name and the instance's index in it, as Triton names instances. */
   readonly instanceName: string;
+  readonly rateLimiter?: ModelInstanceGroup['rate_limiter'];
+}
+
+/** What an instance asks of the rate limiter; a KIND_CPU instance counts as device 0, as in Triton. */
+function claimOf(placement: Placement): InstanceClaim {
+  const limiter = placement.rateLimiter;
+  return {
+    deviceId: placement.deviceId,
+    resources: (limiter?.resources ?? []).map((r) => ({ name: r.name ?? '', global: r.global ?? false, count: r.count ?? 0 })),
+    priority: limiter?.priority ?? 0,
+  };
 }
 
 /**
@@ -163,10 +180,14 @@ function instancePlacements(groups: readonly ModelInstanceGroup[]): Placement[] 
       const ids = group.gpus && group.gpus.length > 0 ? group.gpus : [0];
       let index = 0;
       for (const deviceId of ids) {
-        for (let i = 0; i < count; i++) placements.push({ device: 'cuda', deviceId, instanceName: `${group.name}_${index++}` });
+        for (let i = 0; i < count; i++) {
+          placements.push({ device: 'cuda', deviceId, instanceName: `${group.name}_${index++}`, rateLimiter: group.rate_limiter });
+        }
       }
     } else {
-      for (let i = 0; i < count; i++) placements.push({ device: 'cpu', deviceId: 0, instanceName: `${group.name}_${i}` });
+      for (let i = 0; i < count; i++) {
+        placements.push({ device: 'cpu', deviceId: 0, instanceName: `${group.name}_${i}`, rateLimiter: group.rate_limiter });
+      }
     }
   }
   return placements.length > 0 ? placements : [{ device: 'cpu', deviceId: 0, instanceName: '' }];
@@ -202,6 +223,7 @@ function assemble(
   metrics: ServerMetrics,
   unappliedSettings: Record<string, string>,
   labels: ReadonlyMap<string, readonly string[]>,
+  gate: ExecutionGate | undefined,
 ): LoadedVersion {
   const runsWithout = new Set(created[0]!.io.inputs.filter((t) => t.optional).map((t) => t.name));
   const inputs = inputSpecsOf(config, runsWithout);
@@ -219,7 +241,7 @@ function assemble(
     ...tensorTables(inputs, outputs),
     instances,
     maxBatchStringHeapBytes,
-    scheduler: createScheduler({ config, instances, outputNames, stats, maxBatchStringHeapBytes }),
+    scheduler: createScheduler({ config, instances, outputNames, stats, maxBatchStringHeapBytes, ...(gate && { gate }) }),
     stats,
     executionProvider: first.executionProvider,
     fallbackReason: first.fallbackReason,

@@ -303,6 +303,28 @@ export const SERVE_FLAGS = [
       'request tracing, as Triton: [<mode>,]<key>=<value>, repeat for several; global keys level=OFF|TIMESTAMPS, rate=<1 in N>, count=<n, -1 = no limit>, mode=triton|opentelemetry; triton,file=<path> (only here, never over the API), triton,log-frequency=<traces per file, 0 = one file at shutdown>; opentelemetry,url=<OTLP HTTP traces endpoint, default http://localhost:4318/v1/traces>, opentelemetry,resource=<key>=<value>, opentelemetry,bsp_max_export_batch_size=<n>, opentelemetry,bsp_schedule_delay=<ms>, opentelemetry,bsp_max_queue_size=<n> (an opentelemetry key chooses mode opentelemetry)',
   },
   {
+    flag: '--rate-limit',
+    value: '<mode>',
+    kind: 'choice',
+    choices: ['off', 'execution_count'],
+    default: 'off',
+    sets: 'rateLimit',
+    triton: true,
+    meaning:
+      "Triton's rate limiter: off runs a batch as soon as an instance is free; execution_count runs it only once the instance holds the resources its instance_group's rate_limiter names, instances waiting being served by priority (2 gets half the turns of 1)",
+  },
+  {
+    flag: '--rate-limit-resource',
+    value: '<name>:<count>[:<device>]',
+    kind: 'list',
+    default: [],
+    defaultText: 'the largest count any loaded instance asks for',
+    sets: 'rateLimitResources',
+    triton: true,
+    meaning:
+      'copies of a rate limiter resource, on every device or on one device id (a global resource takes the count given without a device); repeat for several; a model asking for more fails to load',
+  },
+  {
     flag: '--log-verbose',
     value: '<level>',
     kind: 'number',

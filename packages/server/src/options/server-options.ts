@@ -56,6 +56,10 @@ export interface ServerOptions {
   readonly cacheConfig?: readonly string[];
   /** Triton's `--trace-config` values, e.g. `triton,file=/tmp/trace.json`, `rate=100`, `level=TIMESTAMPS`. */
   readonly traceConfig?: readonly string[];
+  /** Triton's --rate-limit: 'execution_count' turns the rate limiter on. */
+  readonly rateLimit?: 'off' | 'execution_count';
+  /** Triton's --rate-limit-resource values, `<name>:<count>[:<device>]`. */
+  readonly rateLimitResources?: readonly string[];
   /** Bytes ("12G"), a fraction of the container limit ("0.8"), or absent: 80% of the container (or machine) memory. */
   readonly memoryLimit?: string;
   /** Tensor elements one request may carry; more are refused with 400 / INVALID_ARGUMENT. @default one per 16 bytes of the memory budget */

@@ -43,6 +43,8 @@ export class BatchingScheduler implements Scheduler {
   /** Dispatch to completion of the last batch, for the adaptive delay. */
   private lastBatchNs: bigint | undefined;
   private delayTimer: unknown;
+  /** The instance waiting for the rate limiter's grant (at most one at a time), and since when. */
+  private awaitingGrant: { readonly instanceIndex: number; readonly sinceNs: bigint } | undefined;
   private idleWaiters: (() => void)[] = [];
   /** A dispatch is deferred to the end of this event-loop turn (at most one at a time). */
   private dispatchDeferred = false;
@@ -119,7 +121,7 @@ export class BatchingScheduler implements Scheduler {
       this.clock.clearTimeout(this.delayTimer);
       this.delayTimer = undefined;
     }
-    while (this.freeInstances.length > 0 && this.queues.size > 0) {
+    while (this.freeInstances.length > 0 && this.queues.size > 0 && this.awaitingGrant === undefined) {
       const choice = this.options.dynamic
         ? chooseBatch(this.queues.inServingOrder(), this.rule, this.clock.nowNs(), this.company())
         : { count: 1 };
@@ -131,9 +133,40 @@ export class BatchingScheduler implements Scheduler {
         break;
       }
       if (choice.count === 0) break;
-      this.start(this.take(choice.count));
+      const instanceIndex = this.freeInstances.shift()!;
+      if (this.context.gate) {
+        if (!this.context.gate.acquire(instanceIndex, () => this.onGrant(instanceIndex))) {
+          // The batch forms when the grant comes, so it grows meanwhile; its requests keep their deadlines.
+          this.awaitingGrant = { instanceIndex, sinceNs: this.clock.nowNs() };
+          break;
+        }
+        this.context.stats.recordRateLimiterWait(0);
+      }
+      this.start(instanceIndex, this.take(choice.count));
     }
     this.afterChange();
+  }
+
+  /** The rate limiter granted the waiting instance its resources: the batch forms now, from what waits now. */
+  private onGrant(instanceIndex: number): void {
+    const waited = this.awaitingGrant;
+    this.awaitingGrant = undefined;
+    if (waited) this.context.stats.recordRateLimiterWait(Number(this.clock.nowNs() - waited.sinceNs));
+    const choice =
+      this.queues.size === 0
+        ? { count: 0 }
+        : this.options.dynamic
+          ? chooseBatch(this.queues.inServingOrder(), this.rule, this.clock.nowNs(), this.company())
+          : { count: 1 };
+    if ('waitNs' in choice || choice.count === 0) {
+      // Its requests timed out meanwhile (or too few are left to go yet): the resources go back.
+      this.context.gate!.release(instanceIndex);
+      this.freeInstances.unshift(instanceIndex);
+      this.dispatch();
+      return;
+    }
+    this.start(instanceIndex, this.take(choice.count));
+    this.dispatch();
   }
 
   private company(): Company | undefined {
@@ -155,9 +188,8 @@ export class BatchingScheduler implements Scheduler {
     return batch;
   }
 
-  private start(batch: Waiting[]): void {
+  private start(instanceIndex: number, batch: Waiting[]): void {
     this.executing += batch.length;
-    const instanceIndex = this.freeInstances.shift()!;
     const tickets = this.ordered ? batch.map(() => this.ordered!.ticket()) : undefined;
     void this.run(instanceIndex, batch, tickets);
   }
@@ -248,12 +280,30 @@ export class BatchingScheduler implements Scheduler {
   /** The instance is free again: the next batch forms at the end of this turn. */
   private release(instanceIndex: number, requests: number): void {
     this.executing -= requests;
-    this.freeInstances.push(instanceIndex);
-    this.dispatchAtEndOfTurn();
+    const gate = this.context.gate;
+    if (gate && this.awaitingGrant === undefined && this.queues.size > 0) {
+      // Still work to do: ask again as the resources go back, competing by priority with other models.
+      this.awaitingGrant = { instanceIndex, sinceNs: this.clock.nowNs() };
+      gate.release(instanceIndex, () => this.onGrant(instanceIndex));
+    } else {
+      gate?.release(instanceIndex);
+      this.freeInstances.push(instanceIndex);
+      this.dispatchAtEndOfTurn();
+    }
     this.afterChange();
   }
 
+  close(): void {
+    this.context.gate?.close();
+  }
+
   private afterChange(): void {
+    if (this.awaitingGrant && this.queues.size === 0) {
+      // Nothing left to run: stop waiting for resources.
+      this.context.gate!.cancel(this.awaitingGrant.instanceIndex);
+      this.freeInstances.unshift(this.awaitingGrant.instanceIndex);
+      this.awaitingGrant = undefined;
+    }
     this.context.stats.setPending(this.queues.size);
     if (this.pendingCount === 0 && this.idleWaiters.length > 0) {
       const waiters = this.idleWaiters;

@@ -3,6 +3,7 @@ import type { ModelConfig } from '../config/model-config.ts';
 import type { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { Parameters, Tensor } from '../tensor/tensor.ts';
 import type { RequestTrace } from '../trace/tracer.ts';
+import type { ExecutionGate } from './rate-limiter.ts';
 
 /** A request admitted to a model's queue: inputs already validated against the config. */
 export interface QueuedRequest {
@@ -40,6 +41,8 @@ export interface Scheduler {
   readonly pendingCount: number;
   /** Resolves once nothing is queued or executing. */
   drain(): Promise<void>;
+  /** The version is unloaded (after drain): gives back what it holds of server-wide resources (the rate limiter). */
+  close?(): void;
 }
 
 export interface SchedulerContext {
@@ -49,4 +52,6 @@ export interface SchedulerContext {
   readonly stats: VersionStatistics;
   /** A batch grows only while its requests' stringHeapBytes fit in this. @default Infinity */
   readonly maxBatchStringHeapBytes?: number;
+  /** With --rate-limit=execution_count: an instance starts a batch only once it holds its resources. */
+  readonly gate?: ExecutionGate;
 }
