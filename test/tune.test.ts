@@ -14,16 +14,18 @@ import { readConfigWithHistory } from '../packages/server/src/promotion/promotio
 import { openRepositoryStore } from '../packages/server/src/promotion/repository-store.ts';
 
 /**
- * The current config waits 400 ms for a batch of 8 that concurrency 1 and 2 never fill: its p99
- * is at least the delay, past the 300 ms objective, so a candidate with a short delay must win
- * and the recommendation differs from the current config whatever the machine's speed. Windows
- * of 500 ms hold at least one of its responses.
+ * The current config waits 400 ms for a batch of 8 that concurrency 1 and 2 never fill (the
+ * adaptive delay off: Triton's wait-it-out semantics), so its p99 is at least the delay, past
+ * the 300 ms objective: a candidate with a short delay must win, and the recommendation differs
+ * from the current config whatever the machine's speed. Windows of 500 ms hold at least one of
+ * its responses.
  */
 const CONFIG = `name: "tiny"
 max_batch_size: 8
 input [{ name: "INPUT0" data_type: TYPE_FP32 dims: [16] }]
 output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [16] }]
 dynamic_batching { max_queue_delay_microseconds: 400000 }
+parameters { key: "batchwise_adaptive_queue_delay" value: { string_value: "false" } }
 `;
 const MODEL = Buffer.from(serializeModel(mlp({ layers: 1, width: 16 })));
 /** Smoke mode: short windows, two concurrencies, a few candidates. */
@@ -87,6 +89,7 @@ describe('batchwise tune (smoke mode, real servers)', () => {
     expect(report.runs.length).toBeLessThanOrEqual(3);
     expect(report.runs[0]!.stage).toBe('current');
     expect(report.runs[0]!.knobs.maxQueueDelayUs).toBe(400_000);
+    for (const level of report.runs[0]!.levels) expect(level.p99Ms).toBeGreaterThanOrEqual(400);
     expect(report.currentConfigText).toBe(CONFIG);
     const rec = report.recommendation!;
     expect(rec.point.p99Ms).toBeLessThanOrEqual(300);
@@ -107,7 +110,8 @@ describe('batchwise tune (smoke mode, real servers)', () => {
     expect(svg).toContain('recommended');
 
     // The diff printed is the recommended config against the current one.
-    expect(printed).toContain('-dynamic_batching { max_queue_delay_microseconds: 400000 }');
+    expect(printed).toContain('-  max_queue_delay_microseconds: 400000');
+    expect(printed).toContain(`+  max_queue_delay_microseconds: ${winner.knobs.maxQueueDelayUs}`);
     expect(printed).toContain(`recommended: ${rec.point.candidate}`);
 
     // --apply: the repository now holds the recommendation; the previous config is kept beside the report.

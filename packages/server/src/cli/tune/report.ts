@@ -2,6 +2,8 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { latencyThroughputSvg, type Series } from '@batchwise/client/load';
 import { createTwoFilesPatch } from 'diff';
+import { parseModelConfig } from '../../config/parse.ts';
+import { printModelConfig } from '../../config/print.ts';
 import { formatDurationMs } from './duration.ts';
 import type { TuneResult } from './tune.ts';
 
@@ -14,15 +16,20 @@ export const REPORT_FILES = {
   config: 'recommended.config.pbtxt',
 } as const;
 
-/** A unified diff of the recommended config.pbtxt against the current one ('' when they are the same). */
+/**
+ * A unified diff of the recommended config.pbtxt against the current one ('' when they are the
+ * same). Both sides in the canonical print (config/print.ts), so the diff shows what changes, not
+ * how the current file happens to be laid out.
+ */
 export function configDiff(result: TuneResult): string {
   if (result.recommendedConfigText === undefined || result.recommendedConfigText === result.currentConfigText) return '';
+  const canonical = (text: string) => printModelConfig(parseModelConfig(text));
   return createTwoFilesPatch(
     `${result.model}/config.pbtxt`,
     REPORT_FILES.config,
-    result.currentConfigText,
-    result.recommendedConfigText,
-    'current',
+    canonical(result.currentConfigText),
+    canonical(result.recommendedConfigText),
+    'current, canonical layout',
     'recommended',
   );
 }
@@ -55,7 +62,8 @@ export function reportMarkdown(result: TuneResult): string {
   } else {
     lines.push(`**No configuration kept p99 within ${formatDurationMs(result.objectiveMs)}**: no recommendation.`);
   }
-  if (result.skipped.length > 0) lines.push('', `Not measured (budget): ${result.skipped.map((s) => `\`${s}\``).join(', ')}.`);
+  if (result.skipped.length > 0)
+    lines.push('', `Not measured (budget or --max-candidates): ${result.skipped.map((s) => `\`${s}\``).join(', ')}.`);
   lines.push('', '## Configurations', '');
   for (const run of result.runs) {
     lines.push(`### \`${run.id}\` (${run.stage}): ${run.status}${run.error ? ` — ${run.error}` : ''}`, '');
