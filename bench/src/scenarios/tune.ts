@@ -21,6 +21,14 @@ export interface TuneOptions {
   readonly name: string;
 }
 
+/**
+ * Where a tune scenario's report lands: `<dir>/recommended.config.pbtxt` is the best static config
+ * `pnpm bench adaptive` compares against (`tuneOutputDir('tune')` after `pnpm bench tune`).
+ */
+export function tuneOutputDir(name: string): string {
+  return join(CACHE_DIR, 'tune', name);
+}
+
 /** The targets of issue 18: at least this many times the default's throughput at an equal or lower p99 ... */
 const MIN_RATIO = 1.5;
 /** ... in under this long. */
@@ -48,7 +56,7 @@ export async function runTune(options: TuneOptions): Promise<{ pass: boolean }> 
       ].join('\n'),
     },
   ]);
-  const out = join(CACHE_DIR, 'tune', options.name);
+  const out = tuneOutputDir(options.name);
   const args = [
     'tune',
     '--model-repository',
