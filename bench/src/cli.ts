@@ -1,8 +1,8 @@
 /**
- * `pnpm bench <scenario...> [options]`: batching | limit | overhead | grpc | overload | many-elements | shutdown | ensemble | tracing | rate-limit | all.
+ * `pnpm bench <scenario...> [options]`: batching | limit | overhead | grpc | overload | many-elements | shutdown | ensemble | tracing | rate-limit | tune | all.
  * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg.
  */
-import { FULL_WINDOWS, SMOKE_WINDOWS, type WindowOptions } from './load-generator.ts';
+import { FULL_WINDOWS, SMOKE_WINDOWS, type WindowOptions } from '@batchwise/client/load';
 import { FULL_MODEL, SMOKE_MODEL, runBatching } from './scenarios/batching.ts';
 import { runLimit } from './scenarios/limit.ts';
 import { runOverhead } from './scenarios/overhead.ts';
@@ -12,6 +12,7 @@ import { runOverload } from './scenarios/overload.ts';
 import { runRateLimit } from './scenarios/rate-limit.ts';
 import { runShutdown } from './scenarios/shutdown.ts';
 import { runTracing } from './scenarios/tracing.ts';
+import { runTune } from './scenarios/tune.ts';
 import { PROTOCOLS, type Protocol } from './workload.ts';
 
 const USAGE = `usage: pnpm bench <scenario...> [options]
@@ -36,6 +37,9 @@ scenarios (several run in order; 'all' runs every one):
   rate-limit two JavaScript models sharing one rate limiter resource of count 1, priorities 1
              and 2, 8 clients each: each one's share of executions against the priorities,
              and the most executions at once (must be 1)
+  tune       \`batchwise tune\` on the 4x2048 MLP with the default config (dynamic_batching {}),
+             objective --objective (50ms), budget --budget (10m); PASS/MISS: >= 1.5x the default's
+             throughput at an equal or lower p99, in under 10 minutes (not part of 'all')
 
 options:
   --smoke                  tiny model and windows (also BENCH_SMOKE=1); results named smoke-*
@@ -45,7 +49,8 @@ options:
   --arrivals=poisson       open-loop arrivals: poisson (default) or constant
   --protocol=http-binary   http-binary, http-json, grpc, grpc-raw; comma-separated for several (batching)
   --window-ms=2000         measurement window; --max-windows=6; --tolerance=0.1
-  BENCH_DELAY_US=1000      max_queue_delay_microseconds of the batching-on configuration`;
+  BENCH_DELAY_US=1000      max_queue_delay_microseconds of the batching-on configuration
+  --objective=50ms         tune: the latency objective; --budget=10m: its time budget`;
 
 const args = process.argv.slice(2);
 if (args.includes('--help') || args.includes('-h')) {
@@ -91,6 +96,17 @@ const scenarios: Record<string, () => Promise<unknown>> = {
   tracing: () => runTracing({ concurrency: smoke ? 4 : 16, windows, log, name: `${prefix}tracing` }),
   'rate-limit': () =>
     runRateLimit({ concurrency: smoke ? 2 : 8, durationMs: smoke ? 600 : 20_000, holdMs: smoke ? 2 : 5, log, name: `${prefix}rate-limit` }),
+  tune: async () => {
+    const { pass } = await runTune({
+      model,
+      objective: option('objective') ?? '50ms',
+      budget: option('budget') ?? (smoke ? '2m' : '10m'),
+      extraArgs: smoke ? ['--concurrency', '1,4', '--window-ms', '200', '--max-windows', '1', '--max-candidates', '3'] : [],
+      log,
+      name: `${prefix}tune`,
+    });
+    if (!pass) process.exitCode = 1;
+  },
   ensemble: () => runEnsemble({ concurrencies: [1, 16], tinyConcurrency: 16, windows, log, name: `${prefix}ensemble` }),
   grpc: async () => {
     await runOverhead({
@@ -130,7 +146,7 @@ async function main(): Promise<void> {
 }
 
 main().then(
-  () => process.exit(0),
+  () => process.exit(process.exitCode ?? 0),
   (error: Error) => {
     process.stderr.write(`${error.stack ?? error.message}\n`);
     process.exit(1);

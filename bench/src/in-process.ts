@@ -1,6 +1,6 @@
 import ort from 'onnxruntime-node';
 import { cpuShare, cpuSnapshot, type CpuShare } from './cpu-usage.ts';
-import { summarize } from './stats.ts';
+import { summarize } from '@batchwise/client/load';
 
 /**
  * The bench models run in-process through ONNX Runtime, on the bench process's main thread:

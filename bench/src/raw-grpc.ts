@@ -8,7 +8,7 @@ import { connect, type ClientHttp2Session } from 'node:http2';
 import { basename, join } from 'node:path';
 import protobuf from 'protobufjs';
 import { DEFAULT_PROTO_DIR } from '@batchwise/client';
-import type { SendRequest } from './load-generator.ts';
+import type { SendRequest } from '@batchwise/client/load';
 
 const PATH = '/inference.GRPCInferenceService/ModelInfer';
 

@@ -2,7 +2,7 @@ import { link, mkdir, rm, stat, writeFile, copyFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GrpcClient, HttpClient, type InferenceClient } from '@batchwise/client';
 import { writeModel, type IModelProto } from '@batchwise/modelgen';
-import type { SendRequest } from './load-generator.ts';
+import type { SendRequest } from '@batchwise/client/load';
 import { encodeFp32InferRequest, rawGrpcInfer } from './raw-grpc.ts';
 
 export const CACHE_DIR = new URL('../.cache/', import.meta.url).pathname;

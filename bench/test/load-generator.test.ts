@@ -1,7 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { measure, sleep, type WindowOptions } from '../src/load-generator.ts';
-import { latencyThroughputSvg } from '../src/plot.ts';
-import { isStable, percentile, summarize } from '../src/stats.ts';
+import { isStable, latencyThroughputSvg, measure, percentile, sleep, summarize, type WindowOptions } from '@batchwise/client/load';
 import { breakdown } from '../src/server-stats.ts';
 
 const windows: WindowOptions = { warmupMs: 50, windowMs: 150, minWindows: 2, maxWindows: 3, tolerance: 0.5 };

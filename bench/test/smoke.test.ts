@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SMOKE_WINDOWS } from '../src/load-generator.ts';
+import { SMOKE_WINDOWS } from '@batchwise/client/load';
 import { writeResult } from '../src/report.ts';
 import { runBatching, SMOKE_MODEL } from '../src/scenarios/batching.ts';
 import { runEnsemble, TARGETS } from '../src/scenarios/ensemble.ts';

@@ -8,8 +8,7 @@ import {
   throughputVsLimit,
   type ReferenceWindow,
 } from '../in-process.ts';
-import { measure, sleep, type Load, type LoadResult, type WindowOptions } from '../load-generator.ts';
-import { latencyThroughputSvg } from '../plot.ts';
+import { latencyThroughputSvg, measure, sleep, type Load, type LoadResult, type WindowOptions } from '@batchwise/client/load';
 import { environment, table, writeResult } from '../report.ts';
 import { breakdown, readStats, type ServerBreakdown } from '../server-stats.ts';
 import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';

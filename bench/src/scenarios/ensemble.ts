@@ -4,8 +4,7 @@ import { HttpClient, type InferOutput, type InferResult } from '@batchwise/clien
 import { identity } from '@batchwise/modelgen';
 import { startServerProcess, type ServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { cpuShare, cpuSnapshot, type CpuShare } from '../cpu-usage.ts';
-import { measure, type LoadResult, type SendRequest, type WindowOptions } from '../load-generator.ts';
-import { latencyThroughputSvg } from '../plot.ts';
+import { latencyThroughputSvg, measure, type LoadResult, type SendRequest, type WindowOptions } from '@batchwise/client/load';
 import { environment, table, writeResult } from '../report.ts';
 import { breakdown, readStats, type ServerBreakdown } from '../server-stats.ts';
 import { benchRepository, cachedModel, fp32Config, inferRequest } from '../workload.ts';

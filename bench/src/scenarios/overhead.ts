@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { identity } from '@batchwise/modelgen';
 import { cpuShare, cpuSnapshot, type CpuShare } from '../cpu-usage.ts';
-import { measure, type LoadResult, type MeasureHooks, type WindowOptions } from '../load-generator.ts';
+import { measure, type LoadResult, type MeasureHooks, type WindowOptions } from '@batchwise/client/load';
 import { environment, table, writeResult } from '../report.ts';
 import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { breakdown, readStats, type ServerBreakdown } from '../server-stats.ts';

@@ -1,9 +1,8 @@
 import { HttpClient, BatchwiseClientError } from '@batchwise/client';
 import { mlp } from '@batchwise/modelgen';
-import { measure, sleep, type WindowOptions } from '../load-generator.ts';
+import { measure, sleep, summarize, type WindowOptions } from '@batchwise/client/load';
 import { table, writeResult } from '../report.ts';
 import { scrapeMetric, startServerProcess } from '@batchwise/server/test-support/server-process.ts';
-import { summarize } from '../stats.ts';
 import { benchRepository, cachedModel } from '../workload.ts';
 import { THREADS, type BatchingModel } from './batching.ts';
 

@@ -1,6 +1,6 @@
 import { BatchwiseClientError } from '@batchwise/client';
 import { mlp } from '@batchwise/modelgen';
-import { sleep } from '../load-generator.ts';
+import { sleep } from '@batchwise/client/load';
 import { writeResult } from '../report.ts';
 import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { benchRepository, cachedModel, fp32Config, inferClient } from '../workload.ts';

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { identity } from '@batchwise/modelgen';
 import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { cpuShare, cpuSnapshot, type CpuShare } from '../cpu-usage.ts';
-import { measure, type LoadResult, type MeasureHooks, type WindowOptions } from '../load-generator.ts';
+import { measure, type LoadResult, type MeasureHooks, type WindowOptions } from '@batchwise/client/load';
 import { environment, table, writeResult } from '../report.ts';
 import { benchRepository, cachedModel, fp32Config, inferRequest } from '../workload.ts';
 

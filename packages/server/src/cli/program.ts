@@ -4,13 +4,15 @@ import { SERVER_VERSION } from '../core/inference-service.ts';
 import { doctorCommand } from './doctor.ts';
 import { modelsCommand } from './models/index.ts';
 import { serveCommand } from './serve.ts';
+import { tuneCommand } from './tune/index.ts';
 
 const program = new Command('batchwise')
   .description('Batchwise: a Triton-compatible batching inference server on ONNX Runtime')
   .version(SERVER_VERSION)
   .addCommand(serveCommand())
   .addCommand(doctorCommand())
-  .addCommand(modelsCommand());
+  .addCommand(modelsCommand())
+  .addCommand(tuneCommand());
 
 program.parseAsync(process.argv).catch((error: Error) => {
   process.stderr.write(`${JSON.stringify({ level: 'fatal', msg: error.message })}\n`);

@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { pino, type Logger } from 'pino';
 import { MODEL_REPOSITORY_KEY_HEADER } from '../../options/environment.ts';
@@ -99,12 +100,17 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
         'Validate an ONNX artifact against the model config, upload it as the next version, then make it the serving version in one step',
       )
       .requiredOption('--file <model.onnx>', 'the ONNX artifact')
-      .action(async (flags: ChangeFlags & { file: string }) => {
+      .option(
+        '--config <config.pbtxt>',
+        'serve the new version with this config.pbtxt (e.g. from batchwise tune) instead of the current one',
+      )
+      .action(async (flags: ChangeFlags & { file: string; config?: string }) => {
         const logger = loggerFor(flags);
         const change = await promoteModel({
           repository: flags.modelRepository,
           model: flags.model,
           file: flags.file,
+          ...(flags.config !== undefined && { configText: await readFile(flags.config, 'utf8') }),
           logger,
           ...(flags.actor !== undefined && { actor: flags.actor }),
           ...(flags.message !== undefined && { message: flags.message }),

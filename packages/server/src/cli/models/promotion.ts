@@ -25,6 +25,12 @@ export interface PromoteOptions extends RepositoryAccess {
   readonly model: string;
   /** The ONNX artifact to promote. */
   readonly file: string;
+  /**
+   * A config.pbtxt to serve the new version with (e.g. `batchwise tune`'s recommendation) in place
+   * of the current one, in the same final rewrite; its history lines, if any, are ignored.
+   * @default - the current config
+   */
+  readonly configText?: string;
   /** @default - $GITHUB_ACTOR (with the workflow run), else the OS user */
   readonly actor?: string;
   readonly message?: string;
@@ -111,8 +117,9 @@ export async function promoteModel(options: PromoteOptions): Promise<VersionChan
   const store = openRepositoryStore(options.repository, { logger, ...(options.s3 && { s3: options.s3 }) });
   const { stored, parsed, listing } = await loadModel(store, model);
 
+  const next = options.configText === undefined ? parsed : replacedConfig(parsed, options.configText, model);
   logger.info({ model, file: options.file }, 'validating artifact in ONNX Runtime against the model config');
-  const io = await validateArtifact(options.file, parsed.config, model);
+  const io = await validateArtifact(options.file, next.config, model);
   logger.info({ model, inputs: io.inputs.map((t) => t.name), outputs: io.outputs.map((t) => t.name) }, 'artifact is valid');
 
   const present = presentVersions(listing);
@@ -140,9 +147,22 @@ export async function promoteModel(options: PromoteOptions): Promise<VersionChan
     sha256,
     bytes,
   };
-  await store.replaceConfig(model, writeConfigWithHistory(parsed, version, [...parsed.history, record]), revision);
+  await store.replaceConfig(model, writeConfigWithHistory(next, version, [...parsed.history, record]), revision);
   logger.info({ model, version, from: before }, `model '${model}' now serves version ${version}`);
   return { model, version, from: before, record };
+}
+
+/** The current file's history and header comments around a new config (--config). */
+function replacedConfig(current: ConfigWithHistory, text: string, model: string): ConfigWithHistory {
+  let config;
+  try {
+    config = readConfigWithHistory(text, 'the --config file').config;
+  } catch (error) {
+    throw new RepositoryError('INVALID', `the new config for '${model}' is not valid: ${(error as Error).message}`);
+  }
+  if (config.name && config.name !== model)
+    throw new RepositoryError('INVALID', `the new config names the model '${config.name}', not '${model}'`);
+  return { ...current, config };
 }
 
 /** Points the model back at the version that served before (or `toVersion`), in one step. */

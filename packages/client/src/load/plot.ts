@@ -6,10 +6,16 @@ export interface Series {
   readonly dashed?: boolean;
 }
 
+/** Extras drawn over the series: a horizontal limit (e.g. a latency objective) and one marked point. */
+export interface PlotMarks {
+  readonly limit?: { readonly y: number; readonly label: string };
+  readonly marker?: { readonly x: number; readonly y: number; readonly label: string };
+}
+
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b'];
 
 /** A small latency-versus-throughput line chart as standalone SVG. */
-export function latencyThroughputSvg(title: string, series: readonly Series[], yLabel = 'latency (ms)'): string {
+export function latencyThroughputSvg(title: string, series: readonly Series[], yLabel = 'latency (ms)', marks: PlotMarks = {}): string {
   // The legend sits right of the plot, as wide as its longest name (about 7 px a character).
   const legendWidth = 60 + 7 * Math.max(0, ...series.map((s) => s.name.length));
   const m = { left: 70, right: Math.max(180, legendWidth), top: 40, bottom: 55 };
@@ -17,7 +23,7 @@ export function latencyThroughputSvg(title: string, series: readonly Series[], y
   const height = 440;
   const all = series.flatMap((s) => s.points);
   const maxX = niceMax(Math.max(1, ...all.map((p) => p.x)));
-  const maxY = niceMax(Math.max(1, ...all.map((p) => p.y)));
+  const maxY = niceMax(Math.max(1, ...all.map((p) => p.y), marks.limit ? marks.limit.y * 1.1 : 0));
   const px = (x: number) => m.left + (x / maxX) * (width - m.left - m.right);
   const py = (y: number) => height - m.bottom - (y / maxY) * (height - m.top - m.bottom);
   const parts: string[] = [
@@ -59,6 +65,16 @@ export function latencyThroughputSvg(title: string, series: readonly Series[], y
     );
     parts.push(`<text x="${width - m.right + 46}" y="${ly + 4}">${escape(s.name)}</text>`);
   });
+  if (marks.limit) {
+    const y = py(marks.limit.y).toFixed(1);
+    parts.push(`<line x1="${px(0)}" y1="${y}" x2="${px(maxX)}" y2="${y}" stroke="#555" stroke-dasharray="4 3"/>`);
+    parts.push(`<text x="${px(maxX) - 4}" y="${Number(y) - 5}" text-anchor="end" fill="#555">${escape(marks.limit.label)}</text>`);
+  }
+  if (marks.marker) {
+    const [x, y] = [px(marks.marker.x).toFixed(1), py(marks.marker.y).toFixed(1)];
+    parts.push(`<circle cx="${x}" cy="${y}" r="8" fill="none" stroke="black" stroke-width="2"/>`);
+    parts.push(`<text x="${Number(x) + 11}" y="${Number(y) + 16}" font-weight="bold">${escape(marks.marker.label)}</text>`);
+  }
   parts.push('</svg>');
   return `${parts.join('\n')}\n`;
 }
