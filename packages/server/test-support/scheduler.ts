@@ -143,5 +143,5 @@ export function schedulerHarness(config: Partial<ModelConfig>, { instances = 1 }
     clock.endTurn();
     await tick();
   };
-  return { scheduler, clock, models, stats, send, settled, pendingGauge, flush };
+  return { scheduler, clock, models, stats, metrics, send, settled, pendingGauge, flush };
 }
