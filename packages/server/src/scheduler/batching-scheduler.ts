@@ -89,7 +89,10 @@ export class BatchingScheduler implements Scheduler {
     const keep = level.policy.timeout_action === 'DELAY';
     if (objective) {
       objective.noteArrival(request.arrivalNs);
-      if (!keep && !objective.admits(this.queues.samples, request.batchSize, request.arrivalNs, this.clock.nowNs())) {
+      // A request that would start at once on a free instance is never shed: refusing it spares no one, and its
+      // run refreshes a profile that may overestimate (a slow first run would otherwise refuse every request).
+      const startsAtOnce = this.queues.size === 0 && this.freeInstances.length > 0;
+      if (!keep && !startsAtOnce && !objective.admits(this.queues.samples, request.batchSize, request.arrivalNs, this.clock.nowNs())) {
         objective.countShed('admission');
         this.context.stats.recordObjectiveShed(request, 'admission');
         return Promise.reject(Errors.latencyObjectiveMiss(this.context.config.name, objective.objectiveMs));
@@ -103,7 +106,7 @@ export class BatchingScheduler implements Scheduler {
         waiting.timer = this.clock.setTimeout(() => this.onTimeout(waiting), Math.max(0, Number(remainingNs) / 1e6));
       }
       const giveUpAtNs = objective && !keep ? objective.giveUpAtNs(request.arrivalNs, request.batchSize) : undefined;
-      if (giveUpAtNs !== undefined) {
+      if (giveUpAtNs !== undefined && giveUpAtNs > this.clock.nowNs()) {
         const remainingMs = Number(giveUpAtNs - this.clock.nowNs()) / 1e6;
         waiting.objectiveTimer = this.clock.setTimeout(() => this.onObjectiveMissed(waiting), Math.max(0, remainingMs));
       }

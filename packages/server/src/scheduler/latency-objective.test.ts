@@ -147,6 +147,23 @@ describe('batchwise_latency_objective_ms: early shedding', () => {
     expect(stats.snapshot().batchwise_latency_objective!.shed).toEqual({ admission: 0, queued: 1 });
   });
 
+  it('never refuses a request that would start at once on a free instance: its run refreshes the profile', async () => {
+    const harness = schedulerHarness({ dynamic_batching: {}, ...objective('10') });
+    void harness.send('cold', [0]);
+    harness.clock.advanceMs(50); // a slow first run: t(1) = 50 ms, past the objective
+    harness.models[0]!.finish();
+    await harness.flush();
+    void harness.send('next', [1]);
+    harness.clock.advanceMs(1);
+    harness.models[0]!.finish();
+    await harness.flush();
+    expect(harness.settled.map((s) => [s.name, s.value])).toEqual([
+      ['cold', [1]],
+      ['next', [2]],
+    ]);
+    expect(harness.stats.snapshot().batchwise_latency_objective!.profile[0]!.by_batch_size[0]!.ms).toBeCloseTo(45.1, 6);
+  });
+
   it('timeout_action DELAY keeps them: late requests are admitted, stay queued and are served', async () => {
     const { send, clock, flush, settled, models, stats } = await taught({ default_queue_policy: { timeout_action: 'DELAY' } });
     void send('running', [1]);
