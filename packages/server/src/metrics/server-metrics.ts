@@ -275,16 +275,32 @@ export class ServerMetrics {
   }
 
   private failureCounter(): Counter<'model' | 'version' | 'reason'> {
+    return this.reasonCounter(
+      'nv_inference_request_failure',
+      'Number of failed inference requests, all batch sizes',
+      FAILURE_REASONS,
+      (s) => s.failures,
+    );
+  }
+
+  /** A counter per version and reason; versions for which `read` gives nothing are left out. */
+  private reasonCounter<R extends string>(
+    name: string,
+    help: string,
+    reasons: readonly R[],
+    read: (series: VersionSeries) => Record<R, number> | undefined,
+  ): Counter<'model' | 'version' | 'reason'> {
     const versions = this.versions;
     return new Counter({
-      name: 'nv_inference_request_failure',
-      help: 'Number of failed inference requests, all batch sizes',
+      name,
+      help,
       labelNames: [...MODEL_LABELS, 'reason'],
       registers: [this.registry],
       collect() {
         this.reset();
         for (const series of versions.values()) {
-          for (const reason of FAILURE_REASONS) this.inc({ ...series.labels, reason }, series.failures[reason]);
+          const counts = read(series);
+          if (counts) for (const reason of reasons) this.inc({ ...series.labels, reason }, counts[reason]);
         }
       },
     });
@@ -339,21 +355,14 @@ export class ServerMetrics {
     });
   }
 
+  /** From a version's first load with an objective (or its first refusal), at 0 for each reason. */
   private objectiveShedCounter(): Counter<'model' | 'version' | 'reason'> {
-    const versions = this.versions;
-    return new Counter({
-      name: 'batchwise_latency_objective_shed_total',
-      help: 'Requests refused (503) because they would miss the latency objective, by reason: on arrival (admission) or while queued (queued)',
-      labelNames: [...MODEL_LABELS, 'reason'],
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        for (const series of versions.values()) {
-          if (!series.latencyObjective && series.objectiveShed.admission + series.objectiveShed.queued === 0) continue;
-          for (const reason of OBJECTIVE_SHED_REASONS) this.inc({ ...series.labels, reason }, series.objectiveShed[reason]);
-        }
-      },
-    });
+    return this.reasonCounter(
+      'batchwise_latency_objective_shed_total',
+      'Requests refused (503) because they would miss the latency objective, by reason: on arrival (admission) or while queued (queued)',
+      OBJECTIVE_SHED_REASONS,
+      (s) => (s.latencyObjective || s.objectiveShed.admission + s.objectiveShed.queued > 0 ? s.objectiveShed : undefined),
+    );
   }
 
   private versionHistogram(name: string, help: string, read: (series: VersionSeries) => HistogramData): CollectedHistogram {
