@@ -11,6 +11,7 @@ import { runManyElements } from './scenarios/many-elements.ts';
 import { runOverload } from './scenarios/overload.ts';
 import { runShutdown } from './scenarios/shutdown.ts';
 import { runTracing } from './scenarios/tracing.ts';
+import { runAdaptive } from './scenarios/adaptive.ts';
 import { PROTOCOLS, type Protocol } from './workload.ts';
 
 const USAGE = `usage: pnpm bench <scenario...> [options]
@@ -32,6 +33,9 @@ scenarios (several run in order; 'all' runs every one):
              batch at c=16; a one-step ensemble around the tiny model vs the model direct (c=16)
   tracing    16-float identity over HTTP binary at c=16: tracing off vs OpenTelemetry (OTLP HTTP
              to a receiver the bench starts on loopback) at rate=1000 and at rate=1
+  adaptive   4x2048 MLP, open loop through quiet, steady and burst (2x saturated) phases: the
+             default dynamic_batching {}, the best static config (--static-config) and a latency
+             objective of 4x the batch-1 latency; p50/p99, goodput, shed; PASS/MISS per target
 
 options:
   --smoke                  tiny model and windows (also BENCH_SMOKE=1); results named smoke-*
@@ -41,6 +45,9 @@ options:
   --arrivals=poisson       open-loop arrivals: poisson (default) or constant
   --protocol=http-binary   http-binary, http-json, grpc, grpc-raw; comma-separated for several (batching)
   --window-ms=2000         measurement window; --max-windows=6; --tolerance=0.1
+  --static-config <path>   adaptive: the static config to compare (e.g. batchwise tune's
+                           recommended.config.pbtxt); without it a fixed 1 ms delay
+  --phase-ms=20000         adaptive: length of each phase
   BENCH_DELAY_US=1000      max_queue_delay_microseconds of the batching-on configuration`;
 
 const args = process.argv.slice(2);
@@ -48,7 +55,13 @@ if (args.includes('--help') || args.includes('-h')) {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
 }
-const option = (name: string): string | undefined => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+/** `--name=value` or `--name value`. */
+const option = (name: string): string | undefined => {
+  const i = args.indexOf(`--${name}`);
+  if (i >= 0) return args[i + 1];
+  return args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+};
+const staticConfig = option('static-config');
 const list = (name: string): number[] | undefined => option(name)?.split(',').map(Number);
 const smoke = args.includes('--smoke') || process.env['BENCH_SMOKE'] === '1';
 const prefix = smoke ? 'smoke-' : '';
@@ -85,6 +98,15 @@ const scenarios: Record<string, () => Promise<unknown>> = {
     runManyElements({ elements: smoke ? 200_000 : 20_000_000, memoryLimit: '1G', log, name: `${prefix}many-elements` }),
   shutdown: () => runShutdown({ model, concurrency: smoke ? 4 : 16, loadMs: smoke ? 500 : 3000, log }),
   tracing: () => runTracing({ concurrency: smoke ? 4 : 16, windows, log, name: `${prefix}tracing` }),
+  adaptive: () =>
+    runAdaptive({
+      model,
+      phaseMs: Number(option('phase-ms') ?? (smoke ? 300 : 20_000)),
+      windows,
+      ...(staticConfig !== undefined && { staticConfig }),
+      log,
+      name: `${prefix}adaptive`,
+    }),
   ensemble: () => runEnsemble({ concurrencies: [1, 16], tinyConcurrency: 16, windows, log, name: `${prefix}ensemble` }),
   grpc: async () => {
     await runOverhead({
@@ -111,10 +133,10 @@ function fail(message: string): never {
 }
 
 async function main(): Promise<void> {
-  const named = args.filter((a) => !a.startsWith('-'));
+  const named = args.filter((a, i) => !a.startsWith('-') && args[i - 1] !== '--static-config');
   const chosen =
     named.length === 0 || named.includes('all')
-      ? ['batching', 'limit', 'overhead', 'grpc', 'overload', 'shutdown', 'ensemble', 'tracing']
+      ? ['batching', 'limit', 'overhead', 'grpc', 'overload', 'shutdown', 'ensemble', 'tracing', 'adaptive']
       : named;
   for (const name of chosen) if (!scenarios[name]) fail(`unknown scenario '${name}'`);
   for (const name of chosen) {
