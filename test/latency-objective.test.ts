@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { slowModel } from '@batchwise/modelgen';
+import { identity, slowModel } from '@batchwise/modelgen';
 import { makeRepository } from './support/repository.ts';
 import { getJson, postJson, startTestServer } from './support/server.ts';
 
@@ -21,6 +21,26 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]
 dynamic_batching { }
 parameters { key: "batchwise_latency_objective_ms" value: { string_value: "1" } }`,
       },
+      {
+        name: 'unbatched_objective',
+        model: identity('FP32', [4]),
+        config: `name: "unbatched_objective"
+max_batch_size: 4
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+parameters { key: "batchwise_dynamic_batching" value: { string_value: "false" } }
+parameters { key: "batchwise_latency_objective_ms" value: { string_value: "50" } }`,
+      },
+      {
+        name: 'bad_objective',
+        model: identity('FP32', [4]),
+        config: `name: "bad_objective"
+max_batch_size: 4
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+dynamic_batching { }
+parameters { key: "batchwise_latency_objective_ms" value: { string_value: "soon" } }`,
+      },
     ]);
     remove = repo.remove;
     server = await startTestServer([repo.dir]);
@@ -41,9 +61,10 @@ parameters { key: "batchwise_latency_objective_ms" value: { string_value: "1" } 
     // A burst: the first request finds the instance free and runs; every other one finds it busy or a queue ahead.
     const burst = await Promise.all(Array.from({ length: 4 }, send));
     const refused = burst.filter((r) => r.status === 503);
-    expect(burst.filter((r) => r.status === 200).length).toBeGreaterThanOrEqual(1);
-    expect(refused.length).toBeGreaterThanOrEqual(1);
-    for (const r of refused) expect(r.json.error).toBe("request would miss the latency objective of 1 ms for model 'objective'");
+    const statuses = burst.map((r) => `${r.status} ${JSON.stringify(r.json?.error ?? '')}`).join('; ');
+    expect(burst.filter((r) => r.status === 200).length, statuses).toBeGreaterThanOrEqual(1);
+    expect(refused.length, statuses).toBeGreaterThanOrEqual(1);
+    for (const r of refused) expect(r.json.error, statuses).toBe("request would miss the latency objective of 1 ms for model 'objective'");
     const shed = refused.length;
 
     const stats = (await getJson(`${server.url}/v2/models/objective/stats`)).model_stats[0];
@@ -60,10 +81,27 @@ parameters { key: "batchwise_latency_objective_ms" value: { string_value: "1" } 
     expect(metrics).toContain(`batchwise_latency_objective_shed_total{${labels},reason="admission"} ${shed}\n`);
     expect(metrics).toContain(`batchwise_latency_objective_shed_total{${labels},reason="queued"} 0\n`);
     expect(metrics).toContain(`nv_inference_request_failure{${labels},reason="REJECTED"} ${shed}\n`);
-    expect(metrics).toMatch(
-      new RegExp(`batchwise_latency_objective_profile_seconds\\{${labels},instance="0",term="per_sample"\\} 0\\.\\d+`),
+    // The fit's slope in seconds: a run's time (one size seen), whatever the machine's speed.
+    const slope = new RegExp(`batchwise_latency_objective_profile_seconds\\{${labels},instance="0",term="per_sample"\\} (\\S+)\n`).exec(
+      metrics,
     );
+    expect(Number(slope?.[1])).toBeCloseTo(objective.profile[0].per_sample_ms / 1e3, 6);
     expect(metrics).toMatch(new RegExp(`batchwise_latency_objective_target_batch_size\\{${labels}\\} \\d+\n`));
     expect(metrics).toContain(`batchwise_latency_objective_arrival_rate{${labels}} `);
+  });
+
+  it('a bad objective, or one on a model without dynamic batching, fails that model load naming the parameter; the server serves the rest', async () => {
+    const index: { name: string; state?: string; reason?: string }[] = await (
+      await fetch(`${server.url}/v2/repository/index`, { method: 'POST', body: '{}' })
+    ).json();
+    expect(index.find((m) => m.name === 'bad_objective')).toMatchObject({
+      state: 'UNAVAILABLE',
+      reason: expect.stringContaining("parameter batchwise_latency_objective_ms must be a positive number of milliseconds, got 'soon'"),
+    });
+    expect(index.find((m) => m.name === 'unbatched_objective')).toMatchObject({
+      state: 'UNAVAILABLE',
+      reason: expect.stringContaining('batchwise_latency_objective_ms requires dynamic_batching'),
+    });
+    expect(index.find((m) => m.name === 'objective')).toMatchObject({ state: 'READY' });
   });
 });
