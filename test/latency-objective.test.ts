@@ -5,6 +5,20 @@ import { getJson, postJson, startTestServer } from './support/server.ts';
 
 const WIDTH = 256;
 
+/** A 4-float identity model with `batching` and a latency objective of `objectiveMs`. */
+const tiny = (name: string, batching: string, objectiveMs: string) => ({
+  name,
+  model: identity('FP32', [4]),
+  config: [
+    `name: "${name}"`,
+    'max_batch_size: 4',
+    'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]',
+    'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]',
+    batching,
+    `parameters { key: "batchwise_latency_objective_ms" value: { string_value: "${objectiveMs}" } }`,
+  ].join('\n'),
+});
+
 describe('latency objective (batchwise_latency_objective_ms) through a real server', () => {
   let server: Awaited<ReturnType<typeof startTestServer>>;
   let remove: () => Promise<void>;
@@ -21,26 +35,9 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]
 dynamic_batching { }
 parameters { key: "batchwise_latency_objective_ms" value: { string_value: "1" } }`,
       },
-      {
-        name: 'unbatched_objective',
-        model: identity('FP32', [4]),
-        config: `name: "unbatched_objective"
-max_batch_size: 4
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-parameters { key: "batchwise_dynamic_batching" value: { string_value: "false" } }
-parameters { key: "batchwise_latency_objective_ms" value: { string_value: "50" } }`,
-      },
-      {
-        name: 'bad_objective',
-        model: identity('FP32', [4]),
-        config: `name: "bad_objective"
-max_batch_size: 4
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-dynamic_batching { }
-parameters { key: "batchwise_latency_objective_ms" value: { string_value: "soon" } }`,
-      },
+      // The objective needs dynamic batching; a value must be a positive number of milliseconds.
+      tiny('unbatched_objective', 'parameters { key: "batchwise_dynamic_batching" value: { string_value: "false" } }', '50'),
+      tiny('bad_objective', 'dynamic_batching { }', 'soon'),
     ]);
     remove = repo.remove;
     server = await startTestServer([repo.dir]);
@@ -91,9 +88,8 @@ parameters { key: "batchwise_latency_objective_ms" value: { string_value: "soon"
   });
 
   it('a bad objective, or one on a model without dynamic batching, fails that model load naming the parameter; the server serves the rest', async () => {
-    const index: { name: string; state?: string; reason?: string }[] = await (
-      await fetch(`${server.url}/v2/repository/index`, { method: 'POST', body: '{}' })
-    ).json();
+    const response = await fetch(`${server.url}/v2/repository/index`, { method: 'POST', body: '{}' });
+    const index = (await response.json()) as { name: string; state?: string; reason?: string }[];
     expect(index.find((m) => m.name === 'bad_objective')).toMatchObject({
       state: 'UNAVAILABLE',
       reason: expect.stringContaining("parameter batchwise_latency_objective_ms must be a positive number of milliseconds, got 'soon'"),

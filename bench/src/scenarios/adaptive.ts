@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { BatchwiseClientError, HttpClient } from '@batchwise/client';
 import { mlp } from '@batchwise/modelgen';
 import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
-import { measure, sleep, type WindowOptions } from '../load-generator.ts';
+import { measure, openLoopFor, type WindowOptions } from '../load-generator.ts';
 import { environment, RESULTS_DIR, table, writeResult } from '../report.ts';
 import { summarize, type LatencySummary } from '../stats.ts';
 import { benchRepository, cachedModel, fp32Config } from '../workload.ts';
@@ -94,9 +94,9 @@ export async function runAdaptive(options: {
   for (const server of Object.keys(configs) as ServerName[]) {
     results[server] = await serve(`adaptive-${server}`, file, configs[server], async (client) => {
       // Warm-up at the steady rate: the objective's profile and every instance see live batches first.
-      await openLoop(client, request, (t) => phases[1]!.rate(t), options.windows.warmupMs, objectiveMs);
+      await runPhase(client, request, (t) => phases[1]!.rate(t), options.windows.warmupMs, objectiveMs);
       const byPhase = {} as Record<PhaseName, PhaseResult>;
-      for (const phase of phases) byPhase[phase.name] = await openLoop(client, request, phase.rate, options.phaseMs, objectiveMs);
+      for (const phase of phases) byPhase[phase.name] = await runPhase(client, request, phase.rate, options.phaseMs, objectiveMs);
       return byPhase;
     });
     log(`${server}: done`);
@@ -140,8 +140,8 @@ async function serve<T>(scenario: string, modelFile: string, config: string, bod
   }
 }
 
-/** Evenly spaced open-loop arrivals at `rate(elapsedMs)` for `durationMs`; each request counts in this phase. */
-async function openLoop(
+/** One phase of open-loop arrivals; each request counts in the phase it was sent in. */
+async function runPhase(
   client: HttpClient,
   request: Parameters<HttpClient['infer']>[0],
   rate: (elapsedMs: number) => number,
@@ -151,34 +151,17 @@ async function openLoop(
   const ok: number[] = [];
   let shed = 0;
   let otherFailures = 0;
-  let notSent = 0;
-  let sent = 0;
-  const inFlight = new Set<Promise<void>>();
-  const begin = performance.now();
-  let next = begin;
-  while (next - begin < durationMs) {
-    next += 1000 / rate(next - begin);
-    if (inFlight.size >= MAX_OUTSTANDING) {
-      notSent++;
-    } else {
-      sent++;
-      const started = performance.now();
-      const p = client
-        .infer(request)
-        .then(
-          () => void ok.push(performance.now() - started),
-          (error: unknown) => {
-            if (error instanceof BatchwiseClientError && error.httpStatus === 503 && /latency objective/.test(error.message)) shed++;
-            else otherFailures++;
-          },
-        )
-        .finally(() => inFlight.delete(p));
-      inFlight.add(p);
-    }
-    const wait = next - performance.now();
-    if (wait > 0) await sleep(wait);
-  }
-  await Promise.all(inFlight);
+  const send = async () => {
+    const started = performance.now();
+    await client.infer(request).then(
+      () => void ok.push(performance.now() - started),
+      (error: unknown) => {
+        if (error instanceof BatchwiseClientError && error.httpStatus === 503 && /latency objective/.test(error.message)) shed++;
+        else otherFailures++;
+      },
+    );
+  };
+  const { sent, notSent } = await openLoopFor(durationMs, rate, MAX_OUTSTANDING, send);
   const good = ok.filter((ms) => ms <= objectiveMs).length;
   return { sent, okLatencyMs: summarize(ok), goodputPerSecond: good / (durationMs / 1000), shed, otherFailures, notSent };
 }
