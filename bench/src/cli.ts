@@ -1,5 +1,5 @@
 /**
- * `pnpm bench <scenario...> [options]`: batching | limit | overhead | grpc | overload | many-elements | shutdown | ensemble | tracing | rate-limit | tune | all.
+ * `pnpm bench <scenario...> [options]`: batching | limit | overhead | grpc | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | tune | all.
  * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg.
  */
 import { FULL_WINDOWS, SMOKE_WINDOWS, type WindowOptions } from '@batchwise/client/load';
@@ -13,6 +13,7 @@ import { runRateLimit } from './scenarios/rate-limit.ts';
 import { runShutdown } from './scenarios/shutdown.ts';
 import { runTracing } from './scenarios/tracing.ts';
 import { runTune } from './scenarios/tune.ts';
+import { runAdaptive } from './scenarios/adaptive.ts';
 import { PROTOCOLS, type Protocol } from './workload.ts';
 
 const USAGE = `usage: pnpm bench <scenario...> [options]
@@ -37,6 +38,9 @@ scenarios (several run in order; 'all' runs every one):
   rate-limit two JavaScript models sharing one rate limiter resource of count 1, priorities 1
              and 2, 8 clients each: each one's share of executions against the priorities,
              and the most executions at once (must be 1)
+  adaptive   4x2048 MLP, open loop through quiet, steady and burst (2x saturated) phases: the
+             default dynamic_batching {}, the best static config (--static-config) and a latency
+             objective of 4x the batch-1 latency; p50/p99, goodput, shed; PASS/MISS per target
   tune       \`batchwise tune\` on the 4x2048 MLP with the default config (dynamic_batching {}),
              objective --objective (50ms), budget --budget (10m); PASS/MISS: >= 1.5x the default's
              throughput at an equal or lower p99, in under 10 minutes (not part of 'all')
@@ -49,6 +53,9 @@ options:
   --arrivals=poisson       open-loop arrivals: poisson (default) or constant
   --protocol=http-binary   http-binary, http-json, grpc, grpc-raw; comma-separated for several (batching)
   --window-ms=2000         measurement window; --max-windows=6; --tolerance=0.1
+  --static-config <path>   adaptive: the static config to compare (e.g. batchwise tune's
+                           recommended.config.pbtxt); without it a fixed 1 ms delay
+  --phase-ms=20000         adaptive: length of each phase
   BENCH_DELAY_US=1000      max_queue_delay_microseconds of the batching-on configuration
   --objective=50ms         tune: the latency objective; --budget=10m: its time budget`;
 
@@ -57,7 +64,13 @@ if (args.includes('--help') || args.includes('-h')) {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
 }
-const option = (name: string): string | undefined => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+/** `--name=value` or `--name value`. */
+const option = (name: string): string | undefined => {
+  const i = args.indexOf(`--${name}`);
+  if (i >= 0) return args[i + 1];
+  return args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+};
+const staticConfig = option('static-config');
 const list = (name: string): number[] | undefined => option(name)?.split(',').map(Number);
 const smoke = args.includes('--smoke') || process.env['BENCH_SMOKE'] === '1';
 const prefix = smoke ? 'smoke-' : '';
@@ -107,6 +120,15 @@ const scenarios: Record<string, () => Promise<unknown>> = {
     });
     if (!pass) process.exitCode = 1;
   },
+  adaptive: () =>
+    runAdaptive({
+      model,
+      phaseMs: Number(option('phase-ms') ?? (smoke ? 300 : 20_000)),
+      windows,
+      ...(staticConfig !== undefined && { staticConfig }),
+      log,
+      name: `${prefix}adaptive`,
+    }),
   ensemble: () => runEnsemble({ concurrencies: [1, 16], tinyConcurrency: 16, windows, log, name: `${prefix}ensemble` }),
   grpc: async () => {
     await runOverhead({
@@ -133,10 +155,10 @@ function fail(message: string): never {
 }
 
 async function main(): Promise<void> {
-  const named = args.filter((a) => !a.startsWith('-'));
+  const named = args.filter((a, i) => !a.startsWith('-') && args[i - 1] !== '--static-config');
   const chosen =
     named.length === 0 || named.includes('all')
-      ? ['batching', 'limit', 'overhead', 'grpc', 'overload', 'shutdown', 'ensemble', 'tracing', 'rate-limit']
+      ? ['batching', 'limit', 'overhead', 'grpc', 'overload', 'shutdown', 'ensemble', 'tracing', 'rate-limit', 'adaptive']
       : named;
   for (const name of chosen) if (!scenarios[name]) fail(`unknown scenario '${name}'`);
   for (const name of chosen) {

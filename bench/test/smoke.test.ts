@@ -8,6 +8,9 @@ import { runManyElements } from '../src/scenarios/many-elements.ts';
 import { runOverhead } from '../src/scenarios/overhead.ts';
 import { maxConcurrent, runRateLimit } from '../src/scenarios/rate-limit.ts';
 import { runTracing } from '../src/scenarios/tracing.ts';
+import { runAdaptive } from '../src/scenarios/adaptive.ts';
+import { readFile } from 'node:fs/promises';
+import { RESULTS_DIR } from '../src/report.ts';
 
 const log = () => undefined;
 
@@ -194,4 +197,23 @@ describe('bench scenarios (smoke)', () => {
       ]),
     ).toBe(2);
   });
+
+  it('adaptive: three servers through quiet, steady and burst phases, with a check per target and a markdown report', async () => {
+    const result = await runAdaptive({ model: SMOKE_MODEL, phaseMs: 300, windows: SMOKE_WINDOWS, log, name: 'smoke-adaptive' });
+    expect(result.objectiveMs).toBeGreaterThan(0);
+    expect(result.configs.objective).toContain(`batchwise_latency_objective_ms" value: { string_value: "${result.objectiveMs}" }`);
+    expect(result.staticSource).toMatch(/no --static-config/);
+    for (const server of ['default', 'static', 'objective'] as const) {
+      for (const phase of ['quiet', 'steady', 'burst'] as const) {
+        const r = result.results[server][phase];
+        expect(r.sent, `${server} ${phase}`).toBeGreaterThan(0);
+        expect(r.otherFailures, `${server} ${phase}`).toBe(0);
+        if (server !== 'objective') expect(r.shed).toBe(0);
+      }
+    }
+    expect(result.checks).toHaveLength(6);
+    const report = await readFile(`${RESULTS_DIR}smoke-adaptive.md`, 'utf8');
+    expect(report).toMatch(/^# pnpm bench adaptive/);
+    expect(report).toMatch(/\*\*(PASS|MISS)\*\* objective: burst goodput above both static configs/);
+  }, 180_000); // four server processes start one after another
 });

@@ -1,6 +1,6 @@
 import { HttpClient, BatchwiseClientError } from '@batchwise/client';
 import { mlp } from '@batchwise/modelgen';
-import { measure, sleep, summarize, type WindowOptions } from '@batchwise/client/load';
+import { measure, openLoopFor, sleep, summarize, type WindowOptions } from '@batchwise/client/load';
 import { table, writeResult } from '../report.ts';
 import { scrapeMetric, startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { benchRepository, cachedModel } from '../workload.ts';
@@ -77,42 +77,22 @@ export async function runOverload(options: {
         await sleep(250);
       }
     })();
-    const inFlight = new Set<Promise<void>>();
-    // The generator itself must not queue without bound: past this many outstanding requests a
-    // due request is counted as not sent (the server never saw it) rather than queued client-side.
-    const maxOutstanding = MAX_OUTSTANDING;
-    let notSent = 0;
-    const begin = performance.now();
-    let next = begin;
-    while (performance.now() - begin < options.durationMs) {
-      next += 1000 / rate;
-      if (inFlight.size >= maxOutstanding) {
-        notSent++;
-        const wait = next - performance.now();
-        if (wait > 0) await sleep(wait);
-        continue;
-      }
+    const send = async () => {
       const started = performance.now();
-      const p = client
-        .infer(request)
-        .then(
-          () => void ok.push(performance.now() - started),
-          (error: unknown) => {
-            if (error instanceof BatchwiseClientError && error.httpStatus === 503) {
-              rejected.push(performance.now() - started);
-              if (/memory budget/.test(error.message)) overMemoryBudget++;
-              else if (/queue size/.test(error.message)) queueFull++;
-            } else {
-              failed.push((error as Error).message);
-            }
-          },
-        )
-        .finally(() => inFlight.delete(p));
-      inFlight.add(p);
-      const wait = next - performance.now();
-      if (wait > 0) await sleep(wait);
-    }
-    await Promise.all(inFlight);
+      await client.infer(request).then(
+        () => void ok.push(performance.now() - started),
+        (error: unknown) => {
+          if (error instanceof BatchwiseClientError && error.httpStatus === 503) {
+            rejected.push(performance.now() - started);
+            if (/memory budget/.test(error.message)) overMemoryBudget++;
+            else if (/queue size/.test(error.message)) queueFull++;
+          } else {
+            failed.push((error as Error).message);
+          }
+        },
+      );
+    };
+    const { notSent } = await openLoopFor(options.durationMs, () => rate, MAX_OUTSTANDING, send);
     running = false;
     await watcher;
     await client.close();

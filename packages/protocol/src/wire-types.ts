@@ -79,6 +79,23 @@ export interface ModelStatistics {
    * (--rate-limit=execution_count): count, batches granted; ns, their total wait for resources.
    */
   batchwise_rate_limiter_wait?: DurationStat;
+  /** Batchwise extension, present only for a model with `batchwise_latency_objective_ms` (HTTP only: Triton's proto has no place). */
+  batchwise_latency_objective?: LatencyObjectiveStatistics;
+}
+
+/** What the latency-objective batcher decided last and what it decided it from (docs/batching.md). */
+export interface LatencyObjectiveStatistics {
+  objective_ms: number;
+  /** How long the batcher last chose to wait for more arrivals; 0 when it sent at once. */
+  current_wait_ms: number;
+  /** The batch size it last aimed at. */
+  target_batch_size: number;
+  /** Requests per second, from the recent arrival gaps; 0 before two arrivals. */
+  arrival_rate_per_second: number;
+  /** Requests refused since this load because they would miss the objective: at admission, or later in the queue. */
+  shed: { admission: number; queued: number };
+  /** Run time (dispatch to completion) per instance: t(b) = fixed_ms + per_sample_ms * b, and recent means per batch size. */
+  profile: { instance: number; fixed_ms: number; per_sample_ms: number; by_batch_size: { batch_size: number; ms: number }[] }[];
 }
 
 export interface InferResponseStatistics {

@@ -150,5 +150,5 @@ export function schedulerHarness(
     clock.endTurn();
     await tick();
   };
-  return { scheduler, clock, models, stats, send, settled, pendingGauge, flush };
+  return { scheduler, clock, models, stats, metrics, send, settled, pendingGauge, flush };
 }

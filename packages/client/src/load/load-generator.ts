@@ -193,6 +193,39 @@ async function openLoop(
   await Promise.all(inFlight);
 }
 
+/**
+ * Evenly spaced open-loop arrivals at `rate(elapsedMs)` per second for `durationMs`. The
+ * generator itself never queues without bound: a request due while `maxOutstanding` are in
+ * flight is counted as not sent (the server never saw it). `send` records its own outcome and
+ * must not reject. Resolves once every request sent has settled.
+ */
+export async function openLoopFor(
+  durationMs: number,
+  rate: (elapsedMs: number) => number,
+  maxOutstanding: number,
+  send: () => Promise<void>,
+): Promise<{ sent: number; notSent: number }> {
+  const inFlight = new Set<Promise<void>>();
+  let sent = 0;
+  let notSent = 0;
+  const begin = performance.now();
+  let next = begin;
+  while (performance.now() - begin < durationMs) {
+    next += 1000 / rate(next - begin);
+    if (inFlight.size >= maxOutstanding) {
+      notSent++;
+    } else {
+      sent++;
+      const p = send().finally(() => inFlight.delete(p));
+      inFlight.add(p);
+    }
+    const wait = next - performance.now();
+    if (wait > 0) await sleep(wait);
+  }
+  await Promise.all(inFlight);
+  return { sent, notSent };
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -58,6 +58,9 @@ export const Errors = {
     ),
   queueFull: () => new InferenceServerError('UNAVAILABLE', 'Exceeds maximum queue size'),
   requestTimeout: () => new InferenceServerError('UNAVAILABLE', 'Request timeout expired'),
+  /** Shed early (batchwise_latency_objective_ms): 503 over HTTP, UNAVAILABLE over gRPC, so a client retries elsewhere. */
+  latencyObjectiveMiss: (model: string, objectiveMs: number) =>
+    new InferenceServerError('UNAVAILABLE', `request would miss the latency objective of ${objectiveMs} ms for model '${model}'`),
   serverNotReady: () => new InferenceServerError('UNAVAILABLE', 'Server not ready'),
   cudaSharedMemoryUnsupported: () =>
     new InferenceServerError(

@@ -1,6 +1,7 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { CollectedHistogram, type HistogramData } from './collected-histogram.ts';
-import { FAILURE_REASONS, VersionSeries, wholeMicroseconds } from './version-series.ts';
+import { FAILURE_REASONS, OBJECTIVE_SHED_REASONS, VersionSeries, wholeMicroseconds } from './version-series.ts';
+import type { LatencyObjectiveStatistics } from '../protocol/types.ts';
 
 const MODEL_LABELS = ['model', 'version'] as const;
 
@@ -219,6 +220,30 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  // The latency objective (batchwise_latency_objective_ms): for versions that declare one, read when scraped.
+  readonly latencyObjectiveSeconds = this.objectiveGauge(
+    'batchwise_latency_objective_seconds',
+    "The model's latency objective, seconds",
+    (o) => o.objective_ms / 1e3,
+  );
+  readonly latencyObjectiveWaitSeconds = this.objectiveGauge(
+    'batchwise_latency_objective_wait_seconds',
+    'How long the batcher last chose to wait for more arrivals (0: it sent at once), seconds',
+    (o) => o.current_wait_ms / 1e3,
+  );
+  readonly latencyObjectiveTargetBatchSize = this.objectiveGauge(
+    'batchwise_latency_objective_target_batch_size',
+    'The batch size the batcher last aimed at under the latency objective',
+    (o) => o.target_batch_size,
+  );
+  readonly latencyObjectiveArrivalRate = this.objectiveGauge(
+    'batchwise_latency_objective_arrival_rate',
+    'Requests per second, as the batcher estimates them from recent arrival gaps',
+    (o) => o.arrival_rate_per_second,
+  );
+  readonly latencyObjectiveProfile = this.objectiveProfileGauge();
+  readonly latencyObjectiveShed = this.objectiveShedCounter();
+
   constructor(options: { processMetrics?: boolean } = {}) {
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'batchwise_' });
   }
@@ -261,16 +286,32 @@ export class ServerMetrics {
   }
 
   private failureCounter(): Counter<'model' | 'version' | 'reason'> {
+    return this.reasonCounter(
+      'nv_inference_request_failure',
+      'Number of failed inference requests, all batch sizes',
+      FAILURE_REASONS,
+      (s) => s.failures,
+    );
+  }
+
+  /** A counter per version and reason; versions for which `read` gives nothing are left out. */
+  private reasonCounter<R extends string>(
+    name: string,
+    help: string,
+    reasons: readonly R[],
+    read: (series: VersionSeries) => Record<R, number> | undefined,
+  ): Counter<'model' | 'version' | 'reason'> {
     const versions = this.versions;
     return new Counter({
-      name: 'nv_inference_request_failure',
-      help: 'Number of failed inference requests, all batch sizes',
+      name,
+      help,
       labelNames: [...MODEL_LABELS, 'reason'],
       registers: [this.registry],
       collect() {
         this.reset();
         for (const series of versions.values()) {
-          for (const reason of FAILURE_REASONS) this.inc({ ...series.labels, reason }, series.failures[reason]);
+          const counts = read(series);
+          if (counts) for (const reason of reasons) this.inc({ ...series.labels, reason }, counts[reason]);
         }
       },
     });
@@ -288,6 +329,51 @@ export class ServerMetrics {
         for (const series of versions.values()) this.set(series.labels, series.pending);
       },
     });
+  }
+
+  private objectiveGauge(name: string, help: string, read: (o: LatencyObjectiveStatistics) => number): Gauge<'model' | 'version'> {
+    const versions = this.versions;
+    return new Gauge({
+      name,
+      help,
+      labelNames: MODEL_LABELS,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const series of versions.values()) if (series.latencyObjective) this.set(series.labels, read(series.latencyObjective()));
+      },
+    });
+  }
+
+  /** The fitted run time t(b) = fixed + per_sample * b of each instance, as two series by `term`. */
+  private objectiveProfileGauge(): Gauge<'model' | 'version' | 'instance' | 'term'> {
+    const versions = this.versions;
+    return new Gauge({
+      name: 'batchwise_latency_objective_profile_seconds',
+      help: 'Fitted run time per instance, t(b) = fixed + per_sample * b: term="fixed" and term="per_sample", seconds',
+      labelNames: [...MODEL_LABELS, 'instance', 'term'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const series of versions.values()) {
+          for (const p of series.latencyObjective?.().profile ?? []) {
+            const labels = { ...series.labels, instance: String(p.instance) };
+            this.set({ ...labels, term: 'fixed' }, p.fixed_ms / 1e3);
+            this.set({ ...labels, term: 'per_sample' }, p.per_sample_ms / 1e3);
+          }
+        }
+      },
+    });
+  }
+
+  /** From a version's first load with an objective (or its first refusal), at 0 for each reason. */
+  private objectiveShedCounter(): Counter<'model' | 'version' | 'reason'> {
+    return this.reasonCounter(
+      'batchwise_latency_objective_shed_total',
+      'Requests refused (503) because they would miss the latency objective, by reason: on arrival (admission) or while queued (queued)',
+      OBJECTIVE_SHED_REASONS,
+      (s) => (s.latencyObjective || s.objectiveShed.admission + s.objectiveShed.queued > 0 ? s.objectiveShed : undefined),
+    );
   }
 
   private versionHistogram(name: string, help: string, read: (series: VersionSeries) => HistogramData): CollectedHistogram {

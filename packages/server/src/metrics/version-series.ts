@@ -1,8 +1,13 @@
+import type { LatencyObjectiveStatistics } from '../protocol/types.ts';
 import { HistogramData } from './collected-histogram.ts';
 
 /** Triton's reasons for nv_inference_request_failure; every one is exported (at 0) once a version loads. */
 export const FAILURE_REASONS = ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'] as const;
 export type FailureReason = (typeof FAILURE_REASONS)[number];
+
+/** Where a request was refused for the latency objective: on arrival, or later while queued. */
+export const OBJECTIVE_SHED_REASONS = ['admission', 'queued'] as const;
+export type ObjectiveShedReason = (typeof OBJECTIVE_SHED_REASONS)[number];
 
 /**
  * The Prometheus series of one model version, as plain numbers that the request path adds
@@ -34,6 +39,10 @@ export class VersionSeries {
   rateLimiterWaitNs = 0;
   /** Requests queued and not yet executing (Triton's nv_inference_pending_request_count). */
   pending = 0;
+  /** Latency objective (batchwise_latency_objective_ms): what the batcher decided, read when scraped; undefined without one. */
+  latencyObjective: (() => LatencyObjectiveStatistics) | undefined;
+  /** Requests refused because they would miss the latency objective, by where they were refused. */
+  readonly objectiveShed: Record<ObjectiveShedReason, number> = { admission: 0, queued: 0 };
   readonly requestSeconds: HistogramData;
   readonly queueSeconds: HistogramData;
   readonly computeSeconds: HistogramData;

@@ -1,7 +1,7 @@
 import type { ExecutionTimings } from '../backends/backend.ts';
-import type { DurationStat, ModelStatistics } from '../protocol/types.ts';
+import type { DurationStat, LatencyObjectiveStatistics, ModelStatistics } from '../protocol/types.ts';
 import type { ServerMetrics } from './server-metrics.ts';
-import type { FailureReason, VersionSeries } from './version-series.ts';
+import type { FailureReason, ObjectiveShedReason, VersionSeries } from './version-series.ts';
 
 type RequestInfo = { readonly batchSize: number; readonly arrivalNs: bigint };
 
@@ -18,6 +18,7 @@ export class VersionStatistics {
   private readonly stats: ModelStatistics;
   private readonly batchStats = new Map<number, ModelStatistics['batch_stats'][number]>();
   private readonly series: VersionSeries;
+  private latencyObjective: (() => LatencyObjectiveStatistics) | undefined;
 
   constructor(
     readonly modelName: string,
@@ -47,6 +48,7 @@ export class VersionStatistics {
     // Triton exports a version's counters and pending gauge from the moment it loads, at 0.
     this.series = metrics.versionSeries(modelName, version);
     this.series.pending = 0;
+    this.series.latencyObjective = undefined;
   }
 
   /** One model execution of `batchSize` samples. */
@@ -140,13 +142,31 @@ export class VersionStatistics {
     this.series.rateLimiterWaitSeconds.observe(ns / 1e9);
   }
 
+  /**
+   * A request refused because it would miss the latency objective: a failure (REJECTED, as
+   * Triton counts a scheduler's refusals) and, by where it was refused, in
+   * batchwise_latency_objective_shed_total.
+   */
+  recordObjectiveShed(request: { readonly arrivalNs: bigint }, where: ObjectiveShedReason): void {
+    this.recordFailure(request, 'REJECTED');
+    this.series.objectiveShed[where]++;
+  }
+
+  /** The batcher's latency-objective state, shown in snapshots (batchwise_latency_objective) and metrics. */
+  observeLatencyObjective(read: () => LatencyObjectiveStatistics): void {
+    this.latencyObjective = read;
+    this.series.latencyObjective = read;
+  }
+
   /** Requests queued and not yet executing (Triton's nv_inference_pending_request_count). */
   setPending(count: number): void {
     this.series.pending = count;
   }
 
   snapshot(): ModelStatistics {
-    return structuredClone(this.stats);
+    const snapshot = structuredClone(this.stats);
+    if (this.latencyObjective) snapshot.batchwise_latency_objective = this.latencyObjective();
+    return snapshot;
   }
 }
 

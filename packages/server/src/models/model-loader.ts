@@ -8,7 +8,7 @@ import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.ts'
 import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { ServerMetrics } from '../metrics/server-metrics.ts';
 import { fileInModelFolder, type ModelFolder } from '../repository/model-folder.ts';
-import { createScheduler } from '../scheduler/index.ts';
+import { createScheduler, latencyObjectiveNs } from '../scheduler/index.ts';
 import type { ExecutionGate, InstanceClaim, RateLimiter } from '../scheduler/rate-limiter.ts';
 import { stringHeapCapacityBytes } from '../memory/element-cost.ts';
 import { Errors } from '../errors/errors.ts';
@@ -96,6 +96,7 @@ export async function loadVersion(
     const completed = options.strictModelConfig || backend.name === 'js' ? base : autoCompleteModelConfig(written, first.io, folder.name);
     const config = normalizeModelConfig(completed, normalizeOptions);
     validateModelConfig(config, first.io);
+    latencyObjectiveNs(config); // throws on a bad batchwise_latency_objective_ms before more instances load
     created.push(...(await Promise.all(placements.slice(1).map(create))));
     await warmUp(
       config,

@@ -90,6 +90,7 @@ export type InferenceCall = (request: InferenceRequest) => Promise<InferenceResp
 export type {
   DurationStat,
   InferResponseStatistics,
+  LatencyObjectiveStatistics,
   ModelMetadata,
   ModelState,
   ModelStatistics,

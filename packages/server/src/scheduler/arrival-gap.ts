@@ -17,6 +17,12 @@ export class ArrivalGap {
     this.next = (this.next + 1) % WINDOW;
   }
 
+  /** When the latest request arrived; undefined before the first. */
+  get lastNs(): bigint | undefined {
+    const n = this.times.length;
+    return n === 0 ? undefined : this.times[(this.next + n - 1) % n];
+  }
+
   /** The expected gap before the next arrival; undefined before two requests have arrived. */
   get expectedNs(): bigint | undefined {
     const n = this.times.length;

@@ -1,4 +1,5 @@
 import type { ModelConfig, ModelQueuePolicy } from '../config/model-config.ts';
+import { latencyObjectiveNs } from './latency-objective.ts';
 
 /** What the batcher does, decided once from the config at load time. */
 export interface BatchingOptions {
@@ -18,6 +19,8 @@ export interface BatchingOptions {
    */
   readonly adaptiveDelay: boolean;
   readonly preserveOrdering: boolean;
+  /** batchwise_latency_objective_ms in nanoseconds: batches form from measurements instead of max_queue_delay (objective-choice.ts). */
+  readonly latencyObjectiveNs: bigint | undefined;
   /** 0: priorities are not configured and a request's priority is ignored. Otherwise levels 1..n, 1 served first. */
   readonly priorityLevels: number;
   readonly defaultPriorityLevel: number;
@@ -38,6 +41,7 @@ export function batchingOptionsFromConfig(config: ModelConfig): BatchingOptions 
     maxQueueDelayNs: BigInt(db?.max_queue_delay_microseconds ?? 0) * 1000n,
     adaptiveDelay: config.parameters?.['batchwise_adaptive_queue_delay']?.string_value.trim().toLowerCase() !== 'false',
     preserveOrdering: db?.preserve_ordering ?? false,
+    latencyObjectiveNs: latencyObjectiveNs(config),
     priorityLevels: levels,
     defaultPriorityLevel: levels > 0 ? db?.default_priority_level || levels : 1,
     defaultQueuePolicy: db?.default_queue_policy ?? {},

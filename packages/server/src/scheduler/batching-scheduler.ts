@@ -4,13 +4,14 @@ import { Errors, toInferenceServerError } from '../errors/errors.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { assembleBatch, splitOutputs } from './batch-assembly.ts';
 import { ArrivalGap } from './arrival-gap.ts';
-import { chooseBatch, type Company } from './batch-choice.ts';
+import { chooseBatch, type BatchChoice, type Company } from './batch-choice.ts';
 import { batchingOptionsFromConfig, type BatchingOptions } from './batching-options.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { OrderedDelivery } from './ordered-delivery.ts';
 import { PriorityQueues, type Waiting } from './priority-queues.ts';
 import type { QueuedRequest, Scheduler, SchedulerContext } from './scheduler.ts';
 import { markCompute } from '../trace/tracer.ts';
+import { ObjectiveBatcher } from './objective-batcher.ts';
 
 /**
  * Queues of one model version and the instances that serve them. With dynamic batching,
@@ -37,6 +38,10 @@ export class BatchingScheduler implements Scheduler {
   private readonly freeInstances: number[];
   private readonly ordered: OrderedDelivery | undefined;
   private readonly arrivals: ArrivalGap | undefined;
+  /** With batchwise_latency_objective_ms: batches form to keep it, and requests that would miss it are refused. */
+  private readonly objective: ObjectiveBatcher | undefined;
+  /** The queues in serving order, as an iterable that can be walked more than once. */
+  private readonly servingOrder: Iterable<Waiting> = { [Symbol.iterator]: () => this.queues.inServingOrder() };
   /** The options and the instances' room for strings, as chooseBatch takes them. */
   private readonly rule: Parameters<typeof chooseBatch>[1];
   private executing = 0;
@@ -61,7 +66,12 @@ export class BatchingScheduler implements Scheduler {
     this.queues = new PriorityQueues(options);
     this.freeInstances = context.instances.map((_, i) => i);
     this.ordered = options.preserveOrdering ? new OrderedDelivery() : undefined;
-    this.arrivals = options.dynamic && options.adaptiveDelay ? new ArrivalGap() : undefined;
+    if (options.dynamic && options.latencyObjectiveNs !== undefined) {
+      const objective = new ObjectiveBatcher(options.latencyObjectiveNs, context.instances.length, options.maxBatchSize);
+      context.stats.observeLatencyObjective(() => objective.statistics(clock.nowNs()));
+      this.objective = objective;
+    }
+    this.arrivals = options.dynamic && options.adaptiveDelay && !this.objective ? new ArrivalGap() : undefined;
     this.rule = { ...options, maxBatchStringHeapBytes: context.maxBatchStringHeapBytes ?? Infinity };
   }
 
@@ -77,12 +87,30 @@ export class BatchingScheduler implements Scheduler {
       this.context.stats.recordFailure(request, 'REJECTED');
       return Promise.reject(Errors.queueFull());
     }
+    const objective = this.objective;
+    const keep = level.policy.timeout_action === 'DELAY';
+    if (objective) {
+      objective.noteArrival(request.arrivalNs);
+      // A request that would start at once on a free instance is never shed: refusing it spares no one, and its
+      // run refreshes a profile that may overestimate (a slow first run would otherwise refuse every request).
+      const startsAtOnce = this.queues.size === 0 && this.freeInstances.length > 0;
+      if (!keep && !startsAtOnce && !objective.admits(this.queues.samples, request.batchSize, request.arrivalNs, this.clock.nowNs())) {
+        objective.countShed('admission');
+        this.context.stats.recordObjectiveShed(request, 'admission');
+        return Promise.reject(Errors.latencyObjectiveMiss(this.context.config.name, objective.objectiveMs));
+      }
+    }
     return new Promise<Tensor[]>((resolve, reject) => {
       const waiting: Waiting = { request, level, resolve, reject, timer: undefined, prev: undefined, next: undefined, list: undefined };
       const timeoutUs = level.timeoutMicroseconds(request);
       if (timeoutUs > 0) {
         const remainingNs = request.arrivalNs + BigInt(timeoutUs) * 1000n - this.clock.nowNs();
         waiting.timer = this.clock.setTimeout(() => this.onTimeout(waiting), Math.max(0, Number(remainingNs) / 1e6));
+      }
+      const giveUpAtNs = objective && !keep ? objective.giveUpAtNs(request.arrivalNs, request.batchSize) : undefined;
+      if (giveUpAtNs !== undefined && giveUpAtNs > this.clock.nowNs()) {
+        const remainingMs = Number(giveUpAtNs - this.clock.nowNs()) / 1e6;
+        waiting.objectiveTimer = this.clock.setTimeout(() => this.onObjectiveMissed(waiting), Math.max(0, remainingMs));
       }
       this.queues.add(waiting);
       this.arrivals?.note(request.arrivalNs);
@@ -104,8 +132,20 @@ export class BatchingScheduler implements Scheduler {
       return;
     }
     if (!this.queues.remove(waiting)) return;
+    if (waiting.objectiveTimer !== undefined) this.clock.clearTimeout(waiting.objectiveTimer);
     this.context.stats.recordFailure(waiting.request, 'REJECTED');
     waiting.reject(Errors.requestTimeout());
+    this.afterChange();
+  }
+
+  /** A queued request that can no longer finish within the latency objective is refused now, not answered late. */
+  private onObjectiveMissed(waiting: Waiting): void {
+    waiting.objectiveTimer = undefined;
+    if (!this.queues.remove(waiting)) return;
+    if (waiting.timer !== undefined) this.clock.clearTimeout(waiting.timer);
+    this.objective!.countShed('queued');
+    this.context.stats.recordObjectiveShed(waiting.request, 'queued');
+    waiting.reject(Errors.latencyObjectiveMiss(this.context.config.name, this.objective!.objectiveMs));
     this.afterChange();
   }
 
@@ -122,9 +162,7 @@ export class BatchingScheduler implements Scheduler {
       this.delayTimer = undefined;
     }
     while (this.freeInstances.length > 0 && this.queues.size > 0 && this.awaitingGrant === undefined) {
-      const choice = this.options.dynamic
-        ? chooseBatch(this.queues.inServingOrder(), this.rule, this.clock.nowNs(), this.company())
-        : { count: 1 };
+      const choice = this.choose(this.freeInstances[0]!);
       if ('waitNs' in choice) {
         this.delayTimer = this.clock.setPreciseTimeout(() => {
           this.delayTimer = undefined;
@@ -152,12 +190,7 @@ export class BatchingScheduler implements Scheduler {
     const waited = this.awaitingGrant;
     this.awaitingGrant = undefined;
     if (waited) this.context.stats.recordRateLimiterWait(Number(this.clock.nowNs() - waited.sinceNs));
-    const choice =
-      this.queues.size === 0
-        ? { count: 0 }
-        : this.options.dynamic
-          ? chooseBatch(this.queues.inServingOrder(), this.rule, this.clock.nowNs(), this.company())
-          : { count: 1 };
+    const choice = this.queues.size === 0 ? { count: 0 } : this.choose(instanceIndex);
     if ('waitNs' in choice || choice.count === 0) {
       // Its requests timed out meanwhile (or too few are left to go yet): the resources go back.
       this.context.gate!.release(instanceIndex);
@@ -167,6 +200,13 @@ export class BatchingScheduler implements Scheduler {
     }
     this.start(instanceIndex, this.take(choice.count));
     this.dispatch();
+  }
+
+  /** The next batch for the instance: alone without dynamic batching, by the latency objective, or Triton's choice. */
+  private choose(instanceIndex: number): BatchChoice {
+    if (!this.options.dynamic) return { count: 1 };
+    if (this.objective) return this.objective.choose(this.servingOrder, this.rule, this.clock.nowNs(), instanceIndex);
+    return chooseBatch(this.queues.inServingOrder(), this.rule, this.clock.nowNs(), this.company());
   }
 
   private company(): Company | undefined {
@@ -184,6 +224,7 @@ export class BatchingScheduler implements Scheduler {
     for (const waiting of batch) {
       this.queues.remove(waiting);
       if (waiting.timer !== undefined) this.clock.clearTimeout(waiting.timer);
+      if (waiting.objectiveTimer !== undefined) this.clock.clearTimeout(waiting.objectiveTimer);
     }
     return batch;
   }
@@ -200,13 +241,16 @@ export class BatchingScheduler implements Scheduler {
     const dispatchedNs = this.clock.nowNs();
     let samples = 0;
     for (const waiting of batch) samples += waiting.request.batchSize;
+    this.objective?.started(instanceIndex, samples, dispatchedNs);
     try {
       let outcomes: RequestOutcome[];
       let timings: ExecutionTimings;
       try {
         ({ outcomes, timings } = instance.executeRequests ? await this.runRequests(instance, batch) : await this.runBatch(instance, batch));
         this.lastBatchNs = this.clock.nowNs() - dispatchedNs;
+        this.objective?.finished(instanceIndex, this.clock.nowNs(), true);
       } catch (error) {
+        this.objective?.finished(instanceIndex, this.clock.nowNs(), false);
         const failure = toInferenceServerError(error);
         // Recorded here, where the run failed: every request of the batch failed with the GPU's out-of-memory.
         const gpuOutOfMemory = error instanceof GpuOutOfMemoryError;

@@ -12,6 +12,8 @@ export interface Waiting extends Linked<Waiting> {
   readonly reject: (error: Error) => void;
   /** The queue-timeout timer while one is armed. */
   timer: unknown;
+  /** Under a latency objective: the timer that refuses the request once it can no longer finish in time. */
+  objectiveTimer?: unknown;
 }
 
 /** One priority level: its queue policy, its FIFO, and (DELAY action) its expired requests. */
@@ -46,6 +48,7 @@ export class PriorityLevel {
 export class PriorityQueues {
   private readonly levels: PriorityLevel[];
   private count = 0;
+  private sampleCount = 0;
 
   constructor(private readonly options: BatchingOptions) {
     this.levels = Array.from(
@@ -56,6 +59,11 @@ export class PriorityQueues {
 
   get size(): number {
     return this.count;
+  }
+
+  /** Samples (the requests' batch sizes) queued. */
+  get samples(): number {
+    return this.sampleCount;
   }
 
   /**
@@ -71,12 +79,14 @@ export class PriorityQueues {
   add(waiting: Waiting): void {
     waiting.level.waiting.push(waiting);
     this.count++;
+    this.sampleCount += waiting.request.batchSize;
   }
 
   /** Takes a request out of whichever queue holds it; false when it is in none. */
   remove(waiting: Waiting): boolean {
     if (!waiting.list?.remove(waiting)) return false;
     this.count--;
+    this.sampleCount -= waiting.request.batchSize;
     return true;
   }
 

@@ -1,0 +1,187 @@
+import { describe, expect, it } from 'vitest';
+import type { ModelConfig } from '../config/model-config.ts';
+import { schedulerHarness } from '../../test-support/scheduler.ts';
+import { latencyObjectiveNs } from './latency-objective.ts';
+
+const objective = (ms: string) => ({ parameters: { batchwise_latency_objective_ms: { string_value: ms } } });
+const MISS = "UNAVAILABLE: request would miss the latency objective of 10 ms for model 'm'";
+
+/** A model with a 10 ms objective whose instance has run one batch of 1 in 4 ms (so t(b) is taken as 4·b ms). */
+async function taught(dynamic: Record<string, unknown> = {}) {
+  const harness = schedulerHarness({ dynamic_batching: dynamic, ...objective('10') });
+  void harness.send('warm', [0]);
+  harness.clock.advanceMs(4);
+  harness.models[0]!.finish();
+  await harness.flush();
+  harness.settled.length = 0;
+  return harness;
+}
+
+describe('batchwise_latency_objective_ms: validation', () => {
+  const config = (value: string, extra: Partial<ModelConfig> = { dynamic_batching: {} }): ModelConfig => ({
+    name: 'm',
+    max_batch_size: 8,
+    input: [],
+    output: [],
+    ...extra,
+    ...objective(value),
+  });
+
+  it('reads milliseconds, fractions included', () => {
+    expect(latencyObjectiveNs(config('50'))).toBe(50_000_000n);
+    expect(latencyObjectiveNs(config(' 2.5 '))).toBe(2_500_000n);
+    expect(latencyObjectiveNs({ name: 'm', max_batch_size: 8, input: [], output: [] })).toBeUndefined();
+  });
+
+  it.each(['0', '-5', 'abc', '', 'Infinity', 'NaN'])("refuses '%s' at load, naming the parameter and the value", (value) => {
+    expect(() => latencyObjectiveNs(config(value))).toThrow(
+      `model 'm': parameter batchwise_latency_objective_ms must be a positive number of milliseconds, got '${value}'`,
+    );
+  });
+
+  it('requires dynamic_batching', () => {
+    expect(() => latencyObjectiveNs(config('50', {}))).toThrow(/batchwise_latency_objective_ms requires dynamic_batching.*got '50'/);
+  });
+});
+
+describe('batchwise_latency_objective_ms: batches', () => {
+  it('without an objective nothing changes: max_queue_delay is waited out, and statistics and metrics have no objective', async () => {
+    const dynamic = { dynamic_batching: { max_queue_delay_microseconds: 5000 } };
+    const strict = { batchwise_adaptive_queue_delay: { string_value: 'false' } };
+    const plain = schedulerHarness({ ...dynamic, parameters: strict });
+    void plain.send('a', [1]);
+    plain.clock.advanceMs(4.9);
+    expect(plain.models[0]!.batches).toEqual([]);
+    plain.clock.advanceMs(0.1);
+    expect(plain.models[0]!.batches).toEqual([[1]]);
+    expect(plain.stats.snapshot()).not.toHaveProperty('batchwise_latency_objective');
+    expect((await plain.metrics.latencyObjectiveSeconds.get()).values).toEqual([]);
+    expect((await plain.metrics.latencyObjectiveShed.get()).values).toEqual([]);
+
+    // The same model with an objective computes its wait instead (none, before any run time is known).
+    const withObjective = schedulerHarness({ ...dynamic, parameters: { ...strict, ...objective('10').parameters } });
+    void withObjective.send('a', [1]);
+    withObjective.clock.endTurn();
+    expect(withObjective.models[0]!.batches).toEqual([[1]]);
+  });
+
+  it('under load a request waits for the batch the objective affords, and the choice shows in statistics and metrics', async () => {
+    const { send, clock, models, flush, stats, metrics } = schedulerHarness({ dynamic_batching: {}, ...objective('50') });
+    void send('warm', [0]);
+    clock.advanceMs(1); // t(1) = 1 ms
+    models[0]!.finish();
+    await flush();
+    void send('x', [1]); // a gap of 1 ms: batches of 1 keep up, so it goes at once
+    clock.endTurn();
+    expect(models[0]!.batches).toEqual([[0], [1]]);
+    clock.advanceMs(0.1);
+    void send('q0', [10]);
+    clock.advanceMs(0.1);
+    void send('q1', [11]);
+    models[0]!.finish();
+    await flush();
+    // Two queued, arrivals 0.4 ms apart: a batch of 2 would fall behind; a batch of 8 fits in 45 ms.
+    expect(models[0]!.batches).toEqual([[0], [1]]);
+    const choice = stats.snapshot().batchwise_latency_objective!;
+    expect(choice.target_batch_size).toBe(8);
+    expect(choice.current_wait_ms).toBeCloseTo(2.4, 6);
+    expect(choice.arrival_rate_per_second).toBeCloseTo(2500, 6);
+    expect(choice.profile).toHaveLength(1);
+    expect((await metrics.latencyObjectiveTargetBatchSize.get()).values[0]).toMatchObject({
+      value: 8,
+      labels: { model: 'm', version: '1' },
+    });
+    for (let i = 2; i < 8; i++) {
+      clock.advanceMs(0.1);
+      void send(`q${i}`, [10 + i]);
+    }
+    clock.endTurn();
+    expect(models[0]!.batches).toEqual([[0], [1], [10, 11, 12, 13, 14, 15, 16, 17]]);
+  });
+
+  it('feeds the profile from every batch: statistics show the fit of each instance', async () => {
+    const { stats } = await taught();
+    expect(stats.snapshot().batchwise_latency_objective).toMatchObject({
+      objective_ms: 10,
+      profile: [{ instance: 0, fixed_ms: 0, per_sample_ms: 4, by_batch_size: [{ batch_size: 1, ms: 4 }] }],
+    });
+  });
+});
+
+describe('batchwise_latency_objective_ms: early shedding', () => {
+  it('refuses at once, with 503 naming the objective, a request the queue ahead would make late', async () => {
+    const { send, clock, flush, settled, stats, metrics, models } = await taught();
+    void send('running', [1]);
+    clock.endTurn(); // runs for an expected 4 ms
+    void send('fits', [2]); // 4 ms + 4 ms: in time
+    void send('late', [3]); // 4 ms + a batch of 2 (8 ms): late
+    await flush();
+    expect(settled).toEqual([{ name: 'late', value: MISS, at: clock.nowNs() }]);
+    const snapshot = stats.snapshot();
+    expect(snapshot.inference_stats.fail.count).toBe(1);
+    expect(snapshot.batchwise_latency_objective!.shed).toEqual({ admission: 1, queued: 0 });
+    const shed = (await metrics.latencyObjectiveShed.get()).values;
+    expect(shed.find((v) => v.labels.reason === 'admission')?.value).toBe(1);
+    const failures = (await metrics.requestFailure.get()).values;
+    expect(failures.find((v) => v.labels.reason === 'REJECTED')?.value).toBe(1);
+    models[0]!.finish();
+    await flush();
+    clock.advanceMs(2); // 'fits' may wait a little for company (arrivals 1.3 ms apart, batches of 1 falling behind)
+    models[0]!.finish();
+    await flush();
+    expect(settled.map((s) => s.name)).toEqual(['late', 'running', 'fits']);
+  });
+
+  it('refuses a queued request as soon as it can no longer finish in time, even while every instance is busy', async () => {
+    const { send, clock, flush, settled, stats } = await taught();
+    const startNs = clock.nowNs();
+    void send('running', [1]);
+    clock.endTurn();
+    void send('queued', [2]); // admitted: 4 + 4 ms expected; gives up at 10 - 4 = 6 ms
+    clock.advanceMs(5.9);
+    await flush();
+    expect(settled).toEqual([]);
+    clock.advanceMs(0.1);
+    await flush();
+    expect(settled).toEqual([{ name: 'queued', value: MISS, at: startNs + 6_000_000n }]);
+    expect(stats.snapshot().batchwise_latency_objective!.shed).toEqual({ admission: 0, queued: 1 });
+  });
+
+  it('never refuses a request that would start at once on a free instance: its run refreshes the profile', async () => {
+    const harness = schedulerHarness({ dynamic_batching: {}, ...objective('10') });
+    void harness.send('cold', [0]);
+    harness.clock.advanceMs(50); // a slow first run: t(1) = 50 ms, past the objective
+    harness.models[0]!.finish();
+    await harness.flush();
+    void harness.send('next', [1]);
+    harness.clock.advanceMs(1);
+    harness.models[0]!.finish();
+    await harness.flush();
+    expect(harness.settled.map((s) => [s.name, s.value])).toEqual([
+      ['cold', [1]],
+      ['next', [2]],
+    ]);
+    expect(harness.stats.snapshot().batchwise_latency_objective!.profile[0]!.by_batch_size[0]!.ms).toBeCloseTo(45.1, 6);
+  });
+
+  it('timeout_action DELAY keeps them: late requests are admitted, stay queued and are served', async () => {
+    const { send, clock, flush, settled, models, stats } = await taught({ default_queue_policy: { timeout_action: 'DELAY' } });
+    void send('running', [1]);
+    clock.endTurn();
+    void send('a', [2]);
+    void send('b', [3]);
+    clock.advanceMs(20);
+    await flush();
+    expect(settled).toEqual([]);
+    models[0]!.finish();
+    await flush();
+    models[0]!.finish();
+    await flush();
+    expect(settled.map((s) => [s.name, s.value])).toEqual([
+      ['running', [2]],
+      ['a', [3]],
+      ['b', [4]],
+    ]);
+    expect(stats.snapshot().batchwise_latency_objective!.shed).toEqual({ admission: 0, queued: 0 });
+  });
+});

@@ -1,0 +1,103 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { identity, slowModel } from '@batchwise/modelgen';
+import { makeRepository } from './support/repository.ts';
+import { getJson, postJson, startTestServer } from './support/server.ts';
+
+const WIDTH = 256;
+
+/** A 4-float identity model with `batching` and a latency objective of `objectiveMs`. */
+const tiny = (name: string, batching: string, objectiveMs: string) => ({
+  name,
+  model: identity('FP32', [4]),
+  config: [
+    `name: "${name}"`,
+    'max_batch_size: 4',
+    'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]',
+    'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]',
+    batching,
+    `parameters { key: "batchwise_latency_objective_ms" value: { string_value: "${objectiveMs}" } }`,
+  ].join('\n'),
+});
+
+describe('latency objective (batchwise_latency_objective_ms) through a real server', () => {
+  let server: Awaited<ReturnType<typeof startTestServer>>;
+  let remove: () => Promise<void>;
+  beforeAll(async () => {
+    const repo = await makeRepository([
+      {
+        name: 'objective',
+        // 20000 chained 256x256 matmuls: a run takes tens of milliseconds on any machine, far past the 1 ms objective.
+        model: slowModel({ repeats: 20000, width: WIDTH }),
+        config: `name: "objective"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]
+dynamic_batching { }
+parameters { key: "batchwise_latency_objective_ms" value: { string_value: "1" } }`,
+      },
+      // The objective needs dynamic batching; a value must be a positive number of milliseconds.
+      tiny('unbatched_objective', 'parameters { key: "batchwise_dynamic_batching" value: { string_value: "false" } }', '50'),
+      tiny('bad_objective', 'dynamic_batching { }', 'soon'),
+    ]);
+    remove = repo.remove;
+    server = await startTestServer([repo.dir]);
+  });
+  afterAll(async () => {
+    await server.close();
+    await remove();
+  });
+
+  const send = () =>
+    postJson(`${server.url}/v2/models/objective/infer`, {
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, WIDTH], data: Array(WIDTH).fill(0.5) }],
+    });
+
+  it('refuses with 503 naming the objective what the queue ahead would make late; statistics and metrics show it', async () => {
+    // The first run teaches the profile (nothing is refused before one): a run takes far longer than 1 ms.
+    expect((await send()).status).toBe(200);
+    // A burst: the first request finds the instance free and runs; every other one finds it busy or a queue ahead.
+    const burst = await Promise.all(Array.from({ length: 4 }, send));
+    const refused = burst.filter((r) => r.status === 503);
+    const statuses = burst.map((r) => `${r.status} ${JSON.stringify(r.json?.error ?? '')}`).join('; ');
+    expect(burst.filter((r) => r.status === 200).length, statuses).toBeGreaterThanOrEqual(1);
+    expect(refused.length, statuses).toBeGreaterThanOrEqual(1);
+    for (const r of refused) expect(r.json.error, statuses).toBe("request would miss the latency objective of 1 ms for model 'objective'");
+    const shed = refused.length;
+
+    const stats = (await getJson(`${server.url}/v2/models/objective/stats`)).model_stats[0];
+    expect(stats.inference_stats.fail.count).toBe(shed);
+    const objective = stats.batchwise_latency_objective;
+    expect(objective).toMatchObject({ objective_ms: 1, shed: { admission: shed, queued: 0 } });
+    expect(objective.profile).toHaveLength(1);
+    expect(objective.profile[0].by_batch_size[0].batch_size).toBe(1);
+    expect(objective.profile[0].by_batch_size[0].ms).toBeGreaterThan(1);
+
+    const metrics = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
+    const labels = 'model="objective",version="1"';
+    expect(metrics).toContain(`batchwise_latency_objective_seconds{${labels}} 0.001\n`);
+    expect(metrics).toContain(`batchwise_latency_objective_shed_total{${labels},reason="admission"} ${shed}\n`);
+    expect(metrics).toContain(`batchwise_latency_objective_shed_total{${labels},reason="queued"} 0\n`);
+    expect(metrics).toContain(`nv_inference_request_failure{${labels},reason="REJECTED"} ${shed}\n`);
+    // The fit's slope in seconds: a run's time (one size seen), whatever the machine's speed.
+    const slope = new RegExp(`batchwise_latency_objective_profile_seconds\\{${labels},instance="0",term="per_sample"\\} (\\S+)\n`).exec(
+      metrics,
+    );
+    expect(Number(slope?.[1])).toBeCloseTo(objective.profile[0].per_sample_ms / 1e3, 6);
+    expect(metrics).toMatch(new RegExp(`batchwise_latency_objective_target_batch_size\\{${labels}\\} \\d+\n`));
+    expect(metrics).toContain(`batchwise_latency_objective_arrival_rate{${labels}} `);
+  });
+
+  it('a bad objective, or one on a model without dynamic batching, fails that model load naming the parameter; the server serves the rest', async () => {
+    const response = await fetch(`${server.url}/v2/repository/index`, { method: 'POST', body: '{}' });
+    const index = (await response.json()) as { name: string; state?: string; reason?: string }[];
+    expect(index.find((m) => m.name === 'bad_objective')).toMatchObject({
+      state: 'UNAVAILABLE',
+      reason: expect.stringContaining("parameter batchwise_latency_objective_ms must be a positive number of milliseconds, got 'soon'"),
+    });
+    expect(index.find((m) => m.name === 'unbatched_objective')).toMatchObject({
+      state: 'UNAVAILABLE',
+      reason: expect.stringContaining('batchwise_latency_objective_ms requires dynamic_batching'),
+    });
+    expect(index.find((m) => m.name === 'objective')).toMatchObject({ state: 'READY' });
+  });
+});
