@@ -356,7 +356,7 @@ describe('alarms', () => {
 
   it('routes every alarm to the SNS topic with an e-mail subscription', () => {
     const topic = only(t(), 'AWS::SNS::Topic').logicalId;
-    expect(alarms()).toHaveLength(17);
+    expect(alarms()).toHaveLength(18);
     for (const alarm of alarms()) expect(alarm.AlarmActions).toEqual([{ Ref: topic }]);
     t().hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'ops@example.com' });
   });
@@ -504,6 +504,21 @@ describe('alarms', () => {
         Statistic: 'Maximum',
         Threshold: 1,
         ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      }),
+    ]);
+  });
+
+  it('alarms on a canary rollback in any task, from the EMF metric the server writes', () => {
+    expect(byMetric(SERVER_METRICS.canaryRollbacks.name)).toEqual([
+      expect.objectContaining({
+        Namespace: 'Batchwise',
+        MetricName: 'CanaryRollbacks',
+        Statistic: 'Sum',
+        Dimensions: [{ Name: 'ServiceName', Value: 'batchwise-dev' }],
+        Threshold: 1,
+        EvaluationPeriods: 1,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        TreatMissingData: 'notBreaching',
       }),
     ]);
   });
