@@ -4,37 +4,19 @@
  * split, a split change picked up without reloading either version, and bad canaries (one that
  * fails, one that is slow) rolled back by the server while no request to the stable version fails.
  */
-import { appendFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GrpcClient, HttpClient } from '@batchwise/client';
 import { startTestServer } from './support/server.ts';
 import { waitFor } from './support/wait-for.ts';
-
-/** Answers Y = X; `behaviour` fails every batch or sleeps first. initialize() appends a line to a log outside the repository. */
-function modelSource(initLog: string, behaviour: 'ok' | 'fail' | 'slow'): string {
-  return `
-import { appendFileSync } from 'node:fs';
-import { tensor } from '@batchwise/backend';
-export default class {
-  initialize(args) { appendFileSync(${JSON.stringify(initLog)}, args.modelName + '/' + args.modelVersion + '\\n'); }
-  async execute(requests) {
-    ${behaviour === 'fail' ? "throw new Error('canary is broken');" : ''}
-    ${behaviour === 'slow' ? 'await new Promise((resolve) => setTimeout(resolve, 400));' : ''}
-    return requests.map((r) => ({ outputs: [tensor('Y', 'FP32', r.inputs.X.shape, r.inputs.X.data)] }));
-  }
-}
-`;
-}
-
-const config = (name: string) => `name: "${name}"
-backend: "js"
-max_batch_size: 64
-input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
-output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
-dynamic_batching { }
-`;
+import {
+  CANARY_INPUT as input,
+  canaryModelConfig as config,
+  canaryModelSource as modelSource,
+  initCount as countInits,
+} from './support/canary-models.ts';
 
 let dir: string;
 let initLog: string;
@@ -52,7 +34,6 @@ async function writeModel(name: string, versions: Record<number, 'ok' | 'fail' |
 }
 
 const NEVER = { min_requests: 1_000_000 };
-const input = [{ name: 'X', datatype: 'FP32' as const, shape: [1, 1], data: [1] }];
 
 /** Versions that served `count` unversioned requests of `model`, sent `concurrency` at a time. */
 async function served(client: HttpClient, model: string, count: number, concurrency = 32, version?: string): Promise<string[]> {
@@ -71,10 +52,7 @@ async function metricsText(): Promise<string> {
   return response.text();
 }
 
-async function initCount(model: string, version: string): Promise<number> {
-  const text = await readFile(initLog, 'utf8').catch(() => '');
-  return text.split('\n').filter((line) => line === `${model}/${version}`).length;
-}
+const initCount = (model: string, version: string) => countInits(initLog, model, version);
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'batchwise-canary-'));

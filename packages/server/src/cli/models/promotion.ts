@@ -12,6 +12,7 @@ import {
 import { openRepositoryStore, type RepositoryStore } from '../../promotion/repository-store.ts';
 import type { S3ClientOptions } from '../../repository/s3-client.ts';
 import type { ModelListing } from '../../repository/snapshot.ts';
+import { CANARY_FILE } from '../../repository/canary-declaration.ts';
 import { validateArtifact } from './validate-artifact.ts';
 
 export interface RepositoryAccess {
@@ -70,7 +71,7 @@ export function defaultActor(): string {
   }
 }
 
-async function loadModel(store: RepositoryStore, model: string) {
+export async function loadModel(store: RepositoryStore, model: string) {
   const stored = await store.readConfig(model);
   if (!stored) {
     throw new RepositoryError(
@@ -92,11 +93,11 @@ async function loadModel(store: RepositoryStore, model: string) {
   return { stored, parsed, listing };
 }
 
-function presentVersions(listing: ModelListing | undefined): number[] {
+export function presentVersions(listing: ModelListing | undefined): number[] {
   return (listing?.versions ?? []).map((v) => v.version);
 }
 
-function single(versions: number[]): number | null {
+export function single(versions: number[]): number | null {
   return versions.length === 1 ? versions[0]! : versions.length > 0 ? Math.max(...versions) : null;
 }
 
@@ -141,6 +142,7 @@ export async function promoteModel(options: PromoteOptions): Promise<VersionChan
     bytes,
   };
   await store.replaceConfig(model, writeConfigWithHistory(parsed, version, [...parsed.history, record]), revision);
+  await clearCanary(store, model, logger);
   logger.info({ model, version, from: before }, `model '${model}' now serves version ${version}`);
   return { model, version, from: before, record };
 }
@@ -181,8 +183,16 @@ export async function rollbackModel(options: RollbackOptions): Promise<VersionCh
     ...(options.message && { message: options.message }),
   };
   await store.replaceConfig(model, writeConfigWithHistory(parsed, target, [...parsed.history, record]), stored.revision);
+  await clearCanary(store, model, logger);
   logger.info({ model, version: target, from: current }, `model '${model}' rolled back to version ${target}`);
   return { model, version: target, from: current ?? null, record };
+}
+
+/** A promote or rollback decides what serves: a canary declaration of the model would contradict it, and goes. */
+export async function clearCanary(store: RepositoryStore, model: string, logger: Logger): Promise<void> {
+  if ((await store.readModelFile(model, CANARY_FILE)) === undefined) return;
+  await store.removeModelFile(model, CANARY_FILE);
+  logger.info({ model }, `removed the canary declaration of '${model}' (${CANARY_FILE})`);
 }
 
 function describePolicy(parsed: ConfigWithHistory): string {
