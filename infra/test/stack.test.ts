@@ -312,7 +312,12 @@ describe('model store and IAM', () => {
     expect(puts).toHaveLength(1);
     expect(puts[0].Resource['Fn::Join'][1][1]).toBe('/models/*');
     const s3Actions = s.flatMap((st) => [st.Action].flat()).filter((a: string) => a.startsWith('s3:'));
-    expect(s3Actions.sort()).toEqual(['s3:AbortMultipartUpload', 's3:GetObject', 's3:ListBucket', 's3:PutObject']);
+    expect(s3Actions.sort()).toEqual(['s3:AbortMultipartUpload', 's3:DeleteObject', 's3:GetObject', 's3:ListBucket', 's3:PutObject']);
+    // Canary releases: delete only the canary.json declarations, and read metrics.
+    const deletes = s.filter((st) => [st.Action].flat().includes('s3:DeleteObject'));
+    expect(deletes).toHaveLength(1);
+    expect(deletes[0].Resource['Fn::Join'][1][1]).toBe('/models/*/canary.json');
+    expect(s.some((st) => [st.Action].flat().includes('cloudwatch:GetMetricData'))).toBe(true);
     const assume = s.find((st) => [st.Action].flat().includes('sts:AssumeRole'));
     expect(JSON.stringify(assume.Resource)).toContain('cdk-hnb659fds-deploy-role-');
     expect(JSON.stringify(assume.Resource)).toContain('cdk-hnb659fds-image-publishing-role-');

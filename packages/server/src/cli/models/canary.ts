@@ -12,7 +12,15 @@ import {
 import { RepositoryError } from '../../repository/repository-error.ts';
 import { figuresBetween, judgeCanary } from '../../metrics/canary-judge.ts';
 import type { FiguresSource } from './canary-figures.ts';
-import { defaultActor, loadModel, presentVersions, single, type RepositoryAccess, type VersionChange } from './promotion.ts';
+import {
+  defaultActor,
+  loadModel,
+  presentVersions,
+  single,
+  uploadNextVersion,
+  type RepositoryAccess,
+  type VersionChange,
+} from './promotion.ts';
 
 export interface CanaryOptions extends RepositoryAccess {
   readonly model: string;
@@ -93,6 +101,12 @@ async function writeDeclaration(
   await store.writeModelFile(model, CANARY_FILE, printCanaryDeclaration(declaration));
   logger.info({ model, stableVersion: stable, canaryVersion, canaryWeight: weight }, `wrote ${model}/${CANARY_FILE}`);
   return declaration;
+}
+
+/** `models canary --file`: validates and uploads the artifact as the model's next version, serving nothing yet. */
+export async function uploadCanaryVersion(options: RepositoryAccess & { readonly model: string; readonly file: string }): Promise<number> {
+  const store = openRepositoryStore(options.repository, { logger: options.logger, ...(options.s3 && { s3: options.s3 }) });
+  return (await uploadNextVersion(store, options)).version;
 }
 
 /**

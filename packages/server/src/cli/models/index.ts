@@ -4,7 +4,7 @@ import { MODEL_REPOSITORY_KEY_HEADER } from '../../options/environment.ts';
 import { parsePositiveInteger } from '../flags.ts';
 import { listModelStatus, promoteModel, rollbackModel, type ModelStatus, type VersionChange } from './promotion.ts';
 import { waitForServedVersion } from './wait-for-server.ts';
-import { parseInterval, parseSteps, runCanarySteps, startCanary } from './canary.ts';
+import { parseInterval, parseSteps, runCanarySteps, startCanary, uploadCanaryVersion } from './canary.ts';
 import { cloudWatchSource, metricsEndpointSource } from './canary-figures.ts';
 import type { StickinessSource } from '../../repository/canary-declaration.ts';
 
@@ -40,7 +40,8 @@ interface ChangeFlags extends CommonFlags {
 }
 
 interface CanaryFlags extends CommonFlags {
-  version: number;
+  version?: number;
+  file?: string;
   weight?: number;
   steps?: string;
   interval: string;
@@ -167,7 +168,8 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
           'roll back by itself (weight 0, non-zero exit) when a step is worse, and finish at 100 as `models promote` would',
       )
       .argument('<model>', 'model name (its folder in the repository)')
-      .requiredOption('--version <n>', 'the canary version (already in the repository)', parseVersion)
+      .option('--version <n>', 'the canary version (already in the repository)', parseVersion)
+      .option('--file <model.onnx>', 'an ONNX artifact to validate and upload as the next version, which becomes the canary')
       .option('--weight <percent>', 'percent of unversioned requests for the canary (without --steps)', parsePercent)
       .option('--steps <weights>', 'weights to move through, e.g. 5,25,50,100')
       .option('--interval <duration>', 'how long each step is watched: 500ms, 30s, 10m, 1h', '10m')
@@ -187,10 +189,17 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
       .option('--message <text>', 'why, for the history')
       .action(async (model: string, flags: CanaryFlags) => {
         const logger = loggerFor(flags);
+        if ((flags.version === undefined) === (flags.file === undefined)) {
+          throw new Error(
+            'models canary needs either --version <n> (a version in the repository) or --file <model.onnx> (uploaded as the next version)',
+          );
+        }
+        const version =
+          flags.version ?? (await uploadCanaryVersion({ repository: flags.modelRepository, model, file: flags.file!, logger }));
         const base = {
           repository: flags.modelRepository,
           model,
-          version: flags.version,
+          version,
           logger,
           ...(flags.stickiness !== undefined && { stickiness: flags.stickiness }),
           rollback: {

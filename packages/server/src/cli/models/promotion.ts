@@ -102,14 +102,12 @@ export function single(versions: number[]): number | null {
 }
 
 /**
- * Validates the artifact against the model's config; pins the serving versions when the
- * config's policy would otherwise select the new one on sight; uploads it as version max+1
- * (complete before anything points to it); then rewrites config.pbtxt in one step to serve
- * exactly that version, recording the change in its history.
+ * Validates the artifact against the model's config, pins the serving versions when the config's
+ * policy would otherwise select the new one on sight, and uploads it as version max+1 (complete
+ * before anything points to it). Nothing serves it yet: `models promote` and `models canary --file` go on from here.
  */
-export async function promoteModel(options: PromoteOptions): Promise<VersionChange> {
+export async function uploadNextVersion(store: RepositoryStore, options: PromoteOptions) {
   const { logger, model } = options;
-  const store = openRepositoryStore(options.repository, { logger, ...(options.s3 && { s3: options.s3 }) });
   const { stored, parsed, listing } = await loadModel(store, model);
 
   logger.info({ model, file: options.file }, 'validating artifact in ONNX Runtime against the model config');
@@ -122,13 +120,26 @@ export async function promoteModel(options: PromoteOptions): Promise<VersionChan
   const version = Math.max(0, ...present, ...parsed.history.map((r) => r.version)) + 1;
   let revision = stored.revision;
   // Under `latest` or `all` the upload alone would start serving the new version: first pin
-  // what serves now, so that only the final rewrite below moves traffic.
+  // what serves now, so that only a later rewrite moves traffic.
   if (servingNow.length > 0 && servingVersions(parsed.config, [...present, version]).includes(version)) {
     revision = await store.replaceConfig(model, writeConfigWithHistory(parsed, servingNow, parsed.history), revision);
     logger.info({ model, serving: servingNow }, `pinned '${model}' to the versions it serves before uploading version ${version}`);
   }
   const fileName = parsed.config.default_model_filename || 'model.onnx';
   const { bytes, sha256 } = await store.uploadVersion(model, version, fileName, options.file, logger);
+  return { version, before, parsed, revision, bytes, sha256 };
+}
+
+/**
+ * Validates the artifact against the model's config; pins the serving versions when the
+ * config's policy would otherwise select the new one on sight; uploads it as version max+1
+ * (complete before anything points to it); then rewrites config.pbtxt in one step to serve
+ * exactly that version, recording the change in its history.
+ */
+export async function promoteModel(options: PromoteOptions): Promise<VersionChange> {
+  const { logger, model } = options;
+  const store = openRepositoryStore(options.repository, { logger, ...(options.s3 && { s3: options.s3 }) });
+  const { version, before, parsed, revision, bytes, sha256 } = await uploadNextVersion(store, options);
   logger.info({ model, version, bytes, sha256 }, 'version uploaded; switching the serving version');
 
   const record: PromotionRecord = {
