@@ -53,31 +53,28 @@ async function metricsText(): Promise<string> {
 }
 
 const initCount = (model: string, version: string) => countInits(initLog, model, version);
+/** A canary.json with stable version 1. */
+const declare = (canary: string, weight: number, rollback: object) => ({
+  stable_version: '1',
+  canary_version: canary,
+  canary_weight: weight,
+  rollback,
+});
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'batchwise-canary-'));
   initLog = join(await mkdtemp(join(tmpdir(), 'batchwise-canary-log-')), 'init.log');
   await appendFile(initLog, '');
-  await writeModel('split', { 1: 'ok', 2: 'ok' }, { stable_version: '1', canary_version: '2', canary_weight: 20, rollback: NEVER });
+  await writeModel('split', { 1: 'ok', 2: 'ok' }, declare('2', 20, NEVER));
   await writeModel(
     'flaky',
     { 1: 'ok', 3: 'fail' },
-    {
-      stable_version: '1',
-      canary_version: '3',
-      canary_weight: 30,
-      rollback: { window_seconds: 30, min_requests: 20, max_error_rate_increase: 0.05 },
-    },
+    declare('3', 30, { window_seconds: 30, min_requests: 20, max_error_rate_increase: 0.05 }),
   );
   await writeModel(
     'sluggish',
     { 1: 'ok', 2: 'slow' },
-    {
-      stable_version: '1',
-      canary_version: '2',
-      canary_weight: 50,
-      rollback: { window_seconds: 60, min_requests: 10, max_error_rate_increase: 1, max_p99_ratio: 2 },
-    },
+    declare('2', 50, { window_seconds: 60, min_requests: 10, max_error_rate_increase: 1, max_p99_ratio: 2 }),
   );
   server = await startTestServer([dir], { modelControlMode: 'poll', repositoryPollSecs: 1 });
   http = new HttpClient({ url: server.url });
@@ -135,20 +132,14 @@ describe('the split', () => {
   it('picks up a new weight from the repository at the next poll, without reloading either version', async () => {
     const loadsBefore = [await initCount('split', '1'), await initCount('split', '2')];
     expect(loadsBefore).toEqual([1, 1]);
-    await writeFile(
-      join(dir, 'split', 'canary.json'),
-      JSON.stringify({ stable_version: '1', canary_version: '2', canary_weight: 100, rollback: NEVER }),
-    );
+    await writeFile(join(dir, 'split', 'canary.json'), JSON.stringify(declare('2', 100, NEVER)));
     await waitFor(
       async () => (await metricsText()).includes('batchwise_canary_weight{model="split",version="2"} 100'),
       15_000,
       'weight 100',
     );
     expect(new Set(await served(http, 'split', 200))).toEqual(new Set(['2']));
-    await writeFile(
-      join(dir, 'split', 'canary.json'),
-      JSON.stringify({ stable_version: '1', canary_version: '2', canary_weight: 0, rollback: NEVER }),
-    );
+    await writeFile(join(dir, 'split', 'canary.json'), JSON.stringify(declare('2', 0, NEVER)));
     await waitFor(async () => (await metricsText()).includes('batchwise_canary_weight{model="split",version="2"} 0'), 15_000, 'weight 0');
     expect(new Set(await served(http, 'split', 200))).toEqual(new Set(['1']));
     // Neither version loaded again: initialize() ran once per version.
@@ -211,10 +202,7 @@ describe('rollback', () => {
     // A poll later (same text): still rolled back.
     await new Promise((resolve) => setTimeout(resolve, 1500));
     expect(await metricsText()).toContain('batchwise_canary_weight{model="flaky",version="3"} 0');
-    await writeFile(
-      join(dir, 'flaky', 'canary.json'),
-      JSON.stringify({ stable_version: '1', canary_version: '3', canary_weight: 10, rollback: NEVER }),
-    );
+    await writeFile(join(dir, 'flaky', 'canary.json'), JSON.stringify(declare('3', 10, NEVER)));
     await waitFor(async () => (await metricsText()).includes('batchwise_canary_weight{model="flaky",version="3"} 10'), 15_000, 'weight 10');
   }, 30_000);
 });
