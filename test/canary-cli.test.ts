@@ -180,7 +180,8 @@ describe('--steps on a local repository', () => {
       expect(failed).toBe(0);
     }
     expect(out).toMatch(/step 1\/2: canary version 2 at 30% \(stable version 1\)/);
-    expect(out).toMatch(/step 1\/2: (healthy|not judged)/);
+    expect(out).toMatch(/step 1\/2: healthy: /);
+    expect(out).toMatch(/step 2\/2: healthy: /);
     expect(out).toMatch(/step 2\/2: canary version 2 at 100%/);
     expect(out).toContain("promoted: 'good' now serves version 2 (was 1); canary.json removed");
     const { config, history } = readConfigWithHistory(await readFile(join(repo, 'good', 'config.pbtxt'), 'utf8'));
@@ -188,6 +189,18 @@ describe('--steps on a local repository', () => {
     expect(history.at(-1)).toMatchObject({ action: 'promote', version: 2, from: 1 });
     await expect(readFile(join(repo, 'good', 'canary.json'))).rejects.toThrow(/ENOENT/);
   }, 90_000);
+
+  it('models rollback removes the canary declaration of the model it rolls back', async () => {
+    await cli(['canary', 'good', '--version', '1', '--weight', '10', '--model-repository', repo]);
+    expect(JSON.parse(await readFile(join(repo, 'good', 'canary.json'), 'utf8'))).toMatchObject({
+      stable_version: '2',
+      canary_version: '1',
+    });
+    expect(await cli(['rollback', '--model', 'good', '--model-repository', repo])).toContain(
+      "rolled back 'good': now serving version 1 (was 2)",
+    );
+    await expect(readFile(join(repo, 'good', 'canary.json'))).rejects.toThrow(/ENOENT/);
+  });
 
   it('rolls a failing canary back by itself: weight 0 in the declaration and a non-zero exit with the reason', async () => {
     const load = traffic(http, 'bad');

@@ -198,6 +198,15 @@ describe('rollback', () => {
     expect(new Set(await served(http, 'sluggish', 100))).toEqual(new Set(['1']));
   }, 90_000);
 
+  it('keeps the split in force, and both versions, while a new declaration is invalid', async () => {
+    await writeFile(join(dir, 'split', 'canary.json'), JSON.stringify({ ...declare('2', 50, NEVER), canary_weight: 'half' }));
+    // Two polls later: still weight 0 (the last valid declaration) and both versions serve.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    expect(await metricsText()).toContain('batchwise_canary_weight{model="split",version="2"} 0');
+    expect(await http.isModelReady('split', '2')).toBe(true);
+    expect(new Set(await served(http, 'split', 50))).toEqual(new Set(['1']));
+  }, 30_000);
+
   it('keeps a rolled-back canary rolled back until the declaration changes', async () => {
     // A poll later (same text): still rolled back.
     await new Promise((resolve) => setTimeout(resolve, 1500));

@@ -98,6 +98,12 @@ export class CanaryControl {
     return state ? this.weightInForce(state) : undefined;
   }
 
+  /** The versions the declaration in force names (kept loaded while a newer declaration is invalid). */
+  versionsInForce(model: string): number[] {
+    const state = this.models.get(model);
+    return state ? [Number(state.declaration.stableVersion), Number(state.declaration.canaryVersion)] : [];
+  }
+
   /** Stops every watch. */
   close(): void {
     for (const [model, state] of this.models) this.remove(model, state);

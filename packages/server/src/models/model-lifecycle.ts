@@ -222,7 +222,7 @@ export class ModelLifecycle {
       if (entry.canaryError !== reason)
         this.logger.error({ model: entry.name, reason }, 'invalid canary declaration; the split in force stays');
       entry.canaryError = reason;
-      return [];
+      return this.canary.versionsInForce(entry.name).filter((v) => folder.versions.includes(v));
     }
     entry.canaryError = undefined;
     this.canary.apply(entry.name, found);

@@ -11,7 +11,7 @@ import {
 } from '../../repository/canary-declaration.ts';
 import { RepositoryError } from '../../repository/repository-error.ts';
 import { figuresBetween, judgeCanary } from '../../metrics/canary-judge.ts';
-import type { FiguresSource } from './canary-figures.ts';
+import type { CanaryReading, FiguresSource } from './canary-figures.ts';
 import {
   defaultActor,
   loadModel,
@@ -129,32 +129,50 @@ export async function runCanarySteps(options: CanaryStepsOptions): Promise<Versi
     progress(
       `step ${i + 1}/${options.steps.length}: canary version ${versions.canary} at ${weight}% (stable version ${versions.stable}), watching for ${options.intervalMs / 1000} s`,
     );
-    await sleep(options.intervalMs);
-    const after = await options.source.read(model, versions, startedMs);
-    const serverRollbacks = options.source.cumulative ? after.rollbacks - before.rollbacks : after.rollbacks;
-    const window = options.source.cumulative
-      ? { stable: figuresBetween(before.stable, after.stable), canary: figuresBetween(before.canary, after.canary) }
-      : { stable: after.stable, canary: after.canary };
-    const verdict =
-      serverRollbacks > 0
-        ? { kind: 'rollback' as const, reason: 'server', detail: `${serverRollbacks} server(s) rolled the canary back during the step` }
-        : judgeCanary(window.stable, window.canary, declaration.rollback);
-    if (verdict.kind === 'rollback') {
+    const step = `step ${i + 1}/${options.steps.length}`;
+    let verdict: StepVerdict = { kind: 'wait', detail: 'not watched yet' };
+    // A step the figures cannot judge yet (the canary still loading, little traffic) is watched
+    // longer, and never passed unjudged: a canary is promoted only on figures that show it healthy.
+    for (let watched = 1; verdict.kind === 'wait' && watched <= MAX_INTERVALS_PER_STEP; watched++) {
+      await sleep(options.intervalMs);
+      const after = await options.source.read(model, versions, startedMs);
+      verdict = judgeStep(options.source.cumulative, before, after, declaration);
+      if (verdict.kind === 'wait' && watched < MAX_INTERVALS_PER_STEP)
+        progress(`${step}: not judged yet (${verdict.detail}); watching another interval`);
+    }
+    if (verdict.kind !== 'healthy') {
+      const detail = verdict.kind === 'wait' ? `not judged after ${MAX_INTERVALS_PER_STEP} intervals: ${verdict.detail}` : verdict.detail;
       await writeDeclaration(store, options, 0);
-      progress(`step ${i + 1}/${options.steps.length}: canary rolled back (weight 0): ${verdict.detail}`);
+      progress(`${step}: canary rolled back (weight 0): ${detail}`);
       throw new CanaryRolledBackError(
-        `canary version ${versions.canary} of '${model}' rolled back at ${weight}%: ${verdict.detail}`,
-        verdict.reason,
+        `canary version ${versions.canary} of '${model}' rolled back at ${weight}%: ${detail}`,
+        verdict.kind === 'wait' ? 'not_judged' : verdict.reason,
       );
     }
-    progress(
-      `step ${i + 1}/${options.steps.length}: ${verdict.kind === 'wait' ? `not judged (${verdict.detail})` : `healthy: ${verdict.detail}`}`,
-    );
+    progress(`${step}: healthy: ${verdict.detail}`);
   }
   if (!declaration || declaration.canaryWeight !== 100) return undefined;
   const change = await finishCanary(store, options, declaration);
   progress(`promoted: '${model}' now serves version ${change.version} (was ${change.from ?? 'none'}); ${CANARY_FILE} removed`);
   return change;
+}
+
+/** Intervals one step is watched at most while its figures cannot judge the canary. */
+const MAX_INTERVALS_PER_STEP = 3;
+
+type StepVerdict =
+  { kind: 'wait'; detail: string } | { kind: 'healthy'; detail: string } | { kind: 'rollback'; reason: string; detail: string };
+
+/**
+ * A step's verdict: a server that rolled the canary back decides; else the judge on the step's
+ * window (metrics endpoints). CloudWatch readings carry only the servers' rollbacks: none is healthy.
+ */
+function judgeStep(cumulative: boolean, before: CanaryReading, after: CanaryReading, declaration: CanaryDeclaration): StepVerdict {
+  const serverRollbacks = cumulative ? after.rollbacks - before.rollbacks : after.rollbacks;
+  if (serverRollbacks > 0)
+    return { kind: 'rollback', reason: 'server', detail: `${serverRollbacks} server(s) rolled the canary back during the step` };
+  if (!cumulative) return { kind: 'healthy', detail: 'no task rolled the canary back (CloudWatch CanaryRollbacks)' };
+  return judgeCanary(figuresBetween(before.stable, after.stable), figuresBetween(before.canary, after.canary), declaration.rollback);
 }
 
 /** stable := canary, as `models promote` records it, then the declaration goes. */
