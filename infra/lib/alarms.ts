@@ -317,6 +317,20 @@ export class Alarms extends Construct {
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }),
     );
+    // A canary release rolled back by a task (models canary, canary.json): the new version was worse than the stable one.
+    add(
+      'canaryRollback',
+      server(SERVER_METRICS.canaryRollbacks).createAlarm(this, 'CanaryRollbackAlarm', {
+        alarmDescription:
+          'A task rolled a canary model version back: it was clearly worse than the stable version (error rate or p99). ' +
+          'Unversioned requests go to the stable version; the task logs ("canary rolled back") say why, the Model ' +
+          'dimension names the model. See docs/operations.md, canary releases.',
+        threshold: 1,
+        evaluationPeriods: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+    );
     add(
       'queueRejections',
       server(SERVER_METRICS.queueRejections).createAlarm(this, 'QueueRejectionsAlarm', {

@@ -2,6 +2,7 @@ import { Aws, DefaultStackSynthesizer, Duration, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
+import { acknowledgeWildcardResource } from './nag.ts';
 import type { ModelStore } from './model-store.ts';
 
 export const GITHUB_OIDC_URL = 'https://token.actions.githubusercontent.com';
@@ -106,6 +107,14 @@ export class CiAccess extends Construct {
     );
     this.role.addToPolicy(new iam.PolicyStatement({ actions: ['sts:AssumeRole', 'sts:TagSession'], resources: bootstrapRoles }));
     props.modelStore.grantPublishRepository(this.role);
+    props.modelStore.grantCanaryRelease(this.role);
+    // `models canary --region` watches the tasks' CanaryRollbacks; GetMetricData has no resource-level permissions.
+    this.role.addToPolicy(new iam.PolicyStatement({ actions: ['cloudwatch:GetMetricData'], resources: ['*'] }));
+    acknowledgeWildcardResource(
+      this.role,
+      '*',
+      'cloudwatch:GetMetricData supports no resource-level permissions (canary releases read metrics).',
+    );
     props.repositoryKey.grantRead(this.role);
   }
 }

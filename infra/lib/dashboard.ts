@@ -147,6 +147,11 @@ export class Dashboard extends Construct {
         left: [m(SERVER_METRICS.modelsFailedToLoad), perModel(SERVER_METRICS.modelsFailedToLoad, 'Maximum')],
         width: 8,
       }),
+      new cloudwatch.GraphWidget({
+        title: 'Canary rollbacks',
+        left: [m(SERVER_METRICS.canaryRollbacks), perModel(SERVER_METRICS.canaryRollbacks, 'Sum')],
+        width: 8,
+      }),
     );
     this.dashboard.addWidgets(
       ...tgs.map(

@@ -128,6 +128,19 @@ export class ModelStore extends Construct {
     );
   }
 
+  /** Canary releases (`models canary`): removing a model's canary.json when the release finishes, and no other object. */
+  grantCanaryRelease(grantee: iam.IGrantable): void {
+    const declarations = this.bucket.arnForObjects(`${this.prefix}/*/canary.json`);
+    grantee.grantPrincipal.addToPrincipalPolicy(new iam.PolicyStatement({ actions: ['s3:DeleteObject'], resources: [declarations] }));
+    if (Construct.isConstruct(grantee.grantPrincipal)) {
+      acknowledgeWildcardResource(
+        grantee.grantPrincipal,
+        declarations,
+        'Only the canary.json declaration of each model folder of the repository.',
+      );
+    }
+  }
+
   /** Publishing to the repository prefix: list, read and write its objects, nothing else. */
   grantPublishRepository(grantee: iam.IGrantable): void {
     this.grantReadRepository(grantee);

@@ -49,6 +49,8 @@ const STATISTICS: Readonly<Record<EmfMetricKey, ServerMetricStatistic>> = {
   memoryBudgetBytes: 'Maximum',
   // A gauge per task: the task with the most failed models.
   modelsFailedToLoad: 'Maximum',
+  // Rollbacks in every task: one is enough to alarm.
+  canaryRollbacks: 'Sum',
 };
 
 export const SERVER_METRICS = Object.fromEntries(

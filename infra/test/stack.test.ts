@@ -312,7 +312,12 @@ describe('model store and IAM', () => {
     expect(puts).toHaveLength(1);
     expect(puts[0].Resource['Fn::Join'][1][1]).toBe('/models/*');
     const s3Actions = s.flatMap((st) => [st.Action].flat()).filter((a: string) => a.startsWith('s3:'));
-    expect(s3Actions.sort()).toEqual(['s3:AbortMultipartUpload', 's3:GetObject', 's3:ListBucket', 's3:PutObject']);
+    expect(s3Actions.sort()).toEqual(['s3:AbortMultipartUpload', 's3:DeleteObject', 's3:GetObject', 's3:ListBucket', 's3:PutObject']);
+    // Canary releases: delete only the canary.json declarations, and read metrics.
+    const deletes = s.filter((st) => [st.Action].flat().includes('s3:DeleteObject'));
+    expect(deletes).toHaveLength(1);
+    expect(deletes[0].Resource['Fn::Join'][1][1]).toBe('/models/*/canary.json');
+    expect(s.some((st) => [st.Action].flat().includes('cloudwatch:GetMetricData'))).toBe(true);
     const assume = s.find((st) => [st.Action].flat().includes('sts:AssumeRole'));
     expect(JSON.stringify(assume.Resource)).toContain('cdk-hnb659fds-deploy-role-');
     expect(JSON.stringify(assume.Resource)).toContain('cdk-hnb659fds-image-publishing-role-');
@@ -356,7 +361,7 @@ describe('alarms', () => {
 
   it('routes every alarm to the SNS topic with an e-mail subscription', () => {
     const topic = only(t(), 'AWS::SNS::Topic').logicalId;
-    expect(alarms()).toHaveLength(17);
+    expect(alarms()).toHaveLength(18);
     for (const alarm of alarms()) expect(alarm.AlarmActions).toEqual([{ Ref: topic }]);
     t().hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'ops@example.com' });
   });
@@ -504,6 +509,21 @@ describe('alarms', () => {
         Statistic: 'Maximum',
         Threshold: 1,
         ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      }),
+    ]);
+  });
+
+  it('alarms on a canary rollback in any task, from the EMF metric the server writes', () => {
+    expect(byMetric(SERVER_METRICS.canaryRollbacks.name)).toEqual([
+      expect.objectContaining({
+        Namespace: 'Batchwise',
+        MetricName: 'CanaryRollbacks',
+        Statistic: 'Sum',
+        Dimensions: [{ Name: 'ServiceName', Value: 'batchwise-dev' }],
+        Threshold: 1,
+        EvaluationPeriods: 1,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        TreatMissingData: 'notBreaching',
       }),
     ]);
   });

@@ -36,3 +36,25 @@ describe('promotion workflow', () => {
     expect(promote.slice(guard, exported)).toMatch(/exit 0[\s\S]*get-secret-value/);
   });
 });
+
+describe('promotion workflow, canary mode', () => {
+  const promote = workflow('promote-model.yml');
+
+  it('offers a canary mode that releases step by step with models canary, and skips the all-at-once promote', () => {
+    expect(section(promote, 'on')).toMatch(/mode:[\s\S]*type: choice\n\s+options: \[promote, canary\]\n\s+default: promote/);
+    expect(section(promote, 'on')).toMatch(/canary_steps:[\s\S]*default: 5,25,50,100/);
+    expect(promote).toMatch(/- name: promote and wait until served\n\s+if: inputs.mode != 'canary'/);
+    const canary = promote.slice(promote.indexOf('- name: canary release, step by step'));
+    expect(canary).toMatch(/^- name: canary release, step by step\n\s+if: inputs.mode == 'canary'/);
+    expect(canary).toMatch(/pnpm batchwise models canary "\$MODEL" \\\n(\s+--[a-z-]+ "\$[A-Z_]+" \\\n)+/);
+    for (const flag of [
+      '--file "$FILE"',
+      '--steps "$STEPS"',
+      '--interval "$INTERVAL"',
+      '--region "$REGION"',
+      '--service-name "$SERVICE_NAME"',
+    ]) {
+      expect(canary).toContain(flag);
+    }
+  });
+});

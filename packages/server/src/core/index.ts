@@ -21,3 +21,4 @@ export { parseTraceSettingsUpdate, traceSettingsToWire } from '../trace/trace-se
 export { inputSharedMemoryRefOf, sharedMemoryRefOf } from '../shared-memory/request-shared-memory.ts';
 export { jsonParseBytes, JSON_VALUE_BYTES } from '../memory/element-cost.ts';
 export { modelConfigToJson } from '../config/index.ts';
+export { CANARY_KEY_HEADER } from '../repository/canary-declaration.ts';

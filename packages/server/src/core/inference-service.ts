@@ -3,6 +3,8 @@ import type { Tensor } from '../tensor/tensor.ts';
 import { Errors, toInferenceServerError } from '../errors/errors.ts';
 import type { LoadedVersion } from '../models/loaded-version.ts';
 import type { ModelRegistry } from '../models/model-registry.ts';
+import type { RouteKeys } from '../models/canary-control.ts';
+import { CANARY_KEY_PARAMETER } from '../repository/canary-declaration.ts';
 import type { ModelControl, UnloadOptions } from '../models/model-control.ts';
 import type { LoadParameters } from '../models/load-parameters.ts';
 import type { MemoryGuard, MemoryReservation } from '../memory/memory-guard.ts';
@@ -142,7 +144,8 @@ export class CoreInferenceService implements InferenceService {
   async infer(request: InferenceRequest, options: InferOptions = {}): Promise<InferenceResponse> {
     const arrivalNs = process.hrtime.bigint();
     const version = policyVersion(request.modelVersion);
-    const model = this.models.resolve(request.modelName, version);
+    const keys = routeKeysOf(request);
+    const model = this.models.resolve(request.modelName, version, keys);
     // Inputs in shared memory are read into the process; the others arrived with the request.
     let receivedBytes = 0;
     let sharedMemoryBytes = 0;
@@ -159,7 +162,7 @@ export class CoreInferenceService implements InferenceService {
       if (!regions) return await this.run(request, model, arrivalNs, charge);
       const read = await regions.readInputs(request);
       // A swap may have retired `model` while the inputs were read: queue on what serves now.
-      const response = await this.run(read, this.models.resolve(request.modelName, version), arrivalNs, charge);
+      const response = await this.run(read, this.models.resolve(request.modelName, version ?? model.version), arrivalNs, charge);
       return await regions.writeOutputs(response);
     } finally {
       regions?.release();
@@ -371,6 +374,12 @@ export class CoreInferenceService implements InferenceService {
  * version), which the empty string also means (what gRPC carries when a client names no version).
  * The one place that decides it; frontends pass what the client sent.
  */
+/** A request's canary stickiness keys: the header (gRPC metadata) and the `canary_key` parameter. */
+function routeKeysOf(request: InferenceRequest): RouteKeys {
+  const parameter = request.parameters[CANARY_KEY_PARAMETER];
+  return { header: request.canaryKey, parameter: typeof parameter === 'string' ? parameter : undefined };
+}
+
 function policyVersion(modelVersion: string | undefined): string | undefined {
   return modelVersion === '' ? undefined : modelVersion;
 }

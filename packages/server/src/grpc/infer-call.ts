@@ -14,6 +14,8 @@ export async function runInferMessage(
   message: Uint8Array,
   decoded: InferMessage = decodeInferMessage(message),
   trace?: { readonly context: TraceContext | undefined; sendTraceparent(traceparent: string): void },
+  /** The call's canary stickiness key (metadata `batchwise-canary-key`). */
+  canaryKey?: string,
 ): Promise<ModelInferResponseWire> {
   const memory = service.reserveRequestMemory(message.byteLength);
   try {
@@ -21,7 +23,8 @@ export async function runInferMessage(
     if (census.elements > 0) {
       service.admitElements(memory, { modelName: request.model_name, modelVersion: request.model_version }, census);
     }
-    const inferRequest = decodeInferRequest(request);
+    const decodedRequest = decodeInferRequest(request);
+    const inferRequest = canaryKey === undefined ? decodedRequest : { ...decodedRequest, canaryKey };
     const response = await service.infer(trace?.context ? { ...inferRequest, traceContext: trace.context } : inferRequest, { memory });
     if (response.traceparent !== undefined) trace?.sendTraceparent(response.traceparent);
     return encodeInferResponse(response);

@@ -10,7 +10,7 @@ import {
   type LogSettings,
 } from '../core/index.ts';
 import { runInferMessage } from './infer-call.ts';
-import { traceContextOf, traceparentMetadata } from './trace-metadata.ts';
+import { canaryKeyOf, traceContextOf, traceparentMetadata } from './trace-metadata.ts';
 import { toModelStatisticsWire } from './statistics.ts';
 import { streamInferHandler, type DrainableStream } from './stream-infer.ts';
 import { unary } from './unary.ts';
@@ -60,11 +60,17 @@ export function inferenceServiceHandlers(
       config: service.modelConfig(r.name, r.version),
     })),
     ModelInfer: unary('ModelInfer', logger, (message: Buffer, call) =>
-      runInferMessage(service, message, undefined, {
-        context: traceContextOf(call.metadata),
-        // Initial metadata: a client has it with the response, before the status.
-        sendTraceparent: (traceparent) => call.sendMetadata(traceparentMetadata(traceparent)),
-      }),
+      runInferMessage(
+        service,
+        message,
+        undefined,
+        {
+          context: traceContextOf(call.metadata),
+          // Initial metadata: a client has it with the response, before the status.
+          sendTraceparent: (traceparent) => call.sendMetadata(traceparentMetadata(traceparent)),
+        },
+        canaryKeyOf(call.metadata),
+      ),
     ),
     ModelStreamInfer: streamInferHandler(service, streams, logger),
     ModelStatistics: unary('ModelStatistics', logger, (r: NameVersion) => ({

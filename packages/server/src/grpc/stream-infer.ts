@@ -2,7 +2,7 @@ import type { handleBidiStreamingCall } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Errors, toInferenceServerError, type InferenceService } from '../core/index.ts';
 import { runInferMessage } from './infer-call.ts';
-import { traceContextOf } from './trace-metadata.ts';
+import { canaryKeyOf, traceContextOf } from './trace-metadata.ts';
 import { decodeInferMessage } from './infer-message.ts';
 import { toServiceError } from './status.ts';
 import type { ModelStreamInferResponseWire } from './wire-types.ts';
@@ -113,6 +113,7 @@ export function streamInferHandler(
     };
 
     const streamTrace = traceContextOf(call.metadata);
+    const streamCanaryKey = canaryKeyOf(call.metadata);
     call.on('data', (message: Buffer) => {
       if (finished) return;
       let decoded;
@@ -128,7 +129,7 @@ export function streamInferHandler(
       updateFlow();
       // Every request of the stream continues the trace its metadata names; the responses carry
       // no traceparent (a stream's initial metadata is sent once, before any of them).
-      runInferMessage(service, message, decoded, { context: streamTrace, sendTraceparent: () => undefined })
+      runInferMessage(service, message, decoded, { context: streamTrace, sendTraceparent: () => undefined }, streamCanaryKey)
         .then(
           (response) => write({ error_message: '', infer_response: response }),
           (error: unknown) => fail(msg, error),

@@ -1,4 +1,5 @@
 import { Metadata } from '@grpc/grpc-js';
+import { CANARY_KEY_HEADER } from '../core/index.ts';
 import type { TraceContext } from '../protocol/types.ts';
 
 /** The caller's W3C trace context from the call's metadata (keys traceparent, tracestate), if it sent one. */
@@ -14,4 +15,10 @@ export function traceparentMetadata(traceparent: string): Metadata {
   const metadata = new Metadata();
   metadata.set('traceparent', traceparent);
   return metadata;
+}
+
+/** The caller's canary stickiness key (metadata `batchwise-canary-key`), if it sent one. */
+export function canaryKeyOf(metadata: Metadata): string | undefined {
+  const [key] = metadata.get(CANARY_KEY_HEADER);
+  return typeof key === 'string' ? key : undefined;
 }

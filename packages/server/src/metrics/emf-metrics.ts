@@ -111,6 +111,13 @@ export const EMF_METRICS = {
       'Models this task should serve whose latest load failed (batchwise_model_load_failed), at the end of the ' +
       "interval (gauge): their number on the service line, 1 or 0 on a model's line.",
   },
+  canaryRollbacks: {
+    name: 'CanaryRollbacks',
+    unit: 'Count',
+    description:
+      'Canary versions a task stopped sending unversioned requests to in the interval, because they were worse than ' +
+      'the stable version (batchwise_canary_rollbacks_total; see docs/operations.md, canary releases).',
+  },
 } as const satisfies Record<string, EmfMetricSpec>;
 
 export type EmfMetricKey = keyof typeof EMF_METRICS;

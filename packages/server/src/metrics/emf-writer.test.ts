@@ -145,6 +145,22 @@ describe('CloudWatch embedded metric format', () => {
     expect(line(undefined).ModelsFailedToLoad).toBe(1);
   });
 
+  it('writes canary rollbacks per interval, on the model line and the service line', async () => {
+    const { metrics, lines, writer } = setup();
+    await writer.flush();
+    metrics.canaryRollbacks.labels({ model: 'simple', reason: 'error_rate' }).inc();
+    lines.length = 0;
+    await writer.flush();
+    const line = (model?: string) => lines.find((l) => l.Model === model)!;
+    expect(line('simple').CanaryRollbacks).toBe(1);
+    expect(line(undefined).CanaryRollbacks).toBe(1);
+    expect(declared(line(undefined))).toContainEqual({ Name: 'CanaryRollbacks', Unit: 'Count' });
+    // A counter: the next interval has none.
+    lines.length = 0;
+    await writer.flush();
+    expect(line('simple').CanaryRollbacks).toBe(0);
+  });
+
   it('turns cumulative buckets into a distribution whose p99 lies inside the p99 bucket, not at its edge', () => {
     // 990 requests at <= 1 ms, 10 in (250 ms, 500 ms]: the bucket-edge method said 500 ms.
     const buckets = new Map([

@@ -28,6 +28,8 @@ interface Totals {
   pending: number;
   /** Gauge: 1 per model whose latest load failed. */
   failed: number;
+  /** Canary rollbacks (batchwise_canary_rollbacks_total). */
+  canaryRollbacks: number;
   /** Cumulative histogram buckets (upper bound -> count) of each histogram EMF carries. */
   histograms: Record<HistogramKey, Map<number, number>>;
 }
@@ -111,6 +113,7 @@ export class EmfWriter {
     }
     for (const v of (await this.metrics.pendingRequests.get()).values) of(v.labels).pending += v.value;
     for (const v of (await this.metrics.modelLoadFailed.get()).values) of(v.labels).failed += v.value;
+    for (const v of (await this.metrics.canaryRollbacks.get()).values) of(v.labels).canaryRollbacks += v.value;
     const histograms = {
       request: this.metrics.requestDurationSeconds,
       queue: this.metrics.queueDurationSeconds,
@@ -149,7 +152,7 @@ export class EmfWriter {
 
 function emptyTotals(): Totals {
   const histograms = Object.fromEntries(HISTOGRAMS.map((key) => [key, new Map()])) as Totals['histograms'];
-  return { memoryRejections: 0, success: 0, failure: 0, rejected: 0, backend: 0, pending: 0, failed: 0, histograms };
+  return { memoryRejections: 0, success: 0, failure: 0, rejected: 0, backend: 0, pending: 0, failed: 0, canaryRollbacks: 0, histograms };
 }
 
 function subtract(now: Totals, before: Totals): Totals {
@@ -165,6 +168,7 @@ function subtract(now: Totals, before: Totals): Totals {
     backend: now.backend - before.backend,
     pending: now.pending,
     failed: now.failed,
+    canaryRollbacks: now.canaryRollbacks - before.canaryRollbacks,
     histograms,
   };
 }
@@ -177,6 +181,7 @@ function accumulate(into: Totals, delta: Totals): void {
   into.backend += delta.backend;
   into.pending += delta.pending;
   into.failed += delta.failed;
+  into.canaryRollbacks += delta.canaryRollbacks;
   for (const key of HISTOGRAMS) {
     const buckets = into.histograms[key];
     for (const [le, count] of delta.histograms[key]) buckets.set(le, (buckets.get(le) ?? 0) + count);
@@ -192,6 +197,7 @@ function valuesOf(t: Totals): MetricValues {
     memoryRejections: t.memoryRejections,
     pendingRequests: t.pending,
     modelsFailedToLoad: t.failed,
+    canaryRollbacks: t.canaryRollbacks,
   };
   const distributions = {
     requestLatency: distributionFromCumulativeBuckets(t.histograms.request, 1000),

@@ -161,6 +161,20 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  // Canary releases (models/canary-control.ts).
+  readonly canaryWeight = new Gauge({
+    name: 'batchwise_canary_weight',
+    help: 'Percent of the requests naming no version that each version of a model with a canary declaration gets (the split in force: 0 for a rolled-back canary)',
+    labelNames: ['model', 'version'],
+    registers: [this.registry],
+  });
+  readonly canaryRollbacks = new Counter({
+    name: 'batchwise_canary_rollbacks_total',
+    help: 'Canary versions this server stopped sending unversioned requests to, because they were worse than the stable version (reason: error_rate, latency)',
+    labelNames: ['model', 'reason'],
+    registers: [this.registry],
+  });
+
   readonly gpuMemoryUsedBytes = new Gauge({
     name: 'nv_gpu_memory_used_bytes',
     help: 'GPU used memory, in bytes',

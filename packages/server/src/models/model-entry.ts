@@ -30,6 +30,8 @@ export interface ModelEntry {
   draining: Set<LoadedVersion>;
   /** Serialises loads, unloads and cache pruning of one model. */
   busy: Promise<void>;
+  /** Why the model folder's canary declaration is invalid (logged once per reason). */
+  canaryError: string | undefined;
   /** Temporary folders of file overrides, removed once no version loaded from them serves or drains. */
   overrideDirs: Set<string>;
 }
@@ -52,5 +54,6 @@ export function newModelEntry(name: string): ModelEntry {
     draining: new Set(),
     busy: Promise.resolve(),
     overrideDirs: new Set(),
+    canaryError: undefined,
   };
 }

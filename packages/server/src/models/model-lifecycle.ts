@@ -13,6 +13,13 @@ import type { ModelEntry, ServingVersion } from './model-entry.ts';
 import { loadEnsembleVersion } from './ensemble-loader.ts';
 import { loadVersion, readConfig, type LoaderOptions } from './model-loader.ts';
 import type { ModelTable } from './model-registry.ts';
+import type { CanaryControl } from './canary-control.ts';
+import { readCanaryDeclaration } from '../repository/canary-declaration.ts';
+
+/** The policy's versions and those a canary declaration adds, ascending. */
+function withCanaryVersions(selected: readonly number[], declared: readonly number[]): number[] {
+  return [...new Set([...selected, ...declared])].sort((a, b) => a - b);
+}
 
 /**
  * The per-version state machine of every model: loads versions beside the serving ones,
@@ -31,6 +38,8 @@ export class ModelLifecycle {
     private readonly stopping: AbortSignal,
     /** explicit mode: loads an ensemble's step model that does not serve (loading an ensemble loads its steps). */
     private readonly loadStepModel?: (name: string) => Promise<unknown>,
+    /** Canary releases: told each model's declaration at every look. */
+    private readonly canary?: CanaryControl,
   ) {}
 
   private get logger(): Logger {
@@ -68,7 +77,7 @@ export class ModelLifecycle {
     try {
       folder = await listed.localize();
       written = override ?? readConfig(folder, this.options);
-      wanted = selectVersions(folder.versions, written?.version_policy);
+      wanted = withCanaryVersions(selectVersions(folder.versions, written?.version_policy), await this.canaryOf(entry, folder));
       if (wanted.length === 0) throw Errors.invalidArg(`model '${folder.name}' has no version folder that its version policy selects`);
     } catch (error) {
       return this.recordFailure(entry, toInferenceServerError(error).message);
@@ -198,6 +207,34 @@ export class ModelLifecycle {
     return (this.waitsFor.get(from) ?? []).some((next) => this.waitLeadsTo(next, to, seen));
   }
 
+  /**
+   * The model folder's canary declaration, applied to the split at once (no version reloads for
+   * it: canary.json is not part of any version's fingerprint). An invalid one is logged and the
+   * split in force stays. Resolves with the versions it asks to serve beside the policy's, those present.
+   */
+  private async canaryOf(entry: ModelEntry, folder: ModelFolder): Promise<number[]> {
+    if (!this.canary) return [];
+    let found: Awaited<ReturnType<typeof readCanaryDeclaration>>;
+    try {
+      found = await readCanaryDeclaration(folder.dir);
+    } catch (error) {
+      const reason = toInferenceServerError(error).message;
+      if (entry.canaryError !== reason)
+        this.logger.error({ model: entry.name, reason }, 'invalid canary declaration; the split in force stays');
+      entry.canaryError = reason;
+      return this.canary.versionsInForce(entry.name).filter((v) => folder.versions.includes(v));
+    }
+    entry.canaryError = undefined;
+    this.canary.apply(entry.name, found);
+    if (!found) return [];
+    const declared = [Number(found.declaration.stableVersion), Number(found.declaration.canaryVersion)];
+    const missing = declared.filter((v) => !folder.versions.includes(v));
+    if (missing.length > 0) {
+      this.logger.error({ model: entry.name, missing }, 'canary declaration names versions the repository does not have');
+    }
+    return declared.filter((v) => folder.versions.includes(v));
+  }
+
   /** An instance gave up after repeated crashes: the version stops serving, with the reason. */
   private async failServingVersion(entry: ModelEntry, version: LoadedVersion, reason: string): Promise<void> {
     const serving = entry.serving.get(version.version);
@@ -248,6 +285,7 @@ export class ModelLifecycle {
       entry.state = 'UNAVAILABLE';
       entry.reason = reason;
       entry.wanted = false;
+      this.canary?.apply(entry.name, undefined);
       this.reportLoadState(entry);
       this.logger.info({ model: entry.name, reason }, 'model unloaded');
       return { drained: this.retireInBackground(entry, retired) };

@@ -8,6 +8,7 @@ import { configFromJson } from './config-override.ts';
 import { DEFAULT_FILE_OVERRIDE_MAX_BYTES, modelLoadRequestOf, type LoadParameters } from './load-parameters.ts';
 import type { ModelControl, UnloadOptions } from './model-control.ts';
 import { DUPLICATE } from './model-entry.ts';
+import { CanaryControl } from './canary-control.ts';
 import { ModelLifecycle } from './model-lifecycle.ts';
 import type { LoaderOptions } from './model-loader.ts';
 import { ModelTable, type ModelRegistry } from './model-registry.ts';
@@ -39,16 +40,22 @@ export class ModelManager implements ModelControl {
   private readonly repositories: RepositoryScan;
   private readonly table: ModelTable;
   private readonly lifecycle: ModelLifecycle;
+  private readonly canary: CanaryControl;
 
   constructor(
     sources: readonly ModelSource[],
     private readonly options: ModelManagerOptions,
   ) {
     this.repositories = new RepositoryScan(sources);
-    this.table = new ModelTable(this.repositories);
+    this.canary = new CanaryControl({
+      metrics: options.metrics,
+      logger: options.logger,
+      servingVersions: (model) => this.table.get(model)?.serving ?? new Map(),
+    });
+    this.table = new ModelTable(this.repositories, this.canary);
     // In explicit mode, loading an ensemble loads the step models that do not serve, as in Triton.
     const loadStepModel = options.controlMode === 'explicit' ? (name: string) => this.load(name) : undefined;
-    this.lifecycle = new ModelLifecycle(this.table, options, this.stopping.signal, loadStepModel);
+    this.lifecycle = new ModelLifecycle(this.table, options, this.stopping.signal, loadStepModel, this.canary);
   }
 
   /** What serves, for the facade and readiness. */
@@ -180,6 +187,7 @@ export class ModelManager implements ModelControl {
     this.stopping.abort(new Error('server is shutting down'));
     if (this.polling) clearInterval(this.polling);
     await this.pollInFlight;
+    this.canary.close();
     await this.lifecycle.closeAll();
   }
 }

@@ -1,6 +1,7 @@
 import type { ModelConfig } from '../config/model-config.ts';
 import { Errors } from '../errors/errors.ts';
 import type { RepositoryIndexEntry } from '../protocol/types.ts';
+import type { CanaryControl, RouteKeys } from './canary-control.ts';
 import type { LoadedVersion } from './loaded-version.ts';
 import { DUPLICATE, newModelEntry, type ModelEntry } from './model-entry.ts';
 import type { ScanResult } from './repository-scan.ts';
@@ -11,8 +12,11 @@ import type { ScanResult } from './repository-scan.ts';
  * facade (core/) turns the wire's empty string into undefined before it asks.
  */
 export interface ModelRegistry {
-  /** The version a request addresses: the given one, or the highest ready one. Throws Triton's errors. */
-  resolve(modelName: string, modelVersion?: string): LoadedVersion;
+  /**
+   * The version a request addresses: the given one, or (naming none) the one a canary split
+   * chooses by `keys`, else the highest ready one. Throws Triton's errors.
+   */
+  resolve(modelName: string, modelVersion?: string, keys?: RouteKeys): LoadedVersion;
   isKnown(modelName: string): boolean;
   isModelReady(modelName: string, modelVersion?: string): boolean;
   /** Version numbers that serve, in ascending order. */
@@ -32,7 +36,10 @@ export interface ModelRegistry {
 export class ModelTable implements ModelRegistry {
   private readonly models = new Map<string, ModelEntry>();
 
-  constructor(private readonly repositories: ScanResult) {}
+  constructor(
+    private readonly repositories: ScanResult,
+    private readonly canary?: CanaryControl,
+  ) {}
 
   /** The entry of a model, created on first mention. */
   entryFor(name: string): ModelEntry {
@@ -52,7 +59,7 @@ export class ModelTable implements ModelRegistry {
     return this.models.values();
   }
 
-  resolve(modelName: string, modelVersion?: string): LoadedVersion {
+  resolve(modelName: string, modelVersion?: string, keys?: RouteKeys): LoadedVersion {
     const entry = this.models.get(modelName);
     if (!entry) throw Errors.unknownModel(modelName);
     let found: LoadedVersion | undefined;
@@ -61,7 +68,8 @@ export class ModelTable implements ModelRegistry {
       if (!found) throw Errors.unknownVersion(modelName, modelVersion);
     } else {
       if (entry.serving.size === 0) throw Errors.modelNotReady(modelName, entry.reason);
-      found = this.highest(entry);
+      const split = this.canary?.versionFor(modelName, keys, entry.serving);
+      found = split === undefined ? this.highest(entry) : entry.serving.get(split)!.loaded;
     }
     const unready = this.unreadyStep(found);
     if (unready) throw Errors.modelNotReady(modelName, unready);

@@ -4,7 +4,7 @@ import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { Logger } from 'pino';
 import { LocalModelSource } from '../repository/local-model-source.ts';
 import type { ModelSource } from '../repository/model-source.ts';
@@ -42,6 +42,12 @@ export interface RepositoryStore {
    * Content-MD5, checked afterwards with HeadObject.
    */
   uploadVersion(model: string, version: number, fileName: string, file: string, logger: Logger): Promise<{ bytes: number; sha256: string }>;
+  /** A model-level file beside config.pbtxt (canary.json), or undefined when there is none. */
+  readModelFile(model: string, name: string): Promise<string | undefined>;
+  /** Writes a model-level file in one step (S3: one PutObject; local: temp file renamed over). */
+  writeModelFile(model: string, name: string, text: string): Promise<void>;
+  /** Removes a model-level file; nothing when there is none. */
+  removeModelFile(model: string, name: string): Promise<void>;
 }
 
 export interface RepositoryStoreOptions {
@@ -95,6 +101,23 @@ class LocalStore implements RepositoryStore {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw error;
     }
+  }
+
+  readModelFile(model: string, name: string): Promise<string | undefined> {
+    return readFile(join(this.location, model, name), 'utf8').catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return undefined;
+      throw error;
+    });
+  }
+
+  async writeModelFile(model: string, name: string, text: string): Promise<void> {
+    const temp = join(this.location, model, `.${name}.${randomBytes(4).toString('hex')}`);
+    await writeFile(temp, text);
+    await rename(temp, join(this.location, model, name));
+  }
+
+  async removeModelFile(model: string, name: string): Promise<void> {
+    await rm(join(this.location, model, name), { force: true });
   }
 
   async replaceConfig(model: string, text: string, revision: string): Promise<string> {
@@ -154,14 +177,40 @@ class S3Store implements RepositoryStore {
   }
 
   async readConfig(model: string): Promise<StoredConfig | undefined> {
+    return this.get(model, 'config.pbtxt');
+  }
+
+  private async get(model: string, name: string): Promise<StoredConfig | undefined> {
     try {
-      const res = await this.client.send(new GetObjectCommand({ Bucket: this.target.bucket, Key: this.key(model, 'config.pbtxt') }));
+      const res = await this.client.send(new GetObjectCommand({ Bucket: this.target.bucket, Key: this.key(model, name) }));
       return { text: await res.Body!.transformToString('utf8'), revision: unquoteEtag(res.ETag) };
     } catch (error) {
       const e = error as { name?: string; $metadata?: { httpStatusCode?: number } };
       if (e.name === 'NoSuchKey' || e.$metadata?.httpStatusCode === 404) return undefined;
       throw error;
     }
+  }
+
+  async readModelFile(model: string, name: string): Promise<string | undefined> {
+    return (await this.get(model, name))?.text;
+  }
+
+  async writeModelFile(model: string, name: string, text: string): Promise<void> {
+    const body = Buffer.from(text, 'utf8');
+    await this.client.send(
+      new PutObjectCommand({
+        Bucket: this.target.bucket,
+        Key: this.key(model, name),
+        Body: body,
+        ContentLength: body.length,
+        ContentMD5: createHash('md5').update(body).digest('base64'),
+        ContentType: 'application/json',
+      }),
+    );
+  }
+
+  async removeModelFile(model: string, name: string): Promise<void> {
+    await this.client.send(new DeleteObjectCommand({ Bucket: this.target.bucket, Key: this.key(model, name) }));
   }
 
   async replaceConfig(model: string, text: string, revision: string): Promise<string> {

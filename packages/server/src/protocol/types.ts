@@ -37,6 +37,8 @@ export interface InferenceRequest {
   readonly outputs?: RequestedOutput[];
   /** Request-level parameters, e.g. `priority`, `timeout` (microseconds), `binary_data_output`. */
   readonly parameters: Parameters;
+  /** The caller's canary stickiness key (HTTP header / gRPC metadata `batchwise-canary-key`), if it sent one. */
+  readonly canaryKey?: string;
   /** Set only by the server itself, on an ensemble step of a traced request: the trace its own trace belongs to. */
   readonly parentTraceId?: number;
   /**

@@ -1,6 +1,7 @@
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { Logger } from 'pino';
 import { parseModelConfig } from '../config/index.ts';
+import { declaredCanaryVersions } from './canary-declaration.ts';
 import { readModelFolder, type ModelFolder } from './model-folder.ts';
 import type { ListedModel, ModelSource } from './model-source.ts';
 import { RepositoryError } from './repository-error.ts';
@@ -110,7 +111,9 @@ export class S3ModelSource implements ModelSource {
     const dir = await this.localize(listing.name, [], { listing });
     const modelLevel = await readModelFolder(dir, listing.name);
     const present = listing.versions.map((v) => v.version);
-    const selected = selectForDownload(modelLevel.configText, present, listing.name);
+    // A canary declaration (canary.json, a model-level file) adds its two versions to the policy's.
+    const declared = (await declaredCanaryVersions(dir)).filter((v) => present.includes(v));
+    const selected = [...new Set([...selectForDownload(modelLevel.configText, present, listing.name), ...declared])].sort((a, b) => a - b);
     await this.localize(listing.name, selected, { listing });
     // The cache may still hold versions that loaded versions read; the repository offers only these.
     return { ...(await readModelFolder(dir, listing.name)), versions: selected };

@@ -5,10 +5,15 @@ import { MODEL_REPOSITORY_KEY_HEADER } from '../../options/environment.ts';
 import { parsePositiveInteger } from '../flags.ts';
 import { listModelStatus, promoteModel, rollbackModel, type ModelStatus, type VersionChange } from './promotion.ts';
 import { waitForServedVersion } from './wait-for-server.ts';
+import { parseInterval, parseSteps, runCanarySteps, startCanary, uploadCanaryVersion } from './canary.ts';
+import { cloudWatchSource, metricsEndpointSource } from './canary-figures.ts';
+import type { StickinessSource } from '../../repository/canary-declaration.ts';
 
 export { promoteModel, rollbackModel, listModelStatus, type ModelStatus, type VersionChange } from './promotion.ts';
 export { validateArtifact, ArtifactRejectedError } from './validate-artifact.ts';
 export { waitForServedVersion } from './wait-for-server.ts';
+export { runCanarySteps, startCanary, CanaryRolledBackError } from './canary.ts';
+export { metricsEndpointSource, cloudWatchSource, parsePrometheusSamples } from './canary-figures.ts';
 
 export interface ModelsCommandIO {
   /** Where results go (tables, JSON). @default process.stdout */
@@ -33,6 +38,30 @@ interface ChangeFlags extends CommonFlags {
   waitIntervalSecs: number;
   apiKeyHeader: string;
   apiKey?: string;
+}
+
+interface CanaryFlags extends CommonFlags {
+  version?: number;
+  file?: string;
+  weight?: number;
+  steps?: string;
+  interval: string;
+  metricsUrl?: string[];
+  region?: string;
+  serviceName: string;
+  stickiness?: StickinessSource;
+  windowSecs?: number;
+  minRequests?: number;
+  maxErrorRateIncrease?: number;
+  maxP99Ratio?: number;
+  actor?: string;
+  message?: string;
+}
+
+function parsePercent(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0 || n > 100) throw new InvalidArgumentError(`expected a percent between 0 and 100, got '${value}'`);
+  return n;
 }
 
 function parseVersion(value: string): number {
@@ -134,6 +163,85 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
           ...(flags.message !== undefined && { message: flags.message }),
         });
         await afterChange(flags, change, logger);
+      }),
+  );
+
+  models.addCommand(
+    commonOptions(new Command('canary'))
+      .description(
+        'Start a canary release: write <model>/canary.json so that servers send --weight percent of the requests naming no version ' +
+          'to --version, beside the version that serves now; with --steps, move it step by step while watching running servers, ' +
+          'roll back by itself (weight 0, non-zero exit) when a step is worse, and finish at 100 as `models promote` would',
+      )
+      .argument('<model>', 'model name (its folder in the repository)')
+      .option('--version <n>', 'the canary version (already in the repository)', parseVersion)
+      .option('--file <model.onnx>', 'an ONNX artifact to validate and upload as the next version, which becomes the canary')
+      .option('--weight <percent>', 'percent of unversioned requests for the canary (without --steps)', parsePercent)
+      .option('--steps <weights>', 'weights to move through, e.g. 5,25,50,100')
+      .option('--interval <duration>', 'how long each step is watched: 500ms, 30s, 10m, 1h', '10m')
+      .option('--metrics-url <url...>', "running servers' metrics endpoints to watch, e.g. http://task-1:8002/metrics")
+      .option('--region <region>', 'watch the CloudWatch EMF metrics (CanaryRollbacks) in this region instead')
+      .option(
+        '--service-name <name>',
+        'the ServiceName dimension of the EMF metrics (--cloudwatch-service-name of the servers)',
+        'batchwise',
+      )
+      .addOption(new Option('--stickiness <source>', 'where a stickiness key comes from').choices(['header', 'parameter', 'none']))
+      .option('--window-secs <n>', 'rollback window the servers judge over', Number)
+      .option('--min-requests <n>', 'requests a version needs in a window before it is judged', parsePositiveInteger)
+      .option('--max-error-rate-increase <fraction>', 'largest tolerated canary error rate minus stable error rate (0..1)', Number)
+      .option('--max-p99-ratio <ratio>', 'largest tolerated canary p99 / stable p99', Number)
+      .option('--actor <who>', 'who promotes at 100, for the history (default: $GITHUB_ACTOR, else the OS user)')
+      .option('--message <text>', 'why, for the history')
+      .action(async (model: string, flags: CanaryFlags) => {
+        const logger = loggerFor(flags);
+        if ((flags.version === undefined) === (flags.file === undefined)) {
+          throw new Error(
+            'models canary needs either --version <n> (a version in the repository) or --file <model.onnx> (uploaded as the next version)',
+          );
+        }
+        const version =
+          flags.version ?? (await uploadCanaryVersion({ repository: flags.modelRepository, model, file: flags.file!, logger }));
+        const base = {
+          repository: flags.modelRepository,
+          model,
+          version,
+          logger,
+          ...(flags.stickiness !== undefined && { stickiness: flags.stickiness }),
+          rollback: {
+            windowSeconds: flags.windowSecs,
+            minRequests: flags.minRequests,
+            maxErrorRateIncrease: flags.maxErrorRateIncrease,
+            maxP99Ratio: flags.maxP99Ratio,
+          },
+        };
+        if (flags.steps === undefined) {
+          if (flags.weight === undefined) throw new Error('models canary needs --weight <percent> or --steps <weights>');
+          const declaration = await startCanary({ ...base, weight: flags.weight });
+          write(
+            flags.json
+              ? `${JSON.stringify(declaration)}\n`
+              : `canary of '${model}': version ${declaration.canaryVersion} at ${declaration.canaryWeight}%, version ${declaration.stableVersion} at ${100 - declaration.canaryWeight}%\n`,
+          );
+          return;
+        }
+        if (flags.region === undefined && (flags.metricsUrl ?? []).length === 0) {
+          throw new Error('--steps needs the running servers to watch: --metrics-url <url...> or --region <region>');
+        }
+        const source =
+          flags.region !== undefined
+            ? cloudWatchSource({ region: flags.region, serviceName: flags.serviceName })
+            : metricsEndpointSource(flags.metricsUrl!);
+        const change = await runCanarySteps({
+          ...base,
+          steps: parseSteps(flags.steps),
+          intervalMs: parseInterval(flags.interval),
+          source,
+          progress: (line) => write(flags.json ? `${JSON.stringify({ model, progress: line })}\n` : `${line}\n`),
+          ...(flags.actor !== undefined && { actor: flags.actor }),
+          ...(flags.message !== undefined && { message: flags.message }),
+        });
+        if (change && flags.json) write(`${JSON.stringify(change)}\n`);
       }),
   );
 

@@ -12,6 +12,7 @@ import {
 import { openRepositoryStore, type RepositoryStore } from '../../promotion/repository-store.ts';
 import type { S3ClientOptions } from '../../repository/s3-client.ts';
 import type { ModelListing } from '../../repository/snapshot.ts';
+import { CANARY_FILE } from '../../repository/canary-declaration.ts';
 import { validateArtifact } from './validate-artifact.ts';
 
 export interface RepositoryAccess {
@@ -76,7 +77,7 @@ export function defaultActor(): string {
   }
 }
 
-async function loadModel(store: RepositoryStore, model: string) {
+export async function loadModel(store: RepositoryStore, model: string) {
   const stored = await store.readConfig(model);
   if (!stored) {
     throw new RepositoryError(
@@ -98,23 +99,21 @@ async function loadModel(store: RepositoryStore, model: string) {
   return { stored, parsed, listing };
 }
 
-function presentVersions(listing: ModelListing | undefined): number[] {
+export function presentVersions(listing: ModelListing | undefined): number[] {
   return (listing?.versions ?? []).map((v) => v.version);
 }
 
-function single(versions: number[]): number | null {
+export function single(versions: number[]): number | null {
   return versions.length === 1 ? versions[0]! : versions.length > 0 ? Math.max(...versions) : null;
 }
 
 /**
- * Validates the artifact against the model's config; pins the serving versions when the
- * config's policy would otherwise select the new one on sight; uploads it as version max+1
- * (complete before anything points to it); then rewrites config.pbtxt in one step to serve
- * exactly that version, recording the change in its history.
+ * Validates the artifact against the model's config, pins the serving versions when the config's
+ * policy would otherwise select the new one on sight, and uploads it as version max+1 (complete
+ * before anything points to it). Nothing serves it yet: `models promote` and `models canary --file` go on from here.
  */
-export async function promoteModel(options: PromoteOptions): Promise<VersionChange> {
+export async function uploadNextVersion(store: RepositoryStore, options: PromoteOptions) {
   const { logger, model } = options;
-  const store = openRepositoryStore(options.repository, { logger, ...(options.s3 && { s3: options.s3 }) });
   const { stored, parsed, listing } = await loadModel(store, model);
 
   const next = options.configText === undefined ? parsed : replacedConfig(parsed, options.configText, model);
@@ -128,13 +127,26 @@ export async function promoteModel(options: PromoteOptions): Promise<VersionChan
   const version = Math.max(0, ...present, ...parsed.history.map((r) => r.version)) + 1;
   let revision = stored.revision;
   // Under `latest` or `all` the upload alone would start serving the new version: first pin
-  // what serves now, so that only the final rewrite below moves traffic.
+  // what serves now, so that only a later rewrite moves traffic.
   if (servingNow.length > 0 && servingVersions(parsed.config, [...present, version]).includes(version)) {
     revision = await store.replaceConfig(model, writeConfigWithHistory(parsed, servingNow, parsed.history), revision);
     logger.info({ model, serving: servingNow }, `pinned '${model}' to the versions it serves before uploading version ${version}`);
   }
   const fileName = parsed.config.default_model_filename || 'model.onnx';
   const { bytes, sha256 } = await store.uploadVersion(model, version, fileName, options.file, logger);
+  return { version, before, parsed, next, revision, bytes, sha256 };
+}
+
+/**
+ * Validates the artifact against the model's config; pins the serving versions when the
+ * config's policy would otherwise select the new one on sight; uploads it as version max+1
+ * (complete before anything points to it); then rewrites config.pbtxt in one step to serve
+ * exactly that version, recording the change in its history.
+ */
+export async function promoteModel(options: PromoteOptions): Promise<VersionChange> {
+  const { logger, model } = options;
+  const store = openRepositoryStore(options.repository, { logger, ...(options.s3 && { s3: options.s3 }) });
+  const { version, before, parsed, next, revision, bytes, sha256 } = await uploadNextVersion(store, options);
   logger.info({ model, version, bytes, sha256 }, 'version uploaded; switching the serving version');
 
   const record: PromotionRecord = {
@@ -148,6 +160,7 @@ export async function promoteModel(options: PromoteOptions): Promise<VersionChan
     bytes,
   };
   await store.replaceConfig(model, writeConfigWithHistory(next, version, [...parsed.history, record]), revision);
+  await clearCanary(store, model, logger);
   logger.info({ model, version, from: before }, `model '${model}' now serves version ${version}`);
   return { model, version, from: before, record };
 }
@@ -201,8 +214,16 @@ export async function rollbackModel(options: RollbackOptions): Promise<VersionCh
     ...(options.message && { message: options.message }),
   };
   await store.replaceConfig(model, writeConfigWithHistory(parsed, target, [...parsed.history, record]), stored.revision);
+  await clearCanary(store, model, logger);
   logger.info({ model, version: target, from: current }, `model '${model}' rolled back to version ${target}`);
   return { model, version: target, from: current ?? null, record };
+}
+
+/** A promote or rollback decides what serves: a canary declaration of the model would contradict it, and goes. */
+export async function clearCanary(store: RepositoryStore, model: string, logger: Logger): Promise<void> {
+  if ((await store.readModelFile(model, CANARY_FILE)) === undefined) return;
+  await store.removeModelFile(model, CANARY_FILE);
+  logger.info({ model }, `removed the canary declaration of '${model}' (${CANARY_FILE})`);
 }
 
 function describePolicy(parsed: ConfigWithHistory): string {

@@ -2,6 +2,7 @@ import { Transform } from 'node:stream';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { InferenceService, MemoryReservation } from '../../core/index.ts';
+import { CANARY_KEY_HEADER } from '../../core/index.ts';
 import { decodeHttpInferRequest, encodeHttpInferResponse, outputsSentAsJson } from '../infer-codec.ts';
 import { admitJsonBody, countJsonWhileReceived } from '../json-admission.ts';
 import type { JsonArrayCounter } from '../../tensor/json-census.ts';
@@ -138,10 +139,12 @@ export function registerInferRoutes(app: FastifyInstance, service: InferenceServ
       }
       const traceparent = request.headers.traceparent;
       const tracestate = request.headers.tracestate;
+      const canaryKey = request.headers[CANARY_KEY_HEADER];
+      const keyed = typeof canaryKey === 'string' ? { ...inferRequest, canaryKey } : inferRequest;
       const traced =
         typeof traceparent === 'string'
-          ? { ...inferRequest, traceContext: { traceparent, ...(typeof tracestate === 'string' && { tracestate }) } }
-          : inferRequest;
+          ? { ...keyed, traceContext: { traceparent, ...(typeof tracestate === 'string' && { tracestate }) } }
+          : keyed;
       const response = await service.infer(traced, {
         ...(held && { memory: held.reservation }),
         sentAsJson: outputsSentAsJson(inferRequest),
