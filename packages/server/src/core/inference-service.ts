@@ -374,14 +374,14 @@ export class CoreInferenceService implements InferenceService {
  * version), which the empty string also means (what gRPC carries when a client names no version).
  * The one place that decides it; frontends pass what the client sent.
  */
+function policyVersion(modelVersion: string | undefined): string | undefined {
+  return modelVersion === '' ? undefined : modelVersion;
+}
+
 /** A request's canary stickiness keys: the header (gRPC metadata) and the `canary_key` parameter. */
 function routeKeysOf(request: InferenceRequest): RouteKeys {
   const parameter = request.parameters[CANARY_KEY_PARAMETER];
   return { header: request.canaryKey, parameter: typeof parameter === 'string' ? parameter : undefined };
-}
-
-function policyVersion(modelVersion: string | undefined): string | undefined {
-  return modelVersion === '' ? undefined : modelVersion;
 }
 
 /** The asked-for outputs, in the order asked, shaped as the config declares them (reshape). */
