@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseModelConfig } from '../../config/parse.ts';
 import { printModelConfig } from '../../config/print.ts';
-import { applyKnobs, candidateId, knobsCost, knobsOf, searchStages, type Knobs } from './candidates.ts';
+import { applyKnobs, candidateId, currentCandidateId, knobsCost, knobsOf, searchStages, type Knobs } from './candidates.ts';
 
 const CONFIG = parseModelConfig(`name: "mlp"
 max_batch_size: 8
@@ -22,6 +22,16 @@ describe('knobs', () => {
       device: 'cpu',
       intraOpThreads: 0,
     });
+  });
+
+  it('names a current config that runs every request alone apart from the batching config of the same knobs', () => {
+    const knobs = knobsOf(CONFIG, CONFIG);
+    expect(currentCandidateId(knobs, CONFIG)).toBe(`${candidateId(knobs)} unbatched`);
+    const batching = { ...CONFIG, dynamic_batching: {} };
+    expect(currentCandidateId(knobs, batching)).toBe(candidateId(knobs));
+    expect(currentCandidateId({ ...knobs, maxBatchSize: 0 }, { ...CONFIG, max_batch_size: 0 })).toBe(
+      candidateId({ ...knobs, maxBatchSize: 0 }),
+    );
   });
 
   it('writes a config that parses back to the same knobs and keeps the other parameters', () => {

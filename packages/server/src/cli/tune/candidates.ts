@@ -84,6 +84,16 @@ export function candidateId(k: Knobs): string {
   return parts.join(' ');
 }
 
+/**
+ * The current config's id. A batching model whose config turns dynamic batching off runs every
+ * request alone, while its knobs name the batching config the search measures next: it gets an
+ * id of its own, so that batching config is measured too.
+ */
+export function currentCandidateId(knobs: Knobs, effective: ModelConfig): string {
+  const unbatched = effective.max_batch_size > 0 && effective.dynamic_batching === undefined;
+  return `${candidateId(knobs)}${unbatched ? ' unbatched' : ''}`;
+}
+
 /** Resource cost for tie-breaks: CPU threads in use (ONNX Runtime's default: every core), or GPU instances. */
 export function knobsCost(k: Knobs, host: Host): number {
   return k.device === 'cuda' ? k.instanceCount : k.instanceCount * (k.intraOpThreads > 0 ? k.intraOpThreads : host.cpuCores);

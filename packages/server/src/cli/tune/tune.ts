@@ -11,7 +11,7 @@ import { printModelConfig } from '../../config/print.ts';
 import { createModelSource } from '../../repository/create-model-source.ts';
 import type { ModelFolder } from '../../repository/model-folder.ts';
 import { startServerProcess } from '../server-process.ts';
-import { applyKnobs, candidateId, knobsCost, knobsOf, searchStages, type Host, type Knobs } from './candidates.ts';
+import { applyKnobs, candidateId, currentCandidateId, knobsCost, knobsOf, searchStages, type Host, type Knobs } from './candidates.ts';
 import { paretoFront, recommend, scoreWithin, type OperatingPoint, type Recommendation } from './pareto.ts';
 import type { Progress } from './progress.ts';
 import { requestInputs } from './inputs.ts';
@@ -133,8 +133,12 @@ export async function tune(options: TuneOptions): Promise<TuneResult> {
     };
     const score = (run: CandidateRun) => scoreWithin(pointsOf(run), plan.objectiveMs);
 
-    const tryCandidate = async (knobs: Knobs, stage: string, configText: string): Promise<CandidateRun | undefined> => {
-      const id = candidateId(knobs);
+    const tryCandidate = async (
+      knobs: Knobs,
+      stage: string,
+      configText: string,
+      id = candidateId(knobs),
+    ): Promise<CandidateRun | undefined> => {
       if (seen.has(id)) return runs.find((r) => r.id === id);
       seen.add(id);
       const average = runs.length > 0 ? runs.reduce((a, r) => a + r.durationMs, 0) / runs.length : 0;
@@ -155,7 +159,7 @@ export async function tune(options: TuneOptions): Promise<TuneResult> {
     };
 
     const currentKnobs = knobsOf(base, effective);
-    let best = (await tryCandidate(currentKnobs, 'current', currentConfigText))!;
+    let best = (await tryCandidate(currentKnobs, 'current', currentConfigText, currentCandidateId(currentKnobs, effective)))!;
     for (const stage of searchStages(host, Math.max(...plan.concurrencies))) {
       for (const knobs of stage.variants(best.knobs)) {
         const run = await tryCandidate(knobs, stage.name, printModelConfig(applyKnobs(base, knobs)));
