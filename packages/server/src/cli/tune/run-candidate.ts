@@ -132,8 +132,9 @@ export async function runCandidate(spec: CandidateSpec, ctx: RunContext): Promis
       if (r.requests === r.errors) return done('failed', levels, `no request succeeded at concurrency ${concurrency}: ${r.firstError}`);
       if (level.p99Ms > 2 * ctx.plan.objectiveMs) return done('past-objective', levels);
       const point = { candidate: spec.id, concurrency, throughput: level.throughput, p99Ms: level.p99Ms };
-      // The first level alone says little (a batcher shows its worth under concurrency).
-      if (index >= 1 && clearlyDominated(point, ctx.measured(), ctx.plan.dominanceMargin)) return done('dominated', levels);
+      // The first two levels say little: a batcher shows its worth under concurrency, and at c=1
+      // and 2 one window's throughput moves by 15% or more on a shared host.
+      if (index >= 2 && clearlyDominated(point, ctx.measured(), ctx.plan.dominanceMargin)) return done('dominated', levels);
     }
     return done('measured', levels);
   } finally {
