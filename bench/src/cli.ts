@@ -57,7 +57,8 @@ options:
                            recommended.config.pbtxt); without it a fixed 1 ms delay
   --phase-ms=20000         adaptive: length of each phase
   BENCH_DELAY_US=1000      max_queue_delay_microseconds of the batching-on configuration
-  --objective=50ms         tune: the latency objective; --budget=10m: its time budget`;
+  --objective=50ms         tune: the latency objective; --budget=10m: its time budget
+  --start=dynamic          tune: start from dynamic_batching { } (dynamic) or from no dynamic_batching (plain)`;
 
 const args = process.argv.slice(2);
 if (args.includes('--help') || args.includes('-h')) {
@@ -110,13 +111,16 @@ const scenarios: Record<string, () => Promise<unknown>> = {
   'rate-limit': () =>
     runRateLimit({ concurrency: smoke ? 2 : 8, durationMs: smoke ? 600 : 20_000, holdMs: smoke ? 2 : 5, log, name: `${prefix}rate-limit` }),
   tune: async () => {
+    const start = option('start') ?? 'dynamic';
+    if (start !== 'dynamic' && start !== 'plain') throw new Error(`--start must be dynamic or plain, not '${start}'`);
     const { pass } = await runTune({
       model,
+      start,
       objective: option('objective') ?? '50ms',
       budget: option('budget') ?? (smoke ? '2m' : '10m'),
       extraArgs: smoke ? ['--concurrency', '1,4', '--window-ms', '200', '--max-windows', '1', '--max-candidates', '3'] : [],
       log,
-      name: `${prefix}tune`,
+      name: `${prefix}tune${start === 'plain' ? '-plain' : ''}`,
     });
     if (!pass) process.exitCode = 1;
   },
