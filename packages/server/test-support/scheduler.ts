@@ -7,6 +7,7 @@ import type { Tensor } from '../src/tensor/tensor.ts';
 import { BatchingScheduler } from '../src/scheduler/batching-scheduler.ts';
 import type { Clock } from '../src/scheduler/clock.ts';
 import type { ExecutionGate } from '../src/scheduler/rate-limiter.ts';
+import type { WarmupRun } from '../src/scheduler/scheduler.ts';
 
 /**
  * A clock the test moves by hand. Work deferred to the end of the event-loop turn
@@ -111,7 +112,12 @@ export class RecordingInstance implements ModelInstance {
  */
 export function schedulerHarness(
   config: Partial<ModelConfig>,
-  { instances = 1, gate, clock = new FakeClock() }: { instances?: number; gate?: ExecutionGate; clock?: FakeClock } = {},
+  {
+    instances = 1,
+    gate,
+    clock = new FakeClock(),
+    warmupRuns,
+  }: { instances?: number; gate?: ExecutionGate; clock?: FakeClock; warmupRuns?: readonly WarmupRun[] } = {},
 ) {
   const full: ModelConfig = {
     name: 'm',
@@ -124,7 +130,7 @@ export function schedulerHarness(
   const metrics = new ServerMetrics({ processMetrics: false });
   const stats = new VersionStatistics('m', '1', metrics);
   const scheduler = new BatchingScheduler(
-    { config: full, instances: models, outputNames: ['OUTPUT0'], stats, ...(gate && { gate }) },
+    { config: full, instances: models, outputNames: ['OUTPUT0'], stats, ...(gate && { gate }), ...(warmupRuns && { warmupRuns }) },
     undefined,
     clock,
   );

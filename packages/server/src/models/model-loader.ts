@@ -8,7 +8,7 @@ import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.ts'
 import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { ServerMetrics } from '../metrics/server-metrics.ts';
 import { fileInModelFolder, type ModelFolder } from '../repository/model-folder.ts';
-import { createScheduler, latencyObjectiveNs } from '../scheduler/index.ts';
+import { createScheduler, latencyObjectiveNs, type WarmupRun } from '../scheduler/index.ts';
 import type { ExecutionGate, InstanceClaim, RateLimiter } from '../scheduler/rate-limiter.ts';
 import { stringHeapCapacityBytes } from '../memory/element-cost.ts';
 import { Errors } from '../errors/errors.ts';
@@ -98,7 +98,7 @@ export async function loadVersion(
     validateModelConfig(config, first.io);
     latencyObjectiveNs(config); // throws on a bad batchwise_latency_objective_ms before more instances load
     created.push(...(await Promise.all(placements.slice(1).map(create))));
-    await warmUp(
+    const warmupRuns = await warmUp(
       config,
       folder.dir,
       created.map((c) => c.instance),
@@ -116,7 +116,7 @@ export async function loadVersion(
         `${settings.gpuMemLimitBytes} bytes not applied: onnxruntime-node 1.30 passes only the device id to the CUDA execution provider`;
       options.logger.warn({ model: folder.name, version }, unapplied['gpu_mem_limit']);
     }
-    return assemble(folder.name, String(version), config, created, options.metrics, unapplied, labels, gate);
+    return assemble(folder.name, String(version), config, created, options.metrics, unapplied, labels, gate, warmupRuns);
   } catch (error) {
     gate?.close();
     await Promise.all(created.map((c) => c.instance.close()));
@@ -225,6 +225,7 @@ function assemble(
   unappliedSettings: Record<string, string>,
   labels: ReadonlyMap<string, readonly string[]>,
   gate: ExecutionGate | undefined,
+  warmupRuns: readonly WarmupRun[],
 ): LoadedVersion {
   const runsWithout = new Set(created[0]!.io.inputs.filter((t) => t.optional).map((t) => t.name));
   const inputs = inputSpecsOf(config, runsWithout);
@@ -242,7 +243,7 @@ function assemble(
     ...tensorTables(inputs, outputs),
     instances,
     maxBatchStringHeapBytes,
-    scheduler: createScheduler({ config, instances, outputNames, stats, maxBatchStringHeapBytes, ...(gate && { gate }) }),
+    scheduler: createScheduler({ config, instances, outputNames, stats, maxBatchStringHeapBytes, warmupRuns, ...(gate && { gate }) }),
     stats,
     executionProvider: first.executionProvider,
     fallbackReason: first.fallbackReason,

@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileInModelFolder } from '../repository/model-folder.ts';
 import type { ModelInstance } from '../backends/backend.ts';
+import type { WarmupRun } from '../scheduler/index.ts';
 import type { ModelConfig, ModelWarmup, ModelWarmupInput } from '../config/model-config.ts';
 import { CONFIG_TYPE_TO_DATATYPE, ELEMENT_BYTE_SIZE } from '../tensor/datatype.ts';
 import { elementCount } from '../tensor/shape.ts';
@@ -12,27 +13,33 @@ import { reshapedShape } from '../tensor/reshape.ts';
 
 /**
  * Runs config.pbtxt's `model_warmup` samples on every instance before the version is
- * declared ready (Triton semantics: zero, random or file data; batch_size; count).
+ * declared ready (Triton semantics: zero, random or file data; batch_size; count). Returns how
+ * long each run took (for the latency objective's run-time profile: scheduler/run-time-profile.ts).
  */
 export async function warmUp(
   config: ModelConfig,
   modelDir: string,
   instances: readonly ModelInstance[],
   outputNames: readonly string[],
-): Promise<void> {
+): Promise<WarmupRun[]> {
+  const runs: WarmupRun[] = [];
   for (const sample of config.model_warmup ?? []) {
     const count = Math.max(1, sample.count ?? 1);
-    for (const instance of instances) {
+    const batchSize = config.max_batch_size > 0 ? Math.max(1, sample.batch_size ?? 1) : 1;
+    for (const [instance, model] of instances.entries()) {
       for (let i = 0; i < count; i++) {
         const inputs = await sampleInputs(config, modelDir, sample);
+        const startedNs = process.hrtime.bigint();
         try {
-          await instance.execute(inputs, outputNames);
+          await model.execute(inputs, outputNames);
         } catch (error) {
           throw Errors.invalidArg(`model '${config.name}': warmup sample '${sample.name}' failed: ${(error as Error).message}`);
         }
+        runs.push({ instance, batchSize, ns: Number(process.hrtime.bigint() - startedNs) });
       }
     }
   }
+  return runs;
 }
 
 /** Samples are written with the config dims, as a request sends them, and reshaped as requests are. */

@@ -68,6 +68,7 @@ export class BatchingScheduler implements Scheduler {
     this.ordered = options.preserveOrdering ? new OrderedDelivery() : undefined;
     if (options.dynamic && options.latencyObjectiveNs !== undefined) {
       const objective = new ObjectiveBatcher(options.latencyObjectiveNs, context.instances.length, options.maxBatchSize);
+      for (const run of context.warmupRuns ?? []) objective.observeRun(run.instance, run.batchSize, run.ns);
       context.stats.observeLatencyObjective(() => objective.statistics(clock.nowNs()));
       this.objective = objective;
     }

@@ -2,7 +2,7 @@ import { BatchingScheduler } from './batching-scheduler.ts';
 import type { Scheduler, SchedulerContext } from './scheduler.ts';
 
 export { latencyObjectiveNs, LATENCY_OBJECTIVE_PARAMETER } from './latency-objective.ts';
-export type { QueuedRequest, Scheduler, SchedulerContext } from './scheduler.ts';
+export type { QueuedRequest, Scheduler, SchedulerContext, WarmupRun } from './scheduler.ts';
 
 /** The scheduler a model's config asks for: dynamic batching, or each request alone. */
 export function createScheduler(context: SchedulerContext): Scheduler {

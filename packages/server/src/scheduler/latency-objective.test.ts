@@ -65,6 +65,29 @@ describe('batchwise_latency_objective_ms: batches', () => {
     expect(withObjective.models[0]!.batches).toEqual([[1]]);
   });
 
+  it('model_warmup runs are the profile before the first live batch: the statistics show them, and a request that cannot make it is refused', async () => {
+    // Warmup ran batches of 1 and 4 on the instance: t(1) = 4 ms, t(4) = 7 ms.
+    const warmupRuns = [
+      { instance: 0, batchSize: 1, ns: 4_000_000 },
+      { instance: 0, batchSize: 4, ns: 7_000_000 },
+    ];
+    const { send, clock, models, stats, settled, flush } = schedulerHarness({ dynamic_batching: {}, ...objective('10') }, { warmupRuns });
+    const profile = stats.snapshot().batchwise_latency_objective!.profile;
+    expect(profile).toHaveLength(1);
+    expect(profile[0]!.by_batch_size).toEqual([
+      { batch_size: 1, ms: 4 },
+      { batch_size: 4, ms: 7 },
+    ]);
+    // The instance is busy with a batch of 4 (about 7 ms); 4 more samples queued behind it
+    // would end at about 7 + 7 = 14 ms > 10 ms: refused at once, before any live batch ended.
+    void send('a', [1, 2, 3, 4]);
+    clock.endTurn();
+    expect(models[0]!.batches).toHaveLength(1);
+    void send('b', [5, 6, 7, 8]);
+    await flush();
+    expect(settled).toEqual([{ name: 'b', value: MISS, at: 0n }]);
+  });
+
   it('under load a request waits for the batch the objective affords, and the choice shows in statistics and metrics', async () => {
     const { send, clock, models, flush, stats, metrics } = schedulerHarness({ dynamic_batching: {}, ...objective('50') });
     void send('warm', [0]);

@@ -65,7 +65,12 @@ export class ObjectiveBatcher {
   finished(instance: number, nowNs: bigint, succeeded: boolean): void {
     const run = this.running[instance];
     this.running[instance] = undefined;
-    if (run && succeeded) this.profiles[instance]!.observe(run.samples, Number(nowNs - run.startNs));
+    if (run && succeeded) this.observeRun(instance, run.samples, Number(nowNs - run.startNs));
+  }
+
+  /** A run of `samples` on the instance took `ns`: live batches, and model_warmup's runs before the first. */
+  observeRun(instance: number, samples: number, ns: number): void {
+    this.profiles[instance]?.observe(samples, ns);
   }
 
   /**

@@ -54,4 +54,13 @@ export interface SchedulerContext {
   readonly maxBatchStringHeapBytes?: number;
   /** With --rate-limit=execution_count: an instance starts a batch only once it holds its resources. */
   readonly gate?: ExecutionGate;
+  /** The version's model_warmup runs, in the order they ran: the latency objective's first run times. */
+  readonly warmupRuns?: readonly WarmupRun[];
+}
+
+/** One model_warmup execution: which instance, how many samples, how long (dispatch to completion). */
+export interface WarmupRun {
+  readonly instance: number;
+  readonly batchSize: number;
+  readonly ns: number;
 }
