@@ -111,3 +111,56 @@ describe('a scheduler behind the rate limiter', () => {
     expect(b.models[0]!.batches).toEqual([[3], [2]]);
   });
 });
+
+describe('a latency objective behind the rate limiter', () => {
+  /** Model b has a 10 ms objective and a profile from warmup (t(1) = 2 ms); both share one resource of count 1. */
+  function withObjective() {
+    const clock = new FakeClock();
+    const limiter = new RateLimiter([], clock);
+    const claim = [{ deviceId: 0, resources: [{ name: 'gpu', global: false, count: 1 }], priority: 1 }];
+    const a = schedulerHarness({ dynamic_batching: {} }, { clock, gate: limiter.register('a', '1', claim) });
+    const b = schedulerHarness(
+      { dynamic_batching: {}, parameters: { batchwise_latency_objective_ms: { string_value: '10' } } },
+      { clock, gate: limiter.register('b', '1', claim), warmupRuns: [{ instance: 0, batchSize: 1, ns: 2_000_000 }] },
+    );
+    return { clock, limiter, a, b };
+  }
+
+  it('forms the batch by the objective when the grant comes', async () => {
+    const { a, b, clock, limiter } = withObjective();
+    void a.send('a1', [1]);
+    await a.flush();
+    void b.send('b1', [2]);
+    await b.flush();
+    expect(limiter.waiting).toBe(1);
+    clock.advanceMs(3);
+    a.models[0]!.finish();
+    await b.flush();
+    expect(b.models[0]!.batches).toEqual([[2]]);
+    expect(b.stats.snapshot().batchwise_latency_objective!.target_batch_size).toBe(1);
+    b.models[0]!.finish();
+    await b.flush();
+    expect(b.settled.map((s) => s.name)).toEqual(['b1']);
+    expect(limiter.resourceCounts()[0]!.inUse).toBe(0);
+  });
+
+  it('refuses a request whose wait for resources outlasts the objective, and gives the wait up', async () => {
+    const { a, b, clock, limiter } = withObjective();
+    void a.send('a1', [1]);
+    await a.flush();
+    void b.send('b1', [2]);
+    await b.flush();
+    expect(limiter.waiting).toBe(1);
+    // At 10 - t(1) = 8 ms it can no longer finish in time even if it ran at once.
+    clock.advanceMs(8);
+    await b.flush();
+    expect(b.settled).toEqual([
+      { name: 'b1', value: "UNAVAILABLE: request would miss the latency objective of 10 ms for model 'm'", at: 8_000_000n },
+    ]);
+    expect(limiter.waiting).toBe(0);
+    expect(b.models[0]!.batches).toEqual([]);
+    a.models[0]!.finish();
+    await a.flush();
+    expect(limiter.resourceCounts()[0]!.inUse).toBe(0);
+  });
+});
