@@ -47,6 +47,13 @@ describe('promotion workflow, canary mode', () => {
     const canary = promote.slice(promote.indexOf('- name: canary release, step by step'));
     expect(canary).toMatch(/^- name: canary release, step by step\n\s+if: inputs.mode == 'canary'/);
     expect(canary).toMatch(/pnpm batchwise models canary "\$MODEL" \\\n(\s+--[a-z-]+ "\$[A-Z_]+" \\\n)+/);
+    // The default release (steps x interval) and three more intervals for an unjudged step fit in the step's timeout.
+    const minutes = (re: RegExp) => Number(re.exec(promote)![1]);
+    const steps = /canary_steps:[\s\S]*?default: ([\d,]+)/.exec(promote)![1]!.split(',').length;
+    const interval = minutes(/canary_interval:[\s\S]*?default: (\d+)m/);
+    const stepTimeout = minutes(/- name: canary release, step by step\n\s+if: [^\n]+\n\s+timeout-minutes: (\d+)/);
+    expect(stepTimeout).toBeGreaterThanOrEqual((steps + 3) * interval);
+    expect(minutes(/\n {4}timeout-minutes: (\d+)/)).toBeGreaterThan(stepTimeout);
     for (const flag of [
       '--file "$FILE"',
       '--steps "$STEPS"',
