@@ -3,6 +3,8 @@ export interface ServerBreakdown {
   readonly requests: number;
   readonly executions: number;
   readonly avgBatchSize: number;
+  /** A successful request's time in the server, from decoded to answered (inference_stats.success). */
+  readonly avgRequestMs: number;
   readonly avgQueueMs: number;
   readonly avgComputeInferMs: number;
   /** Executions per batch size over the measurement. */
@@ -12,7 +14,11 @@ export interface ServerBreakdown {
 interface RawStats {
   inference_count: number;
   execution_count: number;
-  inference_stats: { success: { count: number }; queue: { ns: number; count: number }; compute_infer: { ns: number; count: number } };
+  inference_stats: {
+    success: { count: number; ns: number };
+    queue: { ns: number; count: number };
+    compute_infer: { ns: number; count: number };
+  };
   batch_stats: { batch_size: number; compute_infer: { count: number } }[];
 }
 
@@ -35,6 +41,7 @@ export function breakdown(before: RawStats, after: RawStats): ServerBreakdown {
     requests,
     executions,
     avgBatchSize: executions > 0 ? inferences / executions : 0,
+    avgRequestMs: per(after.inference_stats.success, before.inference_stats.success),
     avgQueueMs: per(after.inference_stats.queue, before.inference_stats.queue),
     avgComputeInferMs: per(after.inference_stats.compute_infer, before.inference_stats.compute_infer),
     batches,

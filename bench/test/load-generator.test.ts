@@ -92,7 +92,11 @@ describe('statistics and plot', () => {
     const snap = (n: number, execs: number, queueNs: number, inferNs: number, batches: [number, number][]) => ({
       inference_count: n,
       execution_count: execs,
-      inference_stats: { success: { count: n }, queue: { ns: queueNs, count: n }, compute_infer: { ns: inferNs, count: n } },
+      inference_stats: {
+        success: { count: n, ns: 3 * queueNs },
+        queue: { ns: queueNs, count: n },
+        compute_infer: { ns: inferNs, count: n },
+      },
       batch_stats: batches.map(([batch_size, count]) => ({ batch_size, compute_infer: { count } })),
     });
     const b = breakdown(
@@ -105,6 +109,7 @@ describe('statistics and plot', () => {
     expect(b.requests).toBe(40);
     expect(b.avgBatchSize).toBe(4);
     expect(b.avgQueueMs).toBe(1);
+    expect(b.avgRequestMs).toBe(3);
     expect(b.avgComputeInferMs).toBe(2);
     expect(b.batches).toEqual({ 1: 2, 4: 8 });
   });

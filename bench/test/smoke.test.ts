@@ -208,6 +208,8 @@ describe('bench scenarios (smoke)', () => {
         const r = result.results[server][phase];
         expect(r.sent, `${server} ${phase}`).toBeGreaterThan(0);
         expect(r.otherFailures, `${server} ${phase}`).toBe(0);
+        expect(r.server.requests, `${server} ${phase}: the server's own count`).toBeGreaterThan(0);
+        expect(r.server.avgRequestMs, `${server} ${phase}`).toBeGreaterThan(0);
         if (server !== 'objective') expect(r.shed).toBe(0);
       }
     }

@@ -5,6 +5,7 @@ import { mlp } from '@batchwise/modelgen';
 import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { measure, openLoopFor, summarize, type LatencySummary, type WindowOptions } from '@batchwise/client/load';
 import { environment, RESULTS_DIR, table, writeResult } from '../report.ts';
+import { breakdown, readStats, type ServerBreakdown } from '../server-stats.ts';
 import { benchRepository, cachedModel, fp32Config } from '../workload.ts';
 import { THREADS, type BatchingModel } from './batching.ts';
 
@@ -28,6 +29,9 @@ export interface PhaseResult {
   readonly shed: number;
   readonly otherFailures: number;
   readonly notSent: number;
+  /** Mean latency of the answered requests at the client, against the server's own figures over the phase. */
+  readonly clientMeanMs: number;
+  readonly server: ServerBreakdown;
 }
 
 /**
@@ -91,11 +95,11 @@ export async function runAdaptive(options: {
 
   const results = {} as Record<ServerName, Record<PhaseName, PhaseResult>>;
   for (const server of Object.keys(configs) as ServerName[]) {
-    results[server] = await serve(`adaptive-${server}`, file, configs[server], async (client) => {
+    results[server] = await serve(`adaptive-${server}`, file, configs[server], async (client, httpUrl) => {
       // Warm-up at the steady rate: the objective's profile and every instance see live batches first.
-      await runPhase(client, request, (t) => phases[1]!.rate(t), options.windows.warmupMs, objectiveMs);
+      await runPhase(client, httpUrl, request, (t) => phases[1]!.rate(t), options.windows.warmupMs, objectiveMs);
       const byPhase = {} as Record<PhaseName, PhaseResult>;
-      for (const phase of phases) byPhase[phase.name] = await runPhase(client, request, phase.rate, options.phaseMs, objectiveMs);
+      for (const phase of phases) byPhase[phase.name] = await runPhase(client, httpUrl, request, phase.rate, options.phaseMs, objectiveMs);
       return byPhase;
     });
     log(`${server}: done`);
@@ -105,10 +109,34 @@ export async function runAdaptive(options: {
   const rows = phases.flatMap(({ name }) =>
     (Object.keys(results) as ServerName[]).map((server) => {
       const r = results[server][name];
-      return [name, server, r.sent, r.okLatencyMs.p50, r.okLatencyMs.p99, r.goodputPerSecond, r.shed, r.otherFailures, r.notSent];
+      return [
+        name,
+        server,
+        r.sent,
+        r.okLatencyMs.p50,
+        r.okLatencyMs.p99,
+        r.goodputPerSecond,
+        r.shed,
+        r.otherFailures,
+        r.notSent,
+        r.clientMeanMs,
+        r.server.avgRequestMs,
+      ];
     }),
   );
-  const headers = ['phase', 'server', 'sent', 'p50 ms', 'p99 ms', 'goodput/s', 'shed', 'other fail', 'not sent'];
+  const headers = [
+    'phase',
+    'server',
+    'sent',
+    'p50 ms',
+    'p99 ms',
+    'goodput/s',
+    'shed',
+    'other fail',
+    'not sent',
+    'client mean ms',
+    'server mean ms',
+  ];
   log(`\n${table(headers, rows)}\n`);
   for (const c of checks) log(`${c.pass ? 'PASS' : 'MISS'} ${c.target}: ${c.detail}`);
   const result = {
@@ -127,12 +155,17 @@ export async function runAdaptive(options: {
 }
 
 /** A server of its own for one config; the body gets a client with room for the open loop's outstanding requests. */
-async function serve<T>(scenario: string, modelFile: string, config: string, body: (client: HttpClient) => Promise<T>): Promise<T> {
+async function serve<T>(
+  scenario: string,
+  modelFile: string,
+  config: string,
+  body: (client: HttpClient, httpUrl: string) => Promise<T>,
+): Promise<T> {
   const repo = await benchRepository(scenario, [{ name: 'mlp', modelFile, config }]);
   const server = await startServerProcess(['--model-repository', repo]);
   const client = new HttpClient({ url: server.httpUrl, connections: 256 });
   try {
-    return await body(client);
+    return await body(client, server.httpUrl);
   } finally {
     await client.close();
     await server.stop();
@@ -142,6 +175,7 @@ async function serve<T>(scenario: string, modelFile: string, config: string, bod
 /** One phase of open-loop arrivals; each request counts in the phase it was sent in. */
 async function runPhase(
   client: HttpClient,
+  httpUrl: string,
   request: Parameters<HttpClient['infer']>[0],
   rate: (elapsedMs: number) => number,
   durationMs: number,
@@ -160,9 +194,21 @@ async function runPhase(
       },
     );
   };
+  const before = await readStats(httpUrl, 'mlp');
   const { sent, notSent } = await openLoopFor(durationMs, rate, MAX_OUTSTANDING, send);
+  const server = breakdown(before, await readStats(httpUrl, 'mlp'));
   const good = ok.filter((ms) => ms <= objectiveMs).length;
-  return { sent, okLatencyMs: summarize(ok), goodputPerSecond: good / (durationMs / 1000), shed, otherFailures, notSent };
+  const clientMeanMs = ok.length > 0 ? ok.reduce((a, b) => a + b, 0) / ok.length : 0;
+  return {
+    sent,
+    okLatencyMs: summarize(ok),
+    goodputPerSecond: good / (durationMs / 1000),
+    shed,
+    otherFailures,
+    notSent,
+    clientMeanMs,
+    server,
+  };
 }
 
 interface Check {
