@@ -130,12 +130,19 @@ describe('bench scenarios (smoke)', () => {
   });
 
   it('tracing: off, OpenTelemetry at rate 1000 and at rate 1 all answer; every request traced reaches the receiver', async () => {
-    const { measurements, ratios } = await runTracing({ concurrency: 2, windows: SMOKE_WINDOWS, log, name: 'smoke-tracing' });
+    // Each configuration once: the mirrored order of the full run only evens out drift in timings.
+    const { measurements, ratios } = await runTracing({
+      concurrency: 2,
+      windows: SMOKE_WINDOWS,
+      log,
+      name: 'smoke-tracing',
+      mirrored: false,
+    });
     const labels = ['tracing off', 'opentelemetry rate=1000', 'opentelemetry rate=1'];
-    expect(measurements.map((m) => m.result.label)).toEqual([...labels, ...[...labels].reverse()]);
+    expect(measurements.map((m) => m.result.label)).toEqual(labels);
     expect(measurements.every((m) => m.result.errors === 0 && m.result.throughput > 0)).toBe(true);
     const spans = (label: string) => measurements.filter((m) => m.result.label === label).map((m) => m.spans);
-    expect(spans('tracing off')).toEqual([0, 0]);
+    expect(spans('tracing off')).toEqual([0]);
     // A request span and four phase spans per traced request (fewer only if the span queue overflowed).
     for (const n of spans('opentelemetry rate=1')) expect(n).toBeGreaterThan(0);
     expect(ratios['throughput_every_vs_off']).toBeGreaterThan(0);

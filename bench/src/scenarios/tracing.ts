@@ -71,6 +71,12 @@ export async function runTracing(options: {
   windows: WindowOptions;
   log: (line: string) => void;
   name?: string;
+  /**
+   * Each configuration twice, in mirrored order (off, 1000, 1, 1, 1000, off), so a drift of the
+   * machine's speed during the run weighs on every configuration alike; false: once each (smoke).
+   * @default true
+   */
+  mirrored?: boolean;
 }): Promise<{ measurements: TracingMeasurement[]; ratios: Record<string, number> }> {
   const { log, concurrency } = options;
   const env = environment();
@@ -82,7 +88,7 @@ export async function runTracing(options: {
   const measurements: TracingMeasurement[] = [];
   const configs = configurations(receiver.url);
   try {
-    for (const { label, traceConfig } of [...configs, ...[...configs].reverse()]) {
+    for (const { label, traceConfig } of options.mirrored === false ? configs : [...configs, ...[...configs].reverse()]) {
       const server = await startServerProcess(['--model-repository', repo, ...traceConfig.flatMap((c) => ['--trace-config', c])]);
       const before = receiver.spans();
       let cpu: CpuShare | undefined;
