@@ -208,11 +208,3 @@ export function parseSteps(text: string): number[] {
   if (steps.some((s, i) => i > 0 && s <= steps[i - 1]!)) throw new Error(`--steps must increase, got '${text}'`);
   return steps;
 }
-
-/** `--interval 10m`, `30s`, `500ms`, `1h`: milliseconds. */
-export function parseInterval(text: string): number {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(text.trim());
-  if (!match) throw new Error(`--interval must be a duration such as 500ms, 30s, 10m or 1h; got '${text}'`);
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[match[2] as 'ms' | 's' | 'm' | 'h'];
-  return Number(match[1]) * unit;
-}

@@ -5,7 +5,8 @@ import { MODEL_REPOSITORY_KEY_HEADER } from '../../options/environment.ts';
 import { parsePositiveInteger } from '../flags.ts';
 import { listModelStatus, promoteModel, rollbackModel, type ModelStatus, type VersionChange } from './promotion.ts';
 import { waitForServedVersion } from './wait-for-server.ts';
-import { parseInterval, parseSteps, runCanarySteps, startCanary, uploadCanaryVersion } from './canary.ts';
+import { parseDurationMs } from '../duration.ts';
+import { parseSteps, runCanarySteps, startCanary, uploadCanaryVersion } from './canary.ts';
 import { cloudWatchSource, metricsEndpointSource } from './canary-figures.ts';
 import type { StickinessSource } from '../../repository/canary-declaration.ts';
 
@@ -235,7 +236,7 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
         const change = await runCanarySteps({
           ...base,
           steps: parseSteps(flags.steps),
-          intervalMs: parseInterval(flags.interval),
+          intervalMs: parseDurationMs(flags.interval, '--interval'),
           source,
           progress: (line) => write(flags.json ? `${JSON.stringify({ model, progress: line })}\n` : `${line}\n`),
           ...(flags.actor !== undefined && { actor: flags.actor }),

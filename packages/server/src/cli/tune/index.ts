@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
 import { parsePositiveInteger } from '../flags.ts';
 import { applyRecommendation } from './apply.ts';
-import { formatDurationMs, parseDurationMs } from './duration.ts';
+import { formatDurationMs, parseDurationMs } from '../duration.ts';
 import { createProgress } from './progress.ts';
 import { configDiff, REPORT_FILES, writeReport } from './report.ts';
 import { tune } from './tune.ts';

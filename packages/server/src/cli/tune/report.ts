@@ -4,7 +4,7 @@ import { latencyThroughputSvg, type Series } from '@batchwise/client/load';
 import { createTwoFilesPatch } from 'diff';
 import { parseModelConfig } from '../../config/parse.ts';
 import { printModelConfig } from '../../config/print.ts';
-import { formatDurationMs } from './duration.ts';
+import { formatDurationMs } from '../duration.ts';
 import type { TuneResult } from './tune.ts';
 
 /** The files a tune run writes into its output folder. */
