@@ -113,8 +113,11 @@ describe('a scheduler behind the rate limiter', () => {
 });
 
 describe('a latency objective behind the rate limiter', () => {
-  /** Model b has a 10 ms objective and a profile from warmup (t(1) = 2 ms); both share one resource of count 1. */
-  function withObjective() {
+  /**
+   * Model b has a 10 ms objective and a profile from warmup (t(1) = 2 ms); both share one resource
+   * of count 1, which a's running batch holds while b's request waits for it.
+   */
+  async function bWaitsBehindA() {
     const clock = new FakeClock();
     const limiter = new RateLimiter([], clock);
     const claim = [{ deviceId: 0, resources: [{ name: 'gpu', global: false, count: 1 }], priority: 1 }];
@@ -123,16 +126,16 @@ describe('a latency objective behind the rate limiter', () => {
       { dynamic_batching: {}, parameters: { batchwise_latency_objective_ms: { string_value: '10' } } },
       { clock, gate: limiter.register('b', '1', claim), warmupRuns: [{ instance: 0, batchSize: 1, ns: 2_000_000 }] },
     );
-    return { clock, limiter, a, b };
-  }
-
-  it('forms the batch by the objective when the grant comes', async () => {
-    const { a, b, clock, limiter } = withObjective();
     void a.send('a1', [1]);
     await a.flush();
     void b.send('b1', [2]);
     await b.flush();
     expect(limiter.waiting).toBe(1);
+    return { clock, limiter, a, b };
+  }
+
+  it('forms the batch by the objective when the grant comes', async () => {
+    const { a, b, clock, limiter } = await bWaitsBehindA();
     clock.advanceMs(3);
     a.models[0]!.finish();
     await b.flush();
@@ -145,12 +148,7 @@ describe('a latency objective behind the rate limiter', () => {
   });
 
   it('refuses a request whose wait for resources outlasts the objective, and gives the wait up', async () => {
-    const { a, b, clock, limiter } = withObjective();
-    void a.send('a1', [1]);
-    await a.flush();
-    void b.send('b1', [2]);
-    await b.flush();
-    expect(limiter.waiting).toBe(1);
+    const { a, b, clock, limiter } = await bWaitsBehindA();
     // At 10 - t(1) = 8 ms it can no longer finish in time even if it ran at once.
     clock.advanceMs(8);
     await b.flush();
