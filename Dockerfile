@@ -8,15 +8,15 @@ FROM node:22-bookworm AS build
 RUN npm i -g pnpm@12.21.0
 WORKDIR /src
 # The context is an allow-list (.dockerignore): the workspace manifests and lockfile, the
-# server package, @batchwise/protocol (sources without tests, protos) and @batchwise/backend (what
-# JavaScript models import). pnpm installs the workspace projects present,
+# server package, @batchwise/protocol (sources without tests, protos), @batchwise/backend (what
+# JavaScript models import) and @batchwise/client (`batchwise tune`'s load generator). pnpm installs the workspace projects present,
 # checking them against the lockfile (--frozen-lockfile); the others are not in the context.
 COPY . .
 # onnxruntime-node's install script stays disabled here (allowBuilds in pnpm-workspace.yaml);
 # its CUDA libraries are fetched below, into the production tree only.
 RUN --mount=type=cache,id=pnpm-store,target=/root/.local/share/pnpm/store \
     pnpm install --frozen-lockfile
-# Builds @batchwise/protocol and @batchwise/backend first (project references of the server).
+# Builds @batchwise/protocol, @batchwise/backend and @batchwise/client first (project references of the server).
 RUN pnpm exec tsc -b packages/server
 # Since pnpm 12.2 deploy works without injected workspace packages: the server package
 # (src, dist) plus its production dependencies, @batchwise/protocol among them (its "files": src,
@@ -48,9 +48,10 @@ ENV NODE_ENV=production
 # Same numeric user as the ECS task definition's `user` (infra/lib/inference-service.ts).
 USER 10001:10001
 EXPOSE 8000 8001 8002
-# @batchwise/protocol and @batchwise/backend export their TypeScript sources by default (tests,
-# tsx); Node does not strip types under node_modules, so the image takes their compiled dist
-# through the batchwise-dist condition (worker threads inherit the flag).
+# The workspace packages export their TypeScript sources by default (tests, tsx); Node does not
+# strip types under node_modules, so the image takes their compiled dist through the
+# batchwise-dist condition (worker threads inherit the flag). test/runtime-image.test.ts builds
+# this tree as the steps above do and starts it with this ENTRYPOINT and CMD.
 ENTRYPOINT ["node", "--conditions=batchwise-dist", "packages/server/dist/cli/main.js"]
 # Local use: docker run --gpus all -v "$PWD/examples/model_repository:/models" -p 8000-8002:8000-8002 <image>
 CMD ["serve", "--model-repository", "/models"]

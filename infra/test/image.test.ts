@@ -65,7 +65,6 @@ describe('server image context', () => {
       'bench/src/cli.ts': null,
       'test/shutdown.test.ts': null,
       'packages/server/src/cli/flags.test.ts': 'a new test',
-      'packages/client/src/index.ts': null,
       'packages/modelgen/src/index.ts': null,
       'examples/model_repository/README.md': 'new',
       '.github/workflows/deploy.yml': null,
@@ -84,6 +83,7 @@ describe('server image context', () => {
       'packages/protocol/proto/grpc_service.proto',
       'packages/protocol/src/datatype.ts',
       'packages/backend/src/tensor.ts',
+      'packages/client/src/load/index.ts',
       'pnpm-lock.yaml',
       'Dockerfile',
     ]) {
@@ -92,7 +92,7 @@ describe('server image context', () => {
     expect(hashAfter({ 'packages/server/src/new-module.ts': 'export {};' })).not.toBe(baseline);
   });
 
-  it("holds what the Dockerfile reads: the workspace manifests and lockfile, the server's and the protocol package's sources, the protos", () => {
+  it('holds what the Dockerfile reads: the workspace manifests and lockfile, the sources of the server and the workspace packages it imports, the protos', () => {
     // The same patterns CDK fingerprints with, and Docker sends the build by (.dockerignore).
     const patterns = readFileSync(join(REPOSITORY_ROOT, '.dockerignore'), 'utf8').split('\n').filter(Boolean);
     const ignore = IgnoreStrategy.docker(REPOSITORY_ROOT, [...patterns, '!Dockerfile', '!.dockerignore']);
@@ -114,6 +114,9 @@ describe('server image context', () => {
       'packages/backend/package.json',
       'packages/backend/tsconfig.json',
       'packages/backend/src/index.ts',
+      'packages/client/package.json',
+      'packages/client/tsconfig.json',
+      'packages/client/src/load/index.ts',
     ]) {
       expect(sent(file), file).toBe(true);
     }
@@ -125,6 +128,9 @@ describe('server image context', () => {
       'packages/protocol/dist/index.js',
       'packages/backend/src/tensor.test.ts',
       'packages/backend/dist/index.js',
+      'packages/client/src/http-infer-codec.test.ts',
+      'packages/client/dist/index.js',
+      'packages/modelgen/src/index.ts',
       'infra/bin/app.ts',
       'bench/src/cli.ts',
       'test/shutdown.test.ts',

@@ -2,14 +2,11 @@ import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
 import { parsePositiveInteger } from '../flags.ts';
-import { applyRecommendation } from './apply.ts';
 import { formatDurationMs, parseDurationMs } from '../duration.ts';
-import { createProgress } from './progress.ts';
-import { configDiff, REPORT_FILES, writeReport } from './report.ts';
-import { tune } from './tune.ts';
 
-export { tune, thisHost, type TuneOptions, type TuneResult } from './tune.ts';
-export { REPORT_FILES } from './report.ts';
+// Only the command's flags load with the CLI: what runs the sweep (the load generator of
+// @batchwise/client among it) is imported when `tune` runs, so `serve` never loads it.
+export type { TuneOptions, TuneResult } from './tune.ts';
 
 interface TuneFlags {
   modelRepository: string;
@@ -82,6 +79,12 @@ export function tuneCommand(io: TuneCommandIO = {}): Command {
       new Option('--log-level <level>', 'log level of the JSON logs on stderr').choices(['debug', 'info', 'warn', 'error']).default('warn'),
     )
     .action(async (flags: TuneFlags) => {
+      const [{ tune }, { applyRecommendation }, { createProgress }, { configDiff, REPORT_FILES, writeReport }] = await Promise.all([
+        import('./tune.ts'),
+        import('./apply.ts'),
+        import('./progress.ts'),
+        import('./report.ts'),
+      ]);
       const logger = pino({ level: flags.logLevel, base: { service: 'batchwise', command: 'tune' } }, pino.destination(2));
       const outDir = resolve(flags.out ?? `tune-results/${flags.model}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
       const result = await tune({
