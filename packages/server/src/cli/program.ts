@@ -9,6 +9,8 @@ import { tuneCommand } from './tune/index.ts';
 const program = new Command('batchwise')
   .description('Batchwise: a Triton-compatible batching inference server on ONNX Runtime')
   .version(SERVER_VERSION)
+  // The program's own options (--version, --help) only before a command: after it, `models canary --version 2` is the canary's.
+  .enablePositionalOptions()
   .addCommand(serveCommand())
   .addCommand(doctorCommand())
   .addCommand(modelsCommand())
