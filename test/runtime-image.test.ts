@@ -1,0 +1,176 @@
+/**
+ * What ships is what is tested: the image's runtime tree, built as the Dockerfile builds it (a
+ * clean install of the staged context, the build, `pnpm deploy --prod`) in a folder outside the
+ * workspace, and started as the image starts it (ENTRYPOINT and CMD, the image's working
+ * directory and environment) on the example repository mounted where CMD names it. No Docker
+ * engine runs on these machines, so test/support/image-tree.ts replays the Dockerfile's steps and
+ * fails on any it does not know.
+ */
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GrpcClient, HttpClient, type InferResult } from '@batchwise/client';
+import { EPHEMERAL_PORT_FLAGS, spawnServer, type ServerProcess } from '../packages/server/src/cli/server-process.ts';
+import { BLUE, RED, png } from '../examples/test-support/images.ts';
+import { SENTENCES } from '../examples/test-support/sentences.ts';
+import { buildImageTree, planImage, REPOSITORY_ROOT, type ImageTree } from './support/image-tree.ts';
+import { EXAMPLES } from './support/repository.ts';
+
+const DOCKERFILE = readFileSync(join(REPOSITORY_ROOT, 'Dockerfile'), 'utf8');
+/** Where the Dockerfile's CMD expects the model repository (`docker run -v <repo>:/models`). */
+const MODELS_MOUNT = '/models';
+
+describe('the Dockerfile replay', () => {
+  it('knows every instruction of the Dockerfile, and says why it skips the ones it cannot run here', () => {
+    const plan = planImage(DOCKERFILE);
+    expect(plan.runtime.entrypoint[0]).toBe('node');
+    expect(plan.runtime.cmd[0]).toBe('serve');
+    for (const step of plan.steps.filter((s) => s.kind === 'skip')) expect(step.reason).not.toBe('');
+  });
+
+  it.each([
+    ['HEALTHCHECK CMD curl -f http://localhost:8000/v2/health/live', 'HEALTHCHECK'],
+    ['ADD https://example.com/x.tgz /app/', 'ADD'],
+    ['RUN --network=none pnpm test', 'the flag --network=none'],
+    ['RUN cp /app/x /opt/x', "names /opt/x, outside the image's folders"],
+    ['COPY --from=tools /bin/x /bin/x', "copies from 'tools'"],
+    ['ENTRYPOINT node packages/server/dist/cli/main.js', 'exec (JSON array) form'],
+  ])('fails naming a step it would not replay: %s', (line, named) => {
+    const changed = DOCKERFILE.replace(/^ENTRYPOINT /m, `${line}\nENTRYPOINT `);
+    const lineNumber = changed.split('\n').indexOf(line) + 1;
+    expect(() => planImage(changed)).toThrow(`Dockerfile:${lineNumber} `);
+    expect(() => planImage(changed)).toThrow(named);
+  });
+});
+
+describe("the image's runtime tree, started as the image starts it", () => {
+  let root: string;
+  let tree: ImageTree;
+  let server: ServerProcess;
+  let http: HttpClient;
+  let grpc: GrpcClient;
+  const buildLog: string[] = [];
+
+  /** The image's ENTRYPOINT with these arguments, run from the tree as a one-shot command. */
+  const cli = (args: readonly string[]) => {
+    const [, ...nodeArgs] = tree.plan.runtime.entrypoint;
+    return spawnSync(process.execPath, [...nodeArgs, ...args], {
+      cwd: tree.inImage(tree.plan.runtime.workdir),
+      env: { ...process.env, ...tree.plan.runtime.env },
+      encoding: 'utf8',
+    });
+  };
+
+  beforeAll(async () => {
+    root = mkdtempSync(join(tmpdir(), 'batchwise-image-'));
+    tree = buildImageTree(root, (line) => buildLog.push(line));
+    cpSync(EXAMPLES, tree.inImage(MODELS_MOUNT), { recursive: true });
+    const { entrypoint, cmd, workdir, env } = tree.plan.runtime;
+    expect(entrypoint[0]).toBe('node');
+    // docker run publishes the container's ports; on a shared machine the tree takes free ones.
+    const argv = [
+      ...entrypoint.slice(1),
+      ...cmd.map((arg) => (arg === MODELS_MOUNT ? tree.inImage(MODELS_MOUNT) : arg)),
+      ...EPHEMERAL_PORT_FLAGS,
+    ];
+    server = await spawnServer(argv, env, { cwd: tree.inImage(workdir) });
+    http = new HttpClient({ url: server.httpUrl });
+    grpc = new GrpcClient({ url: server.grpcAddress });
+  }, 600_000);
+
+  afterAll(async () => {
+    await http?.close();
+    grpc?.close();
+    if (server && server.child.exitCode === null) await server.stop();
+    if (root) rmSync(root, { recursive: true, force: true });
+  });
+
+  it('is built outside the workspace, from compiled JavaScript only', () => {
+    const app = tree.inImage(tree.plan.runtime.workdir);
+    expect(app.startsWith(REPOSITORY_ROOT)).toBe(false);
+    expect(existsSync(join(app, tree.plan.runtime.entrypoint.at(-1)!))).toBe(true);
+    // Every workspace package the server imports resolves to its dist under the image's condition.
+    const resolved = cli(['--help']);
+    expect(resolved.status, resolved.stderr).toBe(0);
+    expect(buildLog.join('\n')).toContain('not replayed');
+  });
+
+  it('is ready, and answers `simple` over HTTP JSON, HTTP binary and gRPC', async () => {
+    expect((await fetch(`${server.httpUrl}/v2/health/ready`)).status).toBe(200);
+    const a = Array.from({ length: 16 }, (_, i) => i);
+    const b = Array.from({ length: 16 }, () => 1);
+    const request = {
+      model: 'simple',
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32' as const, shape: [1, 16], data: a },
+        { name: 'INPUT1', datatype: 'INT32' as const, shape: [1, 16], data: b },
+      ],
+    };
+    const outputs = (result: InferResult) =>
+      ['OUTPUT0', 'OUTPUT1'].map((n) => Array.from(result.outputs.find((o) => o.name === n)!.data as Int32Array));
+    const expected = [a.map((x, i) => x + b[i]!), a.map((x, i) => x - b[i]!)];
+    const json = (await (
+      await fetch(`${server.httpUrl}/v2/models/simple/infer`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ inputs: request.inputs }),
+      })
+    ).json()) as { outputs: { data: number[] }[] };
+    expect(json.outputs.map((o) => o.data)).toEqual(expected);
+    expect(outputs(await http.infer({ ...request, binary: true }))).toEqual(expected);
+    expect(outputs(await grpc.infer(request))).toEqual(expected);
+  });
+
+  it('runs both example pipelines (JavaScript models importing @batchwise/backend, ensembles) and the BLS router', async () => {
+    const texts = Object.keys(SENTENCES);
+    const text = await http.infer({
+      model: 'text_classification',
+      inputs: [{ name: 'text', datatype: 'BYTES', shape: [texts.length, 1], data: texts }],
+    });
+    const labels = text.outputs.find((o) => o.name === 'labels')!;
+    const first = (labels.data as Uint8Array[]).filter((_, i) => i % labels.shape[1]! === 0).map((b) => Buffer.from(b).toString());
+    expect(first).toEqual(Object.values(SENTENCES));
+
+    const image = await grpc.infer({
+      model: 'image_classification',
+      inputs: [{ name: 'image', datatype: 'BYTES', shape: [1, 1], data: [png(48, 40, (x) => (x < 36 ? RED : BLUE))] }],
+    });
+    const imageLabels = (image.outputs.find((o) => o.name === 'labels')!.data as Uint8Array[]).map((b) => Buffer.from(b).toString());
+    expect(imageLabels.slice(0, 2)).toEqual(['red', 'blue']);
+
+    const routed = await http.infer({
+      model: 'bls_router',
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 3], data: [500, 1, 2] }],
+    });
+    expect(Array.from(routed.outputs.find((o) => o.name === 'OUTPUT0')!.data as Float32Array)).toEqual([250, 0.5, 1]);
+  });
+
+  it("runs `models list`, `models canary --help` and `tune --help` from the tree's CLI", () => {
+    const list = cli(['models', 'list', '--model-repository', tree.inImage(MODELS_MOUNT)]);
+    expect(list.status, list.stderr).toBe(0);
+    expect(list.stdout).toMatch(/^simple\b/m);
+    const canary = cli(['models', 'canary', '--help']);
+    expect(canary.status, canary.stderr).toBe(0);
+    expect(canary.stdout).toContain('--version <n>');
+    const tune = cli(['tune', '--help']);
+    expect(tune.status, tune.stderr).toBe(0);
+    expect(tune.stdout).toContain('--latency-objective <duration>');
+  });
+
+  it('started without the condition, says in one line how to start it', () => {
+    const script = tree.plan.runtime.entrypoint.at(-1)!;
+    const plain = spawnSync(process.execPath, [script, 'serve'], { cwd: tree.inImage(tree.plan.runtime.workdir), encoding: 'utf8' });
+    expect(plain.status).toBe(1);
+    expect(plain.stderr.trim().split('\n')).toEqual([
+      `the compiled batchwise CLI needs Node's batchwise-dist condition: node --conditions=batchwise-dist ${script} serve`,
+    ]);
+  });
+
+  it('exits 0 on SIGTERM', async () => {
+    await http.close();
+    grpc.close();
+    expect(await server.stop()).toBe(0);
+  });
+});
