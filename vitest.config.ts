@@ -11,6 +11,9 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    globalSetup: ['./vitest.global-setup.ts'],
+    // Servers the tests start as child processes (test/, bench smoke, tune's candidates) run the compiled CLI.
+    env: { BATCHWISE_SERVER_CLI: 'compiled' },
     projects: [
       {
         extends: true,

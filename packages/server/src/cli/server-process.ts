@@ -5,7 +5,24 @@ import { createInterface } from 'node:readline';
  * The server as a child process: `batchwise tune` runs each candidate config in one, and bench/
  * and the black-box tests in test/ import it through `@batchwise/server/test-support/server-process.ts`.
  */
-const CLI = new URL('./main.ts', import.meta.url).pathname;
+const SERVER_PACKAGE = new URL('../../', import.meta.url);
+
+/** The two ways to run the CLI: compiled, as the image's ENTRYPOINT runs it, or its sources through tsx. */
+export const SERVER_CLIS = {
+  compiled: { nodeArgs: ['--conditions=batchwise-dist'], script: new URL('dist/cli/main.js', SERVER_PACKAGE).pathname },
+  sources: { nodeArgs: ['--import', 'tsx'], script: new URL('src/cli/main.ts', SERVER_PACKAGE).pathname },
+} as const;
+
+/** Picks the CLI child servers run: `compiled` or `sources` (the test suite sets `compiled`). */
+export const SERVER_CLI_ENV = 'BATCHWISE_SERVER_CLI';
+
+/** The CLI named by BATCHWISE_SERVER_CLI, else the one this module is part of (compiled in the image). */
+function serverCli(): (typeof SERVER_CLIS)[keyof typeof SERVER_CLIS] {
+  const chosen = process.env[SERVER_CLI_ENV];
+  if (chosen === 'compiled' || chosen === 'sources') return SERVER_CLIS[chosen];
+  if (chosen) throw new Error(`${SERVER_CLI_ENV} must be 'compiled' or 'sources', got '${chosen}'`);
+  return import.meta.url.endsWith('.js') ? SERVER_CLIS.compiled : SERVER_CLIS.sources;
+}
 /** The repository root: the child's working directory. */
 const ROOT = new URL('../../../..', import.meta.url).pathname;
 
@@ -37,39 +54,51 @@ export interface StartServerOptions {
    * @default - node is spawned directly
    */
   readonly launcher?: readonly string[];
+  /** The child's working directory. @default - the repository root */
+  readonly cwd?: string;
 }
+
+/** The serve flags that put a server on ephemeral loopback-reachable ports (read back from its log). */
+export const EPHEMERAL_PORT_FLAGS = ['--http-port', '0', '--grpc-port', '0', '--metrics-port', '0'] as const;
+
+/**
+ * A child server has no load balancer to deregister it: it stops at once on SIGTERM (no shutdown
+ * grace) unless `args` give `--shutdown-grace-secs` again, which wins as the later flag.
+ */
+const CHILD_SHUTDOWN_FLAGS = ['--shutdown-grace-secs', '0'] as const;
 
 /**
  * The real `batchwise serve` in its own process, on ephemeral loopback ports, so the load
  * generator does not share the server's event loop. Resolves once every model is loaded.
  */
-export async function startServerProcess(
+export function startServerProcess(
   args: readonly string[],
   env: NodeJS.ProcessEnv = {},
   options: StartServerOptions = {},
 ): Promise<ServerProcess> {
-  const [command, ...launcherArgs] = [...(options.launcher ?? []), process.execPath];
-  const child = spawn(
-    command!,
-    [
-      ...launcherArgs,
-      ...serverNodeArgs(),
-      '--import',
-      'tsx',
-      CLI,
-      'serve',
-      '--http-address',
-      '127.0.0.1',
-      '--http-port',
-      '0',
-      '--grpc-port',
-      '0',
-      '--metrics-port',
-      '0',
-      ...args,
-    ],
-    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
+  const cli = serverCli();
+  return spawnServer(
+    [...cli.nodeArgs, cli.script, 'serve', '--http-address', '127.0.0.1', ...EPHEMERAL_PORT_FLAGS, ...CHILD_SHUTDOWN_FLAGS, ...args],
+    env,
+    options,
   );
+}
+
+/**
+ * A server from a node command line of its own (`nodeArgv`: what follows `node`, for example an
+ * image's ENTRYPOINT and CMD with EPHEMERAL_PORT_FLAGS added). Resolves once every model is loaded.
+ */
+export async function spawnServer(
+  nodeArgv: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+  options: StartServerOptions = {},
+): Promise<ServerProcess> {
+  const [command, ...launcherArgs] = [...(options.launcher ?? []), process.execPath];
+  const child = spawn(command!, [...launcherArgs, ...serverNodeArgs(), ...nodeArgv], {
+    cwd: options.cwd ?? ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+  });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
