@@ -49,7 +49,10 @@ describe('withBackoff', () => {
     const abort = new AbortController();
     const pending = withBackoff(() => Promise.reject(refused()), { logger, what: 'x', initialDelayMs: 10_000, signal: abort.signal });
     abort.abort(new Error('shutting down'));
+    const started = performance.now();
     await expect(pending).rejects.toThrow('shutting down');
+    // Aborted while the attempt was failing: the wait that follows ends at once, not after 10 s.
+    expect(performance.now() - started).toBeLessThan(1000);
   });
 });
 

@@ -112,6 +112,8 @@ export function describeError(error: unknown): string {
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  // An abort that came while `fn` was failing has no 'abort' event left to fire: stop now.
+  if (signal?.aborted) return Promise.reject(signal.reason);
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       signal?.removeEventListener('abort', onAbort);
