@@ -18,6 +18,9 @@ export class InferenceServerError extends Error {
   }
 }
 
+/** Triton's bound on a tensor's element count and byte size (C++ INT64_MAX). */
+export const INT64_MAX = 2n ** 63n - 1n;
+
 export function isInferenceServerError(e: unknown): e is InferenceServerError {
   return e instanceof InferenceServerError;
 }
@@ -49,13 +52,45 @@ export const Errors = {
       'INVALID_ARG',
       `input byte size mismatch for input '${input}' for model '${model}'. Expected ${expected}, got ${got}: ${detail}`,
     ),
-  /** An HTTP body past --http-max-body-bytes, in the words of Triton's --http-max-input-size refusal (400). */
+  /** An HTTP body past --http-max-body-bytes (Triton's --http-max-input-size), in Triton's words (400). */
   requestBodyTooLarge: (declaredBytes: number | undefined, limitBytes: number) =>
     new InferenceServerError(
       'INVALID_ARG',
-      `Request JSON size of ${declaredBytes ?? `more than ${limitBytes}`} bytes exceeds the maximum allowed value of ${limitBytes} bytes. ` +
-        'Use --http-max-body-bytes to increase the limit.',
+      `request JSON size of ${declaredBytes ?? `more than ${limitBytes}`} bytes exceeds the maximum allowed input size of ${limitBytes} bytes. ` +
+        'Use --http-max-input-size to increase the limit.',
     ),
+  /** A request whose length two headers give (Node's HTTP parser refuses it; Triton accepts it): see docs/triton-compatibility.md. */
+  requestSmuggling: (parserReason: string) =>
+    new InferenceServerError(
+      'INVALID_ARG',
+      `a request with both Transfer-Encoding and Content-Length is refused, as one a proxy may read otherwise (request smuggling): send only one of them (${parserReason})`,
+    ),
+  /** A request tensor whose element count passes INT64_MAX, in the words of Triton's HTTP frontend (its tests match on them). */
+  elementCountOverflow: (input: string, shape: string) =>
+    new InferenceServerError(
+      'INVALID_ARG',
+      `invalid shape for input '${input}': shape ${shape} causes total element count to exceed maximum size of ${INT64_MAX}`,
+    ),
+  /** A fixed-size request tensor whose element count fits INT64_MAX but whose byte size does not, in Triton's words. */
+  byteSizeOverflow: (input: string, elementCount: bigint, elementByteSize: number) =>
+    new InferenceServerError(
+      'INVALID_ARG',
+      `byte size overflow for input '${input}': element count (${elementCount}) * data type size (${elementByteSize}) exceeds maximum allowed size (${INT64_MAX})`,
+    ),
+  /**
+   * A negative dimension in an HTTP JSON shape: Triton reads dimensions as JSON unsigned integers and answers this parse
+   * error as INTERNAL (500), which its tests expect; `detail` names the input and the dimension.
+   */
+  shapeNotUnsigned: (detail: string) =>
+    new InferenceServerError(
+      'INTERNAL',
+      `Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer: ${detail}`,
+    ),
+  /** A negative dimension in a gRPC shape (int64 on the wire), in core Triton's words (GetByteSize). */
+  invalidDimension: (input: string, shape: string) =>
+    new InferenceServerError('INVALID_ARG', `tensor '${input}' contains an invalid dimension ${shape}`),
+  /** `ready` of a repository index request that is not a boolean, in Triton's words; `got` says what it was. */
+  readyNotBoolean: (got: string) => new InferenceServerError('INVALID_ARG', `Invalid value for 'ready': expected a boolean, got ${got}`),
   queueFull: () => new InferenceServerError('UNAVAILABLE', 'Exceeds maximum queue size'),
   requestTimeout: () => new InferenceServerError('UNAVAILABLE', 'Request timeout expired'),
   /** Shed early (batchwise_latency_objective_ms): 503 over HTTP, UNAVAILABLE over gRPC, so a client retries elsewhere. */

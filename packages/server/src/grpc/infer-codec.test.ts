@@ -84,7 +84,18 @@ describe('decodeInferRequest', () => {
     [
       'a negative dimension',
       request({ inputs: [{ name: 'A', datatype: 'INT32', shape: ['-1'] }], raw_input_contents: [Buffer.alloc(0)] }),
-      /shape of input 'A' has an invalid dimension -1/,
+      "tensor 'A' contains an invalid dimension [-1]",
+    ],
+    [
+      // Triton's HTTP test payloads, over gRPC: the same checks and words as over HTTP.
+      'an element count past INT64_MAX',
+      request({ inputs: [{ name: 'A', datatype: 'FP32', shape: ['16', '1152921504606846978'] }] }),
+      "invalid shape for input 'A': shape [16,1152921504606846978] causes total element count to exceed maximum size of 9223372036854775807",
+    ],
+    [
+      'a byte size past INT64_MAX',
+      request({ inputs: [{ name: 'A', datatype: 'FP32', shape: ['4', '1152921504606846978'] }] }),
+      "byte size overflow for input 'A': element count (4611686018427387912) * data type size (4) exceeds maximum allowed size (9223372036854775807)",
     ],
   ])('rejects %s', (_what, msg, message) => {
     expect(() => decodeInferRequest(msg)).toThrow(message);

@@ -7,8 +7,9 @@ import {
   type RequestedOutput,
   type RequestInput,
 } from '../core/index.ts';
-import { isDataType } from '../tensor/datatype.ts';
-import { elementCount } from '../tensor/shape.ts';
+import { validateShape, type Dimension } from '../tensor/byte-size.ts';
+import { isDataType, type DataType } from '../tensor/datatype.ts';
+import { elementCount, formatShape } from '../tensor/shape.ts';
 import type { Parameters } from '../tensor/tensor.ts';
 import { fromInferParameters, toInferParameters } from './parameters.ts';
 import { CONTENTS_FIELD_OF, contentsToRaw, hasContents } from './tensor-contents.ts';
@@ -50,7 +51,7 @@ function decodeInput(input: InferInputTensorWire, parameters: Parameters, nextRa
   if (!isDataType(datatype)) {
     throw Errors.invalidArg(`input '${name}' has invalid datatype '${datatype}'`);
   }
-  const shape = input.shape.map((d) => toDim(d, name));
+  const shape = shapeOf(input.shape, name, datatype);
   const sharedMemory = inputSharedMemoryRefOf(name, datatype, shape, parameters);
   if (sharedMemory) {
     if (hasContents(input.contents)) {
@@ -78,12 +79,14 @@ function decodeInput(input: InferInputTensorWire, parameters: Parameters, nextRa
   return { name, datatype, shape, data };
 }
 
-function toDim(value: WireLong, input: string): number {
-  const d = Number(value);
-  if (!Number.isSafeInteger(d) || d < 0) {
-    throw Errors.invalidArg(`shape of input '${input}' has an invalid dimension ${value}`);
-  }
-  return d;
+/**
+ * An int64 shape as the wire carries it (text, exact): a negative dimension is refused in core
+ * Triton's words, and the rest checked as over HTTP (validateShape).
+ */
+function shapeOf(wire: readonly WireLong[], input: string, datatype: DataType): number[] {
+  const dims = wire.map((d): Dimension => (Number.isSafeInteger(Number(d)) ? Number(d) : BigInt(d)));
+  if (dims.some((d) => d < 0)) throw Errors.invalidDimension(input, formatShape(dims));
+  return validateShape(dims, input, datatype);
 }
 
 /**

@@ -5,6 +5,7 @@ import type { InferenceService } from '../core/index.ts';
 import { Errors, isInferenceServerError } from '../core/index.ts';
 import type { RestrictionTable } from '../access/restricted-api.ts';
 import { registerRestrictedApiHook } from './restricted-api-hook.ts';
+import { answerClientError } from './client-error.ts';
 import { registerContentEncoding } from './content-encoding.ts';
 import { registerHealthRoutes } from './routes/health.ts';
 import { registerInferRoutes } from './routes/infer.ts';
@@ -56,6 +57,8 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
     // protocol's error shape; fastify's would answer 503 with a body of its own.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
+    // Requests Node's parser refuses (both Transfer-Encoding and Content-Length, malformed) or cuts off.
+    clientErrorHandler: answerClientError(options.logger.child({ frontend: 'http' })),
   });
   // Every body is taken as raw bytes: infer bodies may carry binary tensors after the JSON.
   app.removeAllContentTypeParsers();

@@ -195,14 +195,16 @@ describe('decodeHttpInferRequest', () => {
     [
       'a negative dimension',
       () => decode(JSON.stringify({ inputs: [int32Input('INPUT1', { shape: [1, -16] })] })),
-      /'INPUT1'.*dimension 1 must be a non-negative integer, got -16/,
+      /^Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer: dimension 1 of input 'INPUT1' is -16$/,
+      // Triton's HTTP frontend answers its failed read of an unsigned integer 500 (qa/L0_http test_negative_dimensions).
+      'INTERNAL',
     ],
     ['a fractional dimension', () => decode(JSON.stringify({ inputs: [int32Input('A', { shape: [1, 2.5] })] })), /'A'.*got 2.5/],
     ['a string dimension', () => decode(JSON.stringify({ inputs: [int32Input('A', { shape: ['4'] })] })), /'A'.*got "4"/],
     [
       'a huge dimension',
       () => decode(JSON.stringify({ inputs: [int32Input('INPUT1', { shape: [1, 2 ** 52] })] })),
-      /'INPUT1'.*causes total element count to exceed maximum size of 2147483648/,
+      /^shape \[1,4503599627370496\] of tensor 'INPUT1' has more elements than the 2147483648 one tensor may have$/,
     ],
     [
       'a byte size that overflows',
@@ -212,7 +214,7 @@ describe('decodeHttpInferRequest', () => {
             inputs: [int32Input('INPUT1', { shape: [65536, 65536, 65536], data: undefined, parameters: { binary_data_size: 4 } })],
           }),
         ),
-      /'INPUT1' causes total element count to exceed maximum size of/,
+      /'INPUT1' has more elements than the 2147483648 one tensor may have/,
     ],
     [
       'neither data nor binary_data_size',

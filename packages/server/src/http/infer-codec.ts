@@ -49,7 +49,7 @@ export function decodeHttpInferRequest(
   }
   const json = body.subarray(0, jsonLength);
   beforeParse?.(json);
-  const header = parseJsonObject(json, parseRequestJson);
+  const header = parseJsonObject(json, { parse: parseRequestJson });
 
   const rawInputs = header['inputs'];
   if (!Array.isArray(rawInputs)) throw Errors.invalidArg("the request must have an 'inputs' array");
@@ -61,7 +61,8 @@ export function decodeHttpInferRequest(
     const datatype = input['datatype'];
     if (!isDataType(datatype)) throw Errors.invalidArg(`input '${name}' has unknown datatype ${describeValue(datatype)}`);
     if (input['shape'] === undefined) throw Errors.invalidArg(`input '${name}' must have a 'shape' array`);
-    const shape = validateShape(input['shape'], name);
+    refuseNegativeDimension(input['shape'], name);
+    const shape = validateShape(input['shape'], name, datatype);
     const parameters = parameterObject(input['parameters'], `parameters of input '${name}'`);
     const binarySize = parameters['binary_data_size'];
     const hasData = input['data'] !== undefined;
@@ -119,6 +120,16 @@ export function decodeHttpInferRequest(
   };
 }
 
+/**
+ * Triton reads a JSON shape's dimensions as unsigned integers, and a negative one fails that read
+ * with an INTERNAL error (500) its tests expect; validateShape refuses every other bad dimension.
+ */
+function refuseNegativeDimension(shape: unknown, name: string): void {
+  if (!Array.isArray(shape)) return;
+  const i = shape.findIndex((d: unknown) => (typeof d === 'number' || typeof d === 'bigint') && d < 0);
+  if (i >= 0) throw Errors.shapeNotUnsigned(`dimension ${i} of input '${name}' is ${String(shape[i])}`);
+}
+
 function parseHeaderLength(value: string, bodyLength: number): number {
   const n = /^\s*\d+\s*$/.test(value) ? Number(value) : NaN;
   if (!Number.isSafeInteger(n) || n > bodyLength) {
@@ -129,11 +140,16 @@ function parseHeaderLength(value: string, bodyLength: number): number {
   return n;
 }
 
-/**
- * A JSON object from a request body, or a 400 that says what was wrong. Infer bodies are read
- * with parseRequestJson (exact 64-bit integers, NaN and Infinity tokens); other bodies plainly.
- */
-export function parseJsonObject(bytes: Buffer, parse: (text: string) => unknown = JSON.parse): Json {
+export interface JsonObjectOptions {
+  /** The parser: JSON.parse by default; infer bodies use parseRequestJson (exact 64-bit integers, NaN and Infinity tokens). */
+  readonly parse?: (text: string) => unknown;
+  /** Checks fields before the nesting limit, where Triton answers a bad field however deep it nests (repository index's `ready`). */
+  readonly checkFirst?: (json: Json) => void;
+}
+
+/** A JSON object from a request body, or a 400 that says what was wrong. */
+export function parseJsonObject(bytes: Buffer, options: JsonObjectOptions = {}): Json {
+  const parse = options.parse ?? JSON.parse;
   let parsed: unknown;
   try {
     parsed = parse(bytes.toString('utf8'));
@@ -143,6 +159,7 @@ export function parseJsonObject(bytes: Buffer, parse: (text: string) => unknown 
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw Errors.invalidArg(`the request JSON must be an object, got ${describeValue(parsed)}`);
   }
+  options.checkFirst?.(parsed as Json);
   // Infer bodies can be large: their one deep structure, tensor data, is checked as it is flattened.
   if (parse === JSON.parse) checkJsonNesting(parsed);
   return parsed as Json;

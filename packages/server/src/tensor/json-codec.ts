@@ -67,7 +67,7 @@ export function decodeJsonTensorData(
   if (datatype === 'FP16' || datatype === 'BF16') {
     throw Errors.invalidArg(`datatype ${datatype} of input '${name}' must be sent as binary data, not JSON`);
   }
-  const expected = checkedElementCount(validateShape(shape, name), name);
+  const expected = checkedElementCount(validateShape(shape, name, datatype), name);
   const values = flatten(name, data, enclosingDepth);
   if (values.length !== expected) {
     throw Errors.invalidArg(`unexpected number of elements for input '${name}': expected ${expected}, got ${values.length}`);

@@ -5,6 +5,6 @@ export function elementCount(shape: readonly number[]): number {
   return n;
 }
 
-export function formatShape(shape: readonly number[]): string {
+export function formatShape(shape: readonly (number | bigint)[]): string {
   return `[${shape.join(',')}]`;
 }

@@ -1,12 +1,19 @@
 import type { FastifyInstance } from 'fastify';
 import { Errors, FILE_PARAMETER_PREFIX, type InferenceService, type LoadParameter, type LoadParameters } from '../../core/index.ts';
 import { describeValue } from '../../tensor/describe-value.ts';
-import { parseJsonObject } from '../infer-codec.ts';
+import { parseJsonObject, type JsonObjectOptions } from '../infer-codec.ts';
 
 /** Optional JSON body of a repository request, e.g. `{"ready": true}` or `{"parameters": {...}}`. */
-function jsonBody(body: unknown): Record<string, unknown> {
+function jsonBody(body: unknown, options?: JsonObjectOptions): Record<string, unknown> {
   if (!Buffer.isBuffer(body) || body.length === 0) return {};
-  return parseJsonObject(body);
+  return parseJsonObject(body, options);
+}
+
+/** `ready` of an index request, as Triton reads it: absent is false; not a boolean is refused, however deep it nests. */
+function readyOf(body: Record<string, unknown>): boolean {
+  const ready = body['ready'];
+  if (ready !== undefined && typeof ready !== 'boolean') throw Errors.readyNotBoolean(describeValue(ready));
+  return ready === true;
 }
 
 function parametersOf(body: Record<string, unknown>): Record<string, unknown> {
@@ -50,7 +57,7 @@ function loadParametersOf(json: Record<string, unknown>): LoadParameters {
 
 export function registerRepositoryRoutes(app: FastifyInstance, service: InferenceService): void {
   app.post('/v2/repository/index', { config: { apiGroup: 'model-repository' } }, async (request) => {
-    return service.repositoryIndex(booleanField(jsonBody(request.body)['ready'], 'ready'));
+    return service.repositoryIndex(readyOf(jsonBody(request.body, { checkFirst: readyOf })));
   });
   app.post<{ Params: { model: string } }>(
     '/v2/repository/models/:model/load',
