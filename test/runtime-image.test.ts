@@ -7,9 +7,9 @@
  * fails on any it does not know.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GrpcClient, HttpClient, type InferResult } from '@batchwise/client';
 import { EPHEMERAL_PORT_FLAGS, spawnServer, type ServerProcess } from '../packages/server/src/cli/server-process.ts';
@@ -17,6 +17,8 @@ import { BLUE, RED, png } from '../examples/test-support/images.ts';
 import { SENTENCES } from '../examples/test-support/sentences.ts';
 import { buildImageTree, planImage, REPOSITORY_ROOT, type ImageTree } from './support/image-tree.ts';
 import { EXAMPLES } from './support/repository.ts';
+import { startTestS3, type TestS3 } from './support/s3.ts';
+import { IMAGE_URI, REQUIRED, only, synth } from '../infra/test/synth.ts';
 
 const DOCKERFILE = readFileSync(join(REPOSITORY_ROOT, 'Dockerfile'), 'utf8');
 /** Where the Dockerfile's CMD expects the model repository (`docker run -v <repo>:/models`). */
@@ -45,13 +47,21 @@ describe('the Dockerfile replay', () => {
   });
 });
 
+let root: string;
+let tree: ImageTree;
+const buildLog: string[] = [];
+beforeAll(() => {
+  root = mkdtempSync(join(tmpdir(), 'batchwise-image-'));
+  tree = buildImageTree(root, (line) => buildLog.push(line));
+}, 600_000);
+afterAll(() => {
+  if (root) rmSync(root, { recursive: true, force: true });
+});
+
 describe("the image's runtime tree, started as the image starts it", () => {
-  let root: string;
-  let tree: ImageTree;
   let server: ServerProcess;
-  let http: HttpClient;
-  let grpc: GrpcClient;
-  const buildLog: string[] = [];
+  let http: HttpClient | undefined;
+  let grpc: GrpcClient | undefined;
 
   /** The image's ENTRYPOINT with these arguments, run from the tree as a one-shot command. */
   const cli = (args: readonly string[]) => {
@@ -64,8 +74,6 @@ describe("the image's runtime tree, started as the image starts it", () => {
   };
 
   beforeAll(async () => {
-    root = mkdtempSync(join(tmpdir(), 'batchwise-image-'));
-    tree = buildImageTree(root, (line) => buildLog.push(line));
     cpSync(EXAMPLES, tree.inImage(MODELS_MOUNT), { recursive: true });
     const { entrypoint, cmd, workdir, env } = tree.plan.runtime;
     expect(entrypoint[0]).toBe('node');
@@ -84,7 +92,6 @@ describe("the image's runtime tree, started as the image starts it", () => {
     await http?.close();
     grpc?.close();
     if (server && server.child.exitCode === null) await server.stop();
-    if (root) rmSync(root, { recursive: true, force: true });
   });
 
   it('is built outside the workspace, from compiled JavaScript only', () => {
@@ -119,13 +126,13 @@ describe("the image's runtime tree, started as the image starts it", () => {
       })
     ).json()) as { outputs: { data: number[] }[] };
     expect(json.outputs.map((o) => o.data)).toEqual(expected);
-    expect(outputs(await http.infer({ ...request, binary: true }))).toEqual(expected);
-    expect(outputs(await grpc.infer(request))).toEqual(expected);
+    expect(outputs(await http!.infer({ ...request, binary: true }))).toEqual(expected);
+    expect(outputs(await grpc!.infer(request))).toEqual(expected);
   });
 
   it('runs both example pipelines (JavaScript models importing @batchwise/backend, ensembles) and the BLS router', async () => {
     const texts = Object.keys(SENTENCES);
-    const text = await http.infer({
+    const text = await http!.infer({
       model: 'text_classification',
       inputs: [{ name: 'text', datatype: 'BYTES', shape: [texts.length, 1], data: texts }],
     });
@@ -133,14 +140,14 @@ describe("the image's runtime tree, started as the image starts it", () => {
     const first = (labels.data as Uint8Array[]).filter((_, i) => i % labels.shape[1]! === 0).map((b) => Buffer.from(b).toString());
     expect(first).toEqual(Object.values(SENTENCES));
 
-    const image = await grpc.infer({
+    const image = await grpc!.infer({
       model: 'image_classification',
       inputs: [{ name: 'image', datatype: 'BYTES', shape: [1, 1], data: [png(48, 40, (x) => (x < 36 ? RED : BLUE))] }],
     });
     const imageLabels = (image.outputs.find((o) => o.name === 'labels')!.data as Uint8Array[]).map((b) => Buffer.from(b).toString());
     expect(imageLabels.slice(0, 2)).toEqual(['red', 'blue']);
 
-    const routed = await http.infer({
+    const routed = await http!.infer({
       model: 'bls_router',
       inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 3], data: [500, 1, 2] }],
     });
@@ -169,8 +176,70 @@ describe("the image's runtime tree, started as the image starts it", () => {
   });
 
   it('exits 0 on SIGTERM', async () => {
-    await http.close();
-    grpc.close();
+    await http?.close();
+    grpc?.close();
+    [http, grpc] = [undefined, undefined];
     expect(await server.stop()).toBe(0);
   });
 });
+
+describe("the image's runtime tree, started with the ECS task definition's command", () => {
+  let s3: TestS3;
+  let server: ServerProcess | undefined;
+
+  beforeAll(async () => {
+    s3 = await startTestS3(join(root, 's3'));
+  });
+
+  afterAll(async () => {
+    if (server && server.child.exitCode === null) await server.stop();
+    await s3?.close();
+  });
+
+  it('serves the example repository from S3 (JavaScript models find @batchwise/backend), and passes its health check', async () => {
+    const container = only(synth({ ...REQUIRED, imageUri: IMAGE_URI }).template, 'AWS::ECS::TaskDefinition').props.ContainerDefinitions[0];
+    // The one part CloudFormation fills in at deploy time is the repository (s3://<bucket>/<prefix>): here, s3rver's.
+    const command = (container.Command as unknown[]).map((part, i, all) => {
+      if (typeof part === 'string') return part;
+      expect(all[i - 1], 'the only deploy-time value is the repository').toBe('--model-repository');
+      return s3.location('models');
+    });
+    for (const file of filesUnder(EXAMPLES)) await s3.put(`models/${relative(EXAMPLES, file)}`, readFileSync(file));
+
+    const { entrypoint, workdir, env } = tree.plan.runtime;
+    const taskEnv = {
+      ...env,
+      AWS_REGION: 'us-east-1',
+      AWS_ACCESS_KEY_ID: 'S3RVER',
+      AWS_SECRET_ACCESS_KEY: 'S3RVER',
+      ...Object.fromEntries((container.Secrets as { Name: string }[]).map((secret) => [secret.Name, 'a-key-from-secrets-manager'])),
+    };
+    server = await spawnServer([...entrypoint.slice(1), ...command, ...EPHEMERAL_PORT_FLAGS], taskEnv, { cwd: tree.inImage(workdir) });
+    const http = new HttpClient({ url: server.httpUrl });
+    try {
+      const routed = await http.infer({ model: 'bls_router', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2], data: [1, 2] }] });
+      expect(Array.from(routed.outputs.find((o) => o.name === 'OUTPUT0')!.data as Float32Array)).toEqual([2, 4]);
+    } finally {
+      await http.close();
+    }
+
+    // The container's health check, as ECS runs it inside the task (its port is the container's 8000).
+    const [kind, node, ...healthArgs] = container.HealthCheck.Command as string[];
+    expect([kind, node]).toEqual(['CMD', 'node']);
+    const port = new URL(server.httpUrl).port;
+    const health = spawnSync(
+      process.execPath,
+      healthArgs.map((a) => a.replace('127.0.0.1:8000/', `127.0.0.1:${port}/`)),
+      { encoding: 'utf8' },
+    );
+    expect(health.status, health.stderr).toBe(0);
+    expect(await server.stop()).toBe(0);
+  });
+});
+
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    return statSync(path).isDirectory() ? filesUnder(path) : [path];
+  });
+}
