@@ -1,9 +1,26 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Two projects: `unit` (the tests beside each package's sources and infra's, `pnpm test:unit`)
- * and `e2e` (the black-box tests in test/ and bench's smoke tests, which start real servers and
- * child processes). `vitest run` (in `pnpm test`) runs both.
+ * Tests whose assertions are about time (a deadline met, a health check answered while a batch
+ * runs, a p99, a share of turns): they run after the others, one file at a time, so that no
+ * other test takes the cores they measure on.
+ */
+const TIMED = [
+  'test/event-loop.test.ts',
+  'test/batching-e2e.test.ts',
+  'test/ensemble-lifecycle.test.ts',
+  'test/latency-objective.test.ts',
+  'test/rate-limiter.test.ts',
+  'test/shutdown.test.ts',
+  'bench/test/smoke.test.ts',
+];
+
+/**
+ * Three projects: `unit` (the tests beside each package's sources and infra's, `pnpm test:unit`),
+ * `e2e` (the black-box tests in test/ and bench's smoke tests, which start real servers and child
+ * processes) and `timed` (the e2e tests in TIMED). `vitest run` (in `pnpm test`) runs unit and e2e
+ * side by side on three workers (most of an e2e test's time is spent waiting on servers and
+ * sockets, so three keep two cores busy), then `timed` on one.
  */
 export default defineConfig({
   test: {
@@ -11,6 +28,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    maxWorkers: 3,
     globalSetup: ['./vitest.global-setup.ts'],
     // Servers the tests start as child processes (test/, bench smoke, tune's candidates) run the compiled CLI.
     env: { BATCHWISE_SERVER_CLI: 'compiled' },
@@ -19,7 +37,11 @@ export default defineConfig({
         extends: true,
         test: { name: 'unit', include: ['packages/*/src/**/*.test.ts', 'examples/src/**/*.test.ts', 'infra/test/**/*.test.ts'] },
       },
-      { extends: true, test: { name: 'e2e', include: ['test/**/*.test.ts', 'bench/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: { name: 'e2e', include: ['test/**/*.test.ts', 'bench/**/*.test.ts'], exclude: ['**/node_modules/**', ...TIMED] },
+      },
+      { extends: true, test: { name: 'timed', include: TIMED, maxWorkers: 1, sequence: { groupOrder: 1 } } },
     ],
   },
 });
