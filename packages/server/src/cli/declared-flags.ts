@@ -1,12 +1,12 @@
 import { Option, type Command } from 'commander';
 import { SERVE_FLAGS, type FlagDeclaration, type FlagValueKind } from '../options/index.ts';
-import { collect, parseBool, parsePort, parsePositiveInteger } from './flags.ts';
+import { collect, parseBool, parseNonNegativeNumber, parsePort, parsePositiveInteger } from './flags.ts';
 
 const PARSERS: Record<FlagValueKind, ((value: string, previous: unknown) => unknown) | undefined> = {
   port: parsePort,
   bool: parseBool,
   'positive-integer': parsePositiveInteger,
-  number: (value) => Number(value),
+  number: parseNonNegativeNumber,
   string: undefined,
   list: (value, previous) => collect(value, previous as string[] | undefined),
   choice: undefined,

@@ -1,10 +1,11 @@
 import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
-import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
+import { pino } from 'pino';
 import { visibleGpus } from '../backends/gpu-detect.ts';
 import { probeExecutionProvider } from '../backends/onnxruntime/provider-probe.ts';
 import { cgroupMemoryLimitBytes, resolveMemoryBudgetBytes } from '../memory/memory-budget.ts';
-import { parseBool } from './flags.ts';
+import { createModelSource } from '../repository/create-model-source.ts';
+import { parseBool, parseHttpUrl } from './flags.ts';
 
 export const GPU_AMI_PARAMETERS = {
   al2023: '/aws/service/ecs/optimized-ami/amazon-linux-2023/gpu/recommended/image_id',
@@ -136,27 +137,25 @@ export async function runDoctor(flags: DoctorFlags): Promise<Check[]> {
       });
     }
   }
-  if (flags.modelRepository?.startsWith('s3://')) {
-    const [bucket, ...rest] = flags.modelRepository.slice('s3://'.length).split('/');
-    try {
-      const s3 = new S3Client(flags.region ? { region: flags.region } : {});
-      const listed = await s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: rest.join('/'), MaxKeys: 10 }));
-      checks.push({
-        name: 'model-bucket',
-        ok: true,
-        required: true,
-        detail: `s3://${bucket}: listed ${listed.KeyCount ?? 0} objects under the prefix`,
-      });
-    } catch (error) {
-      checks.push({
-        name: 'model-bucket',
-        ok: false,
-        required: true,
-        detail: `cannot list ${flags.modelRepository}: ${(error as Error).message}`,
-      });
-    }
-  }
+  if (flags.modelRepository !== undefined) checks.push(await repositoryCheck(flags.modelRepository, flags.region));
   return checks;
+}
+
+/** The repository as the server would list it (a folder or any s3:// form it takes): model folders found, or why not. */
+async function repositoryCheck(location: string, region: string | undefined): Promise<Check> {
+  try {
+    const source = createModelSource(location, { logger: pino({ level: 'silent' }), ...(region && { s3: { region } }) });
+    const models = (await source.listModels()).map((m) => m.name);
+    return {
+      name: 'model-repository',
+      ok: models.length > 0,
+      required: true,
+      detail:
+        models.length > 0 ? `${location}: ${models.length} model folder(s): ${models.join(', ')}` : `${location}: no model folders found`,
+    };
+  } catch (error) {
+    return { name: 'model-repository', ok: false, required: true, detail: `cannot list ${location}: ${(error as Error).message}` };
+  }
 }
 
 export function doctorCommand(): Command {
@@ -166,16 +165,16 @@ export function doctorCommand(): Command {
     )
     .option('--expect-gpu [bool]', 'fail unless a GPU is visible and the CUDA execution provider works', parseBool, false)
     .option('--region <region>', 'AWS region: resolve the ECS GPU AMI from its SSM public parameter')
-    .option('--ami-family <family>', 'al2023 or al2', 'al2023')
-    .option('--model-repository <s3url>', 'check that the model repository prefix can be listed')
+    .addOption(new Option('--ami-family <family>', 'the GPU AMI family').choices(Object.keys(GPU_AMI_PARAMETERS)).default('al2023'))
+    .option('--model-repository <location>', 'check that the model repository (a folder or s3:// location) lists model folders')
     .option('--memory-limit <bytes|fraction>', 'the --memory-limit the server would be given (when no server is running)')
     .option(
       '--server-metrics <url>',
       `a running server's metrics endpoint: check its memory budget, accounted bytes and resident memory (default: ${DEFAULT_SERVER_METRICS_URL} if one answers)`,
+      parseHttpUrl,
     )
     .option('--json [bool]', 'print the checks as JSON', parseBool, false)
     .action(async (flags: DoctorFlags) => {
-      if (!(flags.amiFamily in GPU_AMI_PARAMETERS)) throw new Error(`--ami-family must be al2023 or al2, got '${flags.amiFamily}'`);
       const checks = await runDoctor(flags);
       const failed = checks.filter((c) => c.required && !c.ok);
       if (flags.json) {
@@ -184,6 +183,9 @@ export function doctorCommand(): Command {
         for (const c of checks) process.stdout.write(`${c.ok ? 'ok  ' : c.required ? 'FAIL' : 'warn'}  ${c.name.padEnd(24)} ${c.detail}\n`);
         process.stdout.write(failed.length === 0 ? 'all required checks passed\n' : `${failed.length} required check(s) failed\n`);
       }
-      process.exitCode = failed.length === 0 ? 0 : 1;
+      if (failed.length > 0) {
+        process.stderr.write(`error: doctor: required check(s) failed: ${failed.map((c) => c.name).join(', ')}\n`);
+        process.exitCode = 1;
+      }
     });
 }

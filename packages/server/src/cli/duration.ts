@@ -1,3 +1,5 @@
+import { optionParser } from './flags.ts';
+
 const UNIT_MS: Record<string, number> = { us: 0.001, µs: 0.001, ms: 1, s: 1000, m: 60_000, min: 60_000, h: 3_600_000 };
 
 /**
@@ -12,6 +14,11 @@ export function parseDurationMs(text: string, flag: string): number {
     throw new Error(`${flag}: expected a positive duration with a unit (us, ms, s, m, h) such as 50ms, 0.5s or 10m, got '${text}'`);
   }
   return Number(match[1]) * factor;
+}
+
+/** The parser of a duration option for commander: `.option('--budget <duration>', '...', durationParser('--budget'))`. */
+export function durationParser(flag: string): (value: string) => number {
+  return optionParser((value) => parseDurationMs(value, flag));
 }
 
 /** `50ms`, `1.5s`, `10m` for reports. */

@@ -98,7 +98,10 @@ async function writeDeclaration(
     stickiness: options.stickiness ?? existing?.stickiness ?? 'header',
     rollback: { ...DEFAULT_ROLLBACK, ...existing?.rollback, ...definedOnly(options.rollback ?? {}) },
   };
-  await store.writeModelFile(model, CANARY_FILE, printCanaryDeclaration(declaration));
+  const text = printCanaryDeclaration(declaration);
+  // What the servers will read: a threshold they would refuse (--max-p99-ratio 0.5) is refused here, before it is written.
+  parseCanaryDeclaration(text, `the canary declaration of '${model}'`);
+  await store.writeModelFile(model, CANARY_FILE, text);
   logger.info({ model, stableVersion: stable, canaryVersion, canaryWeight: weight }, `wrote ${model}/${CANARY_FILE}`);
   return declaration;
 }

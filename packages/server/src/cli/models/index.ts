@@ -2,10 +2,12 @@ import { readFile } from 'node:fs/promises';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { pino, type Logger } from 'pino';
 import { MODEL_REPOSITORY_KEY_HEADER } from '../../options/environment.ts';
-import { parsePositiveInteger } from '../flags.ts';
+import { commandGroup } from '../command-group.ts';
+import { collect, optionParser, parseHttpUrl, parseNonNegativeNumber, parsePositiveInteger } from '../flags.ts';
+import { optionRules } from '../option-rules.ts';
 import { listModelStatus, promoteModel, rollbackModel, type ModelStatus, type VersionChange } from './promotion.ts';
 import { waitForServedVersion } from './wait-for-server.ts';
-import { parseDurationMs } from '../duration.ts';
+import { durationParser } from '../duration.ts';
 import { parseSteps, runCanarySteps, startCanary, uploadCanaryVersion } from './canary.ts';
 import { cloudWatchSource, metricsEndpointSource } from './canary-figures.ts';
 import type { StickinessSource } from '../../repository/canary-declaration.ts';
@@ -33,6 +35,7 @@ interface ChangeFlags extends CommonFlags {
   model: string;
   actor?: string;
   message?: string;
+  /** Given with --wait, and only then. */
   serverUrl?: string;
   wait?: boolean;
   waitTimeoutSecs: number;
@@ -45,8 +48,9 @@ interface CanaryFlags extends CommonFlags {
   version?: number;
   file?: string;
   weight?: number;
-  steps?: string;
-  interval: string;
+  steps?: number[];
+  /** Milliseconds. */
+  interval: number;
   metricsUrl?: string[];
   region?: string;
   serviceName: string;
@@ -88,12 +92,19 @@ function changeOptions(command: Command): Command {
     .requiredOption('--model <name>', 'model name (its folder in the repository)')
     .option('--actor <who>', 'who makes the change, for the history (default: $GITHUB_ACTOR, else the OS user)')
     .option('--message <text>', 'why, for the history')
-    .option('--server-url <url>', 'server (or load balancer) to check the served version on, e.g. http://alb:8000')
+    .option('--server-url <url>', 'server (or load balancer) to check the served version on, e.g. http://alb:8000', parseHttpUrl)
     .option('--wait', 'after the change, wait until --server-url reports the new version as the one served')
     .option('--wait-timeout-secs <n>', 'give up waiting after this long', parsePositiveInteger, 600)
     .option('--wait-interval-secs <n>', 'seconds between checks', parsePositiveInteger, 2)
     .option('--api-key-header <name>', 'header carrying the API key, when the server restricts its APIs', MODEL_REPOSITORY_KEY_HEADER)
-    .addOption(new Option('--api-key <key>', 'API key for --server-url').env('BATCHWISE_API_KEY'));
+    .addOption(new Option('--api-key <key>', 'API key for --server-url').env('BATCHWISE_API_KEY'))
+    .hook(
+      'preAction',
+      optionRules({
+        needs: { '--wait': ['--server-url'] },
+        onlyWith: { '--wait': ['--server-url', '--wait-timeout-secs', '--wait-interval-secs', '--api-key-header', '--api-key'] },
+      }),
+    );
 }
 
 /** `batchwise models promote | rollback | list`: talks to the repository only; --wait reads the server. */
@@ -104,9 +115,8 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
 
   const afterChange = async (flags: ChangeFlags, change: VersionChange, logger: Logger): Promise<void> => {
     if (flags.wait) {
-      if (!flags.serverUrl) throw new Error('--wait needs --server-url');
       await waitForServedVersion({
-        serverUrl: flags.serverUrl,
+        serverUrl: flags.serverUrl!,
         model: change.model,
         version: change.version,
         logger,
@@ -122,7 +132,7 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
     }
   };
 
-  const models = new Command('models').description('Promote, roll back and list model versions in a model repository');
+  const models = commandGroup(new Command('models')).description('Promote, roll back and list model versions in a model repository');
 
   models.addCommand(
     changeOptions(new Command('promote'))
@@ -178,29 +188,51 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
       .option('--version <n>', 'the canary version (already in the repository)', parseVersion)
       .option('--file <model.onnx>', 'an ONNX artifact to validate and upload as the next version, which becomes the canary')
       .option('--weight <percent>', 'percent of unversioned requests for the canary (without --steps)', parsePercent)
-      .option('--steps <weights>', 'weights to move through, e.g. 5,25,50,100')
-      .option('--interval <duration>', 'how long each step is watched: 500ms, 30s, 10m, 1h', '10m')
-      .option('--metrics-url <url...>', "running servers' metrics endpoints to watch, e.g. http://task-1:8002/metrics")
-      .option('--region <region>', 'watch the CloudWatch EMF metrics (CanaryRollbacks) in this region instead')
+      .option('--steps <weights>', 'weights to move through, e.g. 5,25,50,100', optionParser(parseSteps))
+      .addOption(
+        new Option('--interval <duration>', 'how long each step is watched: 500ms, 30s, 10m, 1h')
+          .argParser(durationParser('--interval'))
+          .default(600_000, '10m'),
+      )
+      .option(
+        '--metrics-url <url>',
+        "a running server's metrics endpoint to watch, e.g. http://task-1:8002/metrics; repeat for several",
+        (value: string, previous: string[] | undefined) => collect(parseHttpUrl(value), previous),
+      )
+      .addOption(
+        new Option('--region <region>', 'watch the CloudWatch EMF metrics (CanaryRollbacks) in this region instead').conflicts(
+          'metricsUrl',
+        ),
+      )
       .option(
         '--service-name <name>',
         'the ServiceName dimension of the EMF metrics (--cloudwatch-service-name of the servers)',
         'batchwise',
       )
       .addOption(new Option('--stickiness <source>', 'where a stickiness key comes from').choices(['header', 'parameter', 'none']))
-      .option('--window-secs <n>', 'rollback window the servers judge over', Number)
+      .option('--window-secs <n>', 'rollback window the servers judge over', parseNonNegativeNumber)
       .option('--min-requests <n>', 'requests a version needs in a window before it is judged', parsePositiveInteger)
-      .option('--max-error-rate-increase <fraction>', 'largest tolerated canary error rate minus stable error rate (0..1)', Number)
-      .option('--max-p99-ratio <ratio>', 'largest tolerated canary p99 / stable p99', Number)
+      .option(
+        '--max-error-rate-increase <fraction>',
+        'largest tolerated canary error rate minus stable error rate (0..1)',
+        parseNonNegativeNumber,
+      )
+      .option('--max-p99-ratio <ratio>', 'largest tolerated canary p99 / stable p99', parseNonNegativeNumber)
       .option('--actor <who>', 'who promotes at 100, for the history (default: $GITHUB_ACTOR, else the OS user)')
       .option('--message <text>', 'why, for the history')
+      .hook(
+        'preAction',
+        optionRules({
+          oneOf: [
+            ['--version', '--file'],
+            ['--weight', '--steps'],
+          ],
+          needs: { '--steps': ['--metrics-url', '--region'] },
+          onlyWith: { '--steps': ['--interval', '--metrics-url', '--region', '--service-name', '--actor', '--message'] },
+        }),
+      )
       .action(async (model: string, flags: CanaryFlags) => {
         const logger = loggerFor(flags);
-        if ((flags.version === undefined) === (flags.file === undefined)) {
-          throw new Error(
-            'models canary needs either --version <n> (a version in the repository) or --file <model.onnx> (uploaded as the next version)',
-          );
-        }
         const version =
           flags.version ?? (await uploadCanaryVersion({ repository: flags.modelRepository, model, file: flags.file!, logger }));
         const base = {
@@ -217,8 +249,7 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
           },
         };
         if (flags.steps === undefined) {
-          if (flags.weight === undefined) throw new Error('models canary needs --weight <percent> or --steps <weights>');
-          const declaration = await startCanary({ ...base, weight: flags.weight });
+          const declaration = await startCanary({ ...base, weight: flags.weight! });
           write(
             flags.json
               ? `${JSON.stringify(declaration)}\n`
@@ -226,17 +257,14 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
           );
           return;
         }
-        if (flags.region === undefined && (flags.metricsUrl ?? []).length === 0) {
-          throw new Error('--steps needs the running servers to watch: --metrics-url <url...> or --region <region>');
-        }
         const source =
           flags.region !== undefined
             ? cloudWatchSource({ region: flags.region, serviceName: flags.serviceName })
             : metricsEndpointSource(flags.metricsUrl!);
         const change = await runCanarySteps({
           ...base,
-          steps: parseSteps(flags.steps),
-          intervalMs: parseDurationMs(flags.interval, '--interval'),
+          steps: flags.steps,
+          intervalMs: flags.interval,
           source,
           progress: (line) => write(flags.json ? `${JSON.stringify({ model, progress: line })}\n` : `${line}\n`),
           ...(flags.actor !== undefined && { actor: flags.actor }),

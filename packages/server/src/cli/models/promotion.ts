@@ -133,7 +133,12 @@ export async function uploadNextVersion(store: RepositoryStore, options: Promote
     logger.info({ model, serving: servingNow }, `pinned '${model}' to the versions it serves before uploading version ${version}`);
   }
   const fileName = parsed.config.default_model_filename || 'model.onnx';
-  const { bytes, sha256 } = await store.uploadVersion(model, version, fileName, options.file, logger);
+  const { bytes, sha256 } = await store.uploadVersion(model, version, fileName, options.file, logger).catch((error: Error) => {
+    throw new RepositoryError(
+      error instanceof RepositoryError ? error.code : 'INVALID',
+      `uploading ${options.file} as version ${version} of '${model}' to ${store.location} failed: ${error.message}`,
+    );
+  });
   return { version, before, parsed, next, revision, bytes, sha256 };
 }
 

@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
 import { parsePositiveInteger } from '../flags.ts';
-import { formatDurationMs, parseDurationMs } from '../duration.ts';
+import { durationParser, formatDurationMs } from '../duration.ts';
 
 // Only the command's flags load with the CLI: what runs the sweep (the load generator of
 // @batchwise/client among it) is imported when `tune` runs, so `serve` never loads it.
@@ -21,14 +21,6 @@ interface TuneFlags {
   maxCandidates?: number;
   logLevel: string;
 }
-
-const duration = (flag: string) => (value: string) => {
-  try {
-    return parseDurationMs(value, flag);
-  } catch (error) {
-    throw new InvalidArgumentError((error as Error).message);
-  }
-};
 
 function parseConcurrencies(value: string): number[] {
   const list = value.split(',').map((v) => Number(v.trim()));
@@ -58,9 +50,9 @@ export function tuneCommand(io: TuneCommandIO = {}): Command {
     .requiredOption(
       '--latency-objective <duration>',
       'p99 latency to stay within, with a unit: 50ms, 0.2s',
-      duration('--latency-objective'),
+      durationParser('--latency-objective'),
     )
-    .option('--budget <duration>', 'total time for the sweep: 10m, 90s', duration('--budget'), 600_000)
+    .option('--budget <duration>', 'total time for the sweep: 10m, 90s', durationParser('--budget'), 600_000)
     .option('--apply', 'write the recommended config into the (local) repository; for S3, print the models promote command that ships it')
     .option(
       '--out <dir>',
