@@ -13,7 +13,7 @@ export function useS3rverCredentials(): void {
 export interface TestS3 {
   readonly port: number;
   readonly client: S3Client;
-  /** s3://127.0.0.1:<port>/models/<prefix> */
+  /** s3://127.0.0.1:<port>/<bucket>/<prefix> */
   location(prefix: string): string;
   put(key: string, body: Uint8Array | string): Promise<unknown>;
   remove(key: string): Promise<unknown>;
@@ -21,8 +21,8 @@ export interface TestS3 {
 }
 
 /** A real S3-protocol server (s3rver) on 127.0.0.1 with one bucket, and a client for it. */
-export async function startTestS3(directory: string, port = 0): Promise<TestS3> {
-  const server = new S3rver({ address: '127.0.0.1', port, silent: true, directory, configureBuckets: [{ name: S3_BUCKET }] });
+export async function startTestS3(directory: string, port = 0, bucket = S3_BUCKET): Promise<TestS3> {
+  const server = new S3rver({ address: '127.0.0.1', port, silent: true, directory, configureBuckets: [{ name: bucket }] });
   const bound = ((await server.run()) as { port: number }).port;
   const client = new S3Client({
     endpoint: `http://127.0.0.1:${bound}`,
@@ -35,9 +35,9 @@ export async function startTestS3(directory: string, port = 0): Promise<TestS3> 
   return {
     port: bound,
     client,
-    location: (prefix) => `s3://127.0.0.1:${bound}/${S3_BUCKET}/${prefix}`,
-    put: (key, body) => client.send(new PutObjectCommand({ Bucket: S3_BUCKET, Key: key, Body: body })),
-    remove: (key) => client.send(new DeleteObjectCommand({ Bucket: S3_BUCKET, Key: key })),
+    location: (prefix) => `s3://127.0.0.1:${bound}/${bucket}/${prefix}`,
+    put: (key, body) => client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body })),
+    remove: (key) => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key })),
     close: () => server.close(),
   };
 }
