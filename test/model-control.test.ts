@@ -6,17 +6,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { GrpcClient } from '@batchwise/client';
 import { identity, serializeModel, simpleAddSub } from '@batchwise/modelgen';
 import type { ModelRegistry } from '../packages/server/src/models/model-registry.ts';
-import { makeRepository } from './support/repository.ts';
+import { identityConfig as config, makeRepository } from './support/repository.ts';
 import { postJson, startTestServer, getJson } from './support/server.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
-
-const config = (name: string, extra = '') => `
-name: "${name}"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-${extra}`;
 
 const infer = (server: Server, model: string) =>
   postJson(`${server.url}/v2/models/${model}/infer`, {

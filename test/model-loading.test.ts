@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixedBatchModel, identity, simpleAddSub, slowModel } from '@batchwise/modelgen';
 import { probeExecutionProvider } from '../packages/server/src/backends/onnxruntime/provider-probe.ts';
-import { makeRepository } from './support/repository.ts';
+import { identityConfig as fp32Config, makeRepository } from './support/repository.ts';
 import { isReady, postJson, startTestServer, getJson } from './support/server.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
@@ -11,13 +11,6 @@ type Server = Awaited<ReturnType<typeof startTestServer>>;
 const cuda = await probeExecutionProvider('cuda');
 const cudaMissing = !cuda.usable;
 if (!cudaMissing) console.info('CUDA is usable here: the CUDA-missing and --allow-cpu-fallback tests are skipped');
-
-const fp32Config = (name: string, extra = '') => `
-name: "${name}"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-${extra}`;
 
 describe('a model that fails to load is reported while the others serve', () => {
   let server: Server;

@@ -37,3 +37,11 @@ export async function makeRepository(models: readonly RepositoryModel[]): Promis
 }
 
 export const EXAMPLES = new URL('../../examples/model_repository', import.meta.url).pathname;
+
+/** config.pbtxt of `identity('FP32', [4])` (INPUT0 to OUTPUT0, batching up to 8), with `extra` fields. */
+export const identityConfig = (name: string, extra = '') => `
+name: "${name}"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+${extra}`;

@@ -1,6 +1,7 @@
 /**
- * Error codes as Triton's (TRITONSERVER_Error_Code, plus RESOURCE_EXHAUSTED): what the server's
- * errors carry and JavaScript model code returns. The server maps each to its HTTP and gRPC status.
+ * Error codes as Triton's (TRITONSERVER_Error_Code, plus RESOURCE_EXHAUSTED and PERMISSION_DENIED):
+ * what the server's errors carry and JavaScript model code returns. The server maps each to its
+ * HTTP and gRPC status.
  */
 export const ERROR_CODES = [
   'INVALID_ARG',
@@ -12,6 +13,8 @@ export const ERROR_CODES = [
   'ALREADY_EXISTS',
   'UNKNOWN',
   'CANCELLED',
+  /** A request the server's settings do not allow (code over the model-control API): HTTP 403, gRPC PERMISSION_DENIED. */
+  'PERMISSION_DENIED',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

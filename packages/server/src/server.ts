@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { pino, type Logger } from 'pino';
 import type { FastifyInstance } from 'fastify';
+import { describeEndpoint, isModelControlExposed, type ModelControlEndpoint } from './access/model-control-exposure.ts';
 import { parseRestrictions } from './access/restricted-api.ts';
 import { visibleGpuIds } from './backends/gpu-detect.ts';
 import { createOnnxRuntimeBackend } from './backends/onnxruntime/onnxruntime-backend.ts';
@@ -15,6 +16,7 @@ import { ModelManager } from './models/model-manager.ts';
 import { RateLimiter } from './scheduler/rate-limiter.ts';
 import { parseRateLimitResourceFlags } from './scheduler/rate-limit-flags.ts';
 import { resolveServerOptions, type ServerOptions } from './options/index.ts';
+import { MODEL_REPOSITORY_KEY_ENV } from './options/environment.ts';
 import { createModelSource } from './repository/create-model-source.ts';
 import type { InferenceService } from './core/types.ts';
 import type { InferenceResponse } from './protocol/types.ts';
@@ -76,6 +78,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       controlMode: options.modelControlMode,
       startupModels: options.loadModels,
       maxLoadFileBytes: options.modelLoadFilesMaxBytes,
+      allowCodeOverrides: options.allowCodeOverrides,
       backends: [
         withModelFootprints(createOnnxRuntimeBackend({ workerHeapLimitBytes }), memory),
         createJsBackend({ workerHeapLimitBytes }),
@@ -157,6 +160,16 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
     });
     metricsPort = (metricsServer.address() as AddressInfo).port;
   }
+  reportModelControlExposure(
+    [
+      ...(http ? [{ protocol: 'http' as const, host, port: httpPort, restrictions: httpRestrictions }] : []),
+      ...(grpc ? [{ protocol: 'grpc' as const, host: options.grpcHost ?? host, port: grpcPort, restrictions: grpcRestrictions }] : []),
+    ],
+    options.modelControlMode === 'explicit',
+    options.allowCodeOverrides,
+    metrics,
+    logger,
+  );
   logger.info({ httpPort, grpcPort, metricsPort, repositories: options.modelRepositories, memoryBudgetBytes }, 'listening; loading models');
 
   const running: RunningServer = {
@@ -199,6 +212,34 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
   service.setReady(true);
   logger.info({ ready: service.isReady(), models: service.repositoryIndex(false) }, 'model repository loaded');
   return running;
+}
+
+/**
+ * A model-control API that answers without a key on an address others reach is a way in: say
+ * at start what it exposes and how to close it, and publish it (batchwise_model_control_exposed)
+ * for `batchwise doctor`. Only explicit mode loads and unloads over the API.
+ */
+function reportModelControlExposure(
+  endpoints: readonly ModelControlEndpoint[],
+  explicit: boolean,
+  allowCodeOverrides: boolean,
+  metrics: ServerMetrics,
+  logger: Logger,
+): void {
+  const exposed = endpoints.filter((endpoint) => explicit && isModelControlExposed(endpoint));
+  for (const endpoint of endpoints) {
+    const address = describeEndpoint(endpoint).slice(endpoint.protocol.length + 1);
+    metrics.modelControlExposed.labels({ protocol: endpoint.protocol, address }).set(exposed.includes(endpoint) ? 1 : 0);
+  }
+  if (exposed.length === 0) return;
+  logger.warn(
+    { endpoints: exposed.map(describeEndpoint), allowCodeOverrides },
+    `the model-control API answers without a key on ${exposed.map(describeEndpoint).join(' and ')}: anyone who reaches it can ` +
+      'unload every model and load others, with configs and ONNX files of their own that ONNX Runtime parses in this process' +
+      (allowCodeOverrides ? ', and run code on this server (--allow-code-overrides is on)' : '') +
+      `; give it a key (${MODEL_REPOSITORY_KEY_ENV}, or model-repository in --http-restricted-api and --grpc-restricted-protocol) ` +
+      'or listen on 127.0.0.1 (--http-address, --grpc-address)',
+  );
 }
 
 /** A budget below what the process holds at rest refuses every request: say so at start. */

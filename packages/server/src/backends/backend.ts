@@ -109,5 +109,7 @@ export interface LoadedInstance {
 
 export interface Backend {
   readonly name: string;
+  /** Its model files are code the server runs (the JavaScript backend): a load request may bring them only with the operator's opt-in. */
+  readonly runsModelCode?: boolean;
   createInstance(options: InstanceOptions): Promise<LoadedInstance>;
 }

@@ -5,6 +5,7 @@ import { visibleGpus } from '../backends/gpu-detect.ts';
 import { probeExecutionProvider } from '../backends/onnxruntime/provider-probe.ts';
 import { cgroupMemoryLimitBytes, resolveMemoryBudgetBytes } from '../memory/memory-budget.ts';
 import { createModelSource } from '../repository/create-model-source.ts';
+import { MODEL_REPOSITORY_KEY_ENV } from '../options/environment.ts';
 import { parseBool, parseHttpUrl } from './flags.ts';
 
 export const GPU_AMI_PARAMETERS = {
@@ -41,16 +42,19 @@ export interface ServerMemoryGauges {
   readonly rss: number;
 }
 
-/** Reads the memory gauges from a server's metrics page; undefined when none answers there. */
-export async function readServerMemoryGauges(url: string): Promise<ServerMemoryGauges | undefined> {
-  let text: string;
+/** A server's metrics page; undefined when none answers there. */
+async function readServerMetrics(url: string): Promise<string | undefined> {
   try {
     const response = await fetch(url, { signal: AbortSignal.timeout(2000) });
-    if (!response.ok) return undefined;
-    text = await response.text();
+    return response.ok ? await response.text() : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** The memory gauges of a server's metrics page; undefined when it has none. */
+export function serverMemoryGauges(text: string | undefined): ServerMemoryGauges | undefined {
+  if (text === undefined) return undefined;
   const gauge = (name: string) => {
     const match = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
     return match ? Number(match[1]) : undefined;
@@ -65,9 +69,8 @@ export async function readServerMemoryGauges(url: string): Promise<ServerMemoryG
  * The server's own figures when one answers (its budget against its resident memory); else the
  * budget this host would give a server, against what is free of it now.
  */
-async function memoryCheck(flags: DoctorFlags): Promise<Check> {
-  const url = flags.serverMetrics ?? DEFAULT_SERVER_METRICS_URL;
-  const server = await readServerMemoryGauges(url);
+function memoryCheck(flags: DoctorFlags, url: string, metricsText: string | undefined): Check {
+  const server = serverMemoryGauges(metricsText);
   if (server) {
     return {
       name: 'memory-budget',
@@ -97,7 +100,32 @@ async function memoryCheck(flags: DoctorFlags): Promise<Check> {
   }
 }
 
-/** Preflight for operators: GPU and CUDA provider, memory budget, and with AWS access the AMI and bucket. */
+/**
+ * A running server whose model-control API answers without a key on an address others reach
+ * (its batchwise_model_control_exposed gauge): a warning, not a failure, since Triton serves
+ * so by default. No check without a server that publishes the gauge.
+ */
+function modelControlCheck(url: string, metricsText: string | undefined): Check | undefined {
+  const series = [...(metricsText ?? '').matchAll(/^batchwise_model_control_exposed\{(.*)\} (\S+)$/gm)].map(([, labels, value]) => ({
+    endpoint: `${/protocol="([^"]*)"/.exec(labels!)?.[1]} ${/address="([^"]*)"/.exec(labels!)?.[1]}`,
+    exposed: value === '1',
+  }));
+  if (series.length === 0) return undefined;
+  const exposed = series.filter((s) => s.exposed).map((s) => s.endpoint);
+  return {
+    name: 'model-control-api',
+    ok: exposed.length === 0,
+    required: false,
+    detail:
+      exposed.length === 0
+        ? `server at ${url}: the model-control API needs a key, listens on loopback only, or is off (--model-control-mode is not explicit)`
+        : `server at ${url}: the model-control API answers without a key on ${exposed.join(' and ')}: anyone who reaches it can ` +
+          `unload every model and load others with their own configs and ONNX files; set ${MODEL_REPOSITORY_KEY_ENV} or listen on 127.0.0.1 ` +
+          '(docs/operations.md, "Security")',
+  };
+}
+
+/** Preflight for operators: GPU and CUDA provider, memory budget, a running server's model-control API, and with AWS access the AMI and bucket. */
 export async function runDoctor(flags: DoctorFlags): Promise<Check[]> {
   const checks: Check[] = [];
   const gpus = visibleGpus();
@@ -120,7 +148,11 @@ export async function runDoctor(flags: DoctorFlags): Promise<Check[]> {
   const cpu = await probeExecutionProvider('cpu');
   checks.push({ name: 'cpu-execution-provider', ok: cpu.usable, required: true, detail: cpu.usable ? 'ok' : (cpu.reason ?? 'unusable') });
 
-  checks.push(await memoryCheck(flags));
+  const metricsUrl = flags.serverMetrics ?? DEFAULT_SERVER_METRICS_URL;
+  const metricsText = await readServerMetrics(metricsUrl);
+  checks.push(memoryCheck(flags, metricsUrl, metricsText));
+  const exposure = modelControlCheck(metricsUrl, metricsText);
+  if (exposure) checks.push(exposure);
 
   if (flags.region) {
     const parameter = GPU_AMI_PARAMETERS[flags.amiFamily];
@@ -161,7 +193,7 @@ async function repositoryCheck(location: string, region: string | undefined): Pr
 export function doctorCommand(): Command {
   return new Command('doctor')
     .description(
-      'Check that this host or container can serve: GPU and CUDA provider, memory budget, and (with AWS access) the GPU AMI and the model bucket. Exits 1 when a required check fails.',
+      "Check that this host or container can serve: GPU and CUDA provider, memory budget, a running server's model-control API (a warning when it answers without a key on an address others reach), and (with AWS access) the GPU AMI and the model bucket. Exits 1 when a required check fails.",
     )
     .option('--expect-gpu [bool]', 'fail unless a GPU is visible and the CUDA execution provider works', parseBool, false)
     .option('--region <region>', 'AWS region: resolve the ECS GPU AMI from its SSM public parameter')
@@ -170,7 +202,7 @@ export function doctorCommand(): Command {
     .option('--memory-limit <bytes|fraction>', 'the --memory-limit the server would be given (when no server is running)')
     .option(
       '--server-metrics <url>',
-      `a running server's metrics endpoint: check its memory budget, accounted bytes and resident memory (default: ${DEFAULT_SERVER_METRICS_URL} if one answers)`,
+      `a running server's metrics endpoint: check its memory budget, accounted bytes, resident memory and whether its model-control API needs a key (default: ${DEFAULT_SERVER_METRICS_URL} if one answers)`,
       parseHttpUrl,
     )
     .option('--json [bool]', 'print the checks as JSON', parseBool, false)

@@ -7,4 +7,5 @@ export { printModelConfig } from './print.ts';
 export { modelConfigToJson } from './to-json.ts';
 export { MODEL_CONFIG_PROTO_PATH, modelConfigRoot } from './schema.ts';
 export { validateDeclaredConfig, validateModelConfig } from './validate.ts';
+export { configPaths, type ConfigPath } from './config-paths.ts';
 export { describeStep, isEnsembleConfig, planEnsemble, type EnsemblePlan, type EnsembleStep } from './ensemble.ts';

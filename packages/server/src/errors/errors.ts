@@ -103,6 +103,18 @@ export const Errors = {
       'CUDA shared memory is not supported by Batchwise; register system shared memory instead, or send tensors in the request',
     ),
   shuttingDown: () => new InferenceServerError('UNAVAILABLE', 'Server is shutting down; request not admitted'),
+  /**
+   * A load whose model cannot be read or written where it loads from (a file override the file system refuses, a
+   * repository that cannot be listed): core Triton's words and code (INTERNAL, 500), then what happened, without server paths.
+   */
+  modelRepositoryPollFailed: (model: string, detail: string) =>
+    new InferenceServerError('INTERNAL', `failed to load '${model}', failed to poll from model repository: ${detail}`),
+  /** A load request that would bring code onto the server without the operator's opt-in (`flag`): 403 / PERMISSION_DENIED. */
+  codeOverrideRefused: (model: string, what: string, flag: string) =>
+    new InferenceServerError(
+      'PERMISSION_DENIED',
+      `failed to load '${model}': ${what}; code is accepted over the model-control API only by a server started with ${flag}`,
+    ),
 } as const;
 
 /** Turns anything thrown into an InferenceServerError without losing its message. */

@@ -14,6 +14,7 @@ describe('grpcStatusOf', () => {
     ['ALREADY_EXISTS', status.ALREADY_EXISTS],
     ['UNKNOWN', status.UNKNOWN],
     ['CANCELLED', status.CANCELLED],
+    ['PERMISSION_DENIED', status.PERMISSION_DENIED],
   ] as [ErrorCode, status][])('%s -> %s', (code, expected) => {
     expect(grpcStatusOf(code)).toBe(expected);
   });

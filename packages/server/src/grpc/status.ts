@@ -23,6 +23,8 @@ export function grpcStatusOf(code: ErrorCode): status {
       return status.UNKNOWN;
     case 'CANCELLED':
       return status.CANCELLED;
+    case 'PERMISSION_DENIED':
+      return status.PERMISSION_DENIED;
   }
 }
 

@@ -8,6 +8,8 @@ export function httpStatusOf(code: ErrorCode): number {
     case 'UNKNOWN':
     case 'CANCELLED':
       return 400;
+    case 'PERMISSION_DENIED':
+      return 403;
     case 'NOT_FOUND':
       return 404;
     case 'UNAVAILABLE':

@@ -228,6 +228,15 @@ export class ServerMetrics {
     (s) => s.gpuOutOfMemory,
     'first-count',
   );
+  // Security (access/model-control-exposure.ts): read by `batchwise doctor`.
+  readonly modelControlExposed = new Gauge({
+    name: 'batchwise_model_control_exposed',
+    help:
+      '1 while the model-control API (load and unload, --model-control-mode explicit) answers without a key on a ' +
+      'non-loopback address, per frontend (protocol) and listening address; 0 where it needs a key, listens on loopback or is off',
+    labelNames: ['protocol', 'address'],
+    registers: [this.registry],
+  });
   readonly memoryRejections = new Counter({
     name: 'batchwise_memory_rejections_total',
     help: 'Requests refused because admitting them would exceed the memory budget',

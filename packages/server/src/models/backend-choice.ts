@@ -1,9 +1,9 @@
-import { join } from 'node:path';
 import type { Backend } from '../backends/backend.ts';
-import { findJsModelFile, JS_MODEL_FILES } from '../backends/js/model-file.ts';
+import { JS_MODEL_FILES } from '../backends/js/model-file.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import { Errors } from '../errors/errors.ts';
 import { fileExists } from '../repository/model-folder.ts';
+import { resolveInModelFolder } from '../repository/model-paths.ts';
 
 /**
  * The backend a (normalized) config asks for, among those the server has. Triton's Python
@@ -38,20 +38,18 @@ function requireDeclaredTensors(config: ModelConfig): void {
   }
 }
 
-/** The version's model file for that backend; fails naming what was looked for. */
+/**
+ * The version's model file for that backend: default_model_filename, else the backend's own
+ * names (model.onnx; model.mjs, then model.js), inside the model's folder. Fails naming what
+ * was looked for, as paths inside the model folder.
+ */
 export async function modelFileOf(modelDir: string, version: number, config: ModelConfig, backend: Backend): Promise<string> {
-  const versionDir = join(modelDir, String(version));
-  if (backend.name === 'js') {
-    const found = await findJsModelFile(versionDir, config.default_model_filename);
-    if (found) return found;
-    const names = config.default_model_filename ? [config.default_model_filename] : JS_MODEL_FILES;
-    throw Errors.invalidArg(
-      `model '${config.name}' version ${version}: model file ${names.map((n) => join(versionDir, n)).join(' or ')} not found`,
-    );
+  const names = config.default_model_filename ? [config.default_model_filename] : backend.name === 'js' ? JS_MODEL_FILES : ['model.onnx'];
+  for (const name of names) {
+    const path = await resolveInModelFolder(modelDir, String(version), name, `model '${config.name}': default_model_filename`);
+    if (await fileExists(path)) return path;
   }
-  const modelPath = join(versionDir, config.default_model_filename ?? 'model.onnx');
-  if (!(await fileExists(modelPath))) {
-    throw Errors.invalidArg(`model '${config.name}' version ${version}: model file ${modelPath} not found`);
-  }
-  return modelPath;
+  throw Errors.invalidArg(
+    `model '${config.name}' version ${version}: model file ${names.map((n) => `${version}/${n}`).join(' or ')} not found`,
+  );
 }

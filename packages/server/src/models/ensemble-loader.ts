@@ -6,7 +6,7 @@ import type { ModelFolder } from '../repository/model-folder.ts';
 import { EnsembleScheduler } from '../scheduler/ensemble-scheduler.ts';
 import type { DataType } from '../tensor/datatype.ts';
 import type { LoadedVersion } from './loaded-version.ts';
-import { readLabels, type LoaderOptions } from './model-loader.ts';
+import { checkConfigPaths, readLabels, type LoaderOptions } from './model-loader.ts';
 import type { ModelRegistry } from './model-registry.ts';
 import { inputSpecsOf, outputSpecsOf, tensorTables } from './tensor-specs.ts';
 
@@ -23,6 +23,7 @@ export async function loadEnsembleVersion(
   registry: ModelRegistry,
 ): Promise<LoadedVersion> {
   const config = normalizeModelConfig(written, { visibleGpuIds: options.gpuIds });
+  await checkConfigPaths(folder, config, version);
   validateDeclaredConfig(config);
   const plan = planEnsemble(config);
   checkAgainstSteps(config, plan, registry);

@@ -65,6 +65,15 @@ export function modelLoadRequestOf(parameters: LoadParameters, maxFileBytes: num
   return { ...(config !== undefined && { config }), files };
 }
 
+/** Core Triton's ValidateModelName: a model to load is named by one folder, never a path. */
+export function checkNameToLoad(name: string): void {
+  const trimmed = name.trim();
+  if (trimmed === '') throw Errors.invalidArg('Model name cannot be empty. Please enter a valid name to deploy.');
+  if (trimmed === '..' || trimmed.includes('/')) {
+    throw Errors.invalidArg(`invalid model name '${name}', model name must not contain path traversal characters`);
+  }
+}
+
 /** The file's path inside the model folder; one that would leave the folder is refused, as Triton does. */
 function overridePath(name: string): string {
   const relative = name.slice(FILE_PARAMETER_PREFIX.length);

@@ -16,6 +16,11 @@ import type { ModelTable } from './model-registry.ts';
 import type { CanaryControl } from './canary-control.ts';
 import { readCanaryDeclaration } from '../repository/canary-declaration.ts';
 
+/** Why a load failed, as the repository index and the API show it: model-relative paths only. */
+function reasonOf(listed: ListedModel, error: unknown): string {
+  return listed.modelRelative(toInferenceServerError(error).message);
+}
+
 /** The policy's versions and those a canary declaration adds, ascending. */
 function withCanaryVersions(selected: readonly number[], declared: readonly number[]): number[] {
   return [...new Set([...selected, ...declared])].sort((a, b) => a - b);
@@ -80,7 +85,7 @@ export class ModelLifecycle {
       wanted = withCanaryVersions(selectVersions(folder.versions, written?.version_policy), await this.canaryOf(entry, folder));
       if (wanted.length === 0) throw Errors.invalidArg(`model '${folder.name}' has no version folder that its version policy selects`);
     } catch (error) {
-      return this.recordFailure(entry, toInferenceServerError(error).message);
+      return this.recordFailure(entry, reasonOf(listed, error));
     }
     entry.selected = wanted;
     const ensemble = isEnsembleConfig(written) ? await this.settleSteps(entry.name, written!) : undefined;
@@ -119,10 +124,10 @@ export class ModelLifecycle {
       if (result.status === 'fulfilled') {
         next.set(key, { loaded: result.value, fingerprint: fingerprints[wanted.indexOf(v)]!, dir: folder.dir });
         for (const instance of result.value.instances) {
-          instance.onFatal = (error) => void this.failServingVersion(entry, result.value, error.message);
+          instance.onFatal = (error) => void this.failServingVersion(entry, result.value, reasonOf(listed, error));
         }
       } else {
-        failed.set(key, toInferenceServerError(result.reason).message);
+        failed.set(key, reasonOf(listed, result.reason));
         failedFingerprints.set(key, fingerprints[wanted.indexOf(v)]!);
       }
     }

@@ -3,11 +3,12 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Backend, LoadedInstance, ModelInstance } from '../backends/backend.ts';
 import { sessionSettingsFromConfig } from '../backends/session-settings.ts';
-import { autoCompleteModelConfig, normalizeModelConfig, parseModelConfig, validateModelConfig } from '../config/index.ts';
+import { autoCompleteModelConfig, configPaths, normalizeModelConfig, parseModelConfig, validateModelConfig } from '../config/index.ts';
 import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.ts';
 import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { ServerMetrics } from '../metrics/server-metrics.ts';
-import { fileInModelFolder, type ModelFolder } from '../repository/model-folder.ts';
+import type { ModelFolder } from '../repository/model-folder.ts';
+import { fileErrorText, folderOf, resolveInModelFolder } from '../repository/model-paths.ts';
 import { createScheduler, latencyObjectiveNs, type WarmupRun } from '../scheduler/index.ts';
 import type { ExecutionGate, InstanceClaim, RateLimiter } from '../scheduler/rate-limiter.ts';
 import { stringHeapCapacityBytes } from '../memory/element-cost.ts';
@@ -62,6 +63,7 @@ export async function loadVersion(
 ): Promise<LoadedVersion> {
   const normalizeOptions = { visibleGpuIds: options.gpuIds };
   const base = normalizeModelConfig(written ?? emptyConfig(folder.name), normalizeOptions);
+  await checkConfigPaths(folder, base, version);
   const backend = chooseBackend(base, options.backends);
   const modelPath = await modelFileOf(folder.dir, version, base, backend);
   const labels = await readLabels(folder, base);
@@ -194,18 +196,29 @@ function instancePlacements(groups: readonly ModelInstanceGroup[]): Placement[] 
   return placements.length > 0 ? placements : [{ device: 'cpu', deviceId: 0, instanceName: '' }];
 }
 
+/**
+ * Every path the config names (config/config-paths.ts) stays inside the model's folder, links
+ * followed, before anything of the version is opened: else the load fails naming the field and
+ * the path as written, whether the config comes from the repository or from a load request.
+ */
+export async function checkConfigPaths(folder: ModelFolder, config: ModelConfig, version: number): Promise<void> {
+  for (const { field, path, under } of configPaths(config)) {
+    await resolveInModelFolder(folder.dir, folderOf(under, version), path, `model '${folder.name}': ${field}`);
+  }
+}
+
 /** Each output's label_filename (in the model folder, one label per line), for the classification extension. */
 export async function readLabels(folder: ModelFolder, config: ModelConfig): Promise<Map<string, readonly string[]>> {
   const labels = new Map<string, readonly string[]>();
   for (const output of config.output) {
     if (!output.label_filename) continue;
     const what = `model '${folder.name}': label_filename of output '${output.name}'`;
-    const path = fileInModelFolder(folder.dir, output.label_filename, what);
+    const path = await resolveInModelFolder(folder.dir, '', output.label_filename, what);
     let text: string;
     try {
       text = await readFile(path, 'utf8');
     } catch (error) {
-      throw Errors.invalidArg(`${what}: cannot read '${output.label_filename}': ${(error as Error).message}`);
+      throw Errors.invalidArg(`${what}: cannot read '${output.label_filename}': ${fileErrorText(error)}`);
     }
     labels.set(output.name, text.split(/\r?\n/));
   }

@@ -4,13 +4,16 @@ import type { ListedModel, ModelSource } from '../repository/model-source.ts';
 import { withBackoff } from '../repository/backoff.ts';
 import { writeOverrideModel } from '../repository/override-model.ts';
 import { Errors, toInferenceServerError } from '../errors/errors.ts';
+import type { ModelConfig } from '../config/model-config.ts';
+import { fileErrorText } from '../repository/model-paths.ts';
+import { ALLOW_CODE_OVERRIDES_FLAG, codeInConfigOverride, codeInFileOverrides } from './code-overrides.ts';
 import { configFromJson } from './config-override.ts';
-import { DEFAULT_FILE_OVERRIDE_MAX_BYTES, modelLoadRequestOf, type LoadParameters } from './load-parameters.ts';
+import { checkNameToLoad, DEFAULT_FILE_OVERRIDE_MAX_BYTES, modelLoadRequestOf, type LoadParameters } from './load-parameters.ts';
 import type { ModelControl, UnloadOptions } from './model-control.ts';
 import { DUPLICATE } from './model-entry.ts';
 import { CanaryControl } from './canary-control.ts';
 import { ModelLifecycle } from './model-lifecycle.ts';
-import type { LoaderOptions } from './model-loader.ts';
+import { readConfig, type LoaderOptions } from './model-loader.ts';
 import { ModelTable, type ModelRegistry } from './model-registry.ts';
 import { RepositoryScan } from './repository-scan.ts';
 
@@ -22,6 +25,11 @@ export interface ModelManagerOptions extends LoaderOptions {
   readonly startupModels: readonly string[];
   /** Largest total size of the file overrides of one load request, bytes. @default 128 MiB */
   readonly maxLoadFileBytes?: number;
+  /**
+   * Load requests may bring code: the files of a JavaScript model, node_modules, a config that
+   * switches a model to js (--allow-code-overrides). @default false: refused with PERMISSION_DENIED
+   */
+  readonly allowCodeOverrides?: boolean;
 }
 
 /** Triton's words, in POLL and NONE mode alike (model_repository_manager.cc). */
@@ -133,28 +141,60 @@ export class ModelManager implements ModelControl {
   /**
    * Repository extension: load (or reload) a model, optionally with a JSON config override and
    * file overrides. With file overrides the model loads from a temporary folder holding only
-   * them and the config, as in Triton, whether or not the repositories have the model.
+   * them and the config, as in Triton, whether or not the repositories have the model. A
+   * request that would bring code is refused before anything is written or read, unless the
+   * server allows it (allowCodeOverrides).
    */
   async load(name: string, parameters: LoadParameters = {}): Promise<void> {
     if (this.options.controlMode !== 'explicit') throw Errors.unavailable(NOT_ALLOWED);
+    checkNameToLoad(name);
     const request = modelLoadRequestOf(parameters, this.options.maxLoadFileBytes ?? DEFAULT_FILE_OVERRIDE_MAX_BYTES);
     const override = request.config === undefined ? undefined : configFromJson(name, request.config);
     let listed: ListedModel;
+    let overrideDir: string | undefined;
     if (override && request.files.size > 0) {
+      this.refuseCode(name, codeInFileOverrides(override, request.files, this.options.backends));
       const written = await writeOverrideModel(name, printModelConfig(override), request.files);
-      this.table.entryFor(name).overrideDirs.add(written.dir);
+      overrideDir = written.dir;
       listed = written.listed;
     } else {
-      const found = await this.repositories.scan();
+      const found = await this.repositories.scan().catch((error: unknown) => {
+        throw Errors.modelRepositoryPollFailed(name, `listing the model repositories failed: ${fileErrorText(error)}`);
+      });
       if (this.repositories.duplicates.has(name)) throw Errors.invalidArg(`failed to load '${name}': ${DUPLICATE}`);
       const repositoryModel = found.get(name);
       if (!repositoryModel) throw Errors.invalidArg(`failed to load '${name}': model '${name}' was not found in any model repository`);
+      if (override && !this.options.allowCodeOverrides) {
+        this.refuseCode(name, await codeInConfigOverride(override, () => this.repositoryConfig(repositoryModel), this.options.backends));
+      }
       listed = repositoryModel;
     }
-    const failure = await this.lifecycle.reconcile(listed, override, true);
-    // The files of an override that did not load, or that this load replaced, go once unused.
-    this.lifecycle.schedulePrune(this.table.entryFor(name));
+    let failure: string | undefined;
+    try {
+      failure = await this.lifecycle.reconcile(listed, override, true);
+    } finally {
+      // The files of an override that did not load, or that this load replaced, go once unused. A
+      // folder is registered only once its load is over: a prune that an earlier load scheduled
+      // (it runs before this load's reconcile) would otherwise remove it while it loads.
+      const entry = this.table.entryFor(name);
+      if (overrideDir !== undefined) entry.overrideDirs.add(overrideDir);
+      this.lifecycle.schedulePrune(entry);
+    }
     if (failure !== undefined) throw Errors.invalidArg(`failed to load '${name}': ${failure}`);
+  }
+
+  /** Code arrives over the API only where the operator allowed it (--allow-code-overrides). */
+  private refuseCode(name: string, code: string | undefined): void {
+    if (code !== undefined && !this.options.allowCodeOverrides) throw Errors.codeOverrideRefused(name, code, ALLOW_CODE_OVERRIDES_FLAG);
+  }
+
+  /** The repository's own config of a model; none where it cannot be read (then it runs no code). */
+  private async repositoryConfig(listed: ListedModel): Promise<ModelConfig | undefined> {
+    try {
+      return readConfig(await listed.localize(), this.options);
+    } catch {
+      return undefined;
+    }
   }
 
   /**

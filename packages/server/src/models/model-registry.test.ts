@@ -8,6 +8,7 @@ const listed = (name: string): ListedModel => ({
   name,
   localize: () => Promise.reject(new Error('not used')),
   prune: async () => undefined,
+  modelRelative: (message) => message,
 });
 const source = (location: string, names: string[]): ModelSource => ({
   kind: 'local',

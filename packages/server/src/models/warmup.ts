@@ -1,7 +1,6 @@
 import { randomFillSync } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { fileInModelFolder } from '../repository/model-folder.ts';
+import { fileErrorText, resolveInModelFolder } from '../repository/model-paths.ts';
 import type { ModelInstance } from '../backends/backend.ts';
 import type { WarmupRun } from '../scheduler/index.ts';
 import type { ModelConfig, ModelWarmup, ModelWarmupInput } from '../config/model-config.ts';
@@ -69,8 +68,13 @@ async function sampleData(
   const count = elementCount(shape);
   if (input.input_data_file) {
     // Triton reads warmup files from <model>/warmup/; the file holds one sample, repeated per batch.
-    const path = fileInModelFolder(join(modelDir, 'warmup'), input.input_data_file, `model '${model}': warmup input_data_file`);
-    const file = new Uint8Array(await readFile(path));
+    const what = `model '${model}': input_data_file of warmup input '${name}'`;
+    const path = await resolveInModelFolder(modelDir, 'warmup', input.input_data_file, what);
+    const file = new Uint8Array(
+      await readFile(path).catch((error: unknown) => {
+        throw Errors.invalidArg(`${what}: cannot read '${input.input_data_file}': ${fileErrorText(error)}`);
+      }),
+    );
     const batches = shape.length > input.dims.length ? shape[0]! : 1;
     const data = new Uint8Array(file.byteLength * batches);
     for (let b = 0; b < batches; b++) data.set(file, b * file.byteLength);

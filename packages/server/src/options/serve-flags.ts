@@ -4,6 +4,7 @@
  * defaults of `startServer` come from it (resolve-options.ts), and docs/cli.md is generated from
  * it (`pnpm docs:cli`; a test fails when the file is out of date).
  */
+import { ALLOW_CODE_OVERRIDES_FLAG } from '../models/code-overrides.ts';
 import { DEFAULT_FILE_OVERRIDE_MAX_BYTES, FILE_OVERRIDE_LIMIT_FLAG } from '../models/load-parameters.ts';
 import { CLOUDWATCH_METRICS_ENV, MODEL_REPOSITORY_KEY_ENV, MODEL_REPOSITORY_KEY_HEADER } from './environment.ts';
 import type { ServeOptions } from './server-options.ts';
@@ -399,6 +400,15 @@ export const SERVE_FLAGS = [
     default: DEFAULT_FILE_OVERRIDE_MAX_BYTES,
     sets: 'modelLoadFilesMaxBytes',
     meaning: "largest total size of the file overrides ('file:<version>/<name>' parameters, decoded) of one repository load request",
+  },
+  {
+    flag: ALLOW_CODE_OVERRIDES_FLAG,
+    value: '[bool]',
+    kind: 'bool',
+    default: false,
+    sets: 'allowCodeOverrides',
+    meaning:
+      'explicit mode: let repository load requests bring code (file overrides of a backend "js" model, node_modules, a config override that switches a model to js); off by default, so they get 403 / PERMISSION_DENIED and only config and ONNX files arrive over the API',
   },
   {
     flag: '--memory-limit',

@@ -25,6 +25,8 @@ export interface ServerOptions {
   readonly loadModels?: readonly string[];
   /** Largest total size of the `file:` overrides of one repository load request, bytes. */
   readonly modelLoadFilesMaxBytes?: number;
+  /** Repository load requests may bring code (JavaScript model files, node_modules, a switch to js). */
+  readonly allowCodeOverrides?: boolean;
   readonly allowCpuFallback?: boolean;
   readonly maxBodyBytes?: number;
   /** Time allowed for a client to send a whole HTTP request, ms (no flag). @default 60000 */

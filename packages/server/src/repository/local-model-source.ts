@@ -1,6 +1,7 @@
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readModelFolder } from './model-folder.ts';
+import { childForms, folderForms, modelRelativeMessage } from './model-paths.ts';
 import type { ListedModel, ModelSource } from './model-source.ts';
 import { groupRepositoryObjects, type RepositorySnapshot } from './snapshot.ts';
 
@@ -15,11 +16,17 @@ export class LocalModelSource implements ModelSource {
 
   async listModels(): Promise<ListedModel[]> {
     const entries = await readdir(this.location, { withFileTypes: true });
+    const repository = await folderForms(this.location);
     return entries
       .filter((e) => e.isDirectory() && !e.name.startsWith('.'))
       .map((e) => e.name)
       .sort()
-      .map((name) => ({ name, localize: () => readModelFolder(join(this.location, name), name), prune: async () => undefined }));
+      .map((name) => ({
+        name,
+        localize: () => readModelFolder(join(this.location, name), name),
+        prune: async () => undefined,
+        modelRelative: (message: string) => modelRelativeMessage(message, name, childForms(repository, name)),
+      }));
   }
 
   async list(): Promise<RepositorySnapshot> {

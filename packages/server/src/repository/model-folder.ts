@@ -1,6 +1,5 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
-import { join, resolve, sep } from 'node:path';
-import { Errors } from '../errors/errors.ts';
+import { join } from 'node:path';
 import { RepositoryError } from './repository-error.ts';
 
 /** A model as it sits in a Triton-layout repository: `<repo>/<model>/config.pbtxt`, `<repo>/<model>/<version>/`. */
@@ -9,6 +8,7 @@ export interface ModelFolder {
   readonly dir: string;
   /** config.pbtxt text, or undefined when the folder has none (auto-complete may supply it). */
   readonly configText: string | undefined;
+  /** config.pbtxt as errors name it: model-relative (`resnet/config.pbtxt`), never the server's path. */
   readonly configPath: string;
   /** Numeric version subfolders, ascending. */
   readonly versions: readonly number[];
@@ -38,27 +38,14 @@ export async function listVersionFolders(dir: string): Promise<number[]> {
     .sort((a, b) => a - b);
 }
 
-/**
- * A file that config.pbtxt names (label_filename, a warmup input_data_file), within `under`
- * (a folder of the model): a name that would reach outside it is refused. `what` names the setting.
- */
-export function fileInModelFolder(under: string, relative: string, what: string): string {
-  const path = resolve(under, relative);
-  if (!path.startsWith(resolve(under) + sep)) {
-    throw Errors.invalidArg(`${what} '${relative}' must name a file inside ${under}`);
-  }
-  return path;
-}
-
 export async function readModelFolder(dir: string, name: string): Promise<ModelFolder> {
   await stat(dir); // a missing model folder is an error here, not an empty model
   const versions = await listVersionFolders(dir);
-  const configPath = join(dir, 'config.pbtxt');
-  const configText = await readFile(configPath, 'utf8').catch((error: NodeJS.ErrnoException) => {
+  const configText = await readFile(join(dir, 'config.pbtxt'), 'utf8').catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return undefined;
     throw error;
   });
-  return { name, dir, configText, configPath, versions };
+  return { name, dir, configText, configPath: `${name}/config.pbtxt`, versions };
 }
 
 export async function fileExists(path: string): Promise<boolean> {

@@ -12,6 +12,12 @@ export interface ListedModel {
   localize(): Promise<ModelFolder>;
   /** Drops cached version folders not in `keep`. A local repository's own folders are never touched. */
   prune(keep: readonly number[]): Promise<void>;
+  /**
+   * A message about this model (a load failure, Node's or ONNX Runtime's words) with the places
+   * its files are read from written as the model's name: what the API answers names
+   * model-relative paths only (model-paths.ts).
+   */
+  modelRelative(message: string): string;
 }
 
 /**

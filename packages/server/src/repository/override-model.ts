@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { Errors } from '../errors/errors.ts';
 import { readModelFolder } from './model-folder.ts';
+import { fileErrorText, folderForms, modelRelativeMessage } from './model-paths.ts';
 import type { ListedModel } from './model-source.ts';
 
 /** A model made of a load request's file overrides, in a folder of its own that the caller removes. */
@@ -18,7 +19,12 @@ export interface OverrideModel {
  * (`1/model.onnx`), already checked to stay inside it.
  */
 export async function writeOverrideModel(name: string, configText: string, files: ReadonlyMap<string, Uint8Array>): Promise<OverrideModel> {
-  const dir = await mkdtemp(join(tmpdir(), 'batchwise-override-'));
+  // What the file system refuses (a name too long, a full disk) fails in Triton's words, without our temporary folder.
+  const pollFailed = (what: string, error: unknown) =>
+    Errors.modelRepositoryPollFailed(name, `cannot write ${what}: ${fileErrorText(error)}`);
+  const dir = await mkdtemp(join(tmpdir(), 'batchwise-override-')).catch((error: unknown) => {
+    throw pollFailed('a folder for the file overrides', error);
+  });
   try {
     for (const [path, bytes] of files) {
       const target = join(dir, path);
@@ -30,14 +36,25 @@ export async function writeOverrideModel(name: string, configText: string, files
         if (code === 'EEXIST' || code === 'ENOTDIR' || code === 'EISDIR') {
           throw Errors.invalidArg(`Invalid file parameter 'file:${path}', directory has been created as a file`);
         }
-        throw error;
+        throw pollFailed(`the file of parameter 'file:${path}'`, error);
       }
     }
     // The config parameter is the model's config, whatever a file override named config.pbtxt held.
-    await writeFile(join(dir, 'config.pbtxt'), configText);
+    await writeFile(join(dir, 'config.pbtxt'), configText).catch((error: unknown) => {
+      throw pollFailed('config.pbtxt', error);
+    });
   } catch (error) {
     await rm(dir, { recursive: true, force: true });
     throw error;
   }
-  return { dir, listed: { name, localize: () => readModelFolder(dir, name), prune: async () => undefined } };
+  const forms = await folderForms(dir);
+  return {
+    dir,
+    listed: {
+      name,
+      localize: () => readModelFolder(dir, name),
+      prune: async () => undefined,
+      modelRelative: (message) => modelRelativeMessage(message, name, forms),
+    },
+  };
 }

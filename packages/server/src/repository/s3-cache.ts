@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { checkModelName, isVersionName } from './model-folder.ts';
 import { ProgressLog } from './progress.ts';
+import { RepositoryError } from './repository-error.ts';
 import type { ModelListing, RepositoryObject } from './snapshot.ts';
 
 /** Fetches one listed object into `dest` whole, or leaves nothing there (s3-download.ts). */
@@ -80,6 +81,9 @@ export class ModelCache {
 
     // Plan: which files must be fetched, which can be reused from the cache.
     const modelFiles = [...(listing.config ? [listing.config] : []), ...listing.otherFiles];
+    for (const f of [...modelFiles, ...listing.versions.filter((l) => wanted.includes(l.version)).flatMap((l) => l.files)]) {
+      checkObjectPath(listing.name, f.path);
+    }
     const modelManifest = await readManifest(join(modelDir, MODEL_MANIFEST));
     const modelFetch: RepositoryObject[] = [];
     for (const f of modelFiles) {
@@ -151,6 +155,20 @@ export class ModelCache {
     await writeManifest(join(modelDir, MODEL_MANIFEST), modelFiles);
     if (toFetch.length > 0) progress.finish();
     return modelDir;
+  }
+}
+
+/**
+ * A listed object's path inside its model folder (`1/model.onnx`) becomes a file of the cache:
+ * plain segments only, so that no key (`m/1/../../../x`, `m//etc/x`: S3 keys are any string)
+ * lands outside the model's cache folder. Such a key fails the model before anything is written.
+ */
+function checkObjectPath(model: string, path: string): void {
+  if (path.split('/').some((segment) => segment === '' || segment === '.' || segment === '..')) {
+    throw new RepositoryError(
+      'INVALID',
+      `model '${model}': the object '${path}' of its folder is not a plain path (an empty, '.' or '..' segment), so it is not downloaded: rename it in the repository`,
+    );
   }
 }
 

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { parseModelConfig } from '../config/index.ts';
 import { declaredCanaryVersions } from './canary-declaration.ts';
 import { readModelFolder, type ModelFolder } from './model-folder.ts';
+import { childForms, folderForms, modelRelativeMessage } from './model-paths.ts';
 import type { ListedModel, ModelSource } from './model-source.ts';
 import { RepositoryError } from './repository-error.ts';
 import type { S3RepositoryLocation } from './repository-url.ts';
@@ -68,10 +69,18 @@ export class S3ModelSource implements ModelSource {
 
   async listModels(): Promise<ListedModel[]> {
     const snapshot = await this.list();
+    const cache = await folderForms(this.options.cacheDir);
     return snapshot.models.map((listing) => ({
       name: listing.name,
       localize: () => this.localizeSelected(listing),
       prune: (keep: readonly number[]) => this.prune(listing.name, keep),
+      // Its files as the cache holds them and as S3 messages name them (s3://bucket/<key>).
+      modelRelative: (message: string) =>
+        modelRelativeMessage(message, listing.name, [
+          ...childForms(cache, listing.name),
+          `s3://${this.target.bucket}/${this.target.prefix}${listing.name}`,
+          `${this.location.replace(/\/+$/, '')}/${listing.name}`,
+        ]),
     }));
   }
 

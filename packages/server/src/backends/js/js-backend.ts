@@ -36,7 +36,7 @@ export interface JsBackendOptions {
 
 /** The JavaScript backend (`backend: "js"`): each instance runs the model's own code in a worker thread. */
 export function createJsBackend(backendOptions: JsBackendOptions = {}): Backend {
-  return { name: 'js', createInstance: (options) => createInstance(options, backendOptions) };
+  return { name: 'js', runsModelCode: true, createInstance: (options) => createInstance(options, backendOptions) };
 }
 
 function spawnWorker(init: WorkerInit, options: JsBackendOptions): Worker {
