@@ -2,22 +2,25 @@ import { describe, expect, it } from 'vitest';
 import { visibleGpuIds } from '../backends/gpu-detect.ts';
 import { runDoctor } from './doctor.ts';
 
+/** No server answers here (port 1 is privileged): another test's server on the default :8002 must not change these checks. */
+const NO_SERVER = 'http://127.0.0.1:1/metrics';
+
 describe('batchwise doctor', () => {
   it.skipIf(visibleGpuIds().length > 0)('fails plainly when a GPU is expected and none is usable', async () => {
-    const checks = await runDoctor({ expectGpu: true, amiFamily: 'al2023', json: false });
+    const checks = await runDoctor({ expectGpu: true, amiFamily: 'al2023', json: false }, NO_SERVER);
     const failed = checks.filter((c) => c.required && !c.ok).map((c) => c.name);
     expect(failed).toEqual(['gpu-visible', 'cuda-execution-provider']);
     expect(checks.find((c) => c.name === 'cuda-execution-provider')?.detail).toMatch(/ONNXRUNTIME_NODE_INSTALL=cuda12/);
   });
 
   it('passes on a CPU host when no GPU is expected, and checks the memory budget', async () => {
-    const checks = await runDoctor({ expectGpu: false, amiFamily: 'al2023', json: false });
+    const checks = await runDoctor({ expectGpu: false, amiFamily: 'al2023', json: false }, NO_SERVER);
     expect(checks.filter((c) => c.required && !c.ok)).toEqual([]);
     expect(checks.find((c) => c.name === 'memory-budget')?.detail).toMatch(/budget of \d+ bytes/);
   });
 
   it('reports a bad --memory-limit as a failed check', async () => {
-    const checks = await runDoctor({ expectGpu: false, amiFamily: 'al2023', json: false, memoryLimit: 'lots' });
+    const checks = await runDoctor({ expectGpu: false, amiFamily: 'al2023', json: false, memoryLimit: 'lots' }, NO_SERVER);
     expect(checks.find((c) => c.name === 'memory-budget')).toMatchObject({ ok: false, required: true });
   });
 });

@@ -126,7 +126,11 @@ function modelControlCheck(url: string, metricsText: string | undefined): Check 
 }
 
 /** Preflight for operators: GPU and CUDA provider, memory budget, a running server's model-control API, and with AWS access the AMI and bucket. */
-export async function runDoctor(flags: DoctorFlags): Promise<Check[]> {
+/**
+ * `defaultServerMetricsUrl`: where to look for a running server when --server-metrics is not
+ * given (tests point it where none answers, so a server on this host's :8002 cannot change them).
+ */
+export async function runDoctor(flags: DoctorFlags, defaultServerMetricsUrl: string = DEFAULT_SERVER_METRICS_URL): Promise<Check[]> {
   const checks: Check[] = [];
   const gpus = visibleGpus();
   checks.push({
@@ -148,7 +152,7 @@ export async function runDoctor(flags: DoctorFlags): Promise<Check[]> {
   const cpu = await probeExecutionProvider('cpu');
   checks.push({ name: 'cpu-execution-provider', ok: cpu.usable, required: true, detail: cpu.usable ? 'ok' : (cpu.reason ?? 'unusable') });
 
-  const metricsUrl = flags.serverMetrics ?? DEFAULT_SERVER_METRICS_URL;
+  const metricsUrl = flags.serverMetrics ?? defaultServerMetricsUrl;
   const metricsText = await readServerMetrics(metricsUrl);
   checks.push(memoryCheck(flags, metricsUrl, metricsText));
   const exposure = modelControlCheck(metricsUrl, metricsText);
