@@ -14,7 +14,7 @@ import { identity, serializeModel } from '@batchwise/modelgen';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SERVER_CLIS } from '../packages/server/src/cli/server-process.ts';
 import { visibleGpuIds } from '../packages/server/src/backends/gpu-detect.ts';
-import { SERVER_VERSION } from '../packages/server/src/core/inference-service.ts';
+import { SERVER_VERSION } from '../packages/server/src/core/version.ts';
 import { makeRepository } from './support/repository.ts';
 import { startTestS3, type TestS3 } from './support/s3.ts';
 

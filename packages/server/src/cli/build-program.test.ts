@@ -7,7 +7,7 @@
  */
 import { CommanderError, type Command, type Option } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { SERVER_VERSION } from '../core/inference-service.ts';
+import { SERVER_VERSION } from '../core/version.ts';
 import { buildProgram } from './build-program.ts';
 import { commandPath } from './command-group.ts';
 

@@ -1,6 +1,6 @@
 /** The `batchwise` program: built here, parsed by program.ts, walked by its tests without running anything. */
 import { Command } from 'commander';
-import { SERVER_VERSION } from '../core/inference-service.ts';
+import { SERVER_VERSION } from '../core/version.ts';
 import { commandGroup } from './command-group.ts';
 import { doctorCommand } from './doctor.ts';
 import { modelsCommand } from './models/index.ts';

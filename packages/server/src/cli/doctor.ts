@@ -1,10 +1,7 @@
-import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
 import { Command, Option } from 'commander';
 import { pino } from 'pino';
 import { visibleGpus } from '../backends/gpu-detect.ts';
-import { probeExecutionProvider } from '../backends/onnxruntime/provider-probe.ts';
 import { cgroupMemoryLimitBytes, resolveMemoryBudgetBytes } from '../memory/memory-budget.ts';
-import { createModelSource } from '../repository/create-model-source.ts';
 import { MODEL_REPOSITORY_KEY_ENV } from '../options/environment.ts';
 import { parseBool, parseHttpUrl } from './flags.ts';
 
@@ -125,12 +122,15 @@ function modelControlCheck(url: string, metricsText: string | undefined): Check 
   };
 }
 
-/** Preflight for operators: GPU and CUDA provider, memory budget, a running server's model-control API, and with AWS access the AMI and bucket. */
 /**
- * `defaultServerMetricsUrl`: where to look for a running server when --server-metrics is not
- * given (tests point it where none answers, so a server on this host's :8002 cannot change them).
+ * Preflight for operators: GPU and CUDA provider, memory budget, a running server's model-control
+ * API, and with AWS access the AMI and bucket. `defaultServerMetricsUrl`: where to look for a
+ * running server when --server-metrics is not given (tests point it where none answers, so a
+ * server on this host's :8002 cannot change them). ONNX Runtime and the AWS SDK load only here,
+ * when doctor runs.
  */
 export async function runDoctor(flags: DoctorFlags, defaultServerMetricsUrl: string = DEFAULT_SERVER_METRICS_URL): Promise<Check[]> {
+  const { probeExecutionProvider } = await import('../backends/onnxruntime/provider-probe.ts');
   const checks: Check[] = [];
   const gpus = visibleGpus();
   checks.push({
@@ -161,6 +161,7 @@ export async function runDoctor(flags: DoctorFlags, defaultServerMetricsUrl: str
   if (flags.region) {
     const parameter = GPU_AMI_PARAMETERS[flags.amiFamily];
     try {
+      const { GetParameterCommand, SSMClient } = await import('@aws-sdk/client-ssm');
       const ssm = new SSMClient({ region: flags.region });
       const result = await ssm.send(new GetParameterCommand({ Name: parameter }));
       checks.push({ name: 'gpu-ami', ok: true, required: false, detail: `${parameter} = ${result.Parameter?.Value} in ${flags.region}` });
@@ -180,6 +181,7 @@ export async function runDoctor(flags: DoctorFlags, defaultServerMetricsUrl: str
 /** The repository as the server would list it (a folder or any s3:// form it takes): model folders found, or why not. */
 async function repositoryCheck(location: string, region: string | undefined): Promise<Check> {
   try {
+    const { createModelSource } = await import('../repository/create-model-source.ts');
     const source = createModelSource(location, { logger: pino({ level: 'silent' }), ...(region && { s3: { region } }) });
     const models = (await source.listModels()).map((m) => m.name);
     return {

@@ -1,5 +1,4 @@
 import { Command } from 'commander';
-import { createServerLogger, startServer } from '../server.ts';
 import { pinoLevelFor } from '../logging/log-settings.ts';
 import { serveOptionsFrom } from '../options/index.ts';
 import { addServeFlags } from './declared-flags.ts';
@@ -12,6 +11,8 @@ export function serveCommand(): Command {
     'Serve the models of one or more model repositories over HTTP, gRPC and metrics endpoints',
   );
   return addFlagsWithoutEffect(addServeFlags(command)).action(async (flags: Record<string, unknown>) => {
+    // The server's modules load when it is served, not for `--help` or another command.
+    const { createServerLogger, startServer } = await import('../server.ts');
     const options = serveOptionsFrom(flags, process.env);
     const logger = createServerLogger(
       pinoLevelFor({

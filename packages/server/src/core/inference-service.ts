@@ -36,8 +36,7 @@ import type {
   ServerMetadata,
 } from '../protocol/types.ts';
 
-export const SERVER_NAME = 'batchwise';
-export const SERVER_VERSION = '0.1.0';
+import { SERVER_NAME, SERVER_VERSION } from './version.ts';
 const EXTENSIONS = [
   'classification',
   'model_repository',

@@ -5,18 +5,14 @@ import { MODEL_REPOSITORY_KEY_HEADER } from '../../options/environment.ts';
 import { commandGroup } from '../command-group.ts';
 import { collect, optionParser, parseHttpUrl, parseNonNegativeNumber, parsePositiveInteger } from '../flags.ts';
 import { optionRules } from '../option-rules.ts';
-import { listModelStatus, promoteModel, rollbackModel, type ModelStatus, type VersionChange } from './promotion.ts';
-import { waitForServedVersion } from './wait-for-server.ts';
+import type { ModelStatus, VersionChange } from './promotion.ts';
 import { durationParser } from '../duration.ts';
-import { parseSteps, runCanarySteps, startCanary, uploadCanaryVersion } from './canary.ts';
-import { cloudWatchSource, metricsEndpointSource } from './canary-figures.ts';
+import { parseSteps } from './canary-steps.ts';
 import type { StickinessSource } from '../../repository/canary-declaration.ts';
 
-export { promoteModel, rollbackModel, listModelStatus, type ModelStatus, type VersionChange } from './promotion.ts';
-export { validateArtifact, ArtifactRejectedError } from './validate-artifact.ts';
-export { waitForServedVersion } from './wait-for-server.ts';
-export { runCanarySteps, startCanary, CanaryRolledBackError } from './canary.ts';
-export { metricsEndpointSource, cloudWatchSource, parsePrometheusSamples } from './canary-figures.ts';
+// Only the commands' flags load with the CLI: what a command does (the repository store, the AWS
+// SDK clients, the canary judge) is imported when it runs, so `serve` and `--help` never load it.
+export type { ModelStatus, VersionChange } from './promotion.ts';
 
 export interface ModelsCommandIO {
   /** Where results go (tables, JSON). @default process.stdout */
@@ -115,6 +111,7 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
 
   const afterChange = async (flags: ChangeFlags, change: VersionChange, logger: Logger): Promise<void> => {
     if (flags.wait) {
+      const { waitForServedVersion } = await import('./wait-for-server.ts');
       await waitForServedVersion({
         serverUrl: flags.serverUrl!,
         model: change.model,
@@ -146,6 +143,7 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
       )
       .action(async (flags: ChangeFlags & { file: string; config?: string }) => {
         const logger = loggerFor(flags);
+        const { promoteModel } = await import('./promotion.ts');
         const change = await promoteModel({
           repository: flags.modelRepository,
           model: flags.model,
@@ -165,6 +163,7 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
       .option('--to <version>', 'roll back to this version instead', parseVersion)
       .action(async (flags: ChangeFlags & { to?: number }) => {
         const logger = loggerFor(flags);
+        const { rollbackModel } = await import('./promotion.ts');
         const change = await rollbackModel({
           repository: flags.modelRepository,
           model: flags.model,
@@ -233,6 +232,10 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
       )
       .action(async (model: string, flags: CanaryFlags) => {
         const logger = loggerFor(flags);
+        const [{ runCanarySteps, startCanary, uploadCanaryVersion }, { cloudWatchSource, metricsEndpointSource }] = await Promise.all([
+          import('./canary.ts'),
+          import('./canary-figures.ts'),
+        ]);
         const version =
           flags.version ?? (await uploadCanaryVersion({ repository: flags.modelRepository, model, file: flags.file!, logger }));
         const base = {
@@ -280,6 +283,7 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
       .option('--model <name>', 'only this model')
       .action(async (flags: CommonFlags & { model?: string }) => {
         const logger = loggerFor(flags);
+        const { listModelStatus } = await import('./promotion.ts');
         const status = await listModelStatus({ repository: flags.modelRepository, logger, ...(flags.model && { model: flags.model }) });
         write(flags.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status));
       }),
