@@ -2,7 +2,7 @@
  * The server's layers, checked by `pnpm layers` (part of `pnpm test`). docs/architecture.md
  * explains them. A folder of packages/server/src may import only folders of a lower rank;
  * the frontends (http/, grpc/) reach the rest of the server only through core/index.ts, the
- * facade, and the leaves (errors/, tensor/, protocol/) that every layer shares.
+ * facade, and the leaves (errors/, tensor/, protocol/, access/) that every layer shares.
  */
 const SRC = '^packages/server/src/';
 
