@@ -96,6 +96,12 @@ export interface SessionSettings {
   readonly enableMemPattern?: boolean;
   /** CUDA arena limit (Triton's gpu_mem_limit); see docs/operations.md, "GPUs and CUDA", for what onnxruntime-node applies. */
   readonly gpuMemLimitBytes?: number;
+  /**
+   * ONNX Runtime session config entries (onnxruntime_session_options_config_keys.h), from the
+   * parameters whose key starts with `session.`, as Triton's onnxruntime backend passes
+   * `session.use_device_allocator_for_initializers`: e.g. `session.intra_op.allow_spinning`.
+   */
+  readonly sessionConfigEntries?: Readonly<Record<string, string>>;
 }
 
 export interface LoadedInstance {

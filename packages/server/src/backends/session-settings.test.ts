@@ -37,7 +37,30 @@ describe('session settings from config.pbtxt (Triton onnxruntime backend names)'
       graphOptimizationLevel: 'basic',
       enableCpuMemArena: false,
       enableMemPattern: true,
+      extra: { session: { intra_op: { allow_spinning: '0' }, inter_op: { allow_spinning: '0' } } },
     });
+  });
+
+  it("passes parameters named session.* to ONNX Runtime as session config entries, over the server's defaults", () => {
+    const settings = sessionSettingsFromConfig(
+      config(`
+        parameters { key: "session.intra_op.allow_spinning" value: { string_value: "1" } }
+        parameters { key: "session.use_device_allocator_for_initializers" value: { string_value: "1" } }
+        parameters { key: "intra_op_thread_count" value: { string_value: "1" } }`),
+    );
+    expect(settings.sessionConfigEntries).toEqual({
+      'session.intra_op.allow_spinning': '1',
+      'session.use_device_allocator_for_initializers': '1',
+    });
+    expect(ortSessionOptions(settings, 'cpu', 0).extra).toEqual({
+      session: { intra_op: { allow_spinning: '1' }, inter_op: { allow_spinning: '0' }, use_device_allocator_for_initializers: '1' },
+    });
+    const clash = sessionSettingsFromConfig(
+      config(`
+        parameters { key: "session.a" value: { string_value: "1" } }
+        parameters { key: "session.a.b" value: { string_value: "1" } }`),
+    );
+    expect(() => ortSessionOptions(clash, 'cpu', 0)).toThrow(/session config entry 'session.a.b' nests under 'a'/);
   });
 
   it("asks ONNX Runtime for the CUDA provider on the instance's GPU, never with a CPU fallback", () => {

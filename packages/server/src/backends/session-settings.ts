@@ -17,6 +17,9 @@ export function sessionSettingsFromConfig(config: ModelConfig): SessionSettings 
   const pattern = booleanParam(config.name, 'enable_mem_pattern', param('enable_mem_pattern'));
   const limit = integerParam(config.name, 'gpu_mem_limit', gpuMemLimit);
   const level = config.optimization?.graph?.level;
+  const entries = Object.entries(config.parameters ?? {}).flatMap(([key, value]) =>
+    key.startsWith(SESSION_CONFIG_PREFIX) && value.string_value !== undefined ? [[key, value.string_value] as const] : [],
+  );
   return {
     // Triton: 0 means "let ONNX Runtime decide".
     ...(intra !== undefined && intra > 0 && { intraOpThreads: intra }),
@@ -26,8 +29,12 @@ export function sessionSettingsFromConfig(config: ModelConfig): SessionSettings 
     ...(arena !== undefined && { enableCpuMemArena: arena }),
     ...(pattern !== undefined && { enableMemPattern: pattern }),
     ...(limit !== undefined && { gpuMemLimitBytes: limit }),
+    ...(entries.length > 0 && { sessionConfigEntries: Object.fromEntries(entries) }),
   };
 }
+
+/** Parameters whose key starts with this are ONNX Runtime session config entries, passed as they are. */
+export const SESSION_CONFIG_PREFIX = 'session.';
 
 /** Triton's onnxruntime backend: -1 basic, 1 extended, anything else (0 default) all. */
 function graphLevel(level: number): SessionSettings['graphOptimizationLevel'] {

@@ -14,7 +14,40 @@ export function ortSessionOptions(settings: SessionSettings, device: 'cpu' | 'cu
     }),
     ...(settings.enableCpuMemArena !== undefined && { enableCpuMemArena: settings.enableCpuMemArena }),
     ...(settings.enableMemPattern !== undefined && { enableMemPattern: settings.enableMemPattern }),
+    extra: configEntriesAsExtra({ ...SERVER_SESSION_CONFIG_DEFAULTS, ...settings.sessionConfigEntries }),
   };
+}
+
+/**
+ * Session config entries the server sets unless a model's parameters set them. ONNX Runtime's
+ * intra-op threads spin while they wait for work, which pays on a machine of their own: here they
+ * share the cores with the event loop, the other instances and often the client, and a thread that
+ * spins while the partner it waits for was descheduled burns a core for nothing (measured on 2
+ * cores: the same throughput for 12-30% less CPU, and a lower p99, with spinning off).
+ */
+export const SERVER_SESSION_CONFIG_DEFAULTS: Readonly<Record<string, string>> = {
+  'session.intra_op.allow_spinning': '0',
+  'session.inter_op.allow_spinning': '0',
+};
+
+/**
+ * onnxruntime-node takes session config entries as `extra`, an object whose nesting spells the
+ * key: { session: { intra_op: { allow_spinning: '0' } } } is `session.intra_op.allow_spinning`.
+ */
+function configEntriesAsExtra(entries: Readonly<Record<string, string>>): Record<string, unknown> {
+  const extra: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(entries)) {
+    const parts = key.split('.');
+    let node = extra;
+    for (const part of parts.slice(0, -1)) {
+      const next = (node[part] ??= {});
+      if (typeof next !== 'object') throw new Error(`session config entry '${key}' nests under '${part}', which is an entry itself`);
+      node = next as Record<string, unknown>;
+    }
+    if (typeof node[parts.at(-1)!] === 'object') throw new Error(`session config entry '${key}' is a prefix of another entry`);
+    node[parts.at(-1)!] = value;
+  }
+  return extra;
 }
 
 export const PROVIDER_NAME = { cpu: 'CPUExecutionProvider', cuda: 'CUDAExecutionProvider' } as const;
