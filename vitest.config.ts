@@ -15,6 +15,9 @@ const TIMED = [
   'bench/test/smoke.test.ts',
 ];
 
+/** The compiled CLI the e2e tests' child servers run is built first (unit tests need none of it). */
+const BUILD = './vitest.global-setup.ts';
+
 /**
  * Three projects: `unit` (the tests beside each package's sources and infra's, `pnpm test:unit`),
  * `e2e` (the black-box tests in test/ and bench's smoke tests, which start real servers and child
@@ -29,7 +32,6 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: 'forks',
     maxWorkers: 3,
-    globalSetup: ['./vitest.global-setup.ts'],
     // Servers the tests start as child processes (test/, bench smoke, tune's candidates) run the compiled CLI.
     env: { BATCHWISE_SERVER_CLI: 'compiled' },
     projects: [
@@ -39,9 +41,14 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'e2e', include: ['test/**/*.test.ts', 'bench/**/*.test.ts'], exclude: ['**/node_modules/**', ...TIMED] },
+        test: {
+          name: 'e2e',
+          globalSetup: [BUILD],
+          include: ['test/**/*.test.ts', 'bench/**/*.test.ts'],
+          exclude: ['**/node_modules/**', ...TIMED],
+        },
       },
-      { extends: true, test: { name: 'timed', include: TIMED, maxWorkers: 1, sequence: { groupOrder: 1 } } },
+      { extends: true, test: { name: 'timed', globalSetup: [BUILD], include: TIMED, maxWorkers: 1, sequence: { groupOrder: 1 } } },
     ],
   },
 });
