@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identity, slowModel } from '@batchwise/modelgen';
 import { makeRepository } from './support/repository.ts';
@@ -85,6 +86,30 @@ parameters { key: "batchwise_latency_objective_ms" value: { string_value: "1" } 
     expect(Number(slope?.[1])).toBeCloseTo(objective.profile[0].per_sample_ms / 1e3, 6);
     expect(metrics).toMatch(new RegExp(`batchwise_latency_objective_target_batch_size\\{${labels}\\} \\d+\n`));
     expect(metrics).toContain(`batchwise_latency_objective_arrival_rate{${labels}} `);
+  });
+
+  it('refuses from the headers, before reading the body: a request whose body never comes still gets its 503 (issue 30)', async () => {
+    const running = send(); // the instance is busy for tens of milliseconds: past the 1 ms objective for anything behind it
+    await new Promise((r) => setTimeout(r, 5));
+    const socket = connect(server.httpPort, '127.0.0.1');
+    const answer = new Promise<string>((resolve) => {
+      let text = '';
+      socket.on('data', (chunk) => {
+        text += chunk.toString();
+        if (text.includes('\r\n\r\n') && text.includes('}')) resolve(text);
+      });
+    });
+    // Headers only: the body it announces never arrives.
+    socket.write('POST /v2/models/objective/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n');
+    const text = await answer;
+    socket.destroy();
+    expect(text).toMatch(/^HTTP\/1\.1 503 /);
+    expect(text).toContain("request would miss the latency objective of 1 ms for model 'objective'");
+    expect((await running).status).toBe(200);
+    const objective = (await getJson(`${server.url}/v2/models/objective/stats`)).model_stats[0].batchwise_latency_objective;
+    expect(objective.shed.admission).toBeGreaterThanOrEqual(1);
+    expect(objective.profile[0].handoff_ms).toBeGreaterThanOrEqual(0);
+    expect(objective.event_loop_lag_ms).toBeGreaterThanOrEqual(0);
   });
 
   it('a bad objective, or one on a model without dynamic batching, fails that model load naming the parameter; the server serves the rest', async () => {

@@ -94,8 +94,19 @@ export interface LatencyObjectiveStatistics {
   arrival_rate_per_second: number;
   /** Requests refused since this load because they would miss the objective: at admission, or later in the queue. */
   shed: { admission: number; queued: number };
-  /** Run time (dispatch to completion) per instance: t(b) = fixed_ms + per_sample_ms * b, and recent means per batch size. */
-  profile: { instance: number; fixed_ms: number; per_sample_ms: number; by_batch_size: { batch_size: number; ms: number }[] }[];
+  /**
+   * Run time per instance: the model's compute t(b) = fixed_ms + per_sample_ms * b and recent means
+   * per batch size, plus handoff_ms, what a run costs beyond it (to the instance's thread and back).
+   */
+  profile: {
+    instance: number;
+    fixed_ms: number;
+    per_sample_ms: number;
+    handoff_ms: number;
+    by_batch_size: { batch_size: number; ms: number }[];
+  }[];
+  /** The event loop's recent lag: how long a request waits before the server reads it (counted twice into its latency). */
+  event_loop_lag_ms: number;
 }
 
 export interface InferResponseStatistics {

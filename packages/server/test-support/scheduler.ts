@@ -19,6 +19,8 @@ export class FakeClock implements Clock {
   private timers: { at: bigint; fn: () => void; id: number }[] = [];
   private nextId = 0;
   private deferred: (() => void)[] = [];
+  /** What lagNs answers: the event loop's lag the test pretends. */
+  lag = 0;
 
   nowNs(): bigint {
     return this.now;
@@ -36,6 +38,9 @@ export class FakeClock implements Clock {
   }
   defer(fn: () => void): void {
     this.deferred.push(fn);
+  }
+  lagNs(): number {
+    return this.lag;
   }
   /** Work deferred and not yet run. */
   get deferredCount(): number {
@@ -73,8 +78,14 @@ export class RecordingInstance implements ModelInstance {
   private pending: (() => void)[] = [];
   onFatal: ((error: Error) => void) | undefined;
   failNext = false;
+  /** Time each run spends outside the model's compute (the hand-off a worker thread costs), ms of the clock. */
+  handoffMs = 0;
 
-  constructor(private readonly autoFinish = false) {}
+  /** With a clock, a run's compute timings are the clock's time from execute to finish, less handoffMs. */
+  constructor(
+    private readonly autoFinish = false,
+    private readonly clock?: Clock,
+  ) {}
 
   execute(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult> {
     const input = inputs[0]!;
@@ -82,13 +93,16 @@ export class RecordingInstance implements ModelInstance {
     this.batches.push(Array.from(values));
     const fail = this.failNext;
     this.failNext = false;
+    const startedNs = this.clock?.nowNs();
     return new Promise((resolve, reject) => {
       const finish = () => {
         if (fail) return reject(new Error('boom'));
         const out = new Float32Array(values.map((v) => v + 1));
+        const computeNs =
+          startedNs === undefined ? 5000 : Math.max(0, Number(this.clock!.nowNs() - startedNs) - this.handoffMs * 1e6 - 2000);
         resolve({
           outputs: outputNames.map((name) => ({ name, datatype: 'FP32', shape: input.shape, data: new Uint8Array(out.buffer) })),
-          timings: { computeInputNs: 1000, computeInferNs: 5000, computeOutputNs: 1000 },
+          timings: { computeInputNs: 1000, computeInferNs: computeNs, computeOutputNs: 1000 },
         });
       };
       if (this.autoFinish) queueMicrotask(finish);
@@ -126,7 +140,7 @@ export function schedulerHarness(
     output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
     ...config,
   };
-  const models = Array.from({ length: instances }, () => new RecordingInstance());
+  const models = Array.from({ length: instances }, () => new RecordingInstance(false, clock));
   const metrics = new ServerMetrics({ processMetrics: false });
   const stats = new VersionStatistics('m', '1', metrics);
   const scheduler = new BatchingScheduler(

@@ -1,6 +1,6 @@
 import type { ModelConfig } from '../config/model-config.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { Errors, toInferenceServerError } from '../errors/errors.ts';
+import { Errors, toInferenceServerError, type InferenceServerError } from '../errors/errors.ts';
 import type { LoadedVersion } from '../models/loaded-version.ts';
 import type { ModelRegistry } from '../models/model-registry.ts';
 import type { RouteKeys } from '../models/canary-control.ts';
@@ -140,8 +140,18 @@ export class CoreInferenceService implements InferenceService {
     return this.models.configOf(modelName, policyVersion(modelVersion));
   }
 
+  shedOnArrival(
+    target: { readonly modelName: string; readonly modelVersion?: string; readonly canaryKey?: string },
+    arrivalNs: bigint,
+  ): InferenceServerError | undefined {
+    const version = policyVersion(target.modelVersion);
+    if (!this.models.isModelReady(target.modelName, version)) return undefined;
+    const model = this.models.resolve(target.modelName, version, { header: target.canaryKey });
+    return model.scheduler.shedOnArrival?.(1, arrivalNs);
+  }
+
   async infer(request: InferenceRequest, options: InferOptions = {}): Promise<InferenceResponse> {
-    const arrivalNs = process.hrtime.bigint();
+    const arrivalNs = options.arrivalNs ?? process.hrtime.bigint();
     const version = policyVersion(request.modelVersion);
     const keys = routeKeysOf(request);
     const model = this.models.resolve(request.modelName, version, keys);

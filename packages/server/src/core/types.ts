@@ -1,4 +1,5 @@
 import type { ModelConfig } from '../config/model-config.ts';
+import type { InferenceServerError } from '../errors/errors.ts';
 import type { TraceSettings, TraceSettingsUpdate } from '../trace/trace-settings.ts';
 import type { LogSettings } from '../logging/log-settings.ts';
 import type { MemoryReservation } from '../memory/memory-guard.ts';
@@ -49,6 +50,12 @@ export interface InferOptions {
   readonly memory?: MemoryReservation;
   /** Outputs the frontend will write as JSON text, which costs more than their bytes; default: none. */
   readonly sentAsJson?: SentAsJson;
+  /**
+   * process.hrtime.bigint() when the frontend saw the request (its headers, before its body was
+   * read), so that queue timeouts and the latency objective count reading and decoding it.
+   * @default when infer() is called
+   */
+  readonly arrivalNs?: bigint;
 }
 
 /**
@@ -69,6 +76,16 @@ export interface InferenceService {
   modelMetadata(modelName: string, modelVersion?: string): ModelMetadata;
   modelConfig(modelName: string, modelVersion?: string): ModelConfig;
   infer(request: InferenceRequest, options?: InferOptions): Promise<InferenceResponse>;
+  /**
+   * Before a request's body is read: the refusal (UNAVAILABLE) its model's latency objective would
+   * give a request of one sample that arrived at `arrivalNs`, counted as the objective's; undefined
+   * when it would be admitted as far as its headers tell, or when the model cannot take requests
+   * (infer() then gives the error). So a refusal under overload costs no body read or decode.
+   */
+  shedOnArrival(
+    target: { readonly modelName: string; readonly modelVersion?: string; readonly canaryKey?: string },
+    arrivalNs: bigint,
+  ): InferenceServerError | undefined;
   /**
    * Charges a request body of this many bytes to the memory budget before it is read, with an
    * advance on the rest of the request's charge estimated from the model's config, or throws

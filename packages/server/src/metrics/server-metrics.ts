@@ -373,7 +373,7 @@ export class ServerMetrics {
     const versions = this.versions;
     return new Gauge({
       name: 'batchwise_latency_objective_profile_seconds',
-      help: 'Fitted run time per instance, t(b) = fixed + per_sample * b: term="fixed" and term="per_sample", seconds',
+      help: 'Fitted run time per instance, t(b) = fixed + per_sample * b + handoff: term="fixed", term="per_sample" (the model\'s compute) and term="handoff" (to the instance\'s thread and back), seconds',
       labelNames: [...MODEL_LABELS, 'instance', 'term'],
       registers: [this.registry],
       collect() {
@@ -383,6 +383,7 @@ export class ServerMetrics {
             const labels = { ...series.labels, instance: String(p.instance) };
             this.set({ ...labels, term: 'fixed' }, p.fixed_ms / 1e3);
             this.set({ ...labels, term: 'per_sample' }, p.per_sample_ms / 1e3);
+            this.set({ ...labels, term: 'handoff' }, p.handoff_ms / 1e3);
           }
         }
       },

@@ -1,7 +1,7 @@
 import { randomFillSync } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { fileErrorText, resolveInModelFolder } from '../repository/model-paths.ts';
-import type { ModelInstance } from '../backends/backend.ts';
+import type { ExecutionTimings, ModelInstance } from '../backends/backend.ts';
 import type { WarmupRun } from '../scheduler/index.ts';
 import type { ModelConfig, ModelWarmup, ModelWarmupInput } from '../config/model-config.ts';
 import { CONFIG_TYPE_TO_DATATYPE, ELEMENT_BYTE_SIZE } from '../tensor/datatype.ts';
@@ -29,12 +29,14 @@ export async function warmUp(
       for (let i = 0; i < count; i++) {
         const inputs = await sampleInputs(config, modelDir, sample);
         const startedNs = process.hrtime.bigint();
+        let timings: ExecutionTimings;
         try {
-          await model.execute(inputs, outputNames);
+          ({ timings } = await model.execute(inputs, outputNames));
         } catch (error) {
           throw Errors.invalidArg(`model '${config.name}': warmup sample '${sample.name}' failed: ${(error as Error).message}`);
         }
-        runs.push({ instance, batchSize, ns: Number(process.hrtime.bigint() - startedNs) });
+        const computeNs = timings.computeInputNs + timings.computeInferNs + timings.computeOutputNs;
+        runs.push({ instance, batchSize, ns: Number(process.hrtime.bigint() - startedNs), computeNs });
       }
     }
   }

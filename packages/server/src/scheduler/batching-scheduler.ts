@@ -1,6 +1,6 @@
 import type { ExecutionTimings, ModelInstance, RequestOutcome } from '../backends/backend.ts';
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
-import { Errors, toInferenceServerError } from '../errors/errors.ts';
+import { Errors, toInferenceServerError, type InferenceServerError } from '../errors/errors.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { assembleBatch, splitOutputs } from './batch-assembly.ts';
 import { ArrivalGap } from './arrival-gap.ts';
@@ -44,6 +44,9 @@ export class BatchingScheduler implements Scheduler {
   private readonly servingOrder: Iterable<Waiting> = { [Symbol.iterator]: () => this.queues.inServingOrder() };
   /** The options and the instances' room for strings, as chooseBatch takes them. */
   private readonly rule: Parameters<typeof chooseBatch>[1];
+  private earlyRefusal: InferenceServerError | undefined;
+  /** Some queue policy keeps late requests (timeout_action DELAY): the objective sheds none of its level's. */
+  private readonly anyLevelDelays: boolean;
   private executing = 0;
   /** Dispatch to completion of the last batch, for the adaptive delay. */
   private lastBatchNs: bigint | undefined;
@@ -68,16 +71,41 @@ export class BatchingScheduler implements Scheduler {
     this.ordered = options.preserveOrdering ? new OrderedDelivery() : undefined;
     if (options.dynamic && options.latencyObjectiveNs !== undefined) {
       const objective = new ObjectiveBatcher(options.latencyObjectiveNs, context.instances.length, options.maxBatchSize);
-      for (const run of context.warmupRuns ?? []) objective.observeRun(run.instance, run.batchSize, run.ns);
-      context.stats.observeLatencyObjective(() => objective.statistics(clock.nowNs()));
+      for (const run of context.warmupRuns ?? []) objective.observeRun(run.instance, run.batchSize, run.ns, run.computeNs);
+      context.stats.observeLatencyObjective(() => objective.statistics(clock.nowNs(), clock.lagNs()));
       this.objective = objective;
     }
     this.arrivals = options.dynamic && options.adaptiveDelay && !this.objective ? new ArrivalGap() : undefined;
     this.rule = { ...options, maxBatchStringHeapBytes: context.maxBatchStringHeapBytes ?? Infinity };
+    this.anyLevelDelays = [options.defaultQueuePolicy, ...options.priorityQueuePolicy.values()].some((p) => p.timeout_action === 'DELAY');
   }
 
   get pendingCount(): number {
     return this.queues.size + this.executing;
+  }
+
+  shedOnArrival(samples: number, arrivalNs: bigint): InferenceServerError | undefined {
+    const objective = this.objective;
+    // Any level that keeps late requests (DELAY) may be this request's: only its body would tell.
+    if (!objective || this.anyLevelDelays) return undefined;
+    if (!this.refusesLate(objective, samples, arrivalNs)) return undefined;
+    objective.noteArrival(arrivalNs);
+    this.shed({ arrivalNs }, 'admission');
+    // One error for every early refusal: under overload there are thousands a second, and each new Error takes a stack trace.
+    return (this.earlyRefusal ??= Errors.latencyObjectiveMiss(this.context.config.name, objective.objectiveMs));
+  }
+
+  /** The objective's admission test: false for a request that would start at once, or is expected in time. */
+  private refusesLate(objective: ObjectiveBatcher, samples: number, arrivalNs: bigint): boolean {
+    // A request that would start at once on a free instance is never shed: refusing it spares no one, and its
+    // run refreshes a profile that may overestimate (a slow first run would otherwise refuse every request).
+    const startsAtOnce = this.queues.size === 0 && this.freeInstances.length > 0;
+    return !startsAtOnce && !objective.admits(this.queues.samples, samples, arrivalNs, this.clock.nowNs(), this.clock.lagNs());
+  }
+
+  private shed(request: { readonly arrivalNs: bigint }, where: 'admission' | 'queued'): void {
+    this.objective!.countShed(where);
+    this.context.stats.recordObjectiveShed(request, where);
   }
 
   enqueue(request: QueuedRequest): Promise<Tensor[]> {
@@ -95,7 +123,11 @@ export class BatchingScheduler implements Scheduler {
       // A request that would start at once on a free instance is never shed: refusing it spares no one, and its
       // run refreshes a profile that may overestimate (a slow first run would otherwise refuse every request).
       const startsAtOnce = this.queues.size === 0 && this.freeInstances.length > 0;
-      if (!keep && !startsAtOnce && !objective.admits(this.queues.samples, request.batchSize, request.arrivalNs, this.clock.nowNs())) {
+      if (
+        !keep &&
+        !startsAtOnce &&
+        !objective.admits(this.queues.samples, request.batchSize, request.arrivalNs, this.clock.nowNs(), this.clock.lagNs())
+      ) {
         objective.countShed('admission');
         this.context.stats.recordObjectiveShed(request, 'admission');
         return Promise.reject(Errors.latencyObjectiveMiss(this.context.config.name, objective.objectiveMs));
@@ -144,8 +176,7 @@ export class BatchingScheduler implements Scheduler {
     waiting.objectiveTimer = undefined;
     if (!this.queues.remove(waiting)) return;
     if (waiting.timer !== undefined) this.clock.clearTimeout(waiting.timer);
-    this.objective!.countShed('queued');
-    this.context.stats.recordObjectiveShed(waiting.request, 'queued');
+    this.shed(waiting.request, 'queued');
     waiting.reject(Errors.latencyObjectiveMiss(this.context.config.name, this.objective!.objectiveMs));
     this.afterChange();
   }
@@ -249,9 +280,9 @@ export class BatchingScheduler implements Scheduler {
       try {
         ({ outcomes, timings } = instance.executeRequests ? await this.runRequests(instance, batch) : await this.runBatch(instance, batch));
         this.lastBatchNs = this.clock.nowNs() - dispatchedNs;
-        this.objective?.finished(instanceIndex, this.clock.nowNs(), true);
+        this.objective?.finished(instanceIndex, this.clock.nowNs(), computeNsOf(timings));
       } catch (error) {
-        this.objective?.finished(instanceIndex, this.clock.nowNs(), false);
+        this.objective?.finished(instanceIndex, this.clock.nowNs(), undefined);
         const failure = toInferenceServerError(error);
         // Recorded here, where the run failed: every request of the batch failed with the GPU's out-of-memory.
         const gpuOutOfMemory = error instanceof GpuOutOfMemoryError;
@@ -356,4 +387,9 @@ export class BatchingScheduler implements Scheduler {
       for (const resolve of waiters) resolve();
     }
   }
+}
+
+/** What an instance reports of a run's own time: its input, compute and output phases. */
+function computeNsOf(timings: ExecutionTimings): number {
+  return timings.computeInputNs + timings.computeInferNs + timings.computeOutputNs;
 }

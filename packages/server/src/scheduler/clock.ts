@@ -12,7 +12,11 @@ export interface Clock {
    * their microtasks) already due in this turn, before any timer. setImmediate in Node.
    */
   defer(fn: () => void): void;
+  /** How long a request reaching a socket now waits for the event loop to read it (event-loop-lag.ts). */
+  lagNs(): number;
 }
+
+import { eventLoopLag } from './event-loop-lag.ts';
 
 const NS_PER_MS = 1_000_000n;
 
@@ -62,4 +66,5 @@ export const systemClock: Clock = {
     else clearTimeout(handle as NodeJS.Timeout);
   },
   defer: (fn) => void setImmediate(fn),
+  lagNs: () => eventLoopLag.nowNs(),
 };

@@ -208,3 +208,89 @@ describe('batchwise_latency_objective_ms: early shedding', () => {
     expect(stats.snapshot().batchwise_latency_objective!.shed).toEqual({ admission: 0, queued: 0 });
   });
 });
+
+describe('batchwise_latency_objective_ms: under overload (issue 30)', () => {
+  it("profiles the model's compute: a run whose reply waited on a busy event loop does not make later estimates slower", async () => {
+    const { send, clock, flush, settled, models, stats } = await taught(); // t(1) = 4 ms
+    models[0]!.handoffMs = 6; // the next run computes 4 ms, and its reply is read 6 ms later
+    void send('slow reply', [1]);
+    clock.advanceMs(10);
+    models[0]!.finish();
+    await flush();
+    models[0]!.handoffMs = 0;
+    const [profile] = stats.snapshot().batchwise_latency_objective!.profile;
+    expect(profile!.by_batch_size).toEqual([{ batch_size: 1, ms: 4 }]);
+    expect(profile!.handoff_ms).toBe(0); // the least hand-off of recent runs: the quiet one
+    // Still 4 + 4 ms for a request behind a running one: admitted (a 10 ms profile would refuse it).
+    void send('running', [2]);
+    clock.endTurn();
+    void send('fits', [3]);
+    await flush();
+    expect(settled.map((s) => s.name)).toEqual(['slow reply']);
+  });
+
+  it('adds the hand-off every run pays to its compute', async () => {
+    const harness = schedulerHarness({ dynamic_batching: {}, ...objective('10') });
+    harness.models[0]!.handoffMs = 1;
+    for (const name of ['a', 'b']) {
+      void harness.send(name, [0]);
+      harness.clock.advanceMs(5); // 4 ms of compute and 1 of hand-off, twice
+      harness.models[0]!.finish();
+      await harness.flush();
+    }
+    const [profile] = harness.stats.snapshot().batchwise_latency_objective!.profile;
+    expect([profile!.by_batch_size[0]!.ms, profile!.handoff_ms]).toEqual([4, 1]);
+    harness.settled.length = 0;
+    void harness.send('running', [1]);
+    harness.clock.endTurn(); // expected 5 ms
+    void harness.send('fits', [2]); // 5 + 5 = 10 ms: in time, just
+    harness.clock.advanceMs(0.001);
+    void harness.send('late', [3]); // a batch of 2 behind it: 5 + 4·2 + 1 = 14 ms
+    await harness.flush();
+    expect(harness.settled).toEqual([{ name: 'late', value: MISS, at: harness.clock.nowNs() }]);
+  });
+
+  it("counts the event loop's lag twice into a request's age: before the server read it, and before its reply leaves", async () => {
+    const { send, clock, flush, settled, stats } = await taught();
+    clock.lag = 1_000_000; // 1 ms
+    void send('running', [1]);
+    clock.endTurn();
+    void send('late', [2]); // 4 + 4 ms, and 2 ms of the loop's lag: 10 ms, in time
+    clock.lag = 1_500_000;
+    void send('later', [3]); // with 1.5 ms of lag twice, and a batch of 2: late
+    await flush();
+    expect(settled.map((s) => s.name)).toEqual(['later']);
+    expect(stats.snapshot().batchwise_latency_objective!.event_loop_lag_ms).toBe(1.5);
+  });
+});
+
+describe('batchwise_latency_objective_ms: refusal on arrival, before the body is read (issue 30)', () => {
+  it('answers what the admission test would, and counts the refusal', async () => {
+    const { scheduler, send, clock, flush, stats } = await taught(); // t(1) = 4 ms
+    expect(scheduler.shedOnArrival(1, clock.nowNs())).toBeUndefined(); // a free instance, nothing queued
+    void send('running', [1]);
+    clock.endTurn();
+    clock.advanceMs(1);
+    expect(scheduler.shedOnArrival(1, clock.nowNs())).toBeUndefined(); // 3 ms left of the run + 4 ms: in time
+    void send('queued', [2]);
+    clock.endTurn();
+    const refusal = scheduler.shedOnArrival(1, clock.nowNs()); // 3 + a batch of 2 (8 ms) = 11 ms: late
+    expect(refusal?.message).toBe("request would miss the latency objective of 10 ms for model 'm'");
+    expect(stats.snapshot().batchwise_latency_objective!.shed).toEqual({ admission: 1, queued: 0 });
+    expect(stats.snapshot().inference_stats.fail.count).toBe(1);
+    await flush();
+  });
+
+  it('refuses nothing early when any queue policy keeps late requests (timeout_action DELAY): only the body names its priority', async () => {
+    const { scheduler, send, clock } = await taught({
+      priority_levels: 2,
+      priority_queue_policy: { 2: { timeout_action: 'DELAY' } },
+    });
+    void send('running', [1]);
+    clock.endTurn();
+    void send('queued', [2]);
+    void send('queued too', [3]);
+    clock.endTurn();
+    expect(scheduler.shedOnArrival(1, clock.nowNs())).toBeUndefined();
+  });
+});

@@ -7,14 +7,44 @@ import type { QueuedRequest } from './scheduler.ts';
 
 type Rule = Parameters<typeof chooseForObjective>[1];
 
+/** Runs the hand-off estimate looks back over. */
+const HANDOFF_WINDOW = 32;
+
 /**
- * The state behind a model's latency objective: a run-time profile per instance (fed by every
- * batch it runs), the arrival rate, the batches running, and what was last decided, for
- * statistics and metrics. The scheduler asks it for a batch (choose), whether to admit a
- * request (admits), and when a queued request can no longer make it (giveUpAtNs).
+ * What a run costs beyond the model's own compute: the hand-off to the instance's thread and
+ * back, as it is when the event loop is free: the least (wall time - compute time) of the
+ * recent runs. A busy event loop delays a run's reply too, but that delay belongs to every
+ * request alike and is counted once, from the loop's lag (EventLoopLag), not into the run time:
+ * a profile that took it in would grow while 503s keep the loop busy, refuse more, and keep it
+ * busier (issue 30).
+ */
+class HandoffEstimate {
+  private readonly recent: number[] = [];
+  private next = 0;
+  private least = 0;
+
+  note(ns: number): void {
+    if (this.recent.length < HANDOFF_WINDOW) this.recent.push(ns);
+    else this.recent[this.next] = ns;
+    this.next = (this.next + 1) % HANDOFF_WINDOW;
+    this.least = Math.min(...this.recent);
+  }
+
+  get ns(): number {
+    return this.least;
+  }
+}
+
+/**
+ * The state behind a model's latency objective: a run-time profile per instance (fed by the
+ * compute time of every batch it runs) and its hand-off cost, the arrival rate, the batches
+ * running, and what was last decided, for statistics and metrics. The scheduler asks it for a
+ * batch (choose), whether to admit a request (admits), and when a queued request can no longer
+ * make it (giveUpAtNs).
  */
 export class ObjectiveBatcher {
   private readonly profiles: RunTimeProfile[];
+  private readonly handoffs: HandoffEstimate[];
   private readonly arrivals = new ArrivalGap();
   private readonly running: ({ startNs: bigint; samples: number } | undefined)[];
   private lastWaitNs = 0;
@@ -28,6 +58,7 @@ export class ObjectiveBatcher {
     private readonly maxBatchSize: number,
   ) {
     this.profiles = Array.from({ length: instances }, () => new RunTimeProfile());
+    this.handoffs = Array.from({ length: instances }, () => new HandoffEstimate());
     this.running = Array.from({ length: instances }, () => undefined);
     this.objectiveMs = Number(objectiveNs) / 1e6;
   }
@@ -44,11 +75,16 @@ export class ObjectiveBatcher {
     return Number(since > mean ? since : mean);
   }
 
+  /** Expected time of a batch of `batchSize` on the instance, dispatch to results: its compute and the hand-off. */
+  private expectedRunNs(instance: number, batchSize: number): number | undefined {
+    const computeNs = this.profiles[instance]!.expectedNs(batchSize);
+    return computeNs === undefined ? undefined : computeNs + this.handoffs[instance]!.ns;
+  }
+
   choose(queue: Iterable<{ readonly request: QueuedRequest }>, rule: Rule, nowNs: bigint, instance: number): BatchChoice {
-    const profile = this.profiles[instance]!;
     const decision = chooseForObjective(queue, rule, nowNs, {
       objectiveNs: Number(this.objectiveNs),
-      expectedRunNs: (b) => profile.expectedNs(b),
+      expectedRunNs: (b) => this.expectedRunNs(instance, b),
       arrivalGapNs: this.gapNs(nowNs),
       instances: this.profiles.length,
     });
@@ -61,16 +97,21 @@ export class ObjectiveBatcher {
     this.running[instance] = { startNs: nowNs, samples };
   }
 
-  /** A batch ended (run time dispatch to completion); a failed run says nothing of run time. */
-  finished(instance: number, nowNs: bigint, succeeded: boolean): void {
+  /**
+   * A batch ended: `computeNs` is what the instance reports of its run (ExecutionTimings), the
+   * rest of the time since dispatch its hand-off; a failed run says nothing of run time.
+   */
+  finished(instance: number, nowNs: bigint, computeNs: number | undefined): void {
     const run = this.running[instance];
     this.running[instance] = undefined;
-    if (run && succeeded) this.observeRun(instance, run.samples, Number(nowNs - run.startNs));
+    if (run && computeNs !== undefined) this.observeRun(instance, run.samples, Number(nowNs - run.startNs), computeNs);
   }
 
-  /** A run of `samples` on the instance took `ns`: live batches, and model_warmup's runs before the first. */
-  observeRun(instance: number, samples: number, ns: number): void {
-    this.profiles[instance]?.observe(samples, ns);
+  /** A run of `samples` on the instance took `ns` from dispatch to results, `computeNs` of it in the model: live batches, and model_warmup's runs before the first. */
+  observeRun(instance: number, samples: number, ns: number, computeNs: number = ns): void {
+    const compute = Math.min(computeNs, ns);
+    this.profiles[instance]?.observe(samples, compute);
+    this.handoffs[instance]?.note(ns - compute);
   }
 
   /**
@@ -78,16 +119,17 @@ export class ObjectiveBatcher {
    * `samplesAhead`, is still expected to finish within the objective. True while any instance
    * has no run time yet: nothing is refused on a guess.
    */
-  admits(samplesAhead: number, samples: number, arrivalNs: bigint, nowNs: bigint): boolean {
-    const outlook = this.profiles.map((profile, i) => {
+  admits(samplesAhead: number, samples: number, arrivalNs: bigint, nowNs: bigint, lagNs = 0): boolean {
+    const outlook = this.profiles.map((_, i) => {
       const run = this.running[i];
-      const expectedRunNs = (b: number) => profile.expectedNs(b);
+      const expectedRunNs = (b: number) => this.expectedRunNs(i, b);
       if (!run) return { busyForNs: 0, expectedRunNs };
-      const endNs = Number(run.startNs - nowNs) + (profile.expectedNs(run.samples) ?? 0);
+      const endNs = Number(run.startNs - nowNs) + (this.expectedRunNs(i, run.samples) ?? 0);
       return { busyForNs: Math.max(0, endNs), expectedRunNs };
     });
     const finishNs = expectedFinishNs(samplesAhead, samples, outlook, this.maxBatchSize);
-    return finishNs === undefined || Number(nowNs - arrivalNs) + finishNs <= Number(this.objectiveNs);
+    // The event loop's lag twice: before the server saw the request, and before its reply leaves.
+    return finishNs === undefined || Number(nowNs - arrivalNs) + 2 * lagNs + finishNs <= Number(this.objectiveNs);
   }
 
   /**
@@ -96,7 +138,7 @@ export class ObjectiveBatcher {
    */
   giveUpAtNs(arrivalNs: bigint, samples: number): bigint | undefined {
     let fastest = Infinity;
-    for (const profile of this.profiles) fastest = Math.min(fastest, profile.expectedNs(samples) ?? NaN);
+    for (let i = 0; i < this.profiles.length; i++) fastest = Math.min(fastest, this.expectedRunNs(i, samples) ?? NaN);
     if (Number.isNaN(fastest)) return undefined;
     return arrivalNs + this.objectiveNs - BigInt(Math.ceil(fastest));
   }
@@ -105,10 +147,11 @@ export class ObjectiveBatcher {
     this.shed[where]++;
   }
 
-  statistics(nowNs: bigint): LatencyObjectiveStatistics {
+  statistics(nowNs: bigint, lagNs: number): LatencyObjectiveStatistics {
     const gap = this.gapNs(nowNs);
     return {
       objective_ms: this.objectiveMs,
+      event_loop_lag_ms: lagNs / 1e6,
       current_wait_ms: this.lastWaitNs / 1e6,
       target_batch_size: this.lastTarget,
       arrival_rate_per_second: gap === undefined ? 0 : 1e9 / Math.max(gap, 1),
@@ -121,6 +164,7 @@ export class ObjectiveBatcher {
             instance,
             fixed_ms: fit.fixedNs / 1e6,
             per_sample_ms: fit.perSampleNs / 1e6,
+            handoff_ms: this.handoffs[instance]!.ns / 1e6,
             by_batch_size: fit.bySize.map(({ batchSize, ns }) => ({ batch_size: batchSize, ms: ns / 1e6 })),
           },
         ];

@@ -1,4 +1,5 @@
 import type { ModelInstance } from '../backends/backend.ts';
+import type { InferenceServerError } from '../errors/errors.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import type { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { Parameters, Tensor } from '../tensor/tensor.ts';
@@ -37,6 +38,12 @@ export interface Scheduler {
    * each request on its own, with the request's `outputNames` only.
    */
   enqueue(request: QueuedRequest): Promise<Tensor[]>;
+  /**
+   * The refusal the latency objective would give a request of `samples` samples that arrived at
+   * `arrivalNs`, asked before its body is read (issue 30: a refusal must cost less than serving),
+   * counted as the objective's; undefined where nothing would be shed early.
+   */
+  shedOnArrival?(samples: number, arrivalNs: bigint): InferenceServerError | undefined;
   /** Requests queued or executing. */
   readonly pendingCount: number;
   /** Resolves once nothing is queued or executing. */
@@ -58,9 +65,11 @@ export interface SchedulerContext {
   readonly warmupRuns?: readonly WarmupRun[];
 }
 
-/** One model_warmup execution: which instance, how many samples, how long (dispatch to completion). */
+/** One model_warmup execution: which instance, how many samples, how long (dispatch to completion, and of it in the model). */
 export interface WarmupRun {
   readonly instance: number;
   readonly batchSize: number;
   readonly ns: number;
+  /** The instance's own timings of the run (ExecutionTimings summed). @default ns */
+  readonly computeNs?: number;
 }

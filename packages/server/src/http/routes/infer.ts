@@ -7,6 +7,7 @@ import { decodeHttpInferRequest, encodeHttpInferResponse, outputsSentAsJson } fr
 import { admitJsonBody, countJsonWhileReceived } from '../json-admission.ts';
 import type { JsonArrayCounter } from '../../tensor/json-census.ts';
 import { compressResponse, COMPRESSION_THRESHOLD_BYTES, negotiateResponseEncoding } from '../response-compression.ts';
+import { httpStatusOf } from '../status.ts';
 
 interface ModelParams {
   model: string;
@@ -39,6 +40,35 @@ interface HeldMemory {
 }
 
 const heldMemory = new WeakMap<IncomingMessage, HeldMemory>();
+
+/** When each request's headers were read: its arrival, for queue timeouts and the latency objective. */
+const receivedAt = new WeakMap<IncomingMessage, bigint>();
+
+/**
+ * Arrival: the request's time is taken from its headers, and a model whose latency objective would
+ * refuse it now refuses it before its body is read or decoded (issue 30): under overload a refusal
+ * must cost the event loop less than serving, or refusals crowd out the work they protect.
+ */
+function arrive(
+  service: InferenceService,
+  request: FastifyRequest<{ Params: ModelParams }>,
+  reply: FastifyReply,
+): FastifyReply | undefined {
+  const receivedNs = process.hrtime.bigint();
+  receivedAt.set(request.raw, receivedNs);
+  const canaryKey = request.headers[CANARY_KEY_HEADER];
+  const refusal = service.shedOnArrival(
+    {
+      modelName: request.params.model,
+      ...(request.params.version !== undefined && { modelVersion: request.params.version }),
+      ...(typeof canaryKey === 'string' && { canaryKey }),
+    },
+    receivedNs,
+  );
+  if (refusal) return reply.code(httpStatusOf(refusal.code)).send({ error: refusal.message });
+  reserveBody(service, request, reply);
+  return undefined;
+}
 
 /**
  * Admission: the body is charged from its Content-Length before it is read, so bodies that
@@ -145,9 +175,11 @@ export function registerInferRoutes(app: FastifyInstance, service: InferenceServ
         typeof traceparent === 'string'
           ? { ...keyed, traceContext: { traceparent, ...(typeof tracestate === 'string' && { tracestate }) } }
           : keyed;
+      const arrivalNs = receivedAt.get(request.raw);
       const response = await service.infer(traced, {
         ...(held && { memory: held.reservation }),
         sentAsJson: outputsSentAsJson(inferRequest),
+        ...(arrivalNs !== undefined && { arrivalNs }),
       });
       const encoded = encodeHttpInferResponse(response, inferRequest);
       // Mode opentelemetry: the request's own span, so that a client can find its trace.
@@ -171,7 +203,7 @@ export function registerInferRoutes(app: FastifyInstance, service: InferenceServ
   };
   const options = {
     config: { apiGroup: 'inference' as const },
-    onRequest: async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => reserveBody(service, request, reply),
+    onRequest: async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => arrive(service, request, reply),
     preParsing: async (request: FastifyRequest, _reply: FastifyReply, payload: NodeJS.ReadableStream) =>
       countJsonPart(request, countStreamedBody(request, payload)),
   };
