@@ -1,5 +1,6 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GrpcClient } from '@batchwise/client';
 import { identity, slowModel } from '@batchwise/modelgen';
 import { makeRepository } from './support/repository.ts';
 import { getJson, postJson, startTestServer } from './support/server.ts';
@@ -110,6 +111,22 @@ parameters { key: "batchwise_latency_objective_ms" value: { string_value: "1" } 
     expect(objective.shed.admission).toBeGreaterThanOrEqual(1);
     expect(objective.profile[0].handoff_ms).toBeGreaterThanOrEqual(0);
     expect(objective.event_loop_lag_ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it('over gRPC too, from what the message names, before its tensors are decoded', async () => {
+    const grpc = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
+    try {
+      const running = send();
+      await new Promise((r) => setTimeout(r, 5));
+      const refused = grpc.infer({
+        model: 'objective',
+        inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, WIDTH], data: Array(WIDTH).fill(0.5) }],
+      });
+      await expect(refused).rejects.toThrow("request would miss the latency objective of 1 ms for model 'objective'");
+      expect((await running).status).toBe(200);
+    } finally {
+      grpc.close();
+    }
   });
 
   it('a bad objective, or one on a model without dynamic batching, fails that model load naming the parameter; the server serves the rest', async () => {

@@ -17,15 +17,25 @@ export async function runInferMessage(
   /** The call's canary stickiness key (metadata `batchwise-canary-key`). */
   canaryKey?: string,
 ): Promise<ModelInferResponseWire> {
+  const arrivalNs = process.hrtime.bigint();
+  const { request, census } = decoded;
+  // Its model's latency objective may refuse it from what the message names, before its tensors are decoded (issue 30).
+  const refusal = service.shedOnArrival(
+    { modelName: request.model_name, modelVersion: request.model_version, ...(canaryKey !== undefined && { canaryKey }) },
+    arrivalNs,
+  );
+  if (refusal) throw refusal;
   const memory = service.reserveRequestMemory(message.byteLength);
   try {
-    const { request, census } = decoded;
     if (census.elements > 0) {
       service.admitElements(memory, { modelName: request.model_name, modelVersion: request.model_version }, census);
     }
     const decodedRequest = decodeInferRequest(request);
     const inferRequest = canaryKey === undefined ? decodedRequest : { ...decodedRequest, canaryKey };
-    const response = await service.infer(trace?.context ? { ...inferRequest, traceContext: trace.context } : inferRequest, { memory });
+    const response = await service.infer(trace?.context ? { ...inferRequest, traceContext: trace.context } : inferRequest, {
+      memory,
+      arrivalNs,
+    });
     if (response.traceparent !== undefined) trace?.sendTraceparent(response.traceparent);
     return encodeInferResponse(response);
   } finally {
