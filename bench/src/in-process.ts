@@ -1,12 +1,14 @@
 import ort from 'onnxruntime-node';
+import { cpuSessionOptions } from '@batchwise/server/test-support/session-options.ts';
 import { cpuShare, cpuSnapshot, type CpuShare } from './cpu-usage.ts';
 import { summarize } from '@batchwise/client/load';
 
 /**
  * The bench models run in-process through ONNX Runtime, on the bench process's main thread:
  * the reference the server is compared with (`limit` scenario, and the paired reference of the
- * `batching` scenario). Session options are the server's for these models: CPU execution
- * provider, `intraOpNumThreads` as configured, everything else ONNX Runtime's defaults.
+ * `batching` scenario). Session options are the server's for the model's config.pbtxt (the
+ * server's own function builds them): CPU execution provider, the intra-op threads and
+ * `session.*` config entries of its parameters, and the server's defaults for the rest.
  */
 
 /** Runs of each batch size in a window at least, whatever the window's length. */
@@ -40,12 +42,37 @@ export interface InProcessModel {
    * `session.run` blocks the event loop.
    */
   window(batchSizes: readonly number[], durationMs: number, pids?: readonly number[]): Promise<ReferenceWindow>;
+  /**
+   * Runs the mix of batches the server ran (`batches`: executions per batch size), interleaved
+   * evenly, until `durationMs` has passed, after one untimed run of each size: rows per second of
+   * wall time and per CPU-second of this process (process.cpuUsage, ONNX Runtime's threads
+   * included, their wake-ups and spinning between runs too).
+   */
+  replay(batches: Readonly<Record<number, number>>, durationMs: number, pids?: readonly number[]): Promise<ReplayWindow>;
   release(): Promise<void>;
 }
 
-/** An MLP from @batchwise/modelgen (input `INPUT0`, [batch, width] FP32) in an in-process session. */
-export async function openInProcess(options: { file: string; width: number; threads: number }): Promise<InProcessModel> {
-  const session = await ort.InferenceSession.create(options.file, { executionProviders: ['cpu'], intraOpNumThreads: options.threads });
+/** In-process runs of the server's batches (InProcessModel.replay). */
+export interface ReplayWindow {
+  /** When it started (ISO time). */
+  readonly at: string;
+  readonly durationMs: number;
+  readonly runs: number;
+  readonly rows: number;
+  /** CPU time of the bench process over the window (ms). */
+  readonly cpuMs: number;
+  readonly rowsPerSecond: number;
+  readonly rowsPerCpuSecond: number;
+  /** CPU of the pids given and of anything else. */
+  readonly cpu?: CpuShare;
+}
+
+/**
+ * An MLP from @batchwise/modelgen (input `INPUT0`, [batch, width] FP32) in an in-process session
+ * with the options the server gives it under `config` (its config.pbtxt).
+ */
+export async function openInProcess(options: { file: string; width: number; config: string }): Promise<InProcessModel> {
+  const session = await ort.InferenceSession.create(options.file, cpuSessionOptions(options.config));
   const inputs = new Map<number, ort.Tensor>();
   const input = (batchSize: number) => {
     let tensor = inputs.get(batchSize);
@@ -76,11 +103,54 @@ export async function openInProcess(options: { file: string; width: number; thre
       const runs = sizes.map((batchSize, i) => ({ batchSize, runMs: summarize(times[i]!).p50, runs: times[i]!.length }));
       return { at, durationMs: elapsedMs, runs, ...(cpu && { cpu }) };
     },
+    async replay(batches, durationMs, pids = [process.pid]) {
+      const sequence = interleave(batches);
+      if (sequence.length === 0) throw new Error('no batches to replay');
+      for (const size of new Set(sequence)) await session.run({ INPUT0: input(size) });
+      const at = new Date().toISOString();
+      const cpuBefore = cpuSnapshot(pids);
+      const usage = process.cpuUsage();
+      const start = performance.now();
+      let runs = 0;
+      let rows = 0;
+      while (performance.now() - start < durationMs) {
+        const size = sequence[runs % sequence.length]!;
+        await session.run({ INPUT0: input(size) });
+        runs++;
+        rows += size;
+      }
+      const elapsedMs = performance.now() - start;
+      const used = process.cpuUsage(usage);
+      const cpuMs = (used.user + used.system) / 1000;
+      const cpu = cpuShare(cpuBefore, cpuSnapshot(pids));
+      return {
+        at,
+        durationMs: elapsedMs,
+        runs,
+        rows,
+        cpuMs,
+        rowsPerSecond: (rows * 1000) / elapsedMs,
+        rowsPerCpuSecond: (rows * 1000) / cpuMs,
+        ...(cpu && { cpu }),
+      };
+    },
     async release() {
       inputs.clear();
       await session.release();
     },
   };
+}
+
+/**
+ * Every batch of `batches` (executions per batch size) once, the sizes spread evenly: a size run
+ * n times sits at (i + 0.5) / n of the way for i < n, so any stretch of the sequence holds the
+ * sizes in about the server's proportions.
+ */
+export function interleave(batches: Readonly<Record<number, number>>): number[] {
+  return Object.entries(batches)
+    .flatMap(([size, count]) => Array.from({ length: count }, (_, i) => ({ size: Number(size), at: (i + 0.5) / count })))
+    .sort((a, b) => a.at - b.at || a.size - b.size)
+    .map((b) => b.size);
 }
 
 export function samplesPerSecond(batchSize: number, runMs: number): number {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { mlp } from '@batchwise/modelgen';
 import {
+  interleave,
   interpolate,
   latencyVsInProcess,
   median,
@@ -11,7 +12,7 @@ import {
   type ReferenceWindow,
 } from '../src/in-process.ts';
 import { SMOKE_MODEL } from '../src/scenarios/batching.ts';
-import { cachedModel } from '../src/workload.ts';
+import { cachedModel, fp32Config } from '../src/workload.ts';
 
 const window = (runs: [batchSize: number, runMs: number][]): ReferenceWindow => ({
   at: '2026-11-24T00:00:00Z',
@@ -65,13 +66,18 @@ describe('in-process reference', () => {
     expect(latencyVsInProcess(2.2, 2)['c1_p50_over_in_process']).toBeCloseTo(1.1);
   });
 
+  it('interleaves the batches the server ran: each once, each size spread evenly', () => {
+    expect(interleave({ 1: 4, 8: 2, 16: 1 })).toEqual([1, 8, 1, 16, 1, 8, 1]);
+  });
+
   it('runs the batch sizes in turn for the window, each at least three times', async () => {
     const file = await cachedModel(
       `mlp-${SMOKE_MODEL.layers}x${SMOKE_MODEL.width}`,
       () => mlp(SMOKE_MODEL),
       () => undefined,
     );
-    const model = await openInProcess({ file, width: SMOKE_MODEL.width, threads: 1 });
+    const config = fp32Config('m', { width: SMOKE_MODEL.width, maxBatchSize: 8, batching: true, threads: 1 });
+    const model = await openInProcess({ file, width: SMOKE_MODEL.width, config });
     try {
       const w = await model.window([4, 1, 2, 1], 20);
       expect(w.runs.map((r) => r.batchSize)).toEqual([1, 2, 4]);
@@ -80,6 +86,12 @@ describe('in-process reference', () => {
         expect(r.runMs).toBeGreaterThan(0);
       }
       expect(w.durationMs).toBeGreaterThanOrEqual(20);
+      // The server's batches replayed: rows and CPU over the window.
+      const replay = await model.replay({ 1: 2, 4: 1 }, 20);
+      expect(replay.runs).toBeGreaterThan(0);
+      expect(replay.rows).toBeGreaterThanOrEqual(replay.runs);
+      expect(replay.rowsPerCpuSecond).toBeGreaterThan(0);
+      expect(replay.rowsPerSecond).toBeGreaterThan(0);
     } finally {
       await model.release();
     }

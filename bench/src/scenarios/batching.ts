@@ -81,6 +81,11 @@ export interface BatchingResult {
   readonly ratios: Record<string, number>;
 }
 
+/** The config of batching off or on (`max_queue_delay_microseconds` DELAY_US), THREADS intra-op threads. */
+export function batchingConfig(name: string, model: BatchingModel, batching: boolean): string {
+  return fp32Config(name, { width: model.width, maxBatchSize: MAX_BATCH_SIZE, batching, delayUs: DELAY_US, threads: THREADS });
+}
+
 /** The MLP served with batching off and on, over a sweep of concurrencies. */
 export async function runBatching(options: {
   model: BatchingModel;
@@ -100,22 +105,8 @@ export async function runBatching(options: {
   const label = `mlp-${model.layers}x${model.width}`;
   const file = await cachedModel(label, () => mlp({ layers: model.layers, width: model.width }), log);
   const repo = await benchRepository('batching', [
-    {
-      name: 'mlp_off',
-      modelFile: file,
-      config: fp32Config('mlp_off', { width: model.width, maxBatchSize: MAX_BATCH_SIZE, batching: false, threads: THREADS }),
-    },
-    {
-      name: 'mlp_on',
-      modelFile: file,
-      config: fp32Config('mlp_on', {
-        width: model.width,
-        maxBatchSize: MAX_BATCH_SIZE,
-        batching: true,
-        delayUs: DELAY_US,
-        threads: THREADS,
-      }),
-    },
+    { name: 'mlp_off', modelFile: file, config: batchingConfig('mlp_off', model, false) },
+    { name: 'mlp_on', modelFile: file, config: batchingConfig('mlp_on', model, true) },
   ]);
   const env = environment();
   // Paired with the in-process reference: batching on, closed loop, at c=1 and at the top.
@@ -123,7 +114,8 @@ export async function runBatching(options: {
   const referenceMs = options.referenceWindowMs ?? options.windows.windowMs;
   // One session for the whole run, idle while the server is measured (its two threads stop
   // spinning within 100 ms of a window, inside the measurement's warm-up).
-  const reference = top === undefined ? undefined : await openInProcess({ file, width: model.width, threads: THREADS });
+  const reference =
+    top === undefined ? undefined : await openInProcess({ file, width: model.width, config: batchingConfig('mlp_on', model, true) });
   const server = await startServerProcess(['--model-repository', repo]).catch(async (error: unknown) => {
     await reference?.release();
     throw error;

@@ -5,7 +5,7 @@ import { type CpuShare } from '../cpu-usage.ts';
 import { latencyVsInProcess, openInProcess, REFERENCE_RATIOS, samplesPerSecond, throughputVsLimit } from '../in-process.ts';
 import { environment, RESULTS_DIR, table, writeResult } from '../report.ts';
 import { cachedModel } from '../workload.ts';
-import { THREADS, type BatchingModel, type BatchingResult } from './batching.ts';
+import { batchingConfig, THREADS, type BatchingModel, type BatchingResult } from './batching.ts';
 
 export interface LimitRow {
   readonly batchSize: number;
@@ -55,7 +55,7 @@ export async function runLimit(options: {
     : [];
   const sizes = options.batchSizes ?? (formed.length > 0 ? formed : [1, 2, 4, 8, 16, 32, 64]);
   const rows: LimitRow[] = [];
-  const reference = await openInProcess({ file, width: model.width, threads: THREADS });
+  const reference = await openInProcess({ file, width: model.width, config: batchingConfig('mlp_on', model, true) });
   try {
     for (const batchSize of sizes) {
       const w = await reference.window([batchSize], options.durationMs);
