@@ -42,3 +42,45 @@ export function environment(): Record<string, unknown> {
     loadAverage1m: loadavg()[0],
   };
 }
+
+/** A target of an issue, met or not, as a scenario prints it (PASS/MISS) and stores it. */
+export interface Check {
+  readonly target: string;
+  readonly pass: boolean;
+  readonly detail: string;
+}
+
+/** A ratio against its bound: target `name <= 1.5`, detail the value (and `detail` after it). */
+export function ratioCheck(name: string, value: number, bound: { atMost: number } | { atLeast: number }, detail = ''): Check {
+  const pass = 'atMost' in bound ? value <= bound.atMost : value >= bound.atLeast;
+  const target = `${name} ${'atMost' in bound ? `<= ${bound.atMost}` : `>= ${bound.atLeast}`}`;
+  return { target, pass, detail: `${value.toFixed(2)}${detail ? ` (${detail})` : ''}` };
+}
+
+/** `PASS target: detail` or `MISS ...`. */
+export function formatCheck(c: Check): string {
+  return `${c.pass ? 'PASS' : 'MISS'} ${c.target}: ${c.detail}`;
+}
+
+/** A markdown table; numbers as on the terminal. */
+export function markdownTable(headers: readonly string[], rows: readonly (readonly (string | number)[])[]): string {
+  const cell = (c: string | number) => (typeof c === 'number' ? formatNumber(c) : c);
+  return [
+    `| ${headers.join(' | ')} |`,
+    `| ${headers.map(() => '---').join(' | ')} |`,
+    ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`),
+  ].join('\n');
+}
+
+/** The markdown report of a scenario: bench/results/<name>.md. */
+export async function writeMarkdown(name: string, lines: readonly string[]): Promise<string> {
+  await mkdir(RESULTS_DIR, { recursive: true });
+  const file = join(RESULTS_DIR, `${name}.md`);
+  await writeFile(file, `${lines.join('\n')}\n`);
+  return file;
+}
+
+/** The checks as a markdown list, **PASS** or **MISS** first. */
+export function markdownChecks(checks: readonly Check[]): string[] {
+  return checks.map((c) => `- **${c.pass ? 'PASS' : 'MISS'}** ${c.target}: ${c.detail}`);
+}

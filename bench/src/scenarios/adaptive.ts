@@ -1,10 +1,9 @@
-import { readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { BatchwiseClientError, HttpClient } from '@batchwise/client';
 import { mlp } from '@batchwise/modelgen';
 import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { measure, openLoopFor, summarize, type LatencySummary, type WindowOptions } from '@batchwise/client/load';
-import { environment, RESULTS_DIR, table, writeResult } from '../report.ts';
+import { environment, formatCheck, markdownChecks, markdownTable, table, writeMarkdown, writeResult, type Check } from '../report.ts';
 import { breakdown, readStats, type ServerBreakdown } from '../server-stats.ts';
 import { benchRepository, cachedModel, fp32Config } from '../workload.ts';
 import { THREADS, type BatchingModel } from './batching.ts';
@@ -138,7 +137,7 @@ export async function runAdaptive(options: {
     'server mean ms',
   ];
   log(`\n${table(headers, rows)}\n`);
-  for (const c of checks) log(`${c.pass ? 'PASS' : 'MISS'} ${c.target}: ${c.detail}`);
+  for (const c of checks) log(formatCheck(c));
   const result = {
     model: `mlp-${model.layers}x${model.width}`,
     environment: environment(),
@@ -150,7 +149,7 @@ export async function runAdaptive(options: {
     checks,
   };
   await writeResult(options.name, result);
-  await writeFile(join(RESULTS_DIR, `${options.name}.md`), markdown(result, headers, rows));
+  await writeMarkdown(options.name, markdown(result, headers, rows));
   return result;
 }
 
@@ -211,12 +210,6 @@ async function runPhase(
   };
 }
 
-interface Check {
-  readonly target: string;
-  readonly pass: boolean;
-  readonly detail: string;
-}
-
 /** Issue 18's targets for the objective against the two static configs. */
 function targets(results: Record<ServerName, Record<PhaseName, PhaseResult>>, objectiveMs: number): Check[] {
   const o = results.objective;
@@ -257,19 +250,15 @@ function markdown(
   },
   headers: string[],
   rows: (string | number)[][],
-): string {
-  const cell = (c: string | number) => (typeof c === 'number' ? (Number.isInteger(c) ? String(c) : c.toFixed(2)) : c);
+): string[] {
   return [
     `# pnpm bench adaptive: ${result.model}`,
     '',
     `Batch-1 latency ${result.calibration.batch1Ms.toFixed(2)} ms, saturated ${result.calibration.saturatedPerSecond.toFixed(0)} infer/s, ` +
       `objective ${result.objectiveMs} ms (${OBJECTIVE_OVER_BATCH1}x batch 1). Static config: ${result.staticSource}.`,
     '',
-    `| ${headers.join(' | ')} |`,
-    `| ${headers.map(() => '---').join(' | ')} |`,
-    ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`),
+    markdownTable(headers, rows),
     '',
-    ...result.checks.map((c) => `- **${c.pass ? 'PASS' : 'MISS'}** ${c.target}: ${c.detail}`),
-    '',
-  ].join('\n');
+    ...markdownChecks(result.checks),
+  ];
 }
