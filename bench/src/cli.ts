@@ -1,11 +1,15 @@
 /**
- * `pnpm bench <scenario...> [options]`: batching | limit | overhead | grpc | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | tune | all.
- * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg.
+ * `pnpm bench <scenario...> [options]`: batching | limit | efficiency | overhead | grpc | objective-overload | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | tune | wrk-check | all.
+ * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg and .md.
+ * `pnpm bench` builds first (`pnpm build`) and runs the compiled server unless BATCHWISE_SERVER_CLI says otherwise.
  */
 import { FULL_WINDOWS, SMOKE_WINDOWS, type WindowOptions } from '@batchwise/client/load';
 import { FULL_MODEL, SMOKE_MODEL, runBatching } from './scenarios/batching.ts';
 import { runLimit } from './scenarios/limit.ts';
 import { runOverhead } from './scenarios/overhead.ts';
+import { runEfficiency } from './scenarios/efficiency.ts';
+import { OBJECTIVE_OVERLOAD_MODEL, runObjectiveOverload } from './scenarios/objective-overload.ts';
+import { runWrkCheck } from './scenarios/wrk-check.ts';
 import { runEnsemble } from './scenarios/ensemble.ts';
 import { runManyElements } from './scenarios/many-elements.ts';
 import { runOverload } from './scenarios/overload.ts';
@@ -23,9 +27,17 @@ scenarios (several run in order; 'all' runs every one):
              at c=1 and the top compared with the model in-process, measured side by side
   limit      the same model in-process (ONNX Runtime, same threads) at the batch sizes
              the last batching run formed; reports that run's paired ratios
-  overhead   16-float identity over HTTP binary vs a bare fastify echo
+  efficiency the batching-on 4x2048 MLP at 16 clients (lean HTTP binary client) against the same
+             model in-process on the batches the server formed: rows per CPU-second and rows per
+             second, the server's CPU per thread group; PASS/MISS (issue 30)
+  overhead   16-float identity, ONNX and JavaScript, over HTTP binary vs a bare fastify echo, one
+             and 16 clients (lean client): p50 and server CPU per request; PASS/MISS (issue 30)
   grpc       gRPC (grpc-js client, and a lean pre-encoded node:http2 one) vs HTTP binary
              on the tiny model; gRPC vs HTTP binary on the batching model (c=16)
+  objective-overload
+             6x1024 MLP with and without a latency objective (4x its one-client p50), closed loop
+             at 4, 16, 64, 256 clients and open loop at 2x saturated (lean HTTP binary client):
+             200s and 503s per second, p50/p99 of the 200s, CPU; PASS/MISS (issue 30)
   overload   4x the saturated rate for 60 s: 503s, memory, readiness; then requests of 20M tiny
              elements (gRPC, HTTP JSON and binary) against a 1 GiB budget: each refused within
              1 s or served, another client unharmed, peak RSS (many-elements also runs it alone)
@@ -44,6 +56,8 @@ scenarios (several run in order; 'all' runs every one):
   tune       \`batchwise tune\` on the 4x2048 MLP with the default config (dynamic_batching {}),
              objective --objective (50ms), budget --budget (10m); PASS/MISS: >= 1.5x the default's
              throughput at an equal or lower p99, in under 10 minutes (not part of 'all')
+  wrk-check  the lean client against wrk (if installed) on the echo and the 16-float identity,
+             1 and 16 connections: requests/s of each (not part of 'all')
 
 options:
   --smoke                  tiny model and windows (also BENCH_SMOKE=1); results named smoke-*
@@ -61,6 +75,8 @@ options:
   --start=dynamic          tune: start from dynamic_batching { } (dynamic) or from no dynamic_batching (plain)`;
 
 const args = process.argv.slice(2);
+// Scenarios run the compiled server, as the image does (`pnpm bench` builds first), unless told otherwise.
+process.env['BATCHWISE_SERVER_CLI'] ??= 'compiled';
 if (args.includes('--help') || args.includes('-h')) {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
@@ -99,7 +115,17 @@ const scenarios: Record<string, () => Promise<unknown>> = {
   batching: () =>
     runBatching({ model, concurrencies, ...(rates && { rates, arrivals }), windows, protocols, log, name: `${prefix}batching` }),
   limit: () => runLimit({ model, durationMs: smoke ? 100 : 1500, log, name: `${prefix}limit`, batchingName: `${prefix}batching` }),
-  overhead: () => runOverhead({ concurrency: smoke ? 4 : 16, windows, log, name: `${prefix}overhead` }),
+  overhead: () => runOverhead({ concurrencies: [1, 16], windows, mirrored: !smoke, log, name: `${prefix}overhead` }),
+  efficiency: () => runEfficiency({ model, concurrency: 16, windows, log, name: `${prefix}efficiency` }),
+  'objective-overload': () =>
+    runObjectiveOverload({
+      model: smoke ? model : OBJECTIVE_OVERLOAD_MODEL,
+      concurrencies: [4, 16, 64, 256],
+      windows,
+      log,
+      name: `${prefix}objective-overload`,
+    }),
+  'wrk-check': () => runWrkCheck({ concurrencies: [1, 16], durationMs: smoke ? 1000 : 10_000, log, name: `${prefix}wrk-check` }),
   overload: async () => {
     await runOverload({ model, durationMs: smoke ? 1000 : 60_000, memoryLimit: smoke ? '0.8' : '2G', windows, log });
     await scenarios['many-elements']!();
@@ -136,9 +162,11 @@ const scenarios: Record<string, () => Promise<unknown>> = {
   ensemble: () => runEnsemble({ concurrencies: [1, 16], tinyConcurrency: 16, windows, log, name: `${prefix}ensemble` }),
   grpc: async () => {
     await runOverhead({
-      concurrency: smoke ? 4 : 16,
+      concurrencies: [smoke ? 4 : 16],
       windows,
-      protocols: ['http-binary', 'grpc', 'grpc-raw'],
+      targets: ['echo', 'onnx'],
+      protocols: ['grpc', 'grpc-raw'],
+      mirrored: false,
       log,
       name: `${prefix}grpc-tiny`,
     });
@@ -162,7 +190,20 @@ async function main(): Promise<void> {
   const named = args.filter((a, i) => !a.startsWith('-') && args[i - 1] !== '--static-config');
   const chosen =
     named.length === 0 || named.includes('all')
-      ? ['batching', 'limit', 'overhead', 'grpc', 'overload', 'shutdown', 'ensemble', 'tracing', 'rate-limit', 'adaptive']
+      ? [
+          'batching',
+          'limit',
+          'efficiency',
+          'overhead',
+          'grpc',
+          'objective-overload',
+          'overload',
+          'shutdown',
+          'ensemble',
+          'tracing',
+          'rate-limit',
+          'adaptive',
+        ]
       : named;
   for (const name of chosen) if (!scenarios[name]) fail(`unknown scenario '${name}'`);
   for (const name of chosen) {

@@ -22,40 +22,70 @@ export async function cachedModel(name: string, build: () => IModelProto, log: (
   return path;
 }
 
-export interface RepositoryEntry {
-  readonly name: string;
-  readonly modelFile: string;
-  readonly config: string;
-}
+/** A model of the repository: an ONNX file (`modelFile`) or the source of a JavaScript model (`modelMjs`). */
+export type RepositoryEntry = { readonly name: string; readonly config: string } & (
+  { readonly modelFile: string } | { readonly modelMjs: string }
+);
 
 /** A Triton-layout repository in the cache; model files are hard links, not copies. */
 export async function benchRepository(scenario: string, entries: readonly RepositoryEntry[]): Promise<string> {
   const dir = join(CACHE_DIR, 'repos', scenario);
   await rm(dir, { recursive: true, force: true });
-  for (const entry of entries) {
-    await mkdir(join(dir, entry.name, '1'), { recursive: true });
-    await writeFile(join(dir, entry.name, 'config.pbtxt'), entry.config);
-    const target = join(dir, entry.name, '1', 'model.onnx');
-    await link(entry.modelFile, target).catch(() => copyFile(entry.modelFile, target));
-  }
+  for (const entry of entries) await addModel(dir, entry);
   return dir;
 }
 
+/** Writes one model's folder (version 1) into the repository `dir`. */
+export async function addModel(dir: string, entry: RepositoryEntry): Promise<void> {
+  await mkdir(join(dir, entry.name, '1'), { recursive: true });
+  await writeFile(join(dir, entry.name, 'config.pbtxt'), entry.config);
+  if ('modelMjs' in entry) {
+    await writeFile(join(dir, entry.name, '1', 'model.mjs'), entry.modelMjs);
+    return;
+  }
+  const target = join(dir, entry.name, '1', 'model.onnx');
+  await link(entry.modelFile, target).catch(() => copyFile(entry.modelFile, target));
+}
+
+/** A JavaScript model (`backend: "js"`) that answers each request with its INPUT0 as OUTPUT0: the backend's own cost. */
+export const JS_IDENTITY = `import { tensor } from '@batchwise/backend';
+export default {
+  execute(requests) {
+    return requests.map((r) => ({ outputs: [tensor('OUTPUT0', r.inputs.INPUT0.datatype, r.inputs.INPUT0.shape, r.inputs.INPUT0.data)] }));
+  },
+};
+`;
+
+/**
+ * A one-input FP32 config (INPUT0 -> OUTPUT0, `width` floats a row, one KIND_CPU instance).
+ * Batching on without `delayUs` is `dynamic_batching { }`, the server's default delay; `parameters`
+ * are written as string parameters; `backend: "js"` for a JavaScript model.
+ */
 export function fp32Config(
   name: string,
-  options: { width: number; maxBatchSize: number; batching: boolean; delayUs?: number; threads?: number },
+  options: {
+    width: number;
+    maxBatchSize: number;
+    batching: boolean;
+    delayUs?: number;
+    threads?: number;
+    parameters?: Readonly<Record<string, string>>;
+    backend?: 'js';
+  },
 ): string {
   return [
     `name: "${name}"`,
+    ...(options.backend ? [`backend: "${options.backend}"`] : []),
     `max_batch_size: ${options.maxBatchSize}`,
     `input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ ${options.width} ] } ]`,
     `output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${options.width} ] } ]`,
     `instance_group [ { kind: KIND_CPU count: 1 } ]`,
     // Batching is on by default in Batchwise: "off" has to be asked for.
     options.batching
-      ? `dynamic_batching { max_queue_delay_microseconds: ${options.delayUs ?? 0} }`
+      ? `dynamic_batching { ${options.delayUs === undefined ? '' : `max_queue_delay_microseconds: ${options.delayUs} `}}`
       : 'parameters { key: "batchwise_dynamic_batching" value: { string_value: "false" } }',
     options.threads ? `parameters { key: "intra_op_thread_count" value: { string_value: "${options.threads}" } }` : '',
+    ...Object.entries(options.parameters ?? {}).map(([key, value]) => `parameters { key: "${key}" value: { string_value: "${value}" } }`),
   ].join('\n');
 }
 

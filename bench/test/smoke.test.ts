@@ -6,6 +6,8 @@ import { runEnsemble, TARGETS } from '../src/scenarios/ensemble.ts';
 import { runLimit } from '../src/scenarios/limit.ts';
 import { runManyElements } from '../src/scenarios/many-elements.ts';
 import { runOverhead } from '../src/scenarios/overhead.ts';
+import { runEfficiency } from '../src/scenarios/efficiency.ts';
+import { runObjectiveOverload } from '../src/scenarios/objective-overload.ts';
 import { maxConcurrent, runRateLimit } from '../src/scenarios/rate-limit.ts';
 import { runTracing } from '../src/scenarios/tracing.ts';
 import { runAdaptive } from '../src/scenarios/adaptive.ts';
@@ -13,6 +15,8 @@ import { readFile } from 'node:fs/promises';
 import { RESULTS_DIR } from '../src/report.ts';
 
 const log = () => undefined;
+/** Shorter still for the scenarios of issue 30, which measure a dozen points each: the smoke test only checks their wiring. */
+const QUICK_WINDOWS = { ...SMOKE_WINDOWS, warmupMs: 50, windowMs: 100 };
 
 // Tiny versions of each scenario, so that the benchmark code keeps working; numbers are not checked.
 describe('bench scenarios (smoke)', () => {
@@ -110,23 +114,109 @@ describe('bench scenarios (smoke)', () => {
     expect(unpaired.comparison['c1_p50_over_in_process']).toBeGreaterThan(0);
   });
 
-  it('overhead and gRPC: echo, HTTP binary, gRPC and lean gRPC all answer', async () => {
-    const { results, ratios } = await runOverhead({
-      concurrency: 2,
-      windows: SMOKE_WINDOWS,
-      protocols: ['http-binary', 'grpc', 'grpc-raw'],
+  it('overhead and gRPC: the echo, the ONNX and the JavaScript identity at 1 and 16 clients, then gRPC and lean gRPC, all answer; a check per target', async () => {
+    const { measurements, grpc, ratios, checks } = await runOverhead({
+      concurrencies: [1, 16],
+      windows: QUICK_WINDOWS,
+      protocols: ['grpc', 'grpc-raw'],
+      mirrored: false,
       log,
       name: 'smoke-overhead',
     });
-    expect(results.map((r) => r.label)).toEqual([
-      'fastify echo http-binary',
-      'batchwise http-binary',
-      'batchwise grpc',
-      'batchwise grpc-raw',
+    expect(measurements.map((m) => `${m.target} c=${m.concurrency}`)).toEqual([
+      'echo c=1',
+      'onnx c=1',
+      'js c=1',
+      'echo c=16',
+      'onnx c=16',
+      'js c=16',
     ]);
-    expect(results.every((r) => r.errors === 0 && r.throughput > 0)).toBe(true);
+    for (const m of measurements) {
+      expect(m.reading.client.errors, m.reading.client.firstError).toBe(0);
+      expect(m.reading.client.throughput).toBeGreaterThan(0);
+      expect(m.reading.serverCpuMsPerAnswer).toBeGreaterThan(0);
+      if (m.target !== 'echo') expect(m.reading.server!.requests).toBeGreaterThan(0);
+    }
+    expect(grpc.map((g) => `${g.protocol} c=${g.concurrency}`)).toEqual(['grpc c=16', 'grpc-raw c=16']);
+    expect(grpc.every((g) => g.client.errors === 0 && g.client.throughput > 0)).toBe(true);
     expect(ratios['grpc_vs_http_binary']).toBeGreaterThan(0);
     expect(ratios['grpc_raw_vs_http_binary']).toBeGreaterThan(0);
+    expect(checks.map((c) => c.target)).toEqual([
+      'p50_onnx_vs_echo_c1 <= 1.5',
+      'server_cpu_onnx_vs_echo_c1 <= 1.5',
+      'p50_js_vs_echo_c1 <= 1.5',
+      'server_cpu_js_vs_echo_c1 <= 1.5',
+      'server_cpu_onnx_vs_echo_c16 <= 1.2',
+      'server_cpu_js_vs_echo_c16 <= 1.2',
+    ]);
+    expect(await readFile(`${RESULTS_DIR}smoke-overhead.md`, 'utf8')).toMatch(/\*\*(PASS|MISS)\*\* server_cpu_js_vs_echo_c16 <= 1\.2: /);
+  });
+
+  it('efficiency: the server and the same model in-process on its batches, rows per second and per CPU-second, the server by thread group', async () => {
+    const result = await runEfficiency({
+      model: SMOKE_MODEL,
+      concurrency: 16,
+      windows: QUICK_WINDOWS,
+      inProcessMs: 50,
+      log,
+      name: 'smoke-efficiency',
+    });
+    expect(result.points.map((p) => p.kind)).toEqual(['server', 'in-process', 'in-process', 'server']);
+    for (const p of result.points) {
+      if (p.kind === 'server') {
+        expect(p.reading.client.errors, p.reading.client.firstError).toBe(0);
+        expect(p.rowsPerCpuSecond).toBeGreaterThan(0);
+        // Linux: the server's threads told apart, one worker for the one instance.
+        expect(p.reading.threads?.workers.threads).toBe(1);
+        expect(p.reading.threads?.main.threads).toBe(1);
+      } else {
+        expect(p.window.rowsPerCpuSecond).toBeGreaterThan(0);
+      }
+    }
+    expect(result.checks.map((c) => c.target)).toEqual([
+      'rows_per_cpu_second_vs_in_process >= 0.7',
+      'rows_per_second_vs_in_process >= 0.6',
+    ]);
+    expect(result.config).toContain('intra_op_thread_count');
+  });
+
+  it('objective-overload: both twins closed and open loop, 200s and 503s per second, the objective at 4x the one-client p50; a check per load', async () => {
+    const result = await runObjectiveOverload({
+      model: SMOKE_MODEL,
+      concurrencies: [4, 64],
+      windows: QUICK_WINDOWS,
+      log,
+      name: 'smoke-objective-overload',
+    });
+    expect(result.objectiveMs).toBeCloseTo(Math.max(0.1, result.oneClientP50Ms * 4), 1);
+    expect(result.configs.objective).toContain(`batchwise_latency_objective_ms" value: { string_value: "${result.objectiveMs}" }`);
+    expect(result.configs.static).toContain('dynamic_batching { }');
+    expect(result.rows.map((r) => `${r.model} ${r.load.replace(/\d+\/s/, 'N/s')}`)).toEqual([
+      'static c=4',
+      'objective c=4',
+      'objective c=64',
+      'static c=64',
+      'static c=64',
+      'objective c=64',
+      'static open N/s',
+      'objective open N/s',
+    ]);
+    for (const r of result.rows) {
+      const statuses = Object.keys(r.reading.statusPerSecond).map(Number);
+      expect(
+        statuses.every((s) => s === 200 || s === 503),
+        `${r.model} ${r.load}: ${statuses}`,
+      ).toBe(true);
+      if (r.model === 'static') expect(r.reading.statusPerSecond[503] ?? 0).toBe(0);
+      expect(r.reading.clientCores).toBeGreaterThan(0);
+      expect(r.reading.serverCores).toBeGreaterThan(0);
+    }
+    expect(result.checks.map((c) => c.target)).toEqual([
+      'ok_per_second_objective_vs_static_c4 >= 0.95',
+      'ok_per_second_objective_vs_static_c64 >= 0.7',
+      'p99_over_objective_c64 <= 1.25',
+      'ok_per_second_objective_vs_static_open >= 0.95',
+    ]);
   });
 
   it('tracing: off, OpenTelemetry at rate 1000 and at rate 1 all answer; every request traced reaches the receiver', async () => {

@@ -1,0 +1,140 @@
+import { execFile } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { identity } from '@batchwise/modelgen';
+import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
+import { encodeHttpInferRequest } from '@batchwise/client';
+import { fp32InferRequest, leanFp32Client } from '../lean-http.ts';
+import { measureLean } from '../lean-measure.ts';
+import { environment, table, writeResult } from '../report.ts';
+import { benchRepository, cachedModel, CACHE_DIR, fp32Config } from '../workload.ts';
+import { startEcho } from './overhead.ts';
+
+const WIDTH = 16;
+const MODEL = 'tiny';
+const run = promisify(execFile);
+
+export interface WrkCheckRow {
+  readonly target: 'echo' | 'batchwise';
+  readonly connections: number;
+  readonly leanPerSecond: number;
+  readonly wrkPerSecond: number;
+  /** Cores' worth of CPU of each client while it ran. */
+  readonly leanClientCores: number;
+  readonly wrkClientCores: number;
+}
+
+/**
+ * The lean client (bench/src/lean-http.ts) against wrk on the same request bytes: the fastify
+ * echo and the 16-float ONNX identity, at each number of connections, wrk with one thread (the
+ * lean client is one thread too). Requests/s of each, and each client's own CPU (wrk's from bash's
+ * `times` for its children). Skipped, saying so, where wrk is not installed.
+ */
+export async function runWrkCheck(options: {
+  concurrencies: readonly number[];
+  durationMs: number;
+  log: (line: string) => void;
+  name?: string;
+}): Promise<WrkCheckRow[]> {
+  const { log, durationMs } = options;
+  // `wrk --version` exits 1 after printing its version: only a missing program counts.
+  const wrk = await run('wrk', ['--version']).then(
+    () => true,
+    (error: NodeJS.ErrnoException) => error.code !== 'ENOENT',
+  );
+  if (!wrk) {
+    log('wrk is not installed: nothing to compare with');
+    return [];
+  }
+  const file = await cachedModel('identity-fp32-16', () => identity('FP32', [WIDTH]), log);
+  const repo = await benchRepository('wrk-check', [
+    { name: MODEL, modelFile: file, config: fp32Config(MODEL, { width: WIDTH, maxBatchSize: 64, batching: true, delayUs: 0 }) },
+  ]);
+  const script = await wrkScript();
+  const rows: WrkCheckRow[] = [];
+  const echo = await startEcho();
+  const server = await startServerProcess(['--model-repository', repo]).catch((error: unknown) => {
+    echo.stop();
+    throw error;
+  });
+  try {
+    for (const [target, url, pid] of [
+      ['echo', echo.url, echo.pid],
+      ['batchwise', server.httpUrl, server.child.pid!],
+    ] as const) {
+      for (const connections of options.concurrencies) {
+        const client = leanFp32Client(url, MODEL, WIDTH);
+        const windows = { warmupMs: 1000, windowMs: durationMs, minWindows: 1, maxWindows: 1, tolerance: 1 };
+        const lean = await measureLean(`lean ${target} c=${connections}`, client, { concurrency: connections }, windows, { pid }).finally(
+          () => client.close(),
+        );
+        // bash's `times` prints its children's user and system time last: wrk's own CPU.
+        const { stdout } = await run('bash', [
+          '-c',
+          'wrk "$@" && times',
+          'wrk',
+          '-t1',
+          `-c${connections}`,
+          `-d${Math.max(1, Math.round(durationMs / 1000))}s`,
+          '-s',
+          script,
+          `${url}/v2/models/${MODEL}/infer`,
+        ]);
+        const perSecond = Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1]);
+        const times = [...stdout.matchAll(/(\d+)m([\d.]+)s/g)].map((m) => Number(m[1]) * 60 + Number(m[2]));
+        const wrkCpuSeconds = (times.at(-2) ?? NaN) + (times.at(-1) ?? NaN);
+        const row: WrkCheckRow = {
+          target,
+          connections,
+          leanPerSecond: lean.client.throughput,
+          wrkPerSecond: perSecond,
+          leanClientCores: lean.clientCores,
+          wrkClientCores: wrkCpuSeconds / Math.max(1, Math.round(durationMs / 1000)),
+        };
+        log(`  ${target} c=${connections}: lean ${row.leanPerSecond.toFixed(0)}/s, wrk ${row.wrkPerSecond.toFixed(0)}/s`);
+        rows.push(row);
+      }
+    }
+  } finally {
+    echo.stop();
+    await server.stop();
+  }
+  log(
+    `\n${table(
+      ['target', 'connections', 'lean req/s', 'wrk req/s', 'lean/wrk', 'lean client cpu', 'wrk client cpu'],
+      rows.map((r) => [
+        r.target,
+        r.connections,
+        r.leanPerSecond,
+        r.wrkPerSecond,
+        r.leanPerSecond / r.wrkPerSecond,
+        r.leanClientCores,
+        r.wrkClientCores,
+      ]),
+    )}\n`,
+  );
+  await writeResult(options.name ?? 'wrk-check', { environment: environment(), durationMs, rows });
+  return rows;
+}
+
+/** A wrk script that POSTs the lean client's request: the same headers and body. */
+async function wrkScript(): Promise<string> {
+  const dir = join(CACHE_DIR, 'wrk');
+  await mkdir(dir, { recursive: true });
+  const { headers, body } = encodeHttpInferRequest(fp32InferRequest(MODEL, WIDTH));
+  await writeFile(join(dir, 'body.bin'), body);
+  const script = join(dir, 'infer.lua');
+  await writeFile(
+    script,
+    [
+      'wrk.method = "POST"',
+      `local f = io.open("${join(dir, 'body.bin')}", "rb")`,
+      'wrk.body = f:read("*a")',
+      'f:close()',
+      ...Object.entries(headers).map(([k, v]) => `wrk.headers["${k}"] = "${v}"`),
+      '',
+    ].join('\n'),
+  );
+  return script;
+}
