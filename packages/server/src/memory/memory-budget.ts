@@ -55,16 +55,33 @@ export function resolveMemoryBudgetBytes(
   const text = flag.trim();
   const fraction = /^0?\.\d+$|^1(\.0+)?$/.exec(text);
   if (fraction) return refuseZero(Math.floor(base * Number(text)), flag);
-  const match = /^(\d+)\s*([kmgt]i?)?b?$/i.exec(text);
-  if (!match) {
+  const bytes = byteCountOf(text);
+  if (bytes === undefined) {
     throw new Error(
       `--memory-limit must be bytes (e.g. 12884901888, 12G, 512Mi) or a fraction of the container limit (e.g. 0.8), got '${flag}'`,
     );
   }
-  // Units are binary, as Docker's and ECS's memory settings are: 12G = 12 GiB.
+  return refuseZero(bytes, flag);
+}
+
+/**
+ * A byte count as the flags take it: "12884901888", "12G", "512Mi", "64k" (units are binary, as
+ * Docker's and ECS's memory settings are: 12G = 12 GiB); undefined when it is not one.
+ */
+export function byteCountOf(text: string): number | undefined {
+  const match = /^(\d+)\s*([kmgt]i?)?b?$/i.exec(text.trim());
+  if (!match) return undefined;
   const unit = (match[2] ?? '').toLowerCase()[0] ?? '';
   const power = { '': 0, k: 1, m: 2, g: 3, t: 4 }[unit] ?? 0;
-  return refuseZero(Number(match[1]) * 1024 ** power, flag);
+  return Number(match[1]) * 1024 ** power;
+}
+
+/** A byte-count flag (`--model-memory-limit 8G`): more than 0 bytes, or an error naming the flag; undefined when not given. */
+export function byteCountFlag(flag: string, value: string | undefined): number | undefined {
+  if (value === undefined || value.trim() === '') return undefined;
+  const bytes = byteCountOf(value);
+  if (bytes === undefined || bytes === 0) throw new Error(`${flag} must be more than 0 bytes (e.g. 8589934592, 8G, 512Mi), got '${value}'`);
+  return bytes;
 }
 
 /**
