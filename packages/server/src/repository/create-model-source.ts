@@ -7,6 +7,7 @@ import { LocalModelSource } from './local-model-source.ts';
 import type { ModelSource } from './model-source.ts';
 import { parseRepositoryLocation, type RepositoryLocation } from './repository-url.ts';
 import type { S3ClientOptions } from './s3-client.ts';
+import type { CacheSpace } from './cache-space.ts';
 import { S3ModelSource } from './s3-model-source.ts';
 
 export interface ModelSourceOptions {
@@ -18,6 +19,8 @@ export interface ModelSourceOptions {
   readonly s3?: S3ClientOptions;
   /** An S3 client to use instead of creating one (tests, sharing). */
   readonly s3Client?: S3Client;
+  /** The disk the local caches of every s3:// repository share (--model-cache-disk-limit). @default - none: prune deletes what no model loads */
+  readonly cacheSpace?: CacheSpace;
 }
 
 /** Where a remote repository's models are cached when no cache folder is given. */
@@ -35,5 +38,6 @@ export function createModelSource(location: string | RepositoryLocation, options
     ...(options.concurrency !== undefined && { concurrency: options.concurrency }),
     ...(options.s3 !== undefined && { clientOptions: options.s3 }),
     ...(options.s3Client !== undefined && { client: options.s3Client }),
+    ...(options.cacheSpace !== undefined && { cacheSpace: options.cacheSpace }),
   });
 }

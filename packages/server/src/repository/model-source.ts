@@ -10,8 +10,14 @@ export interface ListedModel {
   readonly name: string;
   /** The model as a local folder in Triton layout, holding the versions its config selects (S3: downloaded). */
   localize(): Promise<ModelFolder>;
-  /** Drops cached version folders not in `keep`. A local repository's own folders are never touched. */
-  prune(keep: readonly number[]): Promise<void>;
+  /**
+   * Drops cached version folders not in `keep`; `loaded` are the versions loaded versions read
+   * (@default keep). A
+   * cache that keeps what it downloaded (--load-on-demand, --model-cache-disk-limit) drops nothing
+   * here: the versions not loaded become its least recently used candidates for deletion instead.
+   * A local repository's own folders are never touched.
+   */
+  prune(keep: readonly number[], loaded?: readonly number[]): Promise<void>;
   /**
    * A message about this model (a load failure, Node's or ONNX Runtime's words) with the places
    * its files are read from written as the model's name: what the API answers names

@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { checkModelName, isVersionName } from './model-folder.ts';
 import { ProgressLog } from './progress.ts';
+import { VERSION_MANIFEST, type CacheSpace } from './cache-space.ts';
 import { RepositoryError } from './repository-error.ts';
 import type { ModelListing, RepositoryObject } from './snapshot.ts';
 
@@ -15,14 +16,15 @@ interface CacheManifest {
   readonly files: Record<string, { readonly etag: string; readonly size: number }>;
 }
 
-const MANIFEST = '.batchwise-objects.json';
+const MANIFEST = VERSION_MANIFEST;
 const MODEL_MANIFEST = '.batchwise-model-objects.json';
 
 /**
  * The local cache of a remote repository: one folder per model in Triton layout. A file is
  * reused while its ETag and size match the listing; a version folder appears only complete
- * (staged, then renamed into place) and is removed only by `prune()`. One update or prune at
- * a time per model folder.
+ * (staged, then renamed into place) and is removed only by `prune()` or, when the cache shares a
+ * CacheSpace (--model-cache-disk-limit, --load-on-demand), by the space when it needs room for
+ * others and no loaded version reads it. One update or prune at a time per model folder.
  */
 export class ModelCache {
   private readonly busy = new Map<string, Promise<unknown>>();
@@ -32,6 +34,8 @@ export class ModelCache {
     private readonly logger: Logger,
     /** Parallel fetches per update. */
     private readonly concurrency: number,
+    /** Keeps versions no model loads until the caches need room (their disk limit); without it prune() deletes them. */
+    private readonly space?: CacheSpace,
   ) {}
 
   /**
@@ -39,13 +43,24 @@ export class ModelCache {
    * with `listing`, fetching only what changed; returns the model's folder. Never removes a
    * version: a loaded version may need its files again (an instance restarted after a crash).
    */
-  update(listing: ModelListing, versions: readonly number[], fetch: FetchObject): Promise<string> {
+  async update(listing: ModelListing, versions: readonly number[], fetch: FetchObject): Promise<string> {
     const modelDir = this.modelDir(listing.name);
-    return this.serialized(modelDir, () => this.updateNow(listing, versions, modelDir, fetch));
+    await this.space?.adopt(this.dir, this.removeVersion);
+    const dir = await this.serialized(modelDir, () => this.updateNow(listing, versions, modelDir, fetch));
+    await this.space?.enforce();
+    return dir;
   }
 
-  /** Removes cached version folders not in `keep`. */
-  prune(modelName: string, keep: readonly number[]): Promise<void> {
+  /**
+   * Removes cached version folders not in `keep`; with a space, deletes nothing but tells it which
+   * versions loaded versions read (`loaded`), and the others become its candidates for deletion.
+   */
+  async prune(modelName: string, keep: readonly number[], loaded: readonly number[] = keep): Promise<void> {
+    if (this.space) {
+      await this.space.adopt(this.dir, this.removeVersion);
+      this.space.hold(this.dir, modelName, loaded);
+      return this.space.enforce();
+    }
     const modelDir = this.modelDir(modelName);
     return this.serialized(modelDir, async () => {
       const entries = await readdir(modelDir, { withFileTypes: true }).catch(() => []);
@@ -57,6 +72,13 @@ export class ModelCache {
       }
     });
   }
+
+  /** The space's deletion of one version, in the model folder's queue of work, unless a load took it again meanwhile. */
+  private readonly removeVersion = (modelName: string, version: number): Promise<void> =>
+    this.serialized(this.modelDir(modelName), async () => {
+      if (this.space?.isHeld(this.dir, modelName, version)) return;
+      await rm(join(this.modelDir(modelName), String(version)), { recursive: true, force: true });
+    });
 
   private modelDir(modelName: string): string {
     checkModelName(modelName);
@@ -134,8 +156,9 @@ export class ModelCache {
           );
           await writeManifest(join(staging, MANIFEST), plan.files);
           await swapIntoPlace(staging, plan.versionDir);
+          this.space?.stored(this.dir, listing.name, plan.version, bytesOf(plan.files), this.removeVersion);
           log.info(
-            { version: plan.version, files: plan.files.length, bytes: plan.files.reduce((s, f) => s + f.size, 0) },
+            { version: plan.version, files: plan.files.length, bytes: bytesOf(plan.files) },
             'model version complete in the local cache',
           );
         } catch (error) {
@@ -143,6 +166,9 @@ export class ModelCache {
           throw error;
         }
       });
+    // Versions already complete are used now too: held while they load, and the most recently used.
+    for (const plan of plans)
+      if (plan.upToDate) this.space?.stored(this.dir, listing.name, plan.version, bytesOf(plan.files), this.removeVersion);
     const results = await Promise.allSettled([...modelJobs, ...versionJobs]);
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
@@ -170,6 +196,10 @@ function checkObjectPath(model: string, path: string): void {
       `model '${model}': the object '${path}' of its folder is not a plain path (an empty, '.' or '..' segment), so it is not downloaded: rename it in the repository`,
     );
   }
+}
+
+function bytesOf(files: readonly { readonly size: number }[]): number {
+  return files.reduce((sum, f) => sum + f.size, 0);
 }
 
 /** Runs at most `limit` tasks at once. */

@@ -8,6 +8,7 @@ import type { ListedModel, ModelSource } from './model-source.ts';
 import { RepositoryError } from './repository-error.ts';
 import type { S3RepositoryLocation } from './repository-url.ts';
 import { ModelCache } from './s3-cache.ts';
+import type { CacheSpace } from './cache-space.ts';
 import { createS3Client, type S3ClientOptions } from './s3-client.ts';
 import { downloadVerified } from './s3-download.ts';
 import { S3Listing } from './s3-listing.ts';
@@ -26,6 +27,8 @@ export interface S3ModelSourceOptions {
   readonly downloadAttempts?: number;
   /** Keys per ListObjectsV2 page (tests of pagination). @default - the server's (1000 on S3) */
   readonly listPageSize?: number;
+  /** The disk the caches share (--model-cache-disk-limit): versions no model loads stay cached until it needs room. @default - prune deletes them */
+  readonly cacheSpace?: CacheSpace;
 }
 
 export interface LocalizeOptions {
@@ -59,7 +62,7 @@ export class S3ModelSource implements ModelSource {
     this.client = options.client ?? createS3Client(target, options.clientOptions);
     this.logger = options.logger.child({ repository: target.url });
     this.listing = new S3Listing(this.client, target, options.listPageSize);
-    this.cache = new ModelCache(options.cacheDir, this.logger, Math.max(1, options.concurrency ?? 8));
+    this.cache = new ModelCache(options.cacheDir, this.logger, Math.max(1, options.concurrency ?? 8), options.cacheSpace);
   }
 
   /** One ListObjectsV2 pagination pass over the repository prefix. */
@@ -73,7 +76,7 @@ export class S3ModelSource implements ModelSource {
     return snapshot.models.map((listing) => ({
       name: listing.name,
       localize: () => this.localizeSelected(listing),
-      prune: (keep: readonly number[]) => this.prune(listing.name, keep),
+      prune: (keep: readonly number[], loaded?: readonly number[]) => this.prune(listing.name, keep, loaded),
       // Its files as the cache holds them and as S3 messages name them (s3://bucket/<key>).
       modelRelative: (message: string) =>
         modelRelativeMessage(message, listing.name, [
@@ -111,9 +114,9 @@ export class S3ModelSource implements ModelSource {
     return this.cache.update(listing, wanted, (object, dest, progress) => downloadVerified(object, dest, progress, download));
   }
 
-  /** Removes cached versions not in `keep` (once nothing loaded reads them). */
-  prune(modelName: string, keep: readonly number[]): Promise<void> {
-    return this.cache.prune(modelName, keep);
+  /** Removes cached versions not in `keep` (once nothing loaded reads them; with a cache space, only when it needs room). */
+  prune(modelName: string, keep: readonly number[], loaded: readonly number[] = keep): Promise<void> {
+    return this.cache.prune(modelName, keep, loaded);
   }
 
   private async localizeSelected(listing: ModelListing): Promise<ModelFolder> {
