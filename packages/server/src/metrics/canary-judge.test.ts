@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { figuresBetween, judgeCanary, p99Seconds, type VersionFigures } from './canary-judge.ts';
+import { figuresBetween, judgeCanary, p99Bucket, p99Seconds, type VersionFigures } from './canary-judge.ts';
 
 const BOUNDS = [0.001, 0.01, 0.1, 1];
 /** `success` requests all at `latencyIndex`'s bucket, and `failure` failures. */
@@ -42,6 +42,15 @@ describe('figures', () => {
     expect(p99Seconds({ success: 100, failure: 0, latencyBounds: BOUNDS, latencyCumulative: [98, 99, 100, 100] })).toBe(0.01);
     expect(p99Seconds({ success: 100, failure: 0, latencyBounds: BOUNDS, latencyCumulative: [0, 0, 0, 50] })).toBe(Infinity);
     expect(p99Seconds(figures(0, 0))).toBeUndefined();
+    expect(p99Bucket({ success: 100, failure: 0, latencyBounds: BOUNDS, latencyCumulative: [98, 99, 100, 100] })).toEqual({
+      aboveSeconds: BOUNDS[0],
+      atMostSeconds: 0.01,
+    });
+    expect(p99Bucket({ success: 100, failure: 0, latencyBounds: BOUNDS, latencyCumulative: [99, 100, 100, 100] })!.aboveSeconds).toBe(0);
+    expect(p99Bucket({ success: 100, failure: 0, latencyBounds: BOUNDS, latencyCumulative: [0, 0, 0, 50] })).toEqual({
+      aboveSeconds: BOUNDS.at(-1),
+      atMostSeconds: Infinity,
+    });
   });
 
   it('figuresBetween is what happened between two readings', () => {

@@ -42,10 +42,20 @@ export function figuresBetween(before: VersionFigures, after: VersionFigures): V
 
 /** The 99th percentile's bucket upper bound (seconds; Infinity above the last bound), or undefined without successes. */
 export function p99Seconds(figures: VersionFigures): number | undefined {
+  return p99Bucket(figures)?.atMostSeconds;
+}
+
+/**
+ * The histogram bucket that holds the 99th percentile: above `aboveSeconds` (0 in the first
+ * bucket), at most `atMostSeconds` (Infinity above the last bound). Undefined without successes.
+ */
+export function p99Bucket(figures: VersionFigures): { readonly aboveSeconds: number; readonly atMostSeconds: number } | undefined {
   if (figures.success === 0) return undefined;
   const rank = Math.ceil(0.99 * figures.success);
   const i = figures.latencyCumulative.findIndex((n) => n >= rank);
-  return i < 0 ? Infinity : figures.latencyBounds[i];
+  return i < 0
+    ? { aboveSeconds: figures.latencyBounds.at(-1) ?? 0, atMostSeconds: Infinity }
+    : { aboveSeconds: figures.latencyBounds[i - 1] ?? 0, atMostSeconds: figures.latencyBounds[i]! };
 }
 
 export function errorRate(figures: VersionFigures): number {
