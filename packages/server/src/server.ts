@@ -28,7 +28,8 @@ import { EmfWriter } from './metrics/emf-writer.ts';
 import { startGpuMonitor } from './metrics/gpu-monitor.ts';
 import { MemoryGuard } from './memory/memory-guard.ts';
 import { withModelFootprints } from './memory/model-footprint.ts';
-import { maxRequestElementsFor, resolveMemoryBudgetBytes, workerHeapLimitBytesFor } from './memory/memory-budget.ts';
+import { byteCountFlag, maxRequestElementsFor, resolveMemoryBudgetBytes, workerHeapLimitBytesFor } from './memory/memory-budget.ts';
+import { CacheSpace } from './repository/cache-space.ts';
 
 export type { ServerOptions };
 
@@ -72,8 +73,20 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
   // One for the whole server: every model's scheduler asks it before an instance executes.
   const rateLimiter = options.rateLimit === 'execution_count' ? new RateLimiter(rateLimitResources) : undefined;
   if (rateLimiter) logger.info({ resources: options.rateLimitResources }, 'rate limiter on (--rate-limit=execution_count)');
+  // Many models per host (issue 27): parsed before anything loads, so a bad value stops the server.
+  const modelMemoryLimitBytes = byteCountFlag('--model-memory-limit', options.modelMemoryLimit);
+  const modelGpuMemoryLimitBytes = byteCountFlag('--model-gpu-memory-limit', options.modelGpuMemoryLimit);
+  const cacheDiskLimitBytes = byteCountFlag('--model-cache-disk-limit', options.modelCacheDiskLimit);
+  // Models loaded for requests come and go: the S3 cache keeps their versions until its disk limit needs room.
+  const cacheSpace = options.loadOnDemand || cacheDiskLimitBytes !== undefined ? new CacheSpace(cacheDiskLimitBytes, logger) : undefined;
+  if (modelMemoryLimitBytes !== undefined && modelMemoryLimitBytes > memoryBudgetBytes) {
+    logger.warn(
+      { modelMemoryLimitBytes, memoryBudgetBytes },
+      '--model-memory-limit is larger than the memory budget (--memory-limit): loads fail on the budget before they evict to make room',
+    );
+  }
   const models = new ModelManager(
-    options.modelRepositories.map((location) => createModelSource(location, { logger })),
+    options.modelRepositories.map((location) => createModelSource(location, { logger, ...(cacheSpace && { cacheSpace }) })),
     {
       controlMode: options.modelControlMode,
       startupModels: options.loadModels,
@@ -92,8 +105,16 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       // Ensemble steps and in-server calls from JavaScript models go through the service built below.
       callModel: (request): Promise<InferenceResponse> => service.infer(request),
       ...(rateLimiter && { rateLimiter }),
+      ...(options.loadOnDemand && { onDemand: { timeoutMs: options.loadOnDemandTimeoutMs, retryMs: options.loadOnDemandRetryMs } }),
+      memoryLimits: { hostBytes: modelMemoryLimitBytes, gpuBytesPerDevice: modelGpuMemoryLimitBytes },
     },
   );
+  metrics.observeResidency(() => ({
+    ...models.residencyFigures(),
+    cacheBytes: cacheSpace?.bytes ?? 0,
+    cacheLimitBytes: cacheSpace?.limitBytes,
+    cacheDeletions: cacheSpace?.deletions ?? 0,
+  }));
   const sharedMemory = new SystemSharedMemory();
   const traceConfig = parseTraceConfigFlags(options.traceConfig);
   // The OpenTelemetry SDK is loaded only in that mode: with tracing off or in mode triton nothing of it runs.

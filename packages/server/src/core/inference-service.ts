@@ -154,6 +154,7 @@ export class CoreInferenceService implements InferenceService {
     const arrivalNs = options.arrivalNs ?? process.hrtime.bigint();
     const version = policyVersion(request.modelVersion);
     const keys = routeKeysOf(request);
+    if (this.control.awaitsLoad(request.modelName)) await this.awaitLoad(request.modelName, loadWaitMs(request));
     const model = this.models.resolve(request.modelName, version, keys);
     // Inputs in shared memory are read into the process; the others arrived with the request.
     let receivedBytes = 0;
@@ -170,6 +171,8 @@ export class CoreInferenceService implements InferenceService {
       regions = RequestSharedMemory.lease(request, this.sharedMemory);
       if (!regions) return await this.run(request, model, arrivalNs, charge);
       const read = await regions.readInputs(request);
+      // An eviction may have unloaded it meanwhile (--load-on-demand): then the request waits for its reload.
+      if (this.control.awaitsLoad(request.modelName)) await this.awaitLoad(request.modelName, loadWaitMs(request));
       // A swap may have retired `model` while the inputs were read: queue on what serves now.
       const response = await this.run(read, this.models.resolve(request.modelName, version ?? model.version), arrivalNs, charge);
       return await regions.writeOutputs(response);
@@ -283,6 +286,14 @@ export class CoreInferenceService implements InferenceService {
     return { key, hit, ns: Number(process.hrtime.bigint() - startNs) };
   }
 
+  awaitsLoad(modelName: string): boolean {
+    return this.control.awaitsLoad(modelName);
+  }
+
+  async awaitLoad(modelName: string, timeoutMs?: number): Promise<void> {
+    if (this.control.awaitsLoad(modelName)) await this.control.loadForRequest(modelName, timeoutMs);
+  }
+
   reserveRequestMemory(bodyBytes: number, target?: BodyTarget): MemoryReservation {
     const version = policyVersion(target?.modelVersion);
     const ready = target !== undefined && this.models.isModelReady(target.modelName, version);
@@ -385,6 +396,12 @@ export class CoreInferenceService implements InferenceService {
  */
 function policyVersion(modelVersion: string | undefined): string | undefined {
   return modelVersion === '' ? undefined : modelVersion;
+}
+
+/** How long a request waits for its model to load (--load-on-demand): its `timeout` parameter (microseconds) if it has one. */
+function loadWaitMs(request: InferenceRequest): number | undefined {
+  const timeout = request.parameters['timeout'];
+  return typeof timeout === 'number' && timeout > 0 ? timeout / 1000 : undefined;
 }
 
 /** A request's canary stickiness keys: the header (gRPC metadata) and the `canary_key` parameter. */

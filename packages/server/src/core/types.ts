@@ -75,6 +75,17 @@ export interface InferenceService {
   /** Throws InferenceServerError (unknown model, unknown version). */
   modelMetadata(modelName: string, modelVersion?: string): ModelMetadata;
   modelConfig(modelName: string, modelVersion?: string): ModelConfig;
+  /**
+   * --load-on-demand: whether the repositories have the model and it does not serve, so that a
+   * request for it (infer, metadata, config) loads it and waits; always false without the flag.
+   */
+  awaitsLoad(modelName: string): boolean;
+  /**
+   * --load-on-demand: resolves once the model serves, loading it if it awaits a load (requests for
+   * one model share one load), at once otherwise; throws its load error, or UNAVAILABLE when it has
+   * not loaded within `timeoutMs` (@default --load-on-demand-timeout-secs). infer() does it itself.
+   */
+  awaitLoad(modelName: string, timeoutMs?: number): Promise<void>;
   infer(request: InferenceRequest, options?: InferOptions): Promise<InferenceResponse>;
   /**
    * Before a request's body is read: the refusal (UNAVAILABLE) its model's latency objective would

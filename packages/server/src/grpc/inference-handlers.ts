@@ -52,13 +52,16 @@ export function inferenceServiceHandlers(
       ready: service.isModelReady(r.name, r.version),
     })),
     ServerMetadata: unary('ServerMetadata', logger, () => service.serverMetadata()),
-    ModelMetadata: unary('ModelMetadata', logger, (r: NameVersion) => {
+    // With --load-on-demand, metadata and config load a model not loaded yet (awaitLoad), as over HTTP.
+    ModelMetadata: unary('ModelMetadata', logger, async (r: NameVersion) => {
+      await service.awaitLoad(r.name);
       const m = service.modelMetadata(r.name, r.version);
       return { name: m.name, versions: m.versions, platform: m.platform, inputs: m.inputs, outputs: m.outputs };
     }),
-    ModelConfig: unary('ModelConfig', logger, (r: NameVersion) => ({
-      config: service.modelConfig(r.name, r.version),
-    })),
+    ModelConfig: unary('ModelConfig', logger, async (r: NameVersion) => {
+      await service.awaitLoad(r.name);
+      return { config: service.modelConfig(r.name, r.version) };
+    }),
     ModelInfer: unary('ModelInfer', logger, (message: Buffer, call) =>
       runInferMessage(
         service,

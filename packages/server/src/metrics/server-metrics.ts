@@ -1,4 +1,4 @@
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { CollectedHistogram, type HistogramData } from './collected-histogram.ts';
 import { FAILURE_REASONS, OBJECTIVE_SHED_REASONS, VersionSeries, wholeMicroseconds } from './version-series.ts';
 import type { LatencyObjectiveStatistics } from '../protocol/types.ts';
@@ -8,6 +8,20 @@ const MODEL_LABELS = ['model', 'version'] as const;
 /** Latency buckets in seconds, 100 µs .. 30 s: fine enough for p99 across replicas. */
 const LATENCY_BUCKETS_SECONDS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+/** Model load times in seconds, 10 ms .. 2 min: a small model opens in tens of ms, a large one downloads for minutes. */
+const LOAD_BUCKETS_SECONDS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+
+/** What the many-models gauges read when scraped (models/model-manager.ts, repository/cache-space.ts). */
+export interface ModelResidencyReading {
+  readonly modelsLoaded: number;
+  readonly hostBytes: number;
+  readonly hostLimitBytes: number | undefined;
+  readonly gpuBytes: ReadonlyMap<number, number>;
+  readonly gpuLimitBytes: number | undefined;
+  readonly cacheBytes: number;
+  readonly cacheLimitBytes: number | undefined;
+  readonly cacheDeletions: number;
+}
 
 /**
  * Every metric the server exports, declared once. Names and labels of the nv_* family are
@@ -161,6 +175,84 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  // Many models per host (issue 27: --load-on-demand, --model-memory-limit, --model-cache-disk-limit).
+  readonly modelLoads = new Counter({
+    name: 'batchwise_model_loads_total',
+    help: 'Model versions loaded: at start-up, by repository polls, by load requests and, with --load-on-demand, by the requests that needed them',
+    registers: [this.registry],
+  });
+  readonly modelEvictions = new Counter({
+    name: 'batchwise_model_evictions_total',
+    help: 'Models unloaded to make room for another under --model-memory-limit (or --model-gpu-memory-limit): the least recently used with nothing queued, running or waiting',
+    registers: [this.registry],
+  });
+  readonly modelLoadDurationByPhase = this.zeroed(
+    new Histogram({
+      name: 'batchwise_model_load_duration_seconds',
+      help: "Time a model load took, by phase: download (its repository's files into the local cache; about 0 from a local folder) and session (opening and warming up each version's instances), seconds",
+      labelNames: ['phase'],
+      buckets: LOAD_BUCKETS_SECONDS,
+      registers: [this.registry],
+    }),
+    [{ phase: 'download' }, { phase: 'session' }],
+  );
+  readonly loadWaitSeconds = new Histogram({
+    name: 'batchwise_model_load_wait_seconds',
+    help: 'How long requests waited for their model to load (--load-on-demand), one observation per request that waited, seconds',
+    buckets: LOAD_BUCKETS_SECONDS,
+    registers: [this.registry],
+  });
+  private residency: () => ModelResidencyReading | undefined = () => undefined;
+  /** Where the many-models gauges read their values when scraped. */
+  observeResidency(read: () => ModelResidencyReading): void {
+    this.residency = read;
+  }
+  readonly modelsLoaded = this.residencyGauge('batchwise_models_loaded', 'Models with a version serving', (r) => r.modelsLoaded);
+  readonly modelMemoryBytes = this.residencyGauge(
+    'batchwise_model_memory_bytes',
+    "Host memory the loaded model versions take by the memory guard's estimate (weights once per CPU instance), loads under way and versions draining included: what --model-memory-limit bounds, bytes",
+    (r) => r.hostBytes,
+  );
+  readonly modelMemoryLimitBytes = this.residencyGauge(
+    'batchwise_model_memory_limit_bytes',
+    '--model-memory-limit, bytes; 0 when there is none',
+    (r) => r.hostLimitBytes ?? 0,
+  );
+  readonly modelGpuMemoryBytes = new Gauge({
+    name: 'batchwise_model_gpu_memory_bytes',
+    help: 'Memory the loaded model versions take on each GPU (weights once per instance on it): what --model-gpu-memory-limit bounds, bytes',
+    labelNames: ['gpu'],
+    registers: [this.registry],
+    collect: () => {
+      this.modelGpuMemoryBytes.reset();
+      for (const [gpu, bytes] of this.residency()?.gpuBytes ?? []) this.modelGpuMemoryBytes.set({ gpu: String(gpu) }, bytes);
+    },
+  });
+  readonly modelGpuMemoryLimitBytes = this.residencyGauge(
+    'batchwise_model_gpu_memory_limit_bytes',
+    '--model-gpu-memory-limit (each GPU), bytes; 0 when there is none',
+    (r) => r.gpuLimitBytes ?? 0,
+  );
+  readonly modelCacheBytes = this.residencyGauge(
+    'batchwise_model_cache_bytes',
+    'Bytes of the model versions complete in the local cache of the s3:// repositories (with --load-on-demand or --model-cache-disk-limit)',
+    (r) => r.cacheBytes,
+  );
+  readonly modelCacheLimitBytes = this.residencyGauge(
+    'batchwise_model_cache_limit_bytes',
+    '--model-cache-disk-limit, bytes; 0 when there is none',
+    (r) => r.cacheLimitBytes ?? 0,
+  );
+  readonly modelCacheDeletions = new Counter({
+    name: 'batchwise_model_cache_deletions_total',
+    help: 'Model versions deleted from the local cache of the s3:// repositories to stay within --model-cache-disk-limit (least recently used first)',
+    registers: [this.registry],
+    collect: () => {
+      this.modelCacheDeletions.reset();
+      this.modelCacheDeletions.inc(this.residency()?.cacheDeletions ?? 0);
+    },
+  });
+
   // Canary releases (models/canary-control.ts).
   readonly canaryWeight = new Gauge({
     name: 'batchwise_canary_weight',
@@ -269,6 +361,26 @@ export class ServerMetrics {
 
   constructor(options: { processMetrics?: boolean } = {}) {
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'batchwise_' });
+  }
+
+  /** A histogram with samples (at 0) for each of these label sets from the start, so dashboards never read an absent series. */
+  private zeroed<T extends string>(histogram: Histogram<T>, labelSets: readonly Partial<Record<T, string>>[]): Histogram<T> {
+    for (const labels of labelSets) histogram.zero(labels);
+    return histogram;
+  }
+
+  /** A gauge of the many-models figures, read when scraped (0 until the server has them). */
+  private residencyGauge(name: string, help: string, read: (r: ModelResidencyReading) => number): Gauge {
+    const reading = () => this.residency();
+    return new Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        const r = reading();
+        this.set(r === undefined ? 0 : read(r));
+      },
+    });
   }
 
   /**

@@ -16,4 +16,15 @@ export interface ModelControl {
   load(name: string, parameters?: LoadParameters): Promise<void>;
   /** Unloads a model; resolves once its in-flight requests have finished. */
   unload(name: string, options?: UnloadOptions): Promise<void>;
+  /**
+   * --load-on-demand: whether a request for the model must wait for it to load first (the
+   * repositories have it and it does not serve). False whenever the server does not load on demand.
+   */
+  awaitsLoad(name: string): boolean;
+  /**
+   * --load-on-demand: loads the model for a request, or joins the load under way, and resolves once
+   * it serves; throws its load error (at once during the back-off after a failure), or UNAVAILABLE
+   * when it has not loaded within `timeoutMs` (@default --load-on-demand-timeout-secs).
+   */
+  loadForRequest(name: string, timeoutMs?: number): Promise<void>;
 }

@@ -34,6 +34,15 @@ export interface ModelEntry {
   canaryError: string | undefined;
   /** Temporary folders of file overrides, removed once no version loaded from them serves or drains. */
   overrideDirs: Set<string>;
+  /**
+   * Loaded for requests (--load-on-demand), so it may be evicted and readiness does not wait for it;
+   * false for models the start-up or a load request loaded, which stay pinned until unloaded.
+   */
+  onDemand: boolean;
+  /** When a request last resolved it, on the registry's clock of uses (larger is more recent): eviction's LRU order. */
+  lastUse: number;
+  /** Loads of it under way (reconcile): it is not evicted meanwhile. */
+  reconciling: number;
 }
 
 /** Triton's MODEL_READY_REASON_DUPLICATE. */
@@ -55,5 +64,8 @@ export function newModelEntry(name: string): ModelEntry {
     busy: Promise.resolve(),
     overrideDirs: new Set(),
     canaryError: undefined,
+    onDemand: false,
+    lastUse: 0,
+    reconciling: 0,
   };
 }

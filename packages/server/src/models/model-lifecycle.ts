@@ -21,6 +21,10 @@ function reasonOf(listed: ListedModel, error: unknown): string {
   return listed.modelRelative(toInferenceServerError(error).message);
 }
 
+function secondsSince(startNs: bigint): number {
+  return Number(process.hrtime.bigint() - startNs) / 1e9;
+}
+
 /** The policy's versions and those a canary declaration adds, ascending. */
 function withCanaryVersions(selected: readonly number[], declared: readonly number[]): number[] {
   return [...new Set([...selected, ...declared])].sort((a, b) => a - b);
@@ -51,10 +55,16 @@ export class ModelLifecycle {
     return this.options.logger;
   }
 
+  /** The step models of the ensembles loading now (they wait for them): not to be evicted meanwhile. */
+  stepsBeingLoaded(): Set<string> {
+    return new Set([...this.waitsFor.values()].flat());
+  }
+
   /** Serialised per model: two loads of one model never interleave. Resolves with why it failed, if it did. */
   reconcile(listed: ListedModel, override?: ModelConfig, forceReload = false): Promise<string | undefined> {
     const entry = this.table.entryFor(listed.name);
-    const run = entry.busy.then(() => this.reconcileNow(entry, listed, override, forceReload));
+    entry.reconciling++;
+    const run = entry.busy.then(() => this.reconcileNow(entry, listed, override, forceReload)).finally(() => entry.reconciling--);
     entry.busy = run.then(
       () => undefined,
       () => undefined,
@@ -79,8 +89,10 @@ export class ModelLifecycle {
     let folder: ModelFolder;
     let written: ModelConfig | undefined;
     let wanted: number[];
+    let downloadSeconds: number;
     try {
       folder = await listed.localize();
+      downloadSeconds = secondsSince(started);
       written = override ?? readConfig(folder, this.options);
       wanted = withCanaryVersions(selectVersions(folder.versions, written?.version_policy), await this.canaryOf(entry, folder));
       if (wanted.length === 0) throw Errors.invalidArg(`model '${folder.name}' has no version folder that its version policy selects`);
@@ -105,10 +117,17 @@ export class ModelLifecycle {
     if (toLoad.length === 0 && wanted.some(unchangedFailure)) return entry.reason;
 
     if (entry.serving.size === 0) entry.state = 'LOADING';
+    // The two phases of a load apart: the files into the local cache (S3), then the instances.
+    if (toLoad.length > 0) this.options.metrics.modelLoadDurationByPhase.observe({ phase: 'download' }, downloadSeconds);
     const results = await Promise.allSettled(
-      toLoad.map((v) =>
-        ensemble ? loadEnsembleVersion(folder, written!, v, this.options, this.table) : loadVersion(folder, written, v, this.options),
-      ),
+      toLoad.map(async (v) => {
+        const sessionStarted = process.hrtime.bigint();
+        const loaded = await (ensemble
+          ? loadEnsembleVersion(folder, written!, v, this.options, this.table)
+          : loadVersion(folder, written, v, this.options));
+        this.options.metrics.modelLoadDurationByPhase.observe({ phase: 'session' }, secondsSince(sessionStarted));
+        return loaded;
+      }),
     );
     const failed = new Map<string, string>();
     const failedFingerprints = new Map<string, string>();
@@ -149,9 +168,11 @@ export class ModelLifecycle {
     entry.reason = failed.size > 0 ? [...failed.entries()].map(([v, r]) => `version ${v}: ${r}`).join('; ') : undefined;
     this.reportLoadState(entry);
 
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    const seconds = secondsSince(started);
+    if (next.size > 0) this.table.touch(entry);
     for (const { loaded } of next.values()) {
       if (!toLoad.includes(Number(loaded.version)) || failed.has(loaded.version)) continue;
+      this.options.metrics.modelLoads.inc();
       this.options.metrics.modelLoadDurationSeconds.labels({ model: loaded.modelName, version: loaded.version }).set(seconds);
       this.options.metrics.modelState
         .labels({ model: loaded.modelName, version: loaded.version, execution_provider: loaded.executionProvider })
@@ -171,6 +192,8 @@ export class ModelLifecycle {
       entry,
       retired.map((s) => s.loaded),
     );
+    // Nothing of it serves: its cached versions are no longer held (a cache with a disk limit may delete them).
+    if (next.size === 0) this.schedulePrune(entry);
     if (failed.size > 0) return [...failed.values()].join('; ');
     return next.size === 0 ? (entry.reason ?? 'no version loaded') : undefined;
   }
@@ -281,25 +304,49 @@ export class ModelLifecycle {
 
   /** Stops serving the model at once; `drained` resolves when its in-flight requests have finished. */
   unload(entry: ModelEntry, reason: string): Promise<{ drained: Promise<void> }> {
-    const run = entry.busy.then(() => {
-      const retired = [...entry.serving.values()].map((s) => s.loaded);
-      entry.serving = new Map();
-      entry.failedVersions = new Map();
-      entry.failedFingerprints = new Map();
-      entry.selected = [];
-      entry.state = 'UNAVAILABLE';
-      entry.reason = reason;
-      entry.wanted = false;
-      this.canary?.apply(entry.name, undefined);
-      this.reportLoadState(entry);
-      this.logger.info({ model: entry.name, reason }, 'model unloaded');
-      return { drained: this.retireInBackground(entry, retired) };
-    });
+    const run = entry.busy.then(() => this.detach(entry, reason));
     entry.busy = run.then(
       () => undefined,
       () => undefined,
     );
     return run;
+  }
+
+  /**
+   * Eviction (--model-memory-limit): unloads the model when its turn comes in its queue of work, if
+   * `stillEvictable()` says so then. The check and the unload run in one turn of the event loop after
+   * every promise continuation pending, so a request that was handed a version of the model (it
+   * resolved it, or its wait for the load ended) has reached the version's queue, where it is seen
+   * (Scheduler.pendingCount), and one that comes later waits for the model to load again: eviction
+   * never fails a request. Resolves as unload() does once it is unloaded, or with undefined if it stayed.
+   */
+  evict(entry: ModelEntry, reason: string, stillEvictable: () => boolean): Promise<{ drained: Promise<void> } | undefined> {
+    const run = entry.busy.then(
+      () =>
+        new Promise<{ drained: Promise<void> } | undefined>((resolve) =>
+          setImmediate(() => resolve(!this.stopping.aborted && stillEvictable() ? this.detach(entry, reason) : undefined)),
+        ),
+    );
+    entry.busy = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
+  private detach(entry: ModelEntry, reason: string): { drained: Promise<void> } {
+    const retired = [...entry.serving.values()].map((s) => s.loaded);
+    entry.serving = new Map();
+    entry.failedVersions = new Map();
+    entry.failedFingerprints = new Map();
+    entry.selected = [];
+    entry.state = 'UNAVAILABLE';
+    entry.reason = reason;
+    entry.wanted = false;
+    this.canary?.apply(entry.name, undefined);
+    this.reportLoadState(entry);
+    this.logger.info({ model: entry.name, reason }, 'model unloaded');
+    return { drained: this.retireInBackground(entry, retired) };
   }
 
   /**
@@ -333,9 +380,10 @@ export class ModelLifecycle {
       await this.removeOverrideDirs(entry, new Set([...entry.serving.values()].map((s) => s.dir)));
       const listed = entry.listed;
       if (!listed) return;
-      const keep = new Set([...entry.selected, ...[...entry.serving.keys()].map(Number)]);
+      const loaded = [...entry.serving.keys()].map(Number);
+      const keep = new Set([...entry.selected, ...loaded]);
       await listed
-        .prune([...keep])
+        .prune([...keep], loaded)
         .catch((error: unknown) =>
           this.logger.warn({ model: entry.name, err: toInferenceServerError(error).message }, 'pruning the local model cache failed'),
         );

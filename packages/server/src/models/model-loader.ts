@@ -12,6 +12,8 @@ import { fileErrorText, folderOf, resolveInModelFolder } from '../repository/mod
 import { createScheduler, latencyObjectiveNs, type WarmupRun } from '../scheduler/index.ts';
 import type { ExecutionGate, InstanceClaim, RateLimiter } from '../scheduler/rate-limiter.ts';
 import { stringHeapCapacityBytes } from '../memory/element-cost.ts';
+import { modelFootprint } from '../memory/model-footprint.ts';
+import type { ModelMemoryHold, ModelResidency } from './model-residency.ts';
 import { Errors } from '../errors/errors.ts';
 import type { InferenceCall } from '../protocol/types.ts';
 import { warmUp } from './warmup.ts';
@@ -37,6 +39,8 @@ export interface LoaderOptions {
   readonly callModel?: InferenceCall;
   /** The server's rate limiter (--rate-limit=execution_count); absent when off. */
   readonly rateLimiter?: RateLimiter;
+  /** What loaded versions take against --model-memory-limit: a load makes room there first (evicting). @default - no limit */
+  readonly residency?: Pick<ModelResidency, 'reserve'>;
 }
 
 /** The model's config as written (parsed, not yet completed); undefined when there is no config.pbtxt. */
@@ -69,7 +73,40 @@ export async function loadVersion(
   const labels = await readLabels(folder, base);
   const settings = sessionSettingsFromConfig(base);
   const placements = instancePlacements(base.instance_group ?? []);
-  await checkFootprint(folder.name, version, modelPath, placements, options);
+  const weightsBytes = (await stat(modelPath)).size;
+  // Room under --model-memory-limit first (evicting), then the memory budget's check.
+  const footprint = modelFootprint(weightsBytes, placements, backend.name === 'onnxruntime');
+  const hold = await options.residency?.reserve(folder.name, String(version), footprint);
+  try {
+    checkFootprint(folder.name, version, weightsBytes, placements, options);
+    const loaded = await openVersion(folder, written, version, options, { base, backend, modelPath, labels, settings, placements });
+    if (hold) releaseWhenClosed(loaded.instances, hold);
+    return loaded;
+  } catch (error) {
+    hold?.release();
+    throw error;
+  }
+}
+
+/** What loadVersion decided before any instance opens. */
+interface VersionPlan {
+  readonly base: ModelConfig;
+  readonly backend: Backend;
+  readonly modelPath: string;
+  readonly labels: Map<string, readonly string[]>;
+  readonly settings: ReturnType<typeof sessionSettingsFromConfig>;
+  readonly placements: readonly Placement[];
+}
+
+/** Opens the instances (the first, then config completion and validation, then the rest) and warms them up. */
+async function openVersion(
+  folder: ModelFolder,
+  written: ModelConfig | undefined,
+  version: number,
+  options: LoaderOptions,
+  { base, backend, modelPath, labels, settings, placements }: VersionPlan,
+): Promise<LoadedVersion> {
+  const normalizeOptions = { visibleGpuIds: options.gpuIds };
   // Before any instance starts: a config asking for more than the command line gives fails here.
   const gate = options.rateLimiter?.register(folder.name, String(version), placements.map(claimOf));
   const create = (placement: Placement) =>
@@ -126,21 +163,33 @@ export async function loadVersion(
   }
 }
 
+/** Gives the version's memory hold back once its last instance has closed (retired and drained). */
+function releaseWhenClosed(instances: readonly ModelInstance[], hold: ModelMemoryHold): void {
+  let open = instances.length;
+  for (const instance of instances) {
+    const close = instance.close.bind(instance);
+    let closed = false;
+    instance.close = async () => {
+      try {
+        await close();
+      } finally {
+        if (!closed) {
+          closed = true;
+          if (--open === 0) hold.release();
+        }
+      }
+    };
+  }
+}
+
 /**
  * Each CPU session holds its own copy of the weights, so a version needs about its file size
  * per CPU instance (GPU instances keep theirs in device memory). A version that would not fit
  * in what the memory budget has left fails to load with the figures, rather than starving the
  * models already serving.
  */
-async function checkFootprint(
-  model: string,
-  version: number,
-  modelPath: string,
-  placements: readonly Placement[],
-  options: LoaderOptions,
-): Promise<void> {
+function checkFootprint(model: string, version: number, fileBytes: number, placements: readonly Placement[], options: LoaderOptions): void {
   if (!options.freeMemoryBytes) return;
-  const fileBytes = (await stat(modelPath)).size;
   const cpuInstances = placements.filter((p) => p.device === 'cpu').length;
   const estimate = fileBytes * cpuInstances;
   const free = options.freeMemoryBytes();

@@ -16,6 +16,10 @@ import { ModelLifecycle } from './model-lifecycle.ts';
 import { readConfig, type LoaderOptions } from './model-loader.ts';
 import { ModelTable, type ModelRegistry } from './model-registry.ts';
 import { RepositoryScan } from './repository-scan.ts';
+import type { LoadedVersion } from './loaded-version.ts';
+import type { ModelEntry } from './model-entry.ts';
+import { ModelResidency } from './model-residency.ts';
+import { OnDemandLoads, type OnDemandOptions } from './on-demand-loads.ts';
 
 export type ModelControlMode = 'none' | 'poll' | 'explicit';
 
@@ -30,7 +34,30 @@ export interface ModelManagerOptions extends LoaderOptions {
    * switches a model to js (--allow-code-overrides). @default false: refused with PERMISSION_DENIED
    */
   readonly allowCodeOverrides?: boolean;
+  /**
+   * --load-on-demand: a request for a model of the repositories that does not serve loads it, in
+   * every control mode; the start-up loads only --load-model's models. @default off
+   */
+  readonly onDemand?: OnDemandOptions;
+  /** --model-memory-limit and --model-gpu-memory-limit (per GPU), bytes. @default no limits */
+  readonly memoryLimits?: { readonly hostBytes?: number; readonly gpuBytesPerDevice?: number };
 }
+
+/** What loaded models take, for the metrics. */
+export interface ResidencyFigures {
+  /** Models with a version serving. */
+  readonly modelsLoaded: number;
+  readonly hostBytes: number;
+  readonly hostLimitBytes: number | undefined;
+  readonly gpuBytes: ReadonlyMap<number, number>;
+  readonly gpuLimitBytes: number | undefined;
+}
+
+/** How long a load waits for room when the server does not load on demand (loads at start-up or by request), ms. */
+const ROOM_WAIT_MS = 60_000;
+
+/** The index's reason for a model of the repositories never loaded (--load-on-demand). */
+export const NEVER_LOADED = 'not loaded: loads on its first request (--load-on-demand)';
 
 /** Triton's words, in POLL and NONE mode alike (model_repository_manager.cc). */
 const NOT_ALLOWED = 'explicit model load / unload is not allowed if polling is enabled';
@@ -49,6 +76,8 @@ export class ModelManager implements ModelControl {
   private readonly table: ModelTable;
   private readonly lifecycle: ModelLifecycle;
   private readonly canary: CanaryControl;
+  private readonly residency: ModelResidency;
+  private readonly onDemand: OnDemandLoads | undefined;
 
   constructor(
     sources: readonly ModelSource[],
@@ -60,10 +89,41 @@ export class ModelManager implements ModelControl {
       logger: options.logger,
       servingVersions: (model) => this.table.get(model)?.serving ?? new Map(),
     });
-    this.table = new ModelTable(this.repositories, this.canary);
-    // In explicit mode, loading an ensemble loads the step models that do not serve, as in Triton.
-    const loadStepModel = options.controlMode === 'explicit' ? (name: string) => this.load(name) : undefined;
-    this.lifecycle = new ModelLifecycle(this.table, options, this.stopping.signal, loadStepModel, this.canary);
+    this.residency = new ModelResidency(
+      { ...options.memoryLimits, roomWaitMs: options.onDemand?.timeoutMs ?? ROOM_WAIT_MS },
+      {
+        evictable: () => this.evictable(),
+        isPinned: (name) => this.table.get(name)?.onDemand !== true,
+        evict: (name, loading) => this.evict(name, loading),
+      },
+    );
+    this.onDemand =
+      options.onDemand &&
+      new OnDemandLoads(options.onDemand, {
+        load: (name) => this.loadForRequestNow(name),
+        unready: (name) => this.table.unreadyReason(name),
+        observeWait: (seconds) => options.metrics.loadWaitSeconds.observe(seconds),
+      });
+    const onDemand = this.onDemand;
+    this.table = new ModelTable(
+      this.repositories,
+      this.canary,
+      onDemand && { neverLoaded: NEVER_LOADED, note: (name) => onDemand.note(name) },
+    );
+    // In explicit mode, loading an ensemble loads the step models that do not serve, as in Triton; with
+    // --load-on-demand every mode does, as loads for requests (a pinned ensemble keeps them from eviction).
+    const loadStepModel = onDemand
+      ? (name: string) => onDemand.waitFor(name)
+      : options.controlMode === 'explicit'
+        ? (name: string) => this.load(name)
+        : undefined;
+    this.lifecycle = new ModelLifecycle(
+      this.table,
+      { ...options, residency: this.residency },
+      this.stopping.signal,
+      loadStepModel,
+      this.canary,
+    );
   }
 
   /** What serves, for the facade and readiness. */
@@ -88,11 +148,10 @@ export class ModelManager implements ModelControl {
       signal: this.stopping.signal,
     });
     const { duplicates } = this.repositories;
-    // Only the models to load are downloaded; one that fails leaves the others loading.
-    const wanted =
-      this.options.controlMode !== 'explicit' || this.options.startupModels.includes('*')
-        ? [...found.keys(), ...duplicates]
-        : [...this.options.startupModels];
+    // Only the models to load are downloaded; one that fails leaves the others loading. With
+    // --load-on-demand the start-up loads only --load-model's, whatever the mode: requests load the rest.
+    const all = this.options.startupModels.includes('*') || (this.options.controlMode !== 'explicit' && !this.onDemand);
+    const wanted = all ? [...found.keys(), ...duplicates] : [...this.options.startupModels];
     await Promise.all(
       wanted.map(async (name) => {
         const listed = found.get(name);
@@ -126,7 +185,10 @@ export class ModelManager implements ModelControl {
       return;
     }
     const work: Promise<unknown>[] = [];
-    for (const listed of found.values()) work.push(this.lifecycle.reconcile(listed));
+    for (const listed of found.values()) {
+      // With --load-on-demand a poll reloads what is loaded (or meant to be) if it changed; requests load the rest.
+      if (!this.onDemand || this.table.get(listed.name)?.wanted) work.push(this.lifecycle.reconcile(listed));
+    }
     for (const entry of this.table.entries()) {
       if (entry.wanted && entry.listed && !found.has(entry.name)) {
         const reason = this.repositories.duplicates.has(entry.name) ? DUPLICATE : 'removed from the repository';
@@ -170,6 +232,8 @@ export class ModelManager implements ModelControl {
       listed = repositoryModel;
     }
     let failure: string | undefined;
+    // Loaded by request of the API: pinned until unloaded, never evicted.
+    this.table.entryFor(name).onDemand = false;
     try {
       failure = await this.lifecycle.reconcile(listed, override, true);
     } finally {
@@ -181,6 +245,7 @@ export class ModelManager implements ModelControl {
       this.lifecycle.schedulePrune(entry);
     }
     if (failure !== undefined) throw Errors.invalidArg(`failed to load '${name}': ${failure}`);
+    this.onDemand?.forget(name);
   }
 
   /** Code arrives over the API only where the operator allowed it (--allow-code-overrides). */
@@ -220,6 +285,92 @@ export class ModelManager implements ModelControl {
       }
     }
     await Promise.all(unloads);
+  }
+
+  awaitsLoad(name: string): boolean {
+    return this.onDemand !== undefined && this.repositories.found.has(name) && !this.table.isModelReady(name);
+  }
+
+  async loadForRequest(name: string, timeoutMs?: number): Promise<void> {
+    if (!this.onDemand) throw Errors.modelNotReady(name, this.table.unreadyReason(name));
+    await this.onDemand.waitFor(name, timeoutMs);
+  }
+
+  /** What loaded models take against their limits, for the metrics. */
+  residencyFigures(): ResidencyFigures {
+    let modelsLoaded = 0;
+    for (const entry of this.table.entries()) if (entry.serving.size > 0) modelsLoaded++;
+    const limits = this.residency.limits;
+    return {
+      modelsLoaded,
+      hostBytes: this.residency.hostBytes,
+      hostLimitBytes: limits.hostBytes,
+      gpuBytes: this.residency.gpuBytes,
+      gpuLimitBytes: limits.gpuBytesPerDevice,
+    };
+  }
+
+  /** One load of the model for requests (OnDemandLoads shares it between them); resolves with why it failed. */
+  private loadForRequestNow(name: string): Promise<string | undefined> {
+    const listed = this.repositories.found.get(name);
+    if (!listed) return Promise.resolve(`model '${name}' was not found in any model repository`);
+    const entry = this.table.entryFor(name);
+    // A model pinned at start-up or by a load request stays pinned when a request retries its load.
+    if (!entry.wanted) entry.onDemand = true;
+    return this.lifecycle.reconcile(listed, undefined, entry.serving.size === 0);
+  }
+
+  /**
+   * The models that may be evicted now, with their last use: loaded for requests and serving, not
+   * loading, with nothing queued, running or waiting for them, and not a step of an ensemble in use
+   * (a request in flight, waiting or loading) or pinned.
+   */
+  private *evictable(): Iterable<{ name: string; lastUse: number }> {
+    const steps = this.stepsInUse();
+    for (const entry of this.table.entries()) if (this.mayEvict(entry, steps)) yield { name: entry.name, lastUse: entry.lastUse };
+  }
+
+  private mayEvict(entry: ModelEntry, stepsInUse: ReadonlySet<string>): boolean {
+    if (!entry.onDemand || entry.serving.size === 0 || entry.reconciling > 0 || stepsInUse.has(entry.name)) return false;
+    if ((this.onDemand?.waiters(entry.name) ?? 0) > 0) return false;
+    for (const { loaded } of entry.serving.values()) if (loaded.scheduler.pendingCount > 0) return false;
+    return true;
+  }
+
+  /** The models that ensembles in use, pinned or loading run as steps, steps of steps included. */
+  private stepsInUse(): Set<string> {
+    const used = this.lifecycle.stepsBeingLoaded();
+    const visit = (loaded: LoadedVersion) => {
+      for (const step of loaded.ensemble?.steps ?? []) {
+        if (used.has(step.modelName)) continue;
+        used.add(step.modelName);
+        for (const served of this.table.get(step.modelName)?.serving.values() ?? []) visit(served.loaded);
+      }
+    };
+    for (const name of [...used]) for (const served of this.table.get(name)?.serving.values() ?? []) visit(served.loaded);
+    for (const entry of this.table.entries()) {
+      const inUse = !entry.onDemand || entry.reconciling > 0 || (this.onDemand?.waiters(entry.name) ?? 0) > 0;
+      for (const { loaded } of entry.serving.values()) if (loaded.ensemble && (inUse || loaded.scheduler.pendingCount > 0)) visit(loaded);
+    }
+    return used;
+  }
+
+  /**
+   * Unloads a model loaded for requests to make room for `loading`, if it may still be evicted when
+   * its turn comes; resolves once its instances have closed (true), or at once with false.
+   */
+  private async evict(name: string, loading: string): Promise<boolean> {
+    const entry = this.table.get(name);
+    if (!entry) return false;
+    const lastUse = entry.lastUse;
+    const reason = `evicted at ${new Date().toISOString()} to make room for '${loading}' (--model-memory-limit); loads again on its next request`;
+    const evicted = await this.lifecycle.evict(entry, reason, () => this.mayEvict(entry, this.stepsInUse()));
+    if (!evicted) return false;
+    this.onDemand?.forget(name);
+    this.options.metrics.modelEvictions.inc();
+    this.logger.info({ model: name, for: loading, lastUse }, 'model evicted: the least recently used, to make room');
+    await evicted.drained;
+    return true;
   }
 
   /** Stops polling, drains and closes every loaded version. */

@@ -32,14 +32,33 @@ export interface ModelRegistry {
   index(readyOnly: boolean): RepositoryIndexEntry[];
 }
 
+/**
+ * With --load-on-demand the index says why a model does not serve: never loaded yet, evicted (the
+ * entry's reason), or failed and when it is tried again (`note`).
+ */
+export interface OnDemandIndexNotes {
+  /** The reason of a model of the repositories that was never loaded. */
+  readonly neverLoaded: string;
+  /** What to add to the reason of a model that does not serve (a failed load's time and back-off), if anything. */
+  note(modelName: string): string | undefined;
+}
+
 /** The model entries by name; the lifecycle writes them, everything else reads them through ModelRegistry. */
 export class ModelTable implements ModelRegistry {
   private readonly models = new Map<string, ModelEntry>();
+  /** The clock of ModelEntry.lastUse: one tick per use. */
+  private uses = 0;
 
   constructor(
     private readonly repositories: ScanResult,
     private readonly canary?: CanaryControl,
+    private readonly onDemand?: OnDemandIndexNotes,
   ) {}
+
+  /** Marks the model used now (eviction takes the least recently used first). */
+  touch(entry: ModelEntry): void {
+    entry.lastUse = ++this.uses;
+  }
 
   /** The entry of a model, created on first mention. */
   entryFor(name: string): ModelEntry {
@@ -73,6 +92,7 @@ export class ModelTable implements ModelRegistry {
     }
     const unready = this.unreadyStep(found);
     if (unready) throw Errors.modelNotReady(modelName, unready);
+    entry.lastUse = ++this.uses;
     return found;
   }
 
@@ -97,6 +117,13 @@ export class ModelTable implements ModelRegistry {
     return this.models.has(modelName);
   }
 
+  /** Why the model cannot serve a request naming no version (no version loaded, a step not ready), or undefined when it can. */
+  unreadyReason(modelName: string): string | undefined {
+    const entry = this.models.get(modelName);
+    if (!entry || entry.serving.size === 0) return entry?.reason ?? 'no version is loaded';
+    return this.unreadyStep(this.highest(entry));
+  }
+
   isModelReady(modelName: string, modelVersion?: string): boolean {
     const entry = this.models.get(modelName);
     if (!entry || entry.serving.size === 0) return false;
@@ -119,7 +146,8 @@ export class ModelTable implements ModelRegistry {
 
   allReady(): boolean {
     for (const entry of this.models.values()) {
-      if (entry.wanted && (entry.state !== 'READY' || !this.isModelReady(entry.name))) return false;
+      // A model loaded for requests (--load-on-demand) comes and goes; readiness waits only for the pinned ones.
+      if (entry.wanted && !entry.onDemand && (entry.state !== 'READY' || !this.isModelReady(entry.name))) return false;
     }
     return true;
   }
@@ -139,9 +167,13 @@ export class ModelTable implements ModelRegistry {
     for (const name of names) {
       const entry = this.models.get(name);
       if (duplicates.has(name) || !entry) {
-        if (!readyOnly) rows.push(duplicates.has(name) ? { name, state: 'UNAVAILABLE', reason: DUPLICATE } : { name });
+        if (readyOnly) continue;
+        if (duplicates.has(name)) rows.push({ name, state: 'UNAVAILABLE', reason: DUPLICATE });
+        else rows.push(this.onDemand ? { name, state: 'UNAVAILABLE', reason: this.onDemand.neverLoaded } : { name });
         continue;
       }
+      const note = entry.serving.size === 0 ? this.onDemand?.note(name) : undefined;
+      const noted = (reason: string) => (note === undefined ? reason : `${reason}; ${note}`);
       for (const [version, { loaded }] of entry.serving) {
         const unready = this.unreadyStep(loaded);
         if (unready === undefined) rows.push({ name: entry.name, version, state: 'READY', reason: '' });
@@ -149,10 +181,10 @@ export class ModelTable implements ModelRegistry {
       }
       if (readyOnly) continue;
       for (const [version, reason] of entry.failedVersions) {
-        if (!entry.serving.has(version)) rows.push({ name: entry.name, version, state: 'UNAVAILABLE', reason });
+        if (!entry.serving.has(version)) rows.push({ name: entry.name, version, state: 'UNAVAILABLE', reason: noted(reason) });
       }
       if (entry.serving.size === 0 && entry.failedVersions.size === 0) {
-        rows.push({ name: entry.name, state: entry.state, reason: entry.reason ?? '' });
+        rows.push({ name: entry.name, state: entry.state, reason: noted(entry.reason ?? '') });
       } else if (entry.serving.size > 0 && entry.reason && entry.failedVersions.size === 0) {
         // A config that no longer parses: the old version serves on, and the index says why nothing newer does.
         rows.push({ name: entry.name, state: 'UNAVAILABLE', reason: entry.reason });

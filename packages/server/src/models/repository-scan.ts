@@ -12,6 +12,8 @@ export interface ScanResult {
 export class RepositoryScan implements ScanResult {
   names: ReadonlySet<string> = new Set();
   duplicates: ReadonlySet<string> = new Set();
+  /** The models the last look found, duplicates left out: what a request may load (--load-on-demand). */
+  found: ReadonlyMap<string, ListedModel> = new Map();
 
   constructor(private readonly sources: readonly ModelSource[]) {}
 
@@ -33,6 +35,7 @@ export class RepositoryScan implements ScanResult {
     for (const name of duplicates) found.delete(name);
     this.names = new Set([...found.keys(), ...duplicates]);
     this.duplicates = duplicates;
+    this.found = found;
     return found;
   }
 }

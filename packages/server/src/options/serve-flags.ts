@@ -252,6 +252,61 @@ export const SERVE_FLAGS = [
     meaning: "explicit mode: a model to load at start-up ('*' for all); repeat for several",
   },
   {
+    flag: '--load-on-demand',
+    value: '[bool]',
+    kind: 'bool',
+    default: false,
+    sets: 'loadOnDemand',
+    meaning:
+      "in every control mode, a request for a model of the repositories that is not loaded loads it and waits (requests for one model share one load); the start-up loads only --load-model's models, which stay pinned",
+  },
+  {
+    flag: '--load-on-demand-timeout-secs',
+    value: '<secs>',
+    kind: 'number',
+    default: 60,
+    sets: 'loadOnDemandTimeoutMs',
+    toOption: secondsToMs,
+    meaning:
+      "--load-on-demand: how long a request waits for its model to load (a request's own timeout parameter bounds it instead), and a load for models in use to make room; then 503 / UNAVAILABLE",
+  },
+  {
+    flag: '--load-on-demand-retry-secs',
+    value: '<secs>',
+    kind: 'number',
+    default: 10,
+    sets: 'loadOnDemandRetryMs',
+    toOption: secondsToMs,
+    meaning:
+      "--load-on-demand: after a model's load failed, its requests get that error at once for this long before one tries again; each failure in a row doubles it, up to 10 minutes",
+  },
+  {
+    flag: '--model-memory-limit',
+    value: '<bytes>',
+    kind: 'string',
+    defaultText: 'no limit',
+    sets: 'modelMemoryLimit',
+    meaning:
+      'host memory the loaded model versions may take (8G, 512Mi, bytes; weights once per CPU instance, as the memory guard counts them): a load that needs room evicts the least recently used models loaded for requests with nothing queued or running, and a model larger than it fails to load',
+  },
+  {
+    flag: '--model-gpu-memory-limit',
+    value: '<bytes>',
+    kind: 'string',
+    defaultText: 'no limit',
+    sets: 'modelGpuMemoryLimit',
+    meaning: "the same on each GPU: memory the loaded versions' instances on it may take (weights once per instance)",
+  },
+  {
+    flag: '--model-cache-disk-limit',
+    value: '<bytes>',
+    kind: 'string',
+    defaultText: 'no limit',
+    sets: 'modelCacheDiskLimit',
+    meaning:
+      's3:// repositories: disk their local cache may take; versions no model loads stay cached (a model evicted loads again without a download) until the least recently used are deleted to stay within it',
+  },
+  {
     flag: '--http-restricted-api',
     value: '<spec>',
     kind: 'list',

@@ -23,6 +23,18 @@ export interface ServerOptions {
   readonly repositoryPollSecs?: number;
   /** explicit mode: models to load at start-up ('*' = all). */
   readonly loadModels?: readonly string[];
+  /** Requests load the models they name that are not loaded (and wait), in every control mode. */
+  readonly loadOnDemand?: boolean;
+  /** How long a request waits for its model to load, ms (its own timeout bounds it instead). */
+  readonly loadOnDemandTimeoutMs?: number;
+  /** After a failed load, its requests get the error at once this long before one tries again, ms (doubled by each failure in a row). */
+  readonly loadOnDemandRetryMs?: number;
+  /** Bytes ("8G", "512Mi", "8589934592"): host memory the loaded model versions may take; loads evict the least recently used to fit. @default no limit */
+  readonly modelMemoryLimit?: string;
+  /** Bytes: memory the loaded model versions may take on each GPU. @default no limit */
+  readonly modelGpuMemoryLimit?: string;
+  /** Bytes: disk the local cache of the s3:// repositories may take. @default no limit */
+  readonly modelCacheDiskLimit?: string;
   /** Largest total size of the `file:` overrides of one repository load request, bytes. */
   readonly modelLoadFilesMaxBytes?: number;
   /** Repository load requests may bring code (JavaScript model files, node_modules, a switch to js). */

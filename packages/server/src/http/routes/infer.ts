@@ -21,8 +21,9 @@ const HEADER_LENGTH = 'inference-header-content-length';
  * for an unknown model or version gets that error whatever its body holds.
  */
 function assertModelResolvable(service: InferenceService, model: string, version: string | undefined): void {
-  // Throws the unknown-model, unknown-version or not-ready error; the ready path costs one lookup.
-  if (!service.isModelReady(model, version)) service.modelMetadata(model, version);
+  // Throws the unknown-model, unknown-version or not-ready error; the ready path costs one lookup. A
+  // model that a request loads (--load-on-demand) is waited for by infer().
+  if (!service.isModelReady(model, version) && !service.awaitsLoad(model)) service.modelMetadata(model, version);
 }
 
 /**

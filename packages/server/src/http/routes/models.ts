@@ -11,15 +11,18 @@ const VERSION = '/v2/models/:model/versions/:version';
 
 export function registerModelRoutes(app: FastifyInstance, service: InferenceService): void {
   for (const prefix of [MODEL, VERSION]) {
-    app.get<{ Params: ModelParams }>(prefix, { config: { apiGroup: 'metadata' } }, async (request) =>
-      service.modelMetadata(request.params.model, request.params.version),
-    );
+    // With --load-on-demand, metadata and config load a model not loaded yet, as a Triton client asks for them before inferring.
+    app.get<{ Params: ModelParams }>(prefix, { config: { apiGroup: 'metadata' } }, async (request) => {
+      await service.awaitLoad(request.params.model);
+      return service.modelMetadata(request.params.model, request.params.version);
+    });
     app.get<{ Params: ModelParams }>(`${prefix}/ready`, { config: { apiGroup: 'health' } }, async (request, reply) =>
       reply.code(service.isModelReady(request.params.model, request.params.version) ? 200 : 400).send(),
     );
-    app.get<{ Params: ModelParams }>(`${prefix}/config`, { config: { apiGroup: 'model-config' } }, async (request) =>
-      modelConfigToJson(service.modelConfig(request.params.model, request.params.version)),
-    );
+    app.get<{ Params: ModelParams }>(`${prefix}/config`, { config: { apiGroup: 'model-config' } }, async (request) => {
+      await service.awaitLoad(request.params.model);
+      return modelConfigToJson(service.modelConfig(request.params.model, request.params.version));
+    });
     app.get<{ Params: ModelParams }>(`${prefix}/stats`, { config: { apiGroup: 'statistics' } }, async (request) => ({
       model_stats: service.statistics(request.params.model, request.params.version),
     }));

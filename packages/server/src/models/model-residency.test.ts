@@ -1,0 +1,118 @@
+import { describe, expect, it } from 'vitest';
+import { modelFootprint } from '../memory/model-footprint.ts';
+import { ModelResidency, type EvictionHost, type ModelMemoryHold } from './model-residency.ts';
+
+const cpu = (bytes: number) => modelFootprint(bytes, [{ device: 'cpu', deviceId: 0 }], true);
+const gpu = (bytes: number, deviceId: number) => modelFootprint(bytes, [{ device: 'cuda', deviceId }], true);
+
+interface FakeModel {
+  lastUse: number;
+  evictable: boolean;
+  pinned: boolean;
+  hold?: ModelMemoryHold;
+}
+
+/** A model manager of plain records: evicting one gives its memory back at once. */
+function fakeHost(models: Record<string, FakeModel>): EvictionHost & { evicted: string[] } {
+  const evicted: string[] = [];
+  return {
+    evicted,
+    *evictable() {
+      for (const [name, m] of Object.entries(models)) if (m.evictable && m.hold) yield { name, lastUse: m.lastUse };
+    },
+    isPinned: (name) => models[name]?.pinned ?? false,
+    async evict(name) {
+      const m = models[name]!;
+      if (!m.evictable) return false;
+      evicted.push(name);
+      m.hold!.release();
+      delete m.hold;
+      return true;
+    },
+  };
+}
+
+async function load(residency: ModelResidency, models: Record<string, FakeModel>, name: string, bytes = 100): Promise<void> {
+  models[name] ??= { lastUse: 0, evictable: true, pinned: false };
+  models[name].hold = await residency.reserve(name, '1', cpu(bytes));
+}
+
+describe('ModelResidency', () => {
+  it('holds footprints within the limit without evicting, and gives them back once', async () => {
+    const models: Record<string, FakeModel> = {};
+    const host = fakeHost(models);
+    const residency = new ModelResidency({ hostBytes: 300, roomWaitMs: 1000 }, host);
+    await load(residency, models, 'a');
+    await load(residency, models, 'b');
+    expect(residency.hostBytes).toBe(200);
+    models['a']!.hold!.release();
+    models['a']!.hold!.release();
+    expect(residency.hostBytes).toBe(100);
+    expect(host.evicted).toEqual([]);
+  });
+
+  it('evicts the least recently used model that may be evicted until the new one fits', async () => {
+    const models: Record<string, FakeModel> = {};
+    const host = fakeHost(models);
+    const residency = new ModelResidency({ hostBytes: 300, roomWaitMs: 1000 }, host);
+    for (const name of ['a', 'b', 'c']) await load(residency, models, name);
+    Object.assign(models['a']!, { lastUse: 5 });
+    Object.assign(models['b']!, { lastUse: 1, evictable: false }); // in use: skipped
+    Object.assign(models['c']!, { lastUse: 3 });
+    await load(residency, models, 'd', 150);
+    expect(host.evicted).toEqual(['c', 'a']);
+    expect(residency.hostBytes).toBe(250);
+  });
+
+  it('refuses a model larger than the limit, naming both sizes', async () => {
+    const residency = new ModelResidency({ hostBytes: 300, gpuBytesPerDevice: 50, roomWaitMs: 1000 }, fakeHost({}));
+    await expect(residency.reserve('big', '2', cpu(301))).rejects.toThrow(
+      "model 'big' version 2 needs about 301 bytes of host memory (301 bytes of weights x 1 CPU instance), more than the 300 bytes of --model-memory-limit",
+    );
+    await expect(residency.reserve('big', '2', gpu(60, 1))).rejects.toThrow(
+      'needs about 60 bytes of memory on GPU 1 (60 bytes of weights x 0 CPU instances and 1 GPU instance), more than the 50 bytes --model-gpu-memory-limit allows on each GPU',
+    );
+  });
+
+  it('fails at once when the pinned models leave no room, and waits for models in use otherwise', async () => {
+    const models: Record<string, FakeModel> = {
+      pinned: { lastUse: 0, evictable: false, pinned: true },
+      busy: { lastUse: 0, evictable: false, pinned: false },
+    };
+    const residency = new ModelResidency({ hostBytes: 300, roomWaitMs: 2000 }, fakeHost(models));
+    await load(residency, models, 'pinned', 200);
+    await expect(residency.reserve('x', '1', cpu(150))).rejects.toMatchObject({
+      code: 'INVALID_ARG',
+      message: expect.stringContaining('the pinned models (--load-model, load requests) hold 200 of the 300 bytes of --model-memory-limit'),
+    });
+    await load(residency, models, 'busy', 100);
+    const waiting = residency.reserve('y', '1', cpu(100));
+    setTimeout(() => (models['busy']!.evictable = true), 50);
+    await expect(waiting).resolves.toBeDefined();
+    expect(residency.hostBytes).toBe(300);
+  });
+
+  it('gives up with UNAVAILABLE when models in use keep the room past the wait', async () => {
+    const models: Record<string, FakeModel> = { busy: { lastUse: 0, evictable: false, pinned: false } };
+    const residency = new ModelResidency({ hostBytes: 100, roomWaitMs: 60 }, fakeHost(models));
+    await load(residency, models, 'busy', 100);
+    await expect(residency.reserve('x', '1', cpu(10))).rejects.toMatchObject({
+      code: 'UNAVAILABLE',
+      message: expect.stringContaining('none could be evicted within 0.06 s (--model-memory-limit)'),
+    });
+  });
+
+  it('makes room on a GPU only by evicting models that hold memory on it', async () => {
+    const models: Record<string, FakeModel> = {};
+    const host = fakeHost(models);
+    const residency = new ModelResidency({ gpuBytesPerDevice: 100, roomWaitMs: 1000 }, host);
+    models['on0'] = { lastUse: 1, evictable: true, pinned: false, hold: await residency.reserve('on0', '1', gpu(80, 0)) };
+    models['on1'] = { lastUse: 2, evictable: true, pinned: false, hold: await residency.reserve('on1', '1', gpu(80, 1)) };
+    await residency.reserve('new', '1', gpu(50, 1));
+    expect(host.evicted).toEqual(['on1']);
+    expect([...residency.gpuBytes]).toEqual([
+      [0, 80],
+      [1, 50],
+    ]);
+  });
+});
