@@ -366,7 +366,7 @@ describe.concurrent('a command that cannot do what it was asked exits 1, names t
     }).finally(() => metrics.close());
   });
 
-  it('tune that finds no config within the objective', async () => {
+  it('tune that finds no config within the objective: the nearest on stdout, exit 1 naming it and the miss', async () => {
     const out = join(work, 'tune-out');
     const run = await batchwise([
       'tune',
@@ -387,7 +387,11 @@ describe.concurrent('a command that cannot do what it was asked exits 1, names t
       '--out',
       out,
     ]);
-    expectFailure(run, /^no configuration kept p99 within 0\.001ms \(report: .*report\.md\)$/);
+    expectFailure(
+      run,
+      /^no configuration kept p99 within 0\.001ms: the nearest, cpu .+?, missed it by [\d.]+ ms \(\d+% over\) \(report: .*report\.md\)$/,
+      /^nearest: cpu .+? — [\d.]+ infer\/s at p99 [\d.]+ ms \(concurrency 1\) misses the 0\.001ms objective by [\d.]+ ms \(\d+% over\); .*\nwhy: .*\n {2}at that point: client p50 .*\n(?:warning: .*\n)*the current config is already the nearest one\n/,
+    );
   });
 
   describe('doctor', () => {

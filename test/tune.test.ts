@@ -1,5 +1,5 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HttpClient } from '@batchwise/client';
 import { mlp, serializeModel } from '@batchwise/modelgen';
@@ -31,6 +31,21 @@ const MODEL = Buffer.from(serializeModel(mlp({ layers: 1, width: 16 })));
 /** Smoke mode: short windows, two concurrencies, a few candidates. */
 const SMOKE = ['--latency-objective', '300ms', '--budget', '3m', '--concurrency', '1,2', '--window-ms', '500', '--max-windows', '1'];
 
+/** `tiny` in `repository`, tuned in smoke mode over two candidates with --apply, the report in `out`; `extra` flags win. */
+const applySmoke = (repository: string, out: string, ...extra: string[]) => [
+  '--model-repository',
+  repository,
+  '--model',
+  'tiny',
+  ...SMOKE,
+  '--max-candidates',
+  '2',
+  '--out',
+  out,
+  '--apply',
+  ...extra,
+];
+
 type Command = ReturnType<typeof tuneCommand>;
 
 async function runCli(command: Command, args: readonly string[]): Promise<{ out: string; error?: Error }> {
@@ -58,12 +73,18 @@ describe('batchwise tune (smoke mode, real servers)', () => {
   let root: string;
   let repo: string;
 
+  /** A repository of its own holding `tiny` with CONFIG. */
+  const makeRepo = async (name: string): Promise<string> => {
+    const dir = join(root, name);
+    await mkdir(join(dir, 'tiny', '1'), { recursive: true });
+    await writeFile(join(dir, 'tiny', 'config.pbtxt'), CONFIG);
+    await writeFile(join(dir, 'tiny', '1', 'model.onnx'), MODEL);
+    return dir;
+  };
+
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), 'batchwise-tune-'));
-    repo = join(root, 'repo');
-    await mkdir(join(repo, 'tiny', '1'), { recursive: true });
-    await writeFile(join(repo, 'tiny', 'config.pbtxt'), CONFIG);
-    await writeFile(join(repo, 'tiny', '1', 'model.onnx'), MODEL);
+    repo = await makeRepo('repo');
   });
   afterAll(async () => {
     await rm(root, { recursive: true, force: true });
@@ -71,18 +92,7 @@ describe('batchwise tune (smoke mode, real servers)', () => {
 
   it('writes a consistent report, a recommended config a server loads, and --apply writes it into the repository', async () => {
     const out = join(root, 'out-local');
-    const { out: printed, error } = await tune([
-      '--model-repository',
-      repo,
-      '--model',
-      'tiny',
-      ...SMOKE,
-      '--max-candidates',
-      '2',
-      '--out',
-      out,
-      '--apply',
-    ]);
+    const { out: printed, error } = await tune(applySmoke(repo, out));
     expect(error).toBeUndefined();
 
     const report = await readReport(out);
@@ -96,6 +106,17 @@ describe('batchwise tune (smoke mode, real servers)', () => {
     const winner = report.runs.find((r) => r.id === rec.point.candidate)!;
     expect(winner.stage).not.toBe('current');
     expect(winner.levels).toContainEqual(expect.objectContaining({ concurrency: rec.point.concurrency, throughput: rec.point.throughput }));
+    expect(rec.withinObjective).toBe(true);
+    expect(report.miss).toBeUndefined();
+    // Beside the client's figures, the server's (its statistics over the same windows) and the CPU (Linux /proc).
+    for (const level of report.runs.flatMap((r) => r.levels)) {
+      expect(level.server!.requests).toBeGreaterThan(0);
+      expect(level.server!.avgRequestMs).toBeGreaterThan(0);
+      const cores = expect.any(Number);
+      expect(level.cpu).toEqual({ generatorCores: cores, serverCores: cores, otherCores: cores, cores: cpus().length });
+    }
+    // The current config's requests wait out the 400 ms delay in the server's queue.
+    expect(report.runs[0]!.levels[0]!.server!.avgQueueMs).toBeGreaterThanOrEqual(300);
     // The front holds the recommendation's point or one that dominates it on p99 alone.
     expect(report.front.some((p) => p.p99Ms <= rec.point.p99Ms)).toBe(true);
 
@@ -113,6 +134,9 @@ describe('batchwise tune (smoke mode, real servers)', () => {
     expect(printed).toContain('-  max_queue_delay_microseconds: 400000');
     expect(printed).toContain(`+  max_queue_delay_microseconds: ${winner.knobs.maxQueueDelayUs}`);
     expect(printed).toContain(`recommended: ${rec.point.candidate}`);
+    expect(printed).toMatch(
+      /^ {2}at that point: client p50 [\d.]+ \/ p99 [\d.]+ ms; in the server [\d.]+ ms per request \(of which queue /m,
+    );
 
     // --apply: the repository now holds the recommendation; the previous config is kept beside the report.
     expect(await readFile(join(repo, 'tiny', 'config.pbtxt'), 'utf8')).toBe(recommended);
@@ -133,6 +157,47 @@ describe('batchwise tune (smoke mode, real servers)', () => {
       await client.close();
       await server.stop();
     }
+  }, 240_000);
+
+  it('when no config meets the objective: recommends the nearest, says by how much it missed and why, applies nothing and fails', async () => {
+    const own = await makeRepo('repo-nearest');
+    const out = join(root, 'out-nearest');
+    const { out: printed, error } = await tune(applySmoke(own, out, '--latency-objective', '1us', '--concurrency', '1'));
+
+    const report = await readReport(out);
+    const rec = report.recommendation!;
+    const winner = report.runs.find((r) => r.id === rec.point.candidate)!;
+    // The nearest is the lowest p99 measured: not the current config, which waits 400 ms for a batch.
+    expect(rec.withinObjective).toBe(false);
+    expect(winner.stage).not.toBe('current');
+    expect(rec.point.p99Ms).toBe(Math.min(...report.runs.flatMap((r) => r.levels.map((l) => l.p99Ms))));
+    expect(rec.reason).toMatch(/^no point had p99 within 0\.001 ms; this one is the nearest, the lowest p99 measured/);
+    const miss = report.miss!;
+    expect(miss.byMs).toBeCloseTo(rec.point.p99Ms - 0.001, 6);
+    // Why, from the server's own figures: even its mean time per request is past 1 us.
+    expect(miss.why).toMatch(
+      /^the server itself took longer than 0\.001ms: [\d.]+ ms per request \(of which queue [\d.]+, compute [\d.]+\), p99 (?:at most [\d.]+|[\d.]+-[\d.]+) ms, mean batch [\d.]+; most of it .*\. The load generator used [\d.]+ of the host's \d+ cores beside the server's [\d.]+/,
+    );
+
+    // Exit status 1 naming the nearest and the miss; --apply wrote nothing.
+    expect(error?.message).toMatch(
+      new RegExp(
+        `^no configuration kept p99 within 0\\.001ms: the nearest, ${rec.point.candidate}, missed it by [\\d.]+ ms \\(\\d+% over\\); nothing applied \\(report: .*report\\.md\\)$`,
+      ),
+    );
+    expect(await readFile(join(own, 'tiny', 'config.pbtxt'), 'utf8')).toBe(CONFIG);
+    await expect(readFile(join(out, 'current.config.pbtxt'))).rejects.toThrow(/ENOENT/);
+
+    // The summary, the report and the plot say it; the nearest config is there to apply by hand.
+    expect(printed).toContain(`nearest: ${rec.point.candidate} — `);
+    expect(printed).toContain(`misses the 0.001ms objective by `);
+    expect(printed).toContain(`why: ${miss.why}`);
+    expect(printed).toContain(`+  max_queue_delay_microseconds: ${winner.knobs.maxQueueDelayUs}`);
+    expect(await readFile(join(out, 'recommended.config.pbtxt'), 'utf8')).toBe(report.recommendedConfigText);
+    const markdown = await readFile(join(out, 'report.md'), 'utf8');
+    expect(markdown).toContain(`**No configuration kept p99 within 0.001ms. Nearest: \`${rec.point.candidate}\`**`);
+    expect(markdown).toContain(`Why: ${miss.why}`);
+    expect(await readFile(join(out, 'pareto.svg'), 'utf8')).toContain('nearest: ');
   }, 240_000);
 
   it('refuses bad flags with a message naming the problem', async () => {
@@ -177,18 +242,7 @@ describe('batchwise tune --apply on an S3 repository (s3rver)', () => {
 
   it('writes nothing to S3 and prints the models promote command that ships the recommendation', async () => {
     const out = join(root, 'out');
-    const { out: printed, error } = await tune([
-      '--model-repository',
-      location,
-      '--model',
-      'tiny',
-      ...SMOKE,
-      '--max-candidates',
-      '2',
-      '--out',
-      out,
-      '--apply',
-    ]);
+    const { out: printed, error } = await tune(applySmoke(location, out));
     expect(error).toBeUndefined();
     const store = openRepositoryStore(location, { logger: pino({ level: 'silent' }) });
     expect((await store.readConfig('tiny'))!.text).toBe(CONFIG);

@@ -2,7 +2,9 @@ import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { mlp } from '@batchwise/modelgen';
+import { describeLevel, missedBy } from '../../../packages/server/src/cli/tune/explain.ts';
 import type { TuneResult } from '../../../packages/server/src/cli/tune/index.ts';
+import { recommendedLevel } from '../../../packages/server/src/cli/tune/report.ts';
 import { environment, writeResult } from '../report.ts';
 import { benchRepository, cachedModel, CACHE_DIR } from '../workload.ts';
 import type { BatchingModel } from './batching.ts';
@@ -98,6 +100,13 @@ export async function runTune(options: TuneOptions): Promise<{ pass: boolean }> 
     { target: 'the run takes under 10 minutes', pass: wallMs < MAX_DURATION_MS, got: `${(wallMs / 60_000).toFixed(1)} min` },
   ];
   for (const c of checks) log(`${c.pass ? 'PASS' : 'MISS'}  ${c.target}: ${c.got}`);
+  // Beside the checks: the client's figures, the server's own and the CPU the generator took from it on this host.
+  const rec = report.recommendation;
+  if (rec)
+    log(
+      `${rec.withinObjective ? 'recommended' : 'nearest'} ${rec.point.candidate} c=${rec.point.concurrency}: ${describeLevel(recommendedLevel(report))}`,
+    );
+  if (report.miss) log(`missed the objective by ${missedBy(report.miss)}: ${report.miss.why}`);
   const files = await writeResult(options.name, { environment: environment(), wallMs, exitCode: code, checks, report });
   log(`report: ${join(out, 'report.md')}, ${join(out, 'pareto.svg')}; results: ${files.join(', ')}`);
   return { pass: checks.every((c) => c.pass) };

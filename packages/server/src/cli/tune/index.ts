@@ -71,11 +71,18 @@ export function tuneCommand(io: TuneCommandIO = {}): Command {
       new Option('--log-level <level>', 'log level of the JSON logs on stderr').choices(['debug', 'info', 'warn', 'error']).default('warn'),
     )
     .action(async (flags: TuneFlags) => {
-      const [{ tune }, { applyRecommendation }, { createProgress }, { configDiff, REPORT_FILES, writeReport }] = await Promise.all([
+      const [
+        { tune },
+        { applyRecommendation },
+        { createProgress },
+        { configDiff, recommendedLevel, REPORT_FILES, writeReport },
+        { describeLevel, missedBy },
+      ] = await Promise.all([
         import('./tune.ts'),
         import('./apply.ts'),
         import('./progress.ts'),
         import('./report.ts'),
+        import('./explain.ts'),
       ]);
       const logger = pino({ level: flags.logLevel, base: { service: 'batchwise', command: 'tune' } }, pino.destination(2));
       const outDir = resolve(flags.out ?? `tune-results/${flags.model}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
@@ -101,24 +108,34 @@ export function tuneCommand(io: TuneCommandIO = {}): Command {
         progress: createProgress(),
       });
       await writeReport(result, outDir);
+      const report = resolve(outDir, REPORT_FILES.markdown);
       const rec = result.recommendation;
-      if (!rec) {
-        throw new Error(
-          `no configuration kept p99 within ${formatDurationMs(result.objectiveMs)} (report: ${resolve(outDir, REPORT_FILES.markdown)})`,
-        );
-      }
+      if (!rec) throw new Error(`no configuration served '${result.model}': every candidate failed (report: ${report})`);
+      const at = `${rec.point.throughput.toFixed(1)} infer/s at p99 ${rec.point.p99Ms.toFixed(2)} ms (concurrency ${rec.point.concurrency})`;
+      const miss = result.miss;
       write(
-        `recommended: ${rec.point.candidate} — ${rec.point.throughput.toFixed(1)} infer/s at p99 ${rec.point.p99Ms.toFixed(2)} ms (concurrency ${rec.point.concurrency}); ${rec.reason}\n`,
+        miss
+          ? `nearest: ${rec.point.candidate} — ${at} misses the ${formatDurationMs(result.objectiveMs)} objective by ${missedBy(miss)}; ${rec.reason}\nwhy: ${miss.why}\n`
+          : `recommended: ${rec.point.candidate} — ${at}; ${rec.reason}\n`,
       );
+      write(`  at that point: ${describeLevel(recommendedLevel(result))}\n`);
       if (result.comparison) {
         const c = result.comparison;
         write(
           `${c.throughputRatio.toFixed(2)}x the current config's throughput at an equal or lower p99 (${c.current.throughput.toFixed(1)} → ${c.recommended.throughput.toFixed(1)} infer/s)\n`,
         );
       }
+      for (const warning of result.warnings) write(`warning: ${warning}\n`);
       const diff = configDiff(result);
-      write(diff ? `\n${diff}\n` : 'the current config is already the recommended one\n');
-      write(`report: ${resolve(outDir, REPORT_FILES.markdown)}\nconfig: ${resolve(outDir, REPORT_FILES.config)}\n`);
+      write(diff ? `\n${diff}\n` : `the current config is already the ${miss ? 'nearest' : 'recommended'} one\n`);
+      write(`report: ${report}\nconfig: ${resolve(outDir, REPORT_FILES.config)}\n`);
+      if (miss) {
+        // Scripts get a non-zero status: nothing was shown to meet the objective, so nothing is applied.
+        throw new Error(
+          `no configuration kept p99 within ${formatDurationMs(result.objectiveMs)}: the nearest, ${rec.point.candidate}, missed it by ${missedBy(miss)}` +
+            `${flags.apply ? '; nothing applied' : ''} (report: ${report})`,
+        );
+      }
       if (flags.apply) write((await applyRecommendation(result, outDir)).text);
     });
 }

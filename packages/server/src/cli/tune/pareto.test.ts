@@ -64,7 +64,26 @@ describe('recommend', () => {
     expect(r.reason).toMatch(/measured first/);
   });
 
-  it('recommends nothing when no point meets the objective', () => {
-    expect(recommend([p('c1', 1, 100, 51)], options)).toBeUndefined();
+  it('marks a point within the objective as such', () => {
+    expect(recommend([p('c1', 1, 100, 10)], options)!.withinObjective).toBe(true);
+  });
+
+  it('when no point meets the objective, recommends the nearest: the lowest p99, not the highest throughput', () => {
+    const r = recommend([p('c1', 1, 100, 60), p('c1', 8, 900, 120), p('c2', 1, 120, 55), p('c2', 4, 400, 80)], options)!;
+    expect(r.withinObjective).toBe(false);
+    expect(r.point).toEqual(p('c2', 1, 120, 55));
+    expect(r.ties).toEqual([]);
+    expect(r.reason).toBe('no point had p99 within 50 ms; this one is the nearest, the lowest p99 measured');
+  });
+
+  it('settles a tie on the nearest p99 by the higher throughput, then by the order measured', () => {
+    const r = recommend([p('c1', 1, 100, 55), p('c2', 1, 150, 56), p('c3', 1, 152, 56.5)], options)!;
+    expect(r.point.candidate).toBe('c2');
+    expect(r.ties.map((t) => t.candidate)).toEqual(['c1', 'c3']);
+    expect(r.reason).toMatch(/2 other candidate\(s\) within 3% of that p99, this one has the highest throughput/);
+  });
+
+  it('recommends nothing without a point', () => {
+    expect(recommend([], options)).toBeUndefined();
   });
 });

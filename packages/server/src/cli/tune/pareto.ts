@@ -41,7 +41,12 @@ export function scoreWithin(points: readonly OperatingPoint[], objectiveMs: numb
 
 export interface Recommendation {
   readonly point: OperatingPoint;
-  /** Other candidates' points within `tieTolerance` of its throughput and within the objective. */
+  /**
+   * False when no point met the objective: `point` is then the nearest one, the lowest p99
+   * measured (the highest throughput among p99s within `tieTolerance` of it).
+   */
+  readonly withinObjective: boolean;
+  /** Other candidates' points tied with it: within `tieTolerance` of its throughput and within the objective (of its p99, when none met it). */
   readonly ties: readonly OperatingPoint[];
   /** Why this point won, in a sentence for the report. */
   readonly reason: string;
@@ -59,17 +64,15 @@ export interface RecommendOptions {
  * The highest-throughput point whose p99 is within the objective. Throughputs within
  * `tieTolerance` of the best are a tie, settled by the lower p99 when the p99s differ by more than
  * the same tolerance, else by the lower resource cost, else by the order measured (the earlier,
- * closer to the current config, wins). Undefined when no point met the objective.
+ * closer to the current config, wins). When no point met the objective, the nearest (see
+ * `nearest`). Undefined only without points.
  */
 export function recommend(points: readonly OperatingPoint[], options: RecommendOptions): Recommendation | undefined {
   const within = points.filter((p) => p.p99Ms <= options.objectiveMs);
-  if (within.length === 0) return undefined;
+  if (within.length === 0) return points.length > 0 ? nearest(points, options) : undefined;
   const best = Math.max(...within.map((p) => p.throughput));
   const tied = within.filter((p) => p.throughput >= best * (1 - options.tieTolerance));
-  // One point per candidate: its highest throughput among the tied ones.
-  const perCandidate = [...new Map(tied.map((p) => [p.candidate, p])).keys()].map(
-    (c) => tied.filter((p) => p.candidate === c).sort((a, b) => b.throughput - a.throughput)[0]!,
-  );
+  const perCandidate = bestPerCandidate(tied);
   const lowestP99 = Math.min(...perCandidate.map((p) => p.p99Ms));
   const lowP99 = perCandidate.filter((p) => p.p99Ms <= lowestP99 * (1 + options.tieTolerance));
   const cheapest = Math.min(...lowP99.map((p) => options.cost(p.candidate)));
@@ -85,5 +88,31 @@ export function recommend(points: readonly OperatingPoint[], options: RecommendO
           ? `; ${ties.length} other candidate(s) within ${pct} on throughput and p99, this one uses the fewest resources (instances x threads)`
           : `; ${ties.length} other candidate(s) within ${pct} on throughput, p99 and resources, this one was measured first (closest to the current config)`;
   }
-  return { point, ties, reason };
+  return { point, withinObjective: true, ties, reason };
+}
+
+/** One point per candidate, its highest throughput, candidates in the order measured. */
+function bestPerCandidate(points: readonly OperatingPoint[]): OperatingPoint[] {
+  return [...new Map(points.map((p) => [p.candidate, p])).keys()].map(
+    (c) => points.filter((p) => p.candidate === c).sort((a, b) => b.throughput - a.throughput)[0]!,
+  );
+}
+
+/**
+ * When no point met the objective: the one that missed it least, the lowest p99. p99s within
+ * `tieTolerance` of the lowest are a tie, settled by the higher throughput (beyond the same
+ * tolerance), else by the order measured.
+ */
+function nearest(points: readonly OperatingPoint[], options: RecommendOptions): Recommendation {
+  const lowest = Math.min(...points.map((p) => p.p99Ms));
+  const close = points.filter((p) => p.p99Ms <= lowest * (1 + options.tieTolerance));
+  const most = Math.max(...close.map((p) => p.throughput));
+  const point = close.find((p) => p.throughput >= most * (1 - options.tieTolerance))!;
+  const ties = bestPerCandidate(close.filter((p) => p.candidate !== point.candidate));
+  const pct = `${Math.round(options.tieTolerance * 100)}%`;
+  let reason = `no point had p99 within ${options.objectiveMs} ms; this one is the nearest, the lowest p99 measured`;
+  if (ties.length > 0) {
+    reason += `; ${ties.length} other candidate(s) within ${pct} of that p99, this one has the highest throughput (within ${pct}: the one measured first)`;
+  }
+  return { point, withinObjective: false, ties, reason };
 }

@@ -4,9 +4,11 @@ import { HttpClient, type InferInput } from '@batchwise/client';
 import { measure, type WindowOptions } from '@batchwise/client/load';
 import { startServerProcess, type ServerProcess } from '../server-process.ts';
 import type { Knobs } from './candidates.ts';
+import { levelFigures, type LevelFigures } from './level-figures.ts';
 import { clearlyDominated, type OperatingPoint } from './pareto.ts';
 
-export interface LevelResult {
+/** One concurrency of one candidate: the client's figures, and the server's and the host's over the same windows. */
+export interface LevelResult extends LevelFigures {
   readonly concurrency: number;
   readonly throughput: number;
   readonly p50Ms: number;
@@ -109,7 +111,8 @@ export async function runCandidate(spec: CandidateSpec, ctx: RunContext): Promis
     }
     const send = async () => void (await client.infer({ model: ctx.model, inputs: ctx.inputs }));
     for (const [index, concurrency] of ctx.plan.concurrencies.entries()) {
-      const r = await measure(`${spec.id} c=${concurrency}`, send, { concurrency }, ctx.plan.windows);
+      const figures = levelFigures(server, ctx.model);
+      const r = await measure(`${spec.id} c=${concurrency}`, send, { concurrency }, ctx.plan.windows, figures);
       const level: LevelResult = {
         concurrency,
         throughput: r.throughput,
@@ -119,6 +122,7 @@ export async function runCandidate(spec: CandidateSpec, ctx: RunContext): Promis
         requests: r.requests,
         errors: r.errors,
         ...(r.firstError !== undefined && { firstError: r.firstError }),
+        ...figures.figures(),
       };
       levels.push(level);
       ctx.onLevel(spec.id, level);

@@ -12,10 +12,11 @@ import { createModelSource } from '../../repository/create-model-source.ts';
 import type { ModelFolder } from '../../repository/model-folder.ts';
 import { startServerProcess } from '../server-process.ts';
 import { applyKnobs, candidateId, currentCandidateId, knobsCost, knobsOf, searchStages, type Host, type Knobs } from './candidates.ts';
+import { describeLevel, explainMiss, hostWarnings, smallHostWarning, type Miss } from './explain.ts';
 import { paretoFront, recommend, scoreWithin, type OperatingPoint, type Recommendation } from './pareto.ts';
 import type { Progress } from './progress.ts';
 import { requestInputs } from './inputs.ts';
-import { loadError, pointsOf, runCandidate, type CandidateRun, type MeasurePlan } from './run-candidate.ts';
+import { loadError, pointsOf, runCandidate, type CandidateRun, type LevelResult, type MeasurePlan } from './run-candidate.ts';
 
 export interface TuneOptions {
   /** Local folder or s3:// location, as `serve` takes it. */
@@ -46,8 +47,13 @@ export interface TuneResult {
   /** Candidates the search proposed but the budget (or --max-candidates) left unmeasured. */
   readonly skipped: readonly string[];
   readonly front: readonly OperatingPoint[];
+  /** The best point within the objective or, when none met it, the nearest (`withinObjective: false`). */
   readonly recommendation?: Recommendation;
-  /** config.pbtxt as it is, and as recommended (the current text when the current config wins). */
+  /** When nothing met the objective: by how much the nearest point missed it, and why. */
+  readonly miss?: Miss;
+  /** What about the host makes the client's figures differ from the server's (e.g. the generator saturating the cores). */
+  readonly warnings: readonly string[];
+  /** config.pbtxt as it is, and as recommended (the current text when the current config wins; the nearest when none met the objective). */
   readonly currentConfigText: string;
   readonly recommendedConfigText?: string;
   /** The served version's model file as tune read it (for S3: in the download cache); what `models promote --file` ships. */
@@ -97,7 +103,7 @@ async function effectiveConfig(repositoryDir: string, model: string): Promise<Mo
 /**
  * Measures the current config, then searches one dimension at a time from the best so far
  * (searchStages), within the budget, and recommends the highest-throughput config whose p99
- * stays within the objective.
+ * stays within the objective or, when none does, the nearest, saying by how much it missed and why.
  */
 export async function tune(options: TuneOptions): Promise<TuneResult> {
   const { model, plan, logger, progress } = options;
@@ -114,6 +120,8 @@ export async function tune(options: TuneOptions): Promise<TuneResult> {
     const currentConfigText = folder.configText ?? printModelConfig(effective);
     const base = folder.configText !== undefined ? parseModelConfig(folder.configText) : effective;
     const inputs = requestInputs(effective);
+    const small = smallHostWarning(host.cpuCores);
+    if (small) progress.line(`warning: ${small}`);
 
     const runs: CandidateRun[] = [];
     const skipped: string[] = [];
@@ -126,9 +134,9 @@ export async function tune(options: TuneOptions): Promise<TuneResult> {
       inputs,
       plan,
       measured,
-      onLevel: (id: string, l: { concurrency: number; throughput: number; p99Ms: number; errors: number }) =>
+      onLevel: (id: string, l: LevelResult) =>
         progress.line(
-          `  ${id} c=${l.concurrency}: ${l.throughput.toFixed(1)} infer/s, p99 ${l.p99Ms.toFixed(2)} ms${l.errors ? `, ${l.errors} errors` : ''}`,
+          `  ${id} c=${l.concurrency}: ${l.throughput.toFixed(1)} infer/s${l.errors ? `, ${l.errors} errors` : ''}; ${describeLevel(l)}`,
         ),
     };
     const score = (run: CandidateRun) => scoreWithin(pointsOf(run), plan.objectiveMs);
@@ -177,6 +185,7 @@ export async function tune(options: TuneOptions): Promise<TuneResult> {
     });
     const winner = recommendation && byId.get(recommendation.point.candidate)!;
     const recommendedConfigText = winner && (winner === runs[0] ? currentConfigText : printModelConfig(applyKnobs(base, winner.knobs)));
+    const winnerLevel = recommendation && winner!.levels.find((l) => l.concurrency === recommendation.point.concurrency)!;
     return {
       model,
       repository: options.repository,
@@ -190,12 +199,14 @@ export async function tune(options: TuneOptions): Promise<TuneResult> {
       skipped,
       front: paretoFront(points),
       ...(recommendation && { recommendation }),
+      ...(recommendation?.withinObjective === false && { miss: explainMiss(winnerLevel!, plan.objectiveMs) }),
+      warnings: hostWarnings(runs),
       currentConfigText,
       ...(recommendedConfigText !== undefined && { recommendedConfigText }),
       ...(folder.versions.length > 0 && {
         modelFile: join(folder.dir, String(Math.max(...folder.versions)), base.default_model_filename || 'model.onnx'),
       }),
-      ...(winner && compare(pointsOf(runs[0]!), pointsOf(winner), plan.objectiveMs)),
+      ...(recommendation?.withinObjective && compare(pointsOf(runs[0]!), pointsOf(winner!), plan.objectiveMs)),
     };
   } finally {
     await rm(work, { recursive: true, force: true });
