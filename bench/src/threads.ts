@@ -4,17 +4,22 @@ import { readdirSync, readFileSync } from 'node:fs';
  * CPU per thread of a server process, grouped by what the thread does: the main thread (the
  * event loop: HTTP, decoding, batching, encoding), the model instances' worker threads (each a
  * Node worker with its own event loop; an ONNX worker calls `session.run` on it), the threads
- * started after the first worker (ONNX Runtime's intra-op pools, created with the sessions) and
- * the rest (V8's platform threads for GC and compilation, libuv's pool). Node names every thread
- * `node`, so the groups are told apart by what each thread waits in when idle (an event loop in
- * epoll_wait, a pool thread on a futex; /proc/<pid>/task/<tid>/syscall) and by creation order.
+ * started after the first of them that wait on futexes (ONNX Runtime's intra-op pools, created
+ * with the sessions) and the rest (V8's platform threads for GC and compilation, libuv's pool,
+ * event loops that did nothing for the model). Node names every thread `node`, so the groups are
+ * told apart by what each thread waits in while the server is idle (an event loop in epoll_wait,
+ * a pool thread on a futex: /proc/<pid>/task/<tid>/syscall), by which event loops work while
+ * the model is loaded, and by creation order (thread ids).
  */
 export interface ThreadRoles {
   readonly main: number;
+  /** The event loops (other than main) that worked while the model was loaded: its instances' workers. */
   readonly workers: readonly number[];
+  /** Every event loop but main's (waiting in epoll while the server was idle). */
+  readonly loops: readonly number[];
 }
 
-/** `ort pool`: the threads started after the first worker (ONNX Runtime's intra-op pools). */
+/** `ort pool`: the pool threads started after the first worker (ONNX Runtime's intra-op pools). */
 export type ThreadGroup = 'main' | 'workers' | 'ort pool' | 'other';
 export const THREAD_GROUPS: readonly ThreadGroup[] = ['main', 'workers', 'ort pool', 'other'];
 
@@ -27,22 +32,27 @@ export interface ThreadSnapshot {
 const EPOLL_SYSCALLS = process.arch === 'arm64' ? [22, 441] : [232, 281, 441];
 
 /**
- * Classifies the threads of `pid` while it is idle: `workers` is how many model instances (Node
- * worker threads) it runs; they are the last event-loop threads by thread id (Node's own
- * delayed-task thread, started before them, has an event loop too). Undefined off Linux or when
- * fewer event loops are waiting than expected (the server was not idle).
+ * Classifies the threads of `pid`: call it while the server is idle, with `load` a short load
+ * on its model (a few hundred milliseconds: enough for its worker to use a clock tick of CPU).
+ * The workers are the event loops other than main that were waiting while idle and worked
+ * during `load` (Node's own delayed-task thread, and any other worker the server runs, do not).
+ * Undefined off Linux, or when no event loop worked.
  */
-export function classifyThreads(pid: number, workers: number): ThreadRoles | undefined {
+export async function classifyThreads(pid: number, load: () => Promise<void>): Promise<ThreadRoles | undefined> {
+  let loops: number[];
   try {
-    const loops = tids(pid).filter((tid) => {
-      const syscall = Number(readFileSync(`/proc/${pid}/task/${tid}/syscall`, 'utf8').split(' ')[0]);
-      return tid !== pid && EPOLL_SYSCALLS.includes(syscall);
-    });
-    if (loops.length < workers) return undefined;
-    return { main: pid, workers: loops.slice(loops.length - workers) };
+    loops = tids(pid).filter(
+      (tid) => tid !== pid && EPOLL_SYSCALLS.includes(Number(readFileSync(`/proc/${pid}/task/${tid}/syscall`, 'utf8').split(' ')[0])),
+    );
   } catch {
     return undefined;
   }
+  const before = threadSnapshot(pid);
+  await load();
+  const after = threadSnapshot(pid);
+  if (!before || !after) return undefined;
+  const workers = loops.filter((tid) => (after.ticks.get(tid) ?? 0) > (before.ticks.get(tid) ?? 0));
+  return workers.length > 0 ? { main: pid, workers, loops } : undefined;
 }
 
 export function threadSnapshot(pid: number): ThreadSnapshot | undefined {
@@ -78,7 +88,13 @@ export function threadGroupCores(
   const elapsedTicks = ((after.atMs - before.atMs) / 1000) * TICKS_PER_SECOND;
   for (const [tid, ticks] of after.ticks) {
     const group: ThreadGroup =
-      tid === roles.main ? 'main' : roles.workers.includes(tid) ? 'workers' : tid > firstWorker ? 'ort pool' : 'other';
+      tid === roles.main
+        ? 'main'
+        : roles.workers.includes(tid)
+          ? 'workers'
+          : tid > firstWorker && !roles.loops.includes(tid)
+            ? 'ort pool'
+            : 'other';
     const cores = (ticks - (before.ticks.get(tid) ?? 0)) / elapsedTicks;
     groups[group] = { threads: groups[group].threads + 1, cores: groups[group].cores + cores };
   }

@@ -24,6 +24,8 @@ const ROWS_PER_CPU_SECOND_TARGET = 0.7;
 const ROWS_PER_SECOND_TARGET = 0.6;
 /** Pause before an in-process window, for the server's tail of work after a load (as in `batching`). */
 const SETTLE_MS = 250;
+/** The load that tells the server's threads apart, before the measurements. */
+const WARM_MS = 300;
 const MODEL = 'mlp';
 
 export interface EfficiencyServerPoint {
@@ -73,12 +75,18 @@ export async function runEfficiency(options: {
   try {
     const server = await startServerProcess(['--model-repository', repo]);
     try {
-      // One warm-up pass so the worker and ONNX Runtime's threads exist and the server is idle after it.
+      // A short load before anything is measured: ONNX Runtime's threads exist after it, and the
+      // event loop that worked in it is the model's worker (bench/src/threads.ts).
       const warm = leanFp32Client(server.httpUrl, MODEL, model.width);
-      await Promise.all(Array.from({ length: 4 }, () => warm.send()));
+      const roles = await classifyThreads(server.child.pid!, async () => {
+        const until = performance.now() + WARM_MS;
+        await Promise.all(
+          Array.from({ length: 4 }, async () => {
+            while (performance.now() < until) await warm.send();
+          }),
+        );
+      });
       warm.close();
-      await sleep(SETTLE_MS);
-      const roles = classifyThreads(server.child.pid!, 1);
       threadsClassified = roles !== undefined;
       const measureServer = async (n: number): Promise<EfficiencyServerPoint> => {
         const client = leanFp32Client(server.httpUrl, MODEL, model.width);

@@ -23,6 +23,8 @@ export interface WrkCheckRow {
   /** Cores' worth of CPU of each client while it ran. */
   readonly leanClientCores: number;
   readonly wrkClientCores: number;
+  /** Cores' worth of CPU of everything else while the lean client ran. */
+  readonly otherCores?: number;
 }
 
 /**
@@ -91,6 +93,7 @@ export async function runWrkCheck(options: {
           wrkPerSecond: perSecond,
           leanClientCores: lean.clientCores,
           wrkClientCores: wrkCpuSeconds / Math.max(1, Math.round(durationMs / 1000)),
+          ...(lean.otherCores !== undefined && { otherCores: lean.otherCores }),
         };
         log(`  ${target} c=${connections}: lean ${row.leanPerSecond.toFixed(0)}/s, wrk ${row.wrkPerSecond.toFixed(0)}/s`);
         rows.push(row);
@@ -102,7 +105,7 @@ export async function runWrkCheck(options: {
   }
   log(
     `\n${table(
-      ['target', 'connections', 'lean req/s', 'wrk req/s', 'lean/wrk', 'lean client cpu', 'wrk client cpu'],
+      ['target', 'connections', 'lean req/s', 'wrk req/s', 'lean/wrk', 'lean client cpu', 'wrk client cpu', 'other cpu'],
       rows.map((r) => [
         r.target,
         r.connections,
@@ -111,6 +114,7 @@ export async function runWrkCheck(options: {
         r.leanPerSecond / r.wrkPerSecond,
         r.leanClientCores,
         r.wrkClientCores,
+        r.otherCores ?? '',
       ]),
     )}\n`,
   );
