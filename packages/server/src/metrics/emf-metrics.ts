@@ -118,6 +118,61 @@ export const EMF_METRICS = {
       'Canary versions a task stopped sending unversioned requests to in the interval, because they were worse than ' +
       'the stable version (batchwise_canary_rollbacks_total; see docs/operations.md, canary releases).',
   },
+  // Many models per host (issue 27): on the service line only.
+  modelLoads: {
+    name: 'ModelLoads',
+    unit: 'Count',
+    description: 'Model versions loaded in the interval: at start-up, by polls, by load requests and by requests (--load-on-demand).',
+  },
+  modelEvictions: {
+    name: 'ModelEvictions',
+    unit: 'Count',
+    description:
+      'Models evicted in the interval to make room under --model-memory-limit (the least recently used with nothing in flight): ' +
+      'many per minute is thrash, models evicted and loaded again, which the eviction alarm watches.',
+  },
+  modelDownloadTime: {
+    name: 'ModelDownloadTime',
+    unit: 'Milliseconds',
+    description: "Time loads spent bringing a model's files into the local cache (S3), as a distribution over the interval.",
+  },
+  modelSessionTime: {
+    name: 'ModelSessionTime',
+    unit: 'Milliseconds',
+    description: "Time loads spent opening and warming up a version's instances, as a distribution over the interval.",
+  },
+  loadWaitTime: {
+    name: 'LoadWaitTime',
+    unit: 'Milliseconds',
+    description:
+      'How long requests waited for their model to load (--load-on-demand), as a distribution over the interval: its ' +
+      'SampleCount is the number of requests that waited.',
+  },
+  modelsLoaded: {
+    name: 'ModelsLoaded',
+    unit: 'Count',
+    description: 'Models with a version serving at the end of the interval (gauge).',
+  },
+  modelMemoryBytes: {
+    name: 'ModelMemoryBytes',
+    unit: 'Bytes',
+    description: "Host memory the loaded model versions take by the memory guard's estimate (gauge): what --model-memory-limit bounds.",
+  },
+  modelMemoryLimitBytes: {
+    name: 'ModelMemoryLimitBytes',
+    unit: 'Bytes',
+    description: 'The --model-memory-limit value (constant per task; absent without one).',
+  },
+  modelGpuMemoryBytes: {
+    name: 'ModelGpuMemoryBytes',
+    unit: 'Bytes',
+    description: "Memory the loaded model versions take on the task's fullest GPU (gauge): what --model-gpu-memory-limit bounds.",
+  },
+  modelCacheBytes: {
+    name: 'ModelCacheBytes',
+    unit: 'Bytes',
+    description: 'Bytes of model versions in the local cache of the s3:// repositories (gauge), which --model-cache-disk-limit bounds.',
+  },
 } as const satisfies Record<string, EmfMetricSpec>;
 
 export type EmfMetricKey = keyof typeof EMF_METRICS;

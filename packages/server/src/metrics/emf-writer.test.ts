@@ -26,6 +26,47 @@ function setup() {
 }
 
 describe('CloudWatch embedded metric format', () => {
+  it('carries loads, evictions, their times and what is loaded on the service line, per interval (issue 27)', async () => {
+    const { metrics, lines, writer } = setup();
+    metrics.observeResidency(() => ({
+      modelsLoaded: 3,
+      hostBytes: 300,
+      hostLimitBytes: 400,
+      gpuBytes: new Map([
+        [0, 10],
+        [1, 30],
+      ]),
+      gpuLimitBytes: undefined,
+      cacheBytes: 900,
+      cacheLimitBytes: 1000,
+      cacheDeletions: 2,
+    }));
+    metrics.modelLoads.inc(4);
+    metrics.modelEvictions.inc(2);
+    metrics.modelLoadDurationByPhase.observe({ phase: 'session' }, 0.3);
+    metrics.loadWaitSeconds.observe(0.2);
+    metrics.loadWaitSeconds.observe(0.4);
+    await writer.flush(1);
+    metrics.modelEvictions.inc();
+    await writer.flush(2);
+    const [first, second] = lines.filter((l) => l.Model === undefined);
+    expect(first).toMatchObject({
+      ModelLoads: 4,
+      ModelEvictions: 2,
+      ModelsLoaded: 3,
+      ModelMemoryBytes: 300,
+      ModelMemoryLimitBytes: 400,
+      ModelGpuMemoryBytes: 30,
+      ModelCacheBytes: 900,
+    });
+    expect(first!.LoadWaitTime.Counts.reduce((a: number, b: number) => a + b, 0)).toBe(2);
+    expect(first!.ModelSessionTime.Counts).toEqual([1]);
+    expect(first!.ModelDownloadTime).toBeUndefined();
+    expect(second).toMatchObject({ ModelLoads: 0, ModelEvictions: 1 });
+    expect(second!.LoadWaitTime).toBeUndefined();
+    for (const { Name, Unit } of declared(first!)) expect(Object.values(EMF_METRICS).find((m) => m.name === Name)?.unit).toBe(Unit);
+  });
+
   it('writes one line per model and one for the service, with deltas per interval', async () => {
     const { metrics, stats, lines, writer } = setup();
     metrics.memoryBudgetBytes.set(1000);
@@ -103,6 +144,19 @@ describe('CloudWatch embedded metric format', () => {
     metrics.gpuMemoryUsedBytes.labels({ gpu_uuid: 'GPU-b' }).set(1024 ** 3);
     metrics.gpuUtilization.labels({ gpu_uuid: 'GPU-a' }).set(0.5);
     metrics.gpuUtilization.labels({ gpu_uuid: 'GPU-b' }).set(0.25);
+    // Loads, waits, a memory limit, a GPU and a cache with a limit: the many-models metrics are all there.
+    metrics.observeResidency(() => ({
+      modelsLoaded: 1,
+      hostBytes: 1,
+      hostLimitBytes: 2,
+      gpuBytes: new Map([[0, 1]]),
+      gpuLimitBytes: 2,
+      cacheBytes: 1,
+      cacheLimitBytes: 2,
+      cacheDeletions: 0,
+    }));
+    for (const phase of ['download', 'session']) metrics.modelLoadDurationByPhase.observe({ phase }, 0.1);
+    metrics.loadWaitSeconds.observe(0.1);
     stats.recordExecution(1, { computeInputNs: 1, computeInferNs: 1, computeOutputNs: 1 });
     stats.recordSuccess({ batchSize: 1, arrivalNs: process.hrtime.bigint() }, 0, {
       computeInputNs: 1,

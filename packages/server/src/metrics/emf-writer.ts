@@ -37,6 +37,14 @@ interface Totals {
 const HISTOGRAMS = ['request', 'queue', 'compute', 'batchSize'] as const;
 type HistogramKey = (typeof HISTOGRAMS)[number];
 
+/** Many models per host: server-wide counters and histograms, carried on the service line. */
+interface ModelTotals {
+  loads: number;
+  evictions: number;
+  /** Cumulative buckets of the load phases and of the requests' waits. */
+  histograms: Record<'download' | 'session' | 'wait', Map<number, number>>;
+}
+
 export interface EmfWriterOptions {
   readonly serviceName: string;
   readonly intervalMs?: number;
@@ -45,6 +53,7 @@ export interface EmfWriterOptions {
 
 export class EmfWriter {
   private previous = new Map<string, Totals>();
+  private previousModels: ModelTotals = emptyModelTotals();
   private timer: NodeJS.Timeout | undefined;
   private readonly write: (line: string) => void;
 
@@ -75,8 +84,10 @@ export class EmfWriter {
       if (model !== '') this.emit(timestampMs, { [EMF_DIMENSIONS.model]: model }, valuesOf(delta));
     }
     const memory = await this.memoryValues();
-    this.emit(timestampMs, {}, { ...valuesOf(overall), ...memory });
+    const models = await this.modelTotals();
+    this.emit(timestampMs, {}, { ...valuesOf(overall), ...memory, ...(await this.modelValues(models)) });
     this.previous = current;
+    this.previousModels = models;
   }
 
   private emit(timestampMs: number, dimensions: Record<string, string>, values: MetricValues): void {
@@ -136,6 +147,50 @@ export class EmfWriter {
     return totals;
   }
 
+  private async modelTotals(): Promise<ModelTotals> {
+    const phases = (await this.metrics.modelLoadDurationByPhase.get()).values;
+    return {
+      loads: (await this.metrics.modelLoads.get()).values[0]?.value ?? 0,
+      evictions: (await this.metrics.modelEvictions.get()).values[0]?.value ?? 0,
+      histograms: {
+        download: bucketsOf(phases, (labels) => labels['phase'] === 'download'),
+        session: bucketsOf(phases, (labels) => labels['phase'] === 'session'),
+        wait: bucketsOf((await this.metrics.loadWaitSeconds.get()).values),
+      },
+    };
+  }
+
+  /** The interval's loads, evictions and their times, and the gauges of what is loaded (issue 27). */
+  private async modelValues(now: ModelTotals): Promise<MetricValues> {
+    const before = this.previousModels;
+    const values: MetricValues = { modelLoads: now.loads - before.loads, modelEvictions: now.evictions - before.evictions };
+    const distributions = {
+      modelDownloadTime: now.histograms.download,
+      modelSessionTime: now.histograms.session,
+      loadWaitTime: now.histograms.wait,
+    } as const;
+    const previous = {
+      modelDownloadTime: before.histograms.download,
+      modelSessionTime: before.histograms.session,
+      loadWaitTime: before.histograms.wait,
+    };
+    for (const [key, buckets] of Object.entries(distributions) as [keyof typeof distributions, Map<number, number>][]) {
+      const distribution = distributionFromCumulativeBuckets(bucketDelta(buckets, previous[key]), 1000);
+      if (distribution) values[key] = distribution;
+    }
+    const gauge = async (metric: { get(): Promise<{ values: MetricValue<string>[] }> }) => (await metric.get()).values;
+    values.modelsLoaded = (await gauge(this.metrics.modelsLoaded))[0]?.value ?? 0;
+    values.modelMemoryBytes = (await gauge(this.metrics.modelMemoryBytes))[0]?.value ?? 0;
+    const limit = (await gauge(this.metrics.modelMemoryLimitBytes))[0]?.value ?? 0;
+    if (limit > 0) values.modelMemoryLimitBytes = limit;
+    const gpus = await gauge(this.metrics.modelGpuMemoryBytes);
+    if (gpus.length > 0) values.modelGpuMemoryBytes = Math.max(...gpus.map((v) => v.value));
+    const cacheBytes = (await gauge(this.metrics.modelCacheBytes))[0]?.value ?? 0;
+    const cacheLimit = (await gauge(this.metrics.modelCacheLimitBytes))[0]?.value ?? 0;
+    if (cacheBytes > 0 || cacheLimit > 0) values.modelCacheBytes = cacheBytes;
+    return values;
+  }
+
   private async memoryValues(): Promise<MetricValues> {
     const values: MetricValues = {};
     const gpu = (await this.metrics.gpuMemoryUsedBytes.get()).values;
@@ -148,6 +203,27 @@ export class EmfWriter {
     if (accounted !== undefined) values.memoryAccountedBytes = accounted;
     return values;
   }
+}
+
+function emptyModelTotals(): ModelTotals {
+  return { loads: 0, evictions: 0, histograms: { download: new Map(), session: new Map(), wait: new Map() } };
+}
+
+/** A histogram's cumulative buckets (upper bound -> count), of the samples whose labels `keep` accepts. */
+function bucketsOf(values: readonly MetricValue<string>[], keep: (labels: MetricValue<string>['labels']) => boolean = () => true) {
+  const buckets = new Map<number, number>();
+  for (const v of values) {
+    const le = v.labels['le'];
+    if (le === undefined || !keep(v.labels)) continue;
+    const bound = le === '+Inf' ? Infinity : Number(le);
+    buckets.set(bound, (buckets.get(bound) ?? 0) + v.value);
+  }
+  return buckets;
+}
+
+/** Each bucket's count in the interval: now less before. */
+function bucketDelta(now: ReadonlyMap<number, number>, before: ReadonlyMap<number, number>): Map<number, number> {
+  return new Map([...now].map(([le, count]) => [le, count - (before.get(le) ?? 0)]));
 }
 
 function emptyTotals(): Totals {
