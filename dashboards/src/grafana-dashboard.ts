@@ -34,9 +34,9 @@ export function panelQueries(dashboard: { readonly panels: readonly GrafanaPanel
   return queries;
 }
 
-/** Series only a server that sees a GPU exports (polled from nvidia-smi). */
+/** Series only a server that sees a GPU exports (polled from nvidia-smi; the models' estimate per GPU once one loads there). */
 export function isGpuMetric(name: string): boolean {
-  return name.startsWith('nv_gpu_');
+  return name.startsWith('nv_gpu_') || name.startsWith('batchwise_model_gpu_');
 }
 
 /**
