@@ -60,6 +60,12 @@ export interface AlarmsProps {
    */
   readonly target5xxPercent?: number;
   /**
+   * Eviction thrash (--load-on-demand): evictions per task per minute, averaged over the running
+   * tasks, above which the ModelEvictions alarm fires in 3 of 5 minutes.
+   * @default - no eviction alarm (models are evicted only with loadOnDemand)
+   */
+  readonly evictionsPerTaskPerMinute?: number;
+  /**
    * Requests per minute (all tasks) below which the server p99 alarm does not evaluate: with
    * fewer than 100 requests a p99 is the slowest request, not a percentile.
    * @default 100
@@ -79,6 +85,8 @@ export class Alarms extends Construct {
   readonly oomRule: events.Rule;
   /** Threshold of the GPU memory alarm, bytes. */
   readonly gpuMemoryThresholdBytes: number;
+  /** Model evictions per task per minute as the eviction thrash alarm reads them, and its threshold (with evictionsPerTaskPerMinute). */
+  readonly evictionsPerTask?: { readonly metric: cloudwatch.MathExpression; readonly threshold: number };
 
   constructor(scope: Construct, id: string, props: AlarmsProps) {
     super(scope, id);
@@ -377,6 +385,41 @@ export class Alarms extends Construct {
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }),
     );
+    const evictions = props.evictionsPerTaskPerMinute;
+    if (evictions !== undefined) {
+      if (!(evictions > 0)) throw new Error(`Alarms: evictionsPerTaskPerMinute must be > 0, got ${evictions}.`);
+      // Evictions of every task over the tasks running: one task thrashing shows as its share.
+      const perTask = new cloudwatch.MathExpression({
+        expression: 'IF(FILL(tasks, 0) > 0, FILL(evictions, 0) / tasks, FILL(evictions, 0))',
+        usingMetrics: {
+          evictions: server(SERVER_METRICS.modelEvictions),
+          tasks: new cloudwatch.Metric({
+            namespace: 'ECS/ContainerInsights',
+            metricName: 'RunningTaskCount',
+            dimensionsMap: { ClusterName: props.cluster.clusterName, ServiceName: props.service.serviceName },
+            statistic: 'Average',
+            period: MINUTE,
+          }),
+        },
+        label: 'model evictions per task per minute',
+        period: MINUTE,
+      });
+      this.evictionsPerTask = { metric: perTask, threshold: evictions };
+      add(
+        'evictionThrash',
+        perTask.createAlarm(this, 'EvictionThrashAlarm', {
+          alarmDescription:
+            `Tasks evict more than ${evictions} models per task per minute, in 3 of 5 minutes: the models in use do not fit ` +
+            '--model-memory-limit, so requests keep waiting for loads of models evicted moments before. Raise the limit ' +
+            '(a larger instance type), run more tasks, or split the models across services. See docs/operations.md, sizing many models per host.',
+          threshold: evictions,
+          evaluationPeriods: 5,
+          datapointsToAlarm: 3,
+          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        }),
+      );
+    }
     const gpuThresholdBytes = Math.floor((props.gpuMemoryMiB * 1024 * 1024 * gpuPercent) / 100);
     this.gpuMemoryThresholdBytes = gpuThresholdBytes;
     add(

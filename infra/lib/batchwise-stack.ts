@@ -10,7 +10,9 @@ import { Dashboard } from './dashboard.ts';
 import { GpuCapacity } from './gpu-capacity.ts';
 import type { GpuAmiVariant } from './gpu-capacity.ts';
 import { InferenceService, imageFromUri, SERVER_PORTS } from './inference-service.ts';
-import { taskMemoryFor } from './instance-types.ts';
+import { GPU_INSTANCE_TYPES, taskMemoryFor } from './instance-types.ts';
+import { DEFAULT_EVICTIONS_PER_TASK_PER_MINUTE, hardLimitForModelsMiB, planManyModels } from './many-models.ts';
+import type { ManyModelsOptions } from './many-models.ts';
 import { LoadBalancer } from './load-balancer.ts';
 import { ModelStore } from './model-store.ts';
 import { Network } from './network.ts';
@@ -19,7 +21,7 @@ import { serverImageFromRepository } from './server-image.ts';
 import { COLLECTOR_MEMORY_MIB } from './tracing.ts';
 import type { TracingOptions } from './tracing.ts';
 
-export interface BatchwiseStackProps extends StackProps {
+export interface BatchwiseStackProps extends StackProps, ManyModelsOptions {
   /** ACM certificate for the HTTPS listeners (gRPC on :8001 always; :8000 when HTTPS). */
   readonly certificateArn: string;
   /**
@@ -84,6 +86,8 @@ export interface BatchwiseStackProps extends StackProps {
   readonly targetPendingRequestsPerTask?: number;
   /** @default 500 */
   readonly latencyP99AlarmMs?: number;
+  /** With loadOnDemand: evictions per task per minute above which the eviction thrash alarm fires. @default 30 */
+  readonly evictionsPerTaskPerMinute?: number;
   /** ECS Exec into the server container. @default false */
   readonly enableExecuteCommand?: boolean;
   /**
@@ -100,12 +104,23 @@ export class BatchwiseStack extends Stack {
     super(scope, id, props);
     const envName = props.envName ?? 'dev';
     const instanceType = props.instanceType ?? 'g4dn.xlarge';
+    // Outside the table, a model memory limit sizes the task: the models and the server's own reserve.
+    const sizedForModels =
+      GPU_INSTANCE_TYPES[instanceType] === undefined && props.memoryLimitMiB === undefined && props.modelMemoryLimitMiB !== undefined
+        ? hardLimitForModelsMiB(props.modelMemoryLimitMiB)
+        : undefined;
     const memory = taskMemoryFor(instanceType, {
-      memoryLimitMiB: props.memoryLimitMiB,
+      memoryLimitMiB: props.memoryLimitMiB ?? sizedForModels,
       memoryReservationMiB: props.memoryReservationMiB,
       gpuMemoryMiB: props.gpuMemoryMiB,
       sidecarMemoryMiB: props.tracing ? COLLECTOR_MEMORY_MIB : undefined,
     });
+    const manyModels = planManyModels(memory, props);
+    if (props.evictionsPerTaskPerMinute !== undefined && !manyModels.loadOnDemand) {
+      throw new Error(
+        'evictionsPerTaskPerMinute only applies with loadOnDemand (models are evicted only then): set loadOnDemand too, or drop it.',
+      );
+    }
     const minCapacity = props.minCapacity ?? 1;
     const maxCapacity = props.maxCapacity ?? 4;
     const metricsServiceName = `batchwise-${envName}`;
@@ -128,6 +143,7 @@ export class BatchwiseStack extends Stack {
       amiVariant: props.amiVariant,
       amiId: props.amiId,
       notificationTopic: notifications.topic,
+      rootVolumeGiB: manyModels.rootVolumeGiB,
     });
 
     const image = props.imageUri ? imageFromUri(this, props.imageUri) : serverImageFromRepository();
@@ -150,6 +166,7 @@ export class BatchwiseStack extends Stack {
         : undefined,
       enableExecuteCommand: props.enableExecuteCommand,
       tracing: props.tracing,
+      serveFlags: manyModels.serveFlags,
     });
 
     const lb = new LoadBalancer(this, 'LoadBalancer', {
@@ -175,6 +192,9 @@ export class BatchwiseStack extends Stack {
       oomLogGroupName: `/aws/events/batchwise-${envName}-oom-kills`,
       healthCheckGracePeriod: inference.healthCheckGracePeriod,
       latencyP99Threshold: props.latencyP99AlarmMs === undefined ? undefined : Duration.millis(props.latencyP99AlarmMs),
+      evictionsPerTaskPerMinute: manyModels.loadOnDemand
+        ? (props.evictionsPerTaskPerMinute ?? DEFAULT_EVICTIONS_PER_TASK_PER_MINUTE)
+        : undefined,
     });
     const dashboard = new Dashboard(this, 'Dashboard', {
       dashboardName: `batchwise-${envName}`,

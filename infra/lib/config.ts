@@ -41,6 +41,11 @@ export const CONTEXT_KEYS = [
   'tracing',
   'traceRate',
   'otelCollectorConfig',
+  'loadOnDemand',
+  'modelMemoryLimitMiB',
+  'modelGpuMemoryLimitMiB',
+  'modelCacheDiskGiB',
+  'evictionsPerTaskPerMinute',
 ] as const;
 
 export type ContextKey = (typeof CONTEXT_KEYS)[number];
@@ -231,6 +236,23 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
   const sidecarOnly = 'only applies with tracing=xray (the collector sidecar): set tracing=xray too, or drop it.';
   if (tracing !== 'xray' && traceRate !== undefined) throw new ContextError('traceRate', sidecarOnly);
   if (tracing !== 'xray' && otelCollectorConfig !== undefined) throw new ContextError('otelCollectorConfig', sidecarOnly);
+  // Many models per host (many-models.ts): positive sizes; the eviction alarm only where models are evicted.
+  const loadOnDemand = bool(node, 'loadOnDemand');
+  const manyModels = {
+    modelMemoryLimitMiB: int(node, 'modelMemoryLimitMiB'),
+    modelGpuMemoryLimitMiB: int(node, 'modelGpuMemoryLimitMiB'),
+    modelCacheDiskGiB: int(node, 'modelCacheDiskGiB'),
+    evictionsPerTaskPerMinute: int(node, 'evictionsPerTaskPerMinute'),
+  };
+  for (const [key, value] of Object.entries(manyModels)) {
+    if (value !== undefined && value <= 0) throw new ContextError(key as ContextKey, `must be > 0, got ${value}.`);
+  }
+  if (manyModels.evictionsPerTaskPerMinute !== undefined && loadOnDemand !== true) {
+    throw new ContextError(
+      'evictionsPerTaskPerMinute',
+      'only applies with loadOnDemand=true (models are evicted only then): set it too, or drop it.',
+    );
+  }
 
   return {
     certificateArn,
@@ -267,5 +289,7 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
     latencyP99AlarmMs: latency,
     enableExecuteCommand: bool(node, 'enableExecuteCommand'),
     tracing: tracing === 'xray' ? { rate: traceRate ?? DEFAULT_TRACE_RATE, collectorConfigParameterName: otelCollectorConfig } : undefined,
+    loadOnDemand,
+    ...manyModels,
   };
 }

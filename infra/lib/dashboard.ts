@@ -153,6 +153,38 @@ export class Dashboard extends Construct {
         width: 8,
       }),
     );
+    // Many models per host (--load-on-demand): the Grafana dashboard's row of the same name.
+    this.dashboard.addWidgets(
+      new cloudwatch.GraphWidget({
+        title: 'Model loads and evictions (per minute)',
+        left: [m(SERVER_METRICS.modelLoads), m(SERVER_METRICS.modelEvictions)],
+        right: props.alarms.evictionsPerTask ? [props.alarms.evictionsPerTask.metric] : [],
+        rightAnnotations: props.alarms.evictionsPerTask ? [{ value: props.alarms.evictionsPerTask.threshold, label: 'thrash alarm' }] : [],
+        width: 6,
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'Model load time p50 / p99 (ms): download, session',
+        left: [...percentiles(SERVER_METRICS.modelDownloadTime), ...percentiles(SERVER_METRICS.modelSessionTime)],
+        width: 6,
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'Requests that waited for a load (per minute) and their wait p99 (ms)',
+        left: [stat(SERVER_METRICS.loadWaitTime, 'SampleCount')],
+        right: [stat(SERVER_METRICS.loadWaitTime, 'p99')],
+        width: 6,
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'Models loaded; model memory and cache vs limits (bytes)',
+        left: [
+          m(SERVER_METRICS.modelMemoryBytes),
+          m(SERVER_METRICS.modelMemoryLimitBytes),
+          m(SERVER_METRICS.modelGpuMemoryBytes),
+          m(SERVER_METRICS.modelCacheBytes),
+        ],
+        right: [m(SERVER_METRICS.modelsLoaded)],
+        width: 6,
+      }),
+    );
     this.dashboard.addWidgets(
       ...tgs.map(
         ([label, tg]) =>

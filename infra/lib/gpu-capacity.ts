@@ -39,8 +39,8 @@ export interface GpuCapacityProps {
    */
   readonly amiId?: string;
   /**
-   * Root volume size; holds the Docker image layers (the CUDA runtime image is several GiB).
-   * @default 100 GiB
+   * Root volume size; holds the Docker image layers and the tasks' local model caches (many-models.ts).
+   * @default BASE_ROOT_VOLUME_GIB (100)
    */
   readonly rootVolumeGiB?: number;
   /** Receives instance launch and terminate errors (e.g. InsufficientInstanceCapacity). */
@@ -54,6 +54,9 @@ class PinnedLinuxImage implements ec2.IMachineImage {
     return { imageId: this.imageId, osType: ec2.OperatingSystemType.LINUX, userData: ec2.UserData.forLinux() };
   }
 }
+
+/** The root volume without a model cache: the Docker image layers (the CUDA runtime image is several GiB). */
+export const BASE_ROOT_VOLUME_GIB = 100;
 
 /** AWS managed policy for the SSM agent (Session Manager). */
 export const SSM_MANAGED_INSTANCE_POLICY = 'AmazonSSMManagedInstanceCore';
@@ -124,7 +127,7 @@ export class GpuCapacity extends Construct {
         '&& systemctl enable --now amazon-ssm-agent || echo "SSM agent unavailable: no Session Manager on this host"',
     );
 
-    const rootVolumeGiB = props.rootVolumeGiB ?? 100;
+    const rootVolumeGiB = props.rootVolumeGiB ?? BASE_ROOT_VOLUME_GIB;
     const launchTemplate = new ec2.LaunchTemplate(this, 'LaunchTemplate', {
       instanceType: new ec2.InstanceType(instanceType),
       machineImage,

@@ -79,6 +79,11 @@ export interface InferenceServiceProps {
    * @default - no tracing, no sidecar
    */
   readonly tracing?: TracingOptions;
+  /**
+   * Further `serve` flags: many models per host (`--load-on-demand` and the limits, many-models.ts).
+   * @default - none
+   */
+  readonly serveFlags?: readonly string[];
 }
 
 /**
@@ -171,6 +176,7 @@ export class InferenceService extends Construct {
         '--cloudwatch-service-name',
         props.metricsServiceName,
         ...(props.tracing ? serveTraceFlags(props.tracing.rate) : []),
+        ...(props.serveFlags ?? []),
       ],
       gpuCount: 1,
       memoryLimitMiB: props.memory.hardLimitMiB,

@@ -51,6 +51,18 @@ const STATISTICS: Readonly<Record<EmfMetricKey, ServerMetricStatistic>> = {
   modelsFailedToLoad: 'Maximum',
   // Rollbacks in every task: one is enough to alarm.
   canaryRollbacks: 'Sum',
+  // Many models per host: loads and evictions of every task; load and wait times across tasks.
+  modelLoads: 'Sum',
+  modelEvictions: 'Sum',
+  modelDownloadTime: 'p99',
+  modelSessionTime: 'p99',
+  loadWaitTime: 'p99',
+  // Gauges per task: the fullest task.
+  modelsLoaded: 'Maximum',
+  modelMemoryBytes: 'Maximum',
+  modelMemoryLimitBytes: 'Maximum',
+  modelGpuMemoryBytes: 'Maximum',
+  modelCacheBytes: 'Maximum',
 };
 
 export const SERVER_METRICS = Object.fromEntries(
