@@ -18,6 +18,7 @@ import { runShutdown } from './scenarios/shutdown.ts';
 import { runTracing } from './scenarios/tracing.ts';
 import { runTune } from './scenarios/tune.ts';
 import { runAdaptive } from './scenarios/adaptive.ts';
+import { MANY_MODELS, runManyModels } from './scenarios/many-models.ts';
 import { PROTOCOLS, type Protocol } from './workload.ts';
 
 const USAGE = `usage: pnpm bench <scenario...> [options]
@@ -53,6 +54,12 @@ scenarios (several run in order; 'all' runs every one):
   adaptive   4x2048 MLP, open loop through quiet, steady and burst (2x saturated) phases: the
              default dynamic_batching {}, the best static config (--static-config) and a latency
              objective of 4x the batch-1 latency; p50/p99, goodput, shed; PASS/MISS per target
+  many-models
+             40 MLPs that together take 4x --model-memory-limit, Zipf(1.1) popularity, 16 closed-loop
+             clients for 60 s: --load-on-demand under the limit, every model loaded, and a naive
+             unload after every request; failures (must be 0), hit rate, p50/p99 of hits and of
+             requests that waited, peak RSS against the limit, evictions per minute (issue 27; not
+             part of 'all')
   tune       \`batchwise tune\` on the 4x2048 MLP with the default config (dynamic_batching {}),
              objective --objective (50ms), budget --budget (10m); PASS/MISS: >= 1.5x the default's
              throughput at an equal or lower p99, in under 10 minutes (not part of 'all')
@@ -70,6 +77,7 @@ options:
   --static-config <path>   adaptive: the static config to compare (e.g. batchwise tune's
                            recommended.config.pbtxt); without it a fixed 1 ms delay
   --phase-ms=20000         adaptive: length of each phase
+  --duration-ms=60000      many-models: how long each configuration serves the traffic
   BENCH_DELAY_US=1000      max_queue_delay_microseconds of the batching-on configuration
   --objective=50ms         tune: the latency objective; --budget=10m: its time budget
   --start=dynamic          tune: start from dynamic_batching { } (dynamic) or from no dynamic_batching (plain)`;
@@ -159,6 +167,17 @@ const scenarios: Record<string, () => Promise<unknown>> = {
       log,
       name: `${prefix}adaptive`,
     }),
+  'many-models': async () => {
+    const runs = await runManyModels({
+      models: smoke ? 8 : MANY_MODELS.models,
+      width: smoke ? 128 : 768,
+      clients: smoke ? 4 : MANY_MODELS.clients,
+      durationMs: Number(option('duration-ms') ?? (smoke ? 1500 : 60_000)),
+      log,
+      name: `${prefix}many-models`,
+    });
+    if (runs[0]!.failed > 0) process.exitCode = 1;
+  },
   ensemble: () => runEnsemble({ concurrencies: [1, 16], tinyConcurrency: 16, windows, log, name: `${prefix}ensemble` }),
   grpc: async () => {
     await runOverhead({

@@ -11,6 +11,7 @@ import { runObjectiveOverload } from '../src/scenarios/objective-overload.ts';
 import { maxConcurrent, runRateLimit } from '../src/scenarios/rate-limit.ts';
 import { runTracing } from '../src/scenarios/tracing.ts';
 import { runAdaptive } from '../src/scenarios/adaptive.ts';
+import { runManyModels } from '../src/scenarios/many-models.ts';
 import { readFile } from 'node:fs/promises';
 import { RESULTS_DIR } from '../src/report.ts';
 
@@ -293,6 +294,15 @@ describe('bench scenarios (smoke)', () => {
         { start: 2.5, end: 4 },
       ]),
     ).toBe(2);
+  });
+
+  it('many-models: on demand under the limit, all loaded and naive unloads all answer every request; loads, hits and evictions counted', async () => {
+    const runs = await runManyModels({ models: 6, width: 64, clients: 4, durationMs: 800, log, name: 'smoke-many-models' });
+    expect(runs.map((r) => r.config)).toEqual(['on-demand', 'all-loaded', 'naive-unload']);
+    for (const r of runs) expect(r.failed, `${r.config}: ${r.firstFailure}`).toBe(0);
+    expect(runs[0]!.loads).toBeGreaterThan(0);
+    expect(runs[1]!.hitRate).toBe(1);
+    expect(runs[0]!.peakModelMemoryBytes).toBeLessThanOrEqual(runs[0]!.modelMemoryLimitBytes!);
   });
 
   it('adaptive: three servers through quiet, steady and burst phases, with a check per target and a markdown report', async () => {
