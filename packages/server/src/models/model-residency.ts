@@ -58,12 +58,14 @@ function addInto(
  * (and --model-gpu-memory-limit per GPU), by the footprints the memory guard counts. A load that
  * needs room evicts the least recently used models that may be evicted until it fits, waits for
  * models in use to finish when nothing may be evicted yet, and fails naming the sizes when it can
- * never fit. One load makes room at a time, so two loads never pick the same model or count the
- * same freed bytes.
+ * never fit. One load decides at a time, so two loads never pick the same model or count the same
+ * freed bytes; the evictions they decide (draining, closing instances) run side by side.
  */
 export class ModelResidency {
   private readonly held: Held = { host: 0, gpu: new Map() };
   private readonly byModel = new Map<string, Held>();
+  /** Models being evicted now: no second load picks them. */
+  private readonly evicting = new Set<string>();
   private turn: Promise<unknown> = Promise.resolve();
 
   constructor(
@@ -89,31 +91,44 @@ export class ModelResidency {
   async reserve(model: string, version: string, footprint: ModelFootprint): Promise<ModelMemoryHold> {
     const what = `model '${model}' version ${version}`;
     this.refuseLargerThanLimits(what, footprint);
-    if (this.shortfall(footprint) === undefined) return this.hold(model, footprint);
-    const run = this.turn.then(() => this.makeRoom(model, what, footprint));
-    this.turn = run.catch(() => undefined);
-    return run;
-  }
-
-  private async makeRoom(model: string, what: string, footprint: ModelFootprint): Promise<ModelMemoryHold> {
     const deadline = Date.now() + this.limits.roomWaitMs;
     for (;;) {
-      const short = this.shortfall(footprint);
-      if (short === undefined) return this.hold(model, footprint);
-      const victim = this.victim(short, model);
-      if (victim !== undefined) {
-        await this.models.evict(victim, model);
-        continue;
-      }
-      this.refuseBesidePinned(what, footprint);
-      if (Date.now() >= deadline) {
-        throw Errors.unavailable(
-          `${what} needs about ${describeNeed(footprint, short)}, and the models loaded there are in use or loading: ` +
-            `none could be evicted within ${this.limits.roomWaitMs / 1000} s (${limitFlags(short)})`,
-        );
-      }
-      await sleep(ROOM_POLL_MS);
+      // One decision at a time; the evictions decided run beside the next decisions.
+      const step = this.turn.then(() => this.decide(model, what, footprint, deadline));
+      this.turn = step.catch(() => undefined);
+      const next = await step;
+      if ('hold' in next) return next.hold;
+      await next.wait;
     }
+  }
+
+  /**
+   * What a load needing `footprint` does now: take its room, or wait for a model evicted for it to
+   * close (its memory stays counted until then, so no other load counts it too), or for models in
+   * use to finish; or fail.
+   */
+  private decide(
+    model: string,
+    what: string,
+    footprint: ModelFootprint,
+    deadline: number,
+  ): { hold: ModelMemoryHold } | { wait: Promise<unknown> } {
+    const short = this.shortfall(footprint);
+    if (short === undefined) return { hold: this.hold(model, footprint) };
+    const victim = this.victim(short, model);
+    if (victim !== undefined) {
+      this.evicting.add(victim);
+      return { wait: this.models.evict(victim, model).finally(() => this.evicting.delete(victim)) };
+    }
+    if (this.evicting.size > 0) return { wait: sleep(ROOM_POLL_MS) };
+    this.refuseBesidePinned(what, footprint);
+    if (Date.now() >= deadline) {
+      throw Errors.unavailable(
+        `${what} needs about ${describeNeed(footprint, short)}, and the models loaded there are in use or loading: ` +
+          `none could be evicted within ${this.limits.roomWaitMs / 1000} s (${limitFlags(short)})`,
+      );
+    }
+    return { wait: sleep(ROOM_POLL_MS) };
   }
 
   private hold(model: string, footprint: ModelFootprint): ModelMemoryHold {
@@ -151,7 +166,7 @@ export class ModelResidency {
   private victim(short: { host: number; gpu: ReadonlyMap<number, number> }, loading: string): string | undefined {
     let found: { name: string; lastUse: number } | undefined;
     for (const candidate of this.models.evictable()) {
-      if (candidate.name === loading) continue;
+      if (candidate.name === loading || this.evicting.has(candidate.name)) continue;
       const own = this.byModel.get(candidate.name);
       if (!own) continue;
       const helps = (short.host > 0 && own.host > 0) || [...short.gpu.keys()].some((d) => (own.gpu.get(d) ?? 0) > 0);
