@@ -58,12 +58,14 @@ export function ratioCheck(name: string, value: number, bound: { atMost: number 
 }
 
 /** `PASS target: detail` or `MISS ...`. */
-export function formatCheck(c: Check): string {
+function formatCheck(c: Check): string {
   return `${c.pass ? 'PASS' : 'MISS'} ${c.target}: ${c.detail}`;
 }
 
+type Rows = readonly (readonly (string | number)[])[];
+
 /** A markdown table; numbers as on the terminal. */
-export function markdownTable(headers: readonly string[], rows: readonly (readonly (string | number)[])[]): string {
+function markdownTable(headers: readonly string[], rows: Rows): string {
   const cell = (c: string | number) => (typeof c === 'number' ? formatNumber(c) : c);
   return [
     `| ${headers.join(' | ')} |`,
@@ -72,15 +74,38 @@ export function markdownTable(headers: readonly string[], rows: readonly (readon
   ].join('\n');
 }
 
-/** The markdown report of a scenario: bench/results/<name>.md. */
-export async function writeMarkdown(name: string, lines: readonly string[]): Promise<string> {
-  await mkdir(RESULTS_DIR, { recursive: true });
-  const file = join(RESULTS_DIR, `${name}.md`);
-  await writeFile(file, `${lines.join('\n')}\n`);
-  return file;
+/** What a scenario with targets reports: its tables, notes and PASS/MISS checks. */
+export interface ScenarioReport {
+  /** bench/results/<name>.json and .md */
+  readonly name: string;
+  /** The markdown report's heading. */
+  readonly title: string;
+  /** The markdown report's first paragraph: what was measured, and how. */
+  readonly intro: string;
+  readonly tables: readonly { readonly caption?: string; readonly headers: readonly string[]; readonly rows: Rows }[];
+  /** Lines printed between the tables and the checks (figures without a target). */
+  readonly notes?: readonly string[];
+  readonly checks: readonly Check[];
+  /** What bench/results/<name>.json holds. */
+  readonly json: unknown;
 }
 
-/** The checks as a markdown list, **PASS** or **MISS** first. */
-export function markdownChecks(checks: readonly Check[]): string[] {
-  return checks.map((c) => `- **${c.pass ? 'PASS' : 'MISS'}** ${c.target}: ${c.detail}`);
+/**
+ * Prints the tables, the notes and a PASS/MISS line per check, and writes the JSON and a markdown
+ * report (heading, intro, tables, checks) to bench/results/.
+ */
+export async function reportScenario(report: ScenarioReport, log: (line: string) => void): Promise<void> {
+  for (const t of report.tables) log(`\n${t.caption ? `${t.caption}:\n` : ''}${table(t.headers, t.rows)}\n`);
+  for (const line of report.notes ?? []) log(line);
+  for (const c of report.checks) log(formatCheck(c));
+  await writeResult(report.name, report.json);
+  const markdown = [
+    `# ${report.title}`,
+    '',
+    report.intro,
+    '',
+    ...report.tables.flatMap((t) => [...(t.caption ? [`${t.caption}:`, ''] : []), markdownTable(t.headers, t.rows), '']),
+    ...report.checks.map((c) => `- **${c.pass ? 'PASS' : 'MISS'}** ${c.target}: ${c.detail}`),
+  ];
+  await writeFile(join(RESULTS_DIR, `${report.name}.md`), `${markdown.join('\n')}\n`);
 }

@@ -3,7 +3,7 @@ import { BatchwiseClientError, HttpClient } from '@batchwise/client';
 import { mlp } from '@batchwise/modelgen';
 import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { measure, openLoopFor, summarize, type LatencySummary, type WindowOptions } from '@batchwise/client/load';
-import { environment, formatCheck, markdownChecks, markdownTable, table, writeMarkdown, writeResult, type Check } from '../report.ts';
+import { environment, reportScenario, type Check } from '../report.ts';
 import { breakdown, readStats, type ServerBreakdown } from '../server-stats.ts';
 import { benchRepository, cachedModel, fp32Config } from '../workload.ts';
 import { THREADS, type BatchingModel } from './batching.ts';
@@ -136,8 +136,6 @@ export async function runAdaptive(options: {
     'client mean ms',
     'server mean ms',
   ];
-  log(`\n${table(headers, rows)}\n`);
-  for (const c of checks) log(formatCheck(c));
   const result = {
     model: `mlp-${model.layers}x${model.width}`,
     environment: environment(),
@@ -148,8 +146,19 @@ export async function runAdaptive(options: {
     results,
     checks,
   };
-  await writeResult(options.name, result);
-  await writeMarkdown(options.name, markdown(result, headers, rows));
+  await reportScenario(
+    {
+      name: options.name,
+      title: `pnpm bench adaptive: ${result.model}`,
+      intro:
+        `Batch-1 latency ${calibration.batch1Ms.toFixed(2)} ms, saturated ${calibration.saturatedPerSecond.toFixed(0)} infer/s, ` +
+        `objective ${objectiveMs} ms (${OBJECTIVE_OVER_BATCH1}x batch 1). Static config: ${staticSource}.`,
+      tables: [{ headers, rows }],
+      checks,
+      json: result,
+    },
+    log,
+  );
   return result;
 }
 
@@ -238,27 +247,4 @@ function targets(results: Record<ServerName, Record<PhaseName, PhaseResult>>, ob
     detail: `${f(o.quiet.okLatencyMs.p50)} ms vs ${f(quietRef)} ms`,
   });
   return checks;
-}
-
-function markdown(
-  result: {
-    model: string;
-    calibration: { batch1Ms: number; saturatedPerSecond: number };
-    objectiveMs: number;
-    staticSource: string;
-    checks: Check[];
-  },
-  headers: string[],
-  rows: (string | number)[][],
-): string[] {
-  return [
-    `# pnpm bench adaptive: ${result.model}`,
-    '',
-    `Batch-1 latency ${result.calibration.batch1Ms.toFixed(2)} ms, saturated ${result.calibration.saturatedPerSecond.toFixed(0)} infer/s, ` +
-      `objective ${result.objectiveMs} ms (${OBJECTIVE_OVER_BATCH1}x batch 1). Static config: ${result.staticSource}.`,
-    '',
-    markdownTable(headers, rows),
-    '',
-    ...markdownChecks(result.checks),
-  ];
 }

@@ -4,17 +4,7 @@ import { startServerProcess } from '@batchwise/server/test-support/server-proces
 import { openInProcess, type ReplayWindow } from '../in-process.ts';
 import { leanFp32Client } from '../lean-http.ts';
 import { measureLean, type LeanReading } from '../lean-measure.ts';
-import {
-  environment,
-  formatCheck,
-  markdownChecks,
-  markdownTable,
-  ratioCheck,
-  table,
-  writeMarkdown,
-  writeResult,
-  type Check,
-} from '../report.ts';
+import { environment, ratioCheck, reportScenario, type Check } from '../report.ts';
 import { classifyThreads, THREAD_GROUPS } from '../threads.ts';
 import { benchRepository, cachedModel } from '../workload.ts';
 import { batchingConfig, type BatchingModel } from './batching.ts';
@@ -182,23 +172,23 @@ export async function runEfficiency(options: {
     ['whole process', '', ...measured.flatMap((s) => [s.reading.serverCores ?? '', usPerRow(s.reading.serverCores ?? NaN, s)])],
     ['in-process (mean)', '', ...measured.flatMap(() => ['', Math.round(1e6 / mean(inProcess.map((w) => w.rowsPerCpuSecond)))])],
   ];
-  log(`\n${table(headers, rows)}\n`);
-  if (measured.length > 0) log(`the server's CPU by thread group:\n${table(threadHeaders, threadRows)}\n`);
-  else if (!threadsClassified) log("the server's threads could not be told apart (not Linux, or the server was not idle)\n");
-  for (const c of checks) log(formatCheck(c));
-  const name = options.name ?? 'efficiency';
   const result = { model: label, concurrency, config, environment: env, points, ratios, checks };
-  await writeResult(name, result);
-  await writeMarkdown(name, [
-    `# pnpm bench efficiency: ${label}, the server against the same model in-process`,
-    '',
-    `HTTP binary, the lean client, ${concurrency} clients; the in-process windows run the batches the first server measurement formed, ` +
-      `with the server's session options (${env['date']}).`,
-    '',
-    markdownTable(headers, rows),
-    '',
-    ...(measured.length > 0 ? ["The server's CPU by thread group:", '', markdownTable(threadHeaders, threadRows), ''] : []),
-    ...markdownChecks(checks),
-  ]);
+  await reportScenario(
+    {
+      name: options.name ?? 'efficiency',
+      title: `pnpm bench efficiency: ${label}, the server against the same model in-process`,
+      intro:
+        `HTTP binary, the lean client, ${concurrency} clients; the in-process windows run the batches the first server ` +
+        `measurement formed, with the server's session options (${env['date']}).`,
+      tables: [
+        { headers, rows },
+        ...(measured.length > 0 ? [{ caption: "The server's CPU by thread group", headers: threadHeaders, rows: threadRows }] : []),
+      ],
+      notes: threadsClassified ? [] : ["the server's threads could not be told apart (not Linux, or no event loop worked in the warm-up)"],
+      checks,
+      json: result,
+    },
+    log,
+  );
   return result;
 }

@@ -3,17 +3,7 @@ import { type Load, type WindowOptions } from '@batchwise/client/load';
 import { startServerProcess, type ServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { leanFp32Client } from '../lean-http.ts';
 import { measureLean, type LeanReading } from '../lean-measure.ts';
-import {
-  environment,
-  formatCheck,
-  markdownChecks,
-  markdownTable,
-  ratioCheck,
-  table,
-  writeMarkdown,
-  writeResult,
-  type Check,
-} from '../report.ts';
+import { environment, ratioCheck, reportScenario, type Check } from '../report.ts';
 import { addModel, benchRepository, cachedModel, fp32Config } from '../workload.ts';
 import type { BatchingModel } from './batching.ts';
 
@@ -177,9 +167,6 @@ export async function runObjectiveOverload(options: {
       r.reading.otherCores ?? '',
     ];
   });
-  log(`\n${table(headers, table_)}\n`);
-  for (const c of checks) log(formatCheck(c));
-  const name = options.name ?? 'objective-overload';
   const result = {
     model: label,
     environment: env,
@@ -190,18 +177,20 @@ export async function runObjectiveOverload(options: {
     ratios,
     checks,
   };
-  await writeResult(name, result);
-  await writeMarkdown(name, [
-    `# pnpm bench objective-overload: ${label}, a latency objective of ${objectiveMs} ms under overload`,
-    '',
-    `One-client p50 of the model without an objective ${c1.client.latencyMs.p50.toFixed(2)} ms, objective ` +
-      `${OBJECTIVE_OVER_C1_P50}x that. Both twins in one server process, HTTP binary, the lean client, one row per request; ` +
-      `p50 and p99 of the 200 answers only (${env['date']}).`,
-    '',
-    markdownTable(headers, table_),
-    '',
-    ...markdownChecks(checks),
-  ]);
+  await reportScenario(
+    {
+      name: options.name ?? 'objective-overload',
+      title: `pnpm bench objective-overload: ${label}, a latency objective of ${objectiveMs} ms under overload`,
+      intro:
+        `One-client p50 of the model without an objective ${c1.client.latencyMs.p50.toFixed(2)} ms, objective ` +
+        `${OBJECTIVE_OVER_C1_P50}x that. Both twins in one server process, HTTP binary, the lean client, one row per request; ` +
+        `p50 and p99 of the 200 answers only (${env['date']}).`,
+      tables: [{ headers, rows: table_ }],
+      checks,
+      json: result,
+    },
+    log,
+  );
   return result;
 }
 

@@ -6,17 +6,7 @@ import { startServerProcess } from '@batchwise/server/test-support/server-proces
 import { cpuShare, cpuSnapshot, type CpuShare } from '../cpu-usage.ts';
 import { leanFp32Client } from '../lean-http.ts';
 import { measureLean, type LeanReading } from '../lean-measure.ts';
-import {
-  environment,
-  formatCheck,
-  markdownChecks,
-  markdownTable,
-  ratioCheck,
-  table,
-  writeMarkdown,
-  writeResult,
-  type Check,
-} from '../report.ts';
+import { environment, ratioCheck, reportScenario, type Check } from '../report.ts';
 import { benchRepository, cachedModel, fp32Config, inferRequest, JS_IDENTITY, type Protocol } from '../workload.ts';
 
 const WIDTH = 16;
@@ -193,20 +183,22 @@ export async function runOverhead(options: {
       g.cpu?.otherCores ?? '',
     ]),
   ];
-  log(`\n${table(headers, rows)}\n`);
-  for (const [k, v] of Object.entries(ratios)) if (!checks.some((c) => c.target.startsWith(`${k} `))) log(`${k}: ${v.toFixed(2)}`);
-  for (const c of checks) log(formatCheck(c));
-  const name = options.name ?? 'overhead';
-  await writeResult(name, { concurrencies: options.concurrencies, environment: env, measurements, grpc, ratios, checks });
-  await writeMarkdown(name, [
-    '# pnpm bench overhead: the 16-float identity (ONNX and JavaScript) against a bare fastify echo',
-    '',
-    `HTTP binary, the lean client, closed loop; ${options.mirrored === false ? 'each target once' : 'echo, ONNX, JS, JS, ONNX, echo'} at each concurrency (${env['date']}).`,
-    '',
-    markdownTable(headers, rows),
-    '',
-    ...markdownChecks(checks),
-  ]);
+  await reportScenario(
+    {
+      name: options.name ?? 'overhead',
+      title: 'pnpm bench overhead: the 16-float identity (ONNX and JavaScript) against a bare fastify echo',
+      intro:
+        `HTTP binary, the lean client, closed loop; ${options.mirrored === false ? 'each target once' : 'echo, ONNX, JS, JS, ONNX, echo'} ` +
+        `at each concurrency (${env['date']}).`,
+      tables: [{ headers, rows }],
+      notes: Object.entries(ratios)
+        .filter(([k]) => !checks.some((c) => c.target.startsWith(`${k} `)))
+        .map(([k, v]) => `${k}: ${v.toFixed(2)}`),
+      checks,
+      json: { concurrencies: options.concurrencies, environment: env, measurements, grpc, ratios, checks },
+    },
+    log,
+  );
   return { measurements, grpc, ratios, checks };
 }
 
