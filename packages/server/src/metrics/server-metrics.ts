@@ -189,12 +189,12 @@ export class ServerMetrics {
   readonly modelLoadDurationByPhase = this.zeroed(
     new Histogram({
       name: 'batchwise_model_load_duration_seconds',
-      help: "Time a model load took, by phase: download (its repository's files into the local cache; about 0 from a local folder) and session (opening and warming up each version's instances), seconds",
+      help: "Time a model load took, by phase: download (its repository's files into the local cache; about 0 from a local folder), room (each version's wait for evictions to make room under --model-memory-limit) and session (opening and warming up each version's instances), seconds",
       labelNames: ['phase'],
       buckets: LOAD_BUCKETS_SECONDS,
       registers: [this.registry],
     }),
-    [{ phase: 'download' }, { phase: 'session' }],
+    [{ phase: 'download' }, { phase: 'room' }, { phase: 'session' }],
   );
   readonly loadWaitSeconds = new Histogram({
     name: 'batchwise_model_load_wait_seconds',

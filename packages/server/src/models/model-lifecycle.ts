@@ -117,17 +117,12 @@ export class ModelLifecycle {
     if (toLoad.length === 0 && wanted.some(unchangedFailure)) return entry.reason;
 
     if (entry.serving.size === 0) entry.state = 'LOADING';
-    // The two phases of a load apart: the files into the local cache (S3), then the instances.
+    // A load's phases apart: the files into the local cache (S3) here, room and instances in the loader.
     if (toLoad.length > 0) this.options.metrics.modelLoadDurationByPhase.observe({ phase: 'download' }, downloadSeconds);
     const results = await Promise.allSettled(
-      toLoad.map(async (v) => {
-        const sessionStarted = process.hrtime.bigint();
-        const loaded = await (ensemble
-          ? loadEnsembleVersion(folder, written!, v, this.options, this.table)
-          : loadVersion(folder, written, v, this.options));
-        this.options.metrics.modelLoadDurationByPhase.observe({ phase: 'session' }, secondsSince(sessionStarted));
-        return loaded;
-      }),
+      toLoad.map((v) =>
+        ensemble ? loadEnsembleVersion(folder, written!, v, this.options, this.table) : loadVersion(folder, written, v, this.options),
+      ),
     );
     const failed = new Map<string, string>();
     const failedFingerprints = new Map<string, string>();

@@ -76,10 +76,16 @@ export async function loadVersion(
   const weightsBytes = (await stat(modelPath)).size;
   // Room under --model-memory-limit first (evicting), then the memory budget's check.
   const footprint = modelFootprint(weightsBytes, placements, backend.name === 'onnxruntime');
+  const phase = (name: 'room' | 'session', startedMs: number) =>
+    options.metrics.modelLoadDurationByPhase.observe({ phase: name }, (performance.now() - startedMs) / 1000);
+  const roomStarted = performance.now();
   const hold = await options.residency?.reserve(folder.name, String(version), footprint);
+  if (options.residency) phase('room', roomStarted);
   try {
     checkFootprint(folder.name, version, weightsBytes, placements, options);
+    const sessionStarted = performance.now();
     const loaded = await openVersion(folder, written, version, options, { base, backend, modelPath, labels, settings, placements });
+    phase('session', sessionStarted);
     if (hold) releaseWhenClosed(loaded.instances, hold);
     return loaded;
   } catch (error) {
