@@ -12,6 +12,7 @@ const TIMED = [
   'test/latency-objective.test.ts',
   'test/rate-limiter.test.ts',
   'test/shutdown.test.ts',
+  'test/many-models.test.ts',
   'bench/test/smoke.test.ts',
 ];
 

@@ -151,6 +151,11 @@ describe.concurrent('a command that cannot do what it was asked exits 1, names t
     ['serve with a port out of range', () => ['serve', ...r(), '--http-port', '70000'], /'--http-port <port>' argument '70000' is invalid/],
     ['serve with a level that is no number', () => ['serve', ...r(), '--log-verbose', 'lots'], /'--log-verbose <level>' argument 'lots'/],
     [
+      'serve with a model memory limit that is no byte count (before it listens)',
+      () => ['serve', ...r(), '--model-memory-limit', '12X', '--http-port', '0', '--grpc-port', '0', '--metrics-port', '0'],
+      /--model-memory-limit must be a number of bytes above 0 \(e\.g\. 8589934592, 8G, 512Mi\), got '12X'/,
+    ],
+    [
       'serve a repository that does not exist',
       () => ['serve', '--model-repository', join(work, 'nowhere'), '--http-port', '0', '--grpc-port', '0', '--metrics-port', '0'],
       /no such file or directory.*nowhere/,

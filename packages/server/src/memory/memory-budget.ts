@@ -80,7 +80,8 @@ export function byteCountOf(text: string): number | undefined {
 export function byteCountFlag(flag: string, value: string | undefined): number | undefined {
   if (value === undefined || value.trim() === '') return undefined;
   const bytes = byteCountOf(value);
-  if (bytes === undefined || bytes === 0) throw new Error(`${flag} must be more than 0 bytes (e.g. 8589934592, 8G, 512Mi), got '${value}'`);
+  if (bytes === undefined || bytes === 0)
+    throw new Error(`${flag} must be a number of bytes above 0 (e.g. 8589934592, 8G, 512Mi), got '${value}'`);
   return bytes;
 }
 
