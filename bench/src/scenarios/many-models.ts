@@ -31,6 +31,10 @@ export interface ManyModelsRun {
   readonly hitLatencyMs: LatencySummary;
   readonly waitedLatencyMs: LatencySummary | undefined;
   readonly loads: number;
+  /** Mean time a load spent opening and warming up its instance (the server's `session` phase). */
+  readonly meanSessionMs: number | undefined;
+  /** Mean time a load waited for evictions to make room (the server's `room` phase). */
+  readonly meanRoomMs: number | undefined;
   readonly evictionsPerMinute: number;
   readonly restRssBytes: number;
   readonly peakRssBytes: number;
@@ -113,6 +117,8 @@ export async function runManyModels(options: ManyModelsOptions): Promise<ManyMod
         'waited p50 ms',
         'waited p99 ms',
         'loads',
+        'room ms',
+        'session ms',
         'evictions/min',
         'rest RSS MiB',
         'peak RSS MiB',
@@ -129,6 +135,8 @@ export async function runManyModels(options: ManyModelsOptions): Promise<ManyMod
         r.waitedLatencyMs?.p50 ?? '-',
         r.waitedLatencyMs?.p99 ?? '-',
         r.loads,
+        r.meanRoomMs ?? '-',
+        r.meanSessionMs ?? '-',
         r.evictionsPerMinute,
         r.restRssBytes / 2 ** 20,
         r.peakRssBytes / 2 ** 20,
@@ -165,6 +173,11 @@ async function runOne(
   const pid = server.child.pid!;
   try {
     const restRssBytes = await rss(pid, 'VmRSS');
+    const phase = async (name: 'room' | 'session') => ({
+      seconds: await metric(server, `batchwise_model_load_duration_seconds_sum{phase="${name}"}`),
+      count: await metric(server, `batchwise_model_load_duration_seconds_count{phase="${name}"}`),
+    });
+    const phasesBefore = { room: await phase('room'), session: await phase('session') };
     const before = {
       waited: await metric(server, 'batchwise_model_load_wait_seconds_count'),
       loads: await metric(server, 'batchwise_model_loads_total'),
@@ -206,6 +219,11 @@ async function runOne(
     const waited = (await metric(server, 'batchwise_model_load_wait_seconds_count')) - before.waited;
     const loads = (await metric(server, 'batchwise_model_loads_total')) - before.loads;
     const evictions = (await metric(server, 'batchwise_model_evictions_total')) - before.evictions;
+    const meanMs = async (name: 'room' | 'session') => {
+      const after = await phase(name);
+      const count = after.count - phasesBefore[name].count;
+      return count > 0 ? ((after.seconds - phasesBefore[name].seconds) / count) * 1000 : undefined;
+    };
     // The server counts the requests that waited for a load; theirs are the slowest answers (a load
     // takes tens of milliseconds or more, an answer from a loaded model a few).
     const sorted = [...latencies].sort((a, b) => a - b);
@@ -221,6 +239,8 @@ async function runOne(
       hitLatencyMs: summarize(hits),
       waitedLatencyMs: waitedLatencies.length > 0 ? summarize(waitedLatencies) : undefined,
       loads,
+      meanSessionMs: await meanMs('session'),
+      meanRoomMs: await meanMs('room'),
       evictionsPerMinute: (evictions / seconds) * 60,
       restRssBytes,
       peakRssBytes: await rss(pid, 'VmHWM'),
