@@ -249,7 +249,8 @@ export const SERVE_FLAGS = [
     default: [],
     sets: 'loadModels',
     triton: true,
-    meaning: "explicit mode: a model to load at start-up ('*' for all); repeat for several",
+    meaning:
+      "explicit mode, or any mode with --load-on-demand: a model to load at start-up ('*' for all), never evicted; repeat for several",
   },
   {
     flag: '--load-on-demand',
