@@ -8,6 +8,7 @@
  * argument checks another dashboard file instead of dashboards/grafana/batchwise.json.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { statSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -24,6 +25,12 @@ const DEADLINE_MS = 90_000;
 const LOAD_CONCURRENCY = 4;
 /** A model from examples/model_repository with dynamic batching. */
 const MODEL = 'simple';
+/**
+ * Two models that a request loads (--load-on-demand) and that evict each other under the model memory
+ * limit, asked for in turn: loads, evictions, their times and the requests that waited (many models per host).
+ */
+const ON_DEMAND = ['convnet', 'encoder'] as const;
+const modelFileBytes = (model: string) => statSync(join(ROOT, 'examples/model_repository', model, '1', 'model.onnx')).size;
 
 const log = (line: string) => console.log(`[dashboards:check] ${line}`);
 const children: ChildProcess[] = [];
@@ -95,7 +102,16 @@ function startLoad(httpPort: number): { stop(): Promise<number> } {
         .catch(() => sleep(100));
     }
   };
-  const loops = Array.from({ length: LOAD_CONCURRENCY }, loop);
+  // Metadata requests load a model too: one of the two every second, each evicting the other.
+  const turns = async () => {
+    for (let i = 0; running; i++) {
+      await fetch(`http://127.0.0.1:${httpPort}/v2/models/${ON_DEMAND[i % 2]}`)
+        .then((r) => r.arrayBuffer())
+        .catch(() => undefined);
+      await sleep(1000);
+    }
+  };
+  const loops = [...Array.from({ length: LOAD_CONCURRENCY }, loop), turns()];
   return {
     async stop() {
       running = false;
@@ -156,6 +172,10 @@ async function main(): Promise<number> {
       'explicit',
       '--load-model',
       MODEL,
+      // Room for the pinned model and one of the two others: each load of one evicts the other.
+      '--load-on-demand',
+      '--model-memory-limit',
+      String(modelFileBytes(MODEL) + modelFileBytes(ON_DEMAND[0]) + modelFileBytes(ON_DEMAND[1]) - 1),
       '--http-address',
       '127.0.0.1',
       '--http-port',
