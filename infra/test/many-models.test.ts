@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { IMAGE_URI, REQUIRED, memo, only, synth } from './synth.ts';
 import { SERVER_RUNTIME_RESERVE_MIB, hardLimitForModelsMiB } from '../lib/many-models.ts';
+import { SERVE_FLAGS } from '../../packages/server/src/options/index.ts';
+import { byteCountOf } from '../../packages/server/src/memory/memory-budget.ts';
 
 const MIB = 1024 * 1024;
 const plain = memo(() => synth({ ...REQUIRED, imageUri: IMAGE_URI }));
@@ -32,6 +34,14 @@ describe('many models per host (context loadOnDemand and the limits)', () => {
     // g4dn.xlarge runs one task: its cache, twice (a stopped task's layer stays until the agent cleans it up).
     expect(rootVolumeGiB(onDemand())).toBe(200);
     expect(onDemand().violations).toEqual([]);
+    // Flags serve declares, with values its byte-count parser reads.
+    const declared = SERVE_FLAGS.map((d) => d.flag as string);
+    for (const name of ['--load-on-demand', '--model-memory-limit', '--model-gpu-memory-limit', '--model-cache-disk-limit']) {
+      expect(declared).toContain(name);
+    }
+    for (const name of ['--model-memory-limit', '--model-gpu-memory-limit', '--model-cache-disk-limit']) {
+      expect(byteCountOf(flag(command, name)!)).toBe(Number(flag(command, name)));
+    }
   });
 
   it('alarms on eviction thrash: evictions per task per minute above the threshold in 3 of 5 minutes', () => {
