@@ -113,6 +113,40 @@ parameters { key: "batchwise_latency_objective_ms" value: { string_value: "1" } 
     expect(objective.event_loop_lag_ms).toBeGreaterThanOrEqual(0);
   });
 
+  it('holds refusals on a connection that keeps being refused: at the deadline, then two and four objectives', async () => {
+    const running = send(); // busy for tens of milliseconds: every request behind it is refused
+    await new Promise((r) => setTimeout(r, 5));
+    const socket = connect(server.httpPort, '127.0.0.1');
+    const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, WIDTH], data: Array(WIDTH).fill(0.5) }] });
+    const request = `POST /v2/models/objective/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    let buffered = '';
+    const statuses: string[] = [];
+    let onAnswer: (() => void) | undefined;
+    socket.on('data', (chunk) => {
+      buffered += chunk.toString();
+      if (buffered.includes('}')) {
+        statuses.push(buffered.split('\r\n')[0]!);
+        buffered = '';
+        onAnswer?.();
+      }
+    });
+    const timings: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const started = performance.now();
+      await new Promise<void>((resolve) => {
+        onAnswer = resolve;
+        socket.write(request);
+      });
+      timings.push(performance.now() - started);
+    }
+    socket.destroy();
+    expect((await running).status).toBe(200);
+    expect(statuses).toEqual(Array(3).fill('HTTP/1.1 503 Service Unavailable'));
+    // 1 ms, then 2, then 4 (at least); a fresh connection starts over.
+    expect(timings[2]!, JSON.stringify(timings)).toBeGreaterThanOrEqual(3.5);
+    expect(timings[2]!, JSON.stringify(timings)).toBeGreaterThan(timings[0]!);
+  });
+
   it('over gRPC too, from what the message names, before its tensors are decoded', async () => {
     const grpc = new GrpcClient({ url: `127.0.0.1:${server.grpcPort}` });
     try {

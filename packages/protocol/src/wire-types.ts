@@ -107,6 +107,8 @@ export interface LatencyObjectiveStatistics {
   }[];
   /** The event loop's recent lag: how long a request waits before the server reads it (counted twice into its latency). */
   event_loop_lag_ms: number;
+  /** Samples admitted at once (queued and running) at most, as feedback from batches ending in time or late has set it. */
+  limit_samples: number;
 }
 
 export interface InferResponseStatistics {

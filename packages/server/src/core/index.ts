@@ -11,6 +11,8 @@ export type {
   ResponseOutput,
   ServerMetadata,
 } from '../protocol/types.ts';
+export { refusalDue } from './refusal-due.ts';
+export type { ObjectiveRefusal } from '../scheduler/scheduler.ts';
 export { Errors, InferenceServerError, isInferenceServerError, toInferenceServerError } from '../errors/errors.ts';
 export type { ErrorCode } from '../errors/errors.ts';
 export { FILE_PARAMETER_PREFIX } from '../models/load-parameters.ts';

@@ -1,6 +1,7 @@
 import type { ModelConfig } from '../config/model-config.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { Errors, toInferenceServerError, type InferenceServerError } from '../errors/errors.ts';
+import { Errors, toInferenceServerError } from '../errors/errors.ts';
+import type { ObjectiveRefusal } from '../scheduler/scheduler.ts';
 import type { LoadedVersion } from '../models/loaded-version.ts';
 import type { ModelRegistry } from '../models/model-registry.ts';
 import type { RouteKeys } from '../models/canary-control.ts';
@@ -143,7 +144,7 @@ export class CoreInferenceService implements InferenceService {
   shedOnArrival(
     target: { readonly modelName: string; readonly modelVersion?: string; readonly canaryKey?: string },
     arrivalNs: bigint,
-  ): InferenceServerError | undefined {
+  ): ObjectiveRefusal | undefined {
     const version = policyVersion(target.modelVersion);
     if (!this.models.isModelReady(target.modelName, version)) return undefined;
     const model = this.models.resolve(target.modelName, version, { header: target.canaryKey });

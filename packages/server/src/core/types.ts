@@ -1,5 +1,5 @@
 import type { ModelConfig } from '../config/model-config.ts';
-import type { InferenceServerError } from '../errors/errors.ts';
+import type { ObjectiveRefusal } from '../scheduler/scheduler.ts';
 import type { TraceSettings, TraceSettingsUpdate } from '../trace/trace-settings.ts';
 import type { LogSettings } from '../logging/log-settings.ts';
 import type { MemoryReservation } from '../memory/memory-guard.ts';
@@ -89,14 +89,15 @@ export interface InferenceService {
   infer(request: InferenceRequest, options?: InferOptions): Promise<InferenceResponse>;
   /**
    * Before a request's body is read: the refusal (UNAVAILABLE) its model's latency objective would
-   * give a request of one sample that arrived at `arrivalNs`, counted as the objective's; undefined
-   * when it would be admitted as far as its headers tell, or when the model cannot take requests
-   * (infer() then gives the error). So a refusal under overload costs no body read or decode.
+   * give a request of one sample that arrived at `arrivalNs`, counted as the objective's, and when
+   * to answer it (its deadline); undefined when it would be admitted as far as its headers tell, or
+   * when the model cannot take requests (infer() then gives the error). So a refusal under overload
+   * costs no body read or decode.
    */
   shedOnArrival(
     target: { readonly modelName: string; readonly modelVersion?: string; readonly canaryKey?: string },
     arrivalNs: bigint,
-  ): InferenceServerError | undefined;
+  ): ObjectiveRefusal | undefined;
   /**
    * Charges a request body of this many bytes to the memory budget before it is read, with an
    * advance on the rest of the request's charge estimated from the model's config, or throws

@@ -1,4 +1,4 @@
-import type { InferenceService } from '../core/index.ts';
+import { refusalDue, type InferenceService } from '../core/index.ts';
 import type { TraceContext } from '../protocol/types.ts';
 import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
 import { decodeInferMessage, type InferMessage } from './infer-message.ts';
@@ -24,7 +24,10 @@ export async function runInferMessage(
     { modelName: request.model_name, modelVersion: request.model_version, ...(canaryKey !== undefined && { canaryKey }) },
     arrivalNs,
   );
-  if (refusal) throw refusal;
+  if (refusal) {
+    await refusalDue(refusal);
+    throw refusal.error;
+  }
   const memory = service.reserveRequestMemory(message.byteLength);
   try {
     if (census.elements > 0) {

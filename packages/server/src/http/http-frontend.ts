@@ -8,7 +8,7 @@ import { registerRestrictedApiHook } from './restricted-api-hook.ts';
 import { answerClientError } from './client-error.ts';
 import { registerContentEncoding } from './content-encoding.ts';
 import { registerHealthRoutes } from './routes/health.ts';
-import { registerInferRoutes } from './routes/infer.ts';
+import { refuseBeforeRouting, registerInferRoutes } from './routes/infer.ts';
 import { registerLoggingRoutes } from './routes/logging.ts';
 import { registerModelRoutes } from './routes/models.ts';
 import { registerRepositoryRoutes } from './routes/repository.ts';
@@ -51,7 +51,10 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
           keepAliveTimeout: options.keepAliveTimeoutMs,
           connectionsCheckingInterval: Math.min(1000, options.requestTimeoutMs),
         },
-        handler,
+        // A latency objective's refusals are answered before routing, unless the inference API needs a key (fastify checks it).
+        options.restrictions.has('inference')
+          ? handler
+          : (request, response) => refuseBeforeRouting(service, request, response) || handler(request, response),
       ),
     // Requests routed once close() has begun are refused by our own hook below, in the
     // protocol's error shape; fastify's would answer 503 with a body of its own.

@@ -9,7 +9,7 @@ import { batchingOptionsFromConfig, type BatchingOptions } from './batching-opti
 import { systemClock, type Clock } from './clock.ts';
 import { OrderedDelivery } from './ordered-delivery.ts';
 import { PriorityQueues, type Waiting } from './priority-queues.ts';
-import type { QueuedRequest, Scheduler, SchedulerContext } from './scheduler.ts';
+import type { ObjectiveRefusal, QueuedRequest, Scheduler, SchedulerContext } from './scheduler.ts';
 import { markCompute } from '../trace/tracer.ts';
 import { ObjectiveBatcher } from './objective-batcher.ts';
 
@@ -44,7 +44,7 @@ export class BatchingScheduler implements Scheduler {
   private readonly servingOrder: Iterable<Waiting> = { [Symbol.iterator]: () => this.queues.inServingOrder() };
   /** The options and the instances' room for strings, as chooseBatch takes them. */
   private readonly rule: Parameters<typeof chooseBatch>[1];
-  private earlyRefusal: InferenceServerError | undefined;
+  private objectiveRefusal: InferenceServerError | undefined;
   /** Some queue policy keeps late requests (timeout_action DELAY): the objective sheds none of its level's. */
   private readonly anyLevelDelays: boolean;
   private executing = 0;
@@ -84,23 +84,31 @@ export class BatchingScheduler implements Scheduler {
     return this.queues.size + this.executing;
   }
 
-  shedOnArrival(samples: number, arrivalNs: bigint): InferenceServerError | undefined {
+  shedOnArrival(samples: number, arrivalNs: bigint): ObjectiveRefusal | undefined {
     const objective = this.objective;
     // Any level that keeps late requests (DELAY) may be this request's: only its body would tell.
     if (!objective || this.anyLevelDelays) return undefined;
-    if (!this.refusesLate(objective, samples, arrivalNs)) return undefined;
-    objective.noteArrival(arrivalNs);
+    if (!this.refusesLate(objective, this.expectedLatencyNs(objective, samples, arrivalNs), samples)) return undefined;
     this.shed({ arrivalNs }, 'admission');
-    // One error for every early refusal: under overload there are thousands a second, and each new Error takes a stack trace.
-    return (this.earlyRefusal ??= Errors.latencyObjectiveMiss(this.context.config.name, objective.objectiveMs));
+    return { error: this.objectiveMiss(objective), answerAtNs: arrivalNs + objective.objectiveNs };
+  }
+
+  /** One error for every refusal of the objective: under overload there are thousands a second, and each new Error takes a stack trace. */
+  private objectiveMiss(objective: ObjectiveBatcher): InferenceServerError {
+    return (this.objectiveRefusal ??= Errors.latencyObjectiveMiss(this.context.config.name, objective.objectiveMs));
+  }
+
+  /** What a request of `samples` that arrived at `arrivalNs` is expected to take, queued behind what waits now. */
+  private expectedLatencyNs(objective: ObjectiveBatcher, samples: number, arrivalNs: bigint): number | undefined {
+    return objective.expectedLatencyNs(this.queues.samples, samples, arrivalNs, this.clock.nowNs(), this.clock.lagNs());
   }
 
   /** The objective's admission test: false for a request that would start at once, or is expected in time. */
-  private refusesLate(objective: ObjectiveBatcher, samples: number, arrivalNs: bigint): boolean {
+  private refusesLate(objective: ObjectiveBatcher, expectedLatencyNs: number | undefined, samples: number): boolean {
     // A request that would start at once on a free instance is never shed: refusing it spares no one, and its
     // run refreshes a profile that may overestimate (a slow first run would otherwise refuse every request).
     const startsAtOnce = this.queues.size === 0 && this.freeInstances.length > 0;
-    return !startsAtOnce && !objective.admits(this.queues.samples, samples, arrivalNs, this.clock.nowNs(), this.clock.lagNs());
+    return !startsAtOnce && !objective.admits(expectedLatencyNs, this.queues.samples + objective.runningSamples, samples);
   }
 
   private shed(request: { readonly arrivalNs: bigint }, where: 'admission' | 'queued'): void {
@@ -118,20 +126,15 @@ export class BatchingScheduler implements Scheduler {
     }
     const objective = this.objective;
     const keep = level.policy.timeout_action === 'DELAY';
+    const expectedNs = objective && this.expectedLatencyNs(objective, request.batchSize, request.arrivalNs);
     if (objective) {
-      objective.noteArrival(request.arrivalNs);
-      // A request that would start at once on a free instance is never shed: refusing it spares no one, and its
-      // run refreshes a profile that may overestimate (a slow first run would otherwise refuse every request).
-      const startsAtOnce = this.queues.size === 0 && this.freeInstances.length > 0;
-      if (
-        !keep &&
-        !startsAtOnce &&
-        !objective.admits(this.queues.samples, request.batchSize, request.arrivalNs, this.clock.nowNs(), this.clock.lagNs())
-      ) {
-        objective.countShed('admission');
-        this.context.stats.recordObjectiveShed(request, 'admission');
-        return Promise.reject(Errors.latencyObjectiveMiss(this.context.config.name, objective.objectiveMs));
+      if (!keep && this.refusesLate(objective, expectedNs, request.batchSize)) {
+        this.shed(request, 'admission');
+        return new Promise((_, reject) => this.refuseAtDeadline(objective, request.arrivalNs, reject));
       }
+      // Only what is admitted arrives for the batcher: refused requests never join a batch, and counting them
+      // (thousands a second when clients resend at once) made it wait for company that never came (issue 30).
+      objective.noteArrival(request.arrivalNs);
     }
     return new Promise<Tensor[]>((resolve, reject) => {
       const waiting: Waiting = { request, level, resolve, reject, timer: undefined, prev: undefined, next: undefined, list: undefined };
@@ -171,14 +174,25 @@ export class BatchingScheduler implements Scheduler {
     this.afterChange();
   }
 
-  /** A queued request that can no longer finish within the latency objective is refused now, not answered late. */
+  /**
+   * A queued request that can no longer finish within the latency objective leaves the queue now,
+   * and is refused at its deadline (ObjectiveRefusal says why), never answered late.
+   */
   private onObjectiveMissed(waiting: Waiting): void {
     waiting.objectiveTimer = undefined;
     if (!this.queues.remove(waiting)) return;
     if (waiting.timer !== undefined) this.clock.clearTimeout(waiting.timer);
+    const objective = this.objective!;
     this.shed(waiting.request, 'queued');
-    waiting.reject(Errors.latencyObjectiveMiss(this.context.config.name, this.objective!.objectiveMs));
+    this.refuseAtDeadline(objective, waiting.request.arrivalNs, waiting.reject);
     this.afterChange();
+  }
+
+  /** Rejects with the objective's refusal at the request's deadline, its arrival + the objective. */
+  private refuseAtDeadline(objective: ObjectiveBatcher, arrivalNs: bigint, reject: (error: Error) => void): void {
+    const error = this.objectiveMiss(objective);
+    const dueMs = Number(arrivalNs + objective.objectiveNs - this.clock.nowNs()) / 1e6;
+    this.clock.setTimeout(() => reject(error), Math.max(0, dueMs));
   }
 
   /** Coalesced: one dispatch at the end of the turn, only when an instance is free and a request waits. */
@@ -280,7 +294,7 @@ export class BatchingScheduler implements Scheduler {
       try {
         ({ outcomes, timings } = instance.executeRequests ? await this.runRequests(instance, batch) : await this.runBatch(instance, batch));
         this.lastBatchNs = this.clock.nowNs() - dispatchedNs;
-        this.objective?.finished(instanceIndex, this.clock.nowNs(), computeNsOf(timings));
+        this.objective?.finished(instanceIndex, this.clock.nowNs(), computeNsOf(timings), oldestArrivalNs(batch), this.clock.lagNs());
       } catch (error) {
         this.objective?.finished(instanceIndex, this.clock.nowNs(), undefined);
         const failure = toInferenceServerError(error);
@@ -392,4 +406,10 @@ export class BatchingScheduler implements Scheduler {
 /** What an instance reports of a run's own time: its input, compute and output phases. */
 function computeNsOf(timings: ExecutionTimings): number {
   return timings.computeInputNs + timings.computeInferNs + timings.computeOutputNs;
+}
+
+function oldestArrivalNs(batch: readonly Waiting[]): bigint {
+  let oldest = batch[0]!.request.arrivalNs;
+  for (const waiting of batch) if (waiting.request.arrivalNs < oldest) oldest = waiting.request.arrivalNs;
+  return oldest;
 }

@@ -85,7 +85,10 @@ describe('batchwise_latency_objective_ms: batches', () => {
     expect(models[0]!.batches).toHaveLength(1);
     void send('b', [5, 6, 7, 8]);
     await flush();
-    expect(settled).toEqual([{ name: 'b', value: MISS, at: 0n }]);
+    expect(stats.snapshot().batchwise_latency_objective!.shed.admission).toBe(1);
+    clock.advanceMs(10); // answered at its deadline: arrival + the objective
+    await flush();
+    expect(settled).toEqual([{ name: 'b', value: MISS, at: 10_000_000n }]);
   });
 
   it('under load a request waits for the batch the objective affords, and the choice shows in statistics and metrics', async () => {
@@ -132,14 +135,15 @@ describe('batchwise_latency_objective_ms: batches', () => {
 });
 
 describe('batchwise_latency_objective_ms: early shedding', () => {
-  it('refuses at once, with 503 naming the objective, a request the queue ahead would make late', async () => {
+  it('refuses, with 503 naming the objective, a request the queue ahead would make late: counted at once, answered at its deadline', async () => {
     const { send, clock, flush, settled, stats, metrics, models } = await taught();
     void send('running', [1]);
     clock.endTurn(); // runs for an expected 4 ms
     void send('fits', [2]); // 4 ms + 4 ms: in time
+    const lateNs = clock.nowNs();
     void send('late', [3]); // 4 ms + a batch of 2 (8 ms): late
     await flush();
-    expect(settled).toEqual([{ name: 'late', value: MISS, at: clock.nowNs() }]);
+    expect(settled).toEqual([]);
     const snapshot = stats.snapshot();
     expect(snapshot.inference_stats.fail.count).toBe(1);
     expect(snapshot.batchwise_latency_objective!.shed).toEqual({ admission: 1, queued: 0 });
@@ -152,22 +156,34 @@ describe('batchwise_latency_objective_ms: early shedding', () => {
     clock.advanceMs(2); // 'fits' may wait a little for company (arrivals 1.3 ms apart, batches of 1 falling behind)
     models[0]!.finish();
     await flush();
-    expect(settled.map((s) => s.name)).toEqual(['late', 'running', 'fits']);
+    clock.advanceMs(8);
+    await flush();
+    expect(settled.map((s) => s.name)).toEqual(['running', 'fits', 'late']);
+    expect(settled[2]).toEqual({ name: 'late', value: MISS, at: lateNs + 10_000_000n });
   });
 
-  it('refuses a queued request as soon as it can no longer finish in time, even while every instance is busy', async () => {
-    const { send, clock, flush, settled, stats } = await taught();
+  it('takes a queued request out as soon as it can no longer finish in time, even while every instance is busy; refused at its deadline', async () => {
+    const { send, clock, flush, settled, stats, models } = await taught();
     const startNs = clock.nowNs();
+    const shed = () => stats.snapshot().batchwise_latency_objective!.shed;
     void send('running', [1]);
     clock.endTurn();
     void send('queued', [2]); // admitted: 4 + 4 ms expected; gives up at 10 - 4 = 6 ms
     clock.advanceMs(5.9);
     await flush();
-    expect(settled).toEqual([]);
+    expect(shed()).toEqual({ admission: 0, queued: 0 });
     clock.advanceMs(0.1);
     await flush();
-    expect(settled).toEqual([{ name: 'queued', value: MISS, at: startNs + 6_000_000n }]);
-    expect(stats.snapshot().batchwise_latency_objective!.shed).toEqual({ admission: 0, queued: 1 });
+    expect(shed()).toEqual({ admission: 0, queued: 1 });
+    models[0]!.finish(); // the instance frees: the request left the queue, nothing runs it
+    await flush();
+    expect(models[0]!.batches).toHaveLength(2); // 'warm' and 'running'
+    clock.advanceMs(4);
+    await flush();
+    expect(settled).toEqual([
+      { name: 'running', value: [2], at: startNs + 6_000_000n },
+      { name: 'queued', value: MISS, at: startNs + 10_000_000n },
+    ]);
   });
 
   it('never refuses a request that would start at once on a free instance: its run refreshes the profile', async () => {
@@ -244,10 +260,13 @@ describe('batchwise_latency_objective_ms: under overload (issue 30)', () => {
     void harness.send('running', [1]);
     harness.clock.endTurn(); // expected 5 ms
     void harness.send('fits', [2]); // 5 + 5 = 10 ms: in time, just
+    await harness.flush();
+    const shed = () => harness.stats.snapshot().batchwise_latency_objective!.shed.admission;
+    expect(shed()).toBe(0);
     harness.clock.advanceMs(0.001);
     void harness.send('late', [3]); // a batch of 2 behind it: 5 + 4·2 + 1 = 14 ms
     await harness.flush();
-    expect(harness.settled).toEqual([{ name: 'late', value: MISS, at: harness.clock.nowNs() }]);
+    expect(shed()).toBe(1);
   });
 
   it("counts the event loop's lag twice into a request's age: before the server read it, and before its reply leaves", async () => {
@@ -256,10 +275,14 @@ describe('batchwise_latency_objective_ms: under overload (issue 30)', () => {
     void send('running', [1]);
     clock.endTurn();
     void send('late', [2]); // 4 + 4 ms, and 2 ms of the loop's lag: 10 ms, in time
+    await flush();
+    const shed = () => stats.snapshot().batchwise_latency_objective!.shed.admission;
+    expect(shed()).toBe(0);
     clock.lag = 1_500_000;
     void send('later', [3]); // with 1.5 ms of lag twice, and a batch of 2: late
     await flush();
-    expect(settled.map((s) => s.name)).toEqual(['later']);
+    expect(shed()).toBe(1);
+    expect(settled).toEqual([]);
     expect(stats.snapshot().batchwise_latency_objective!.event_loop_lag_ms).toBe(1.5);
   });
 });
@@ -275,7 +298,8 @@ describe('batchwise_latency_objective_ms: refusal on arrival, before the body is
     void send('queued', [2]);
     clock.endTurn();
     const refusal = scheduler.shedOnArrival(1, clock.nowNs()); // 3 + a batch of 2 (8 ms) = 11 ms: late
-    expect(refusal?.message).toBe("request would miss the latency objective of 10 ms for model 'm'");
+    expect(refusal?.error.message).toBe("request would miss the latency objective of 10 ms for model 'm'");
+    expect(refusal?.answerAtNs).toBe(clock.nowNs() + 10_000_000n); // at its deadline
     expect(stats.snapshot().batchwise_latency_objective!.shed).toEqual({ admission: 1, queued: 0 });
     expect(stats.snapshot().inference_stats.fail.count).toBe(1);
     await flush();
@@ -292,5 +316,30 @@ describe('batchwise_latency_objective_ms: refusal on arrival, before the body is
     void send('queued too', [3]);
     clock.endTurn();
     expect(scheduler.shedOnArrival(1, clock.nowNs())).toBeUndefined();
+  });
+});
+
+describe('batchwise_latency_objective_ms: the admission limit found by feedback (issue 30)', () => {
+  it('a batch that ended late cuts the limit by a tenth, one in time raises it; past the limit a request is refused though the estimate says in time', async () => {
+    const { send, clock, flush, models, stats } = await taught(); // t(1) = 4 ms, objective 10 ms
+    const limit = () => stats.snapshot().batchwise_latency_objective!.limit_samples;
+    expect(limit()).toBe(32); // four full batches of 8 on the one instance
+    for (let i = 0; i < 30; i++) {
+      void send(`late ${i}`, [i]);
+      clock.advanceMs(11); // ends 11 ms after its arrival: late
+      models[0]!.finish();
+      await flush();
+    }
+    expect(limit()).toBeCloseTo(32 * 0.9 ** 30, 6); // about 1.36
+    void send('running', [1]);
+    clock.endTurn();
+    const shed = () => stats.snapshot().batchwise_latency_objective!.shed.admission;
+    void send('queued', [2]); // 4 + 4 ms: in time by the estimate, but 2 samples admitted would pass the limit
+    await flush();
+    expect(shed()).toBe(1);
+    clock.advanceMs(4);
+    models[0]!.finish(); // in time: the limit grows by 1 / limit
+    await flush();
+    expect(limit()).toBeCloseTo(32 * 0.9 ** 30 + 1 / (32 * 0.9 ** 30), 6);
   });
 });

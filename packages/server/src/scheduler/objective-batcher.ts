@@ -51,6 +51,18 @@ export class ObjectiveBatcher {
   private lastTarget = 0;
   private readonly shed = { admission: 0, queued: 0 };
   readonly objectiveMs: number;
+  /**
+   * Samples admitted at once (queued and running) at most: found by feedback, as TCP finds its
+   * window. A batch whose oldest request ended within the objective raises it by that batch's
+   * samples over the limit (one sample per limit's worth of samples served); one that ended late
+   * cuts it by a tenth. The estimate of expectedLatencyNs cannot see everything a request waits
+   * for (its body's decoding, the batcher waiting for company it expects, replies queued behind
+   * other work), and at 64 clients of a closed loop it admitted requests that took four times the
+   * objective (issue 30); the limit holds admission to what has been seen to finish in time.
+   */
+  private limitSamples: number;
+  /** The limit's ceiling: four full batches on every instance. */
+  private readonly ceilingSamples: number;
 
   constructor(
     readonly objectiveNs: bigint,
@@ -61,6 +73,8 @@ export class ObjectiveBatcher {
     this.handoffs = Array.from({ length: instances }, () => new HandoffEstimate());
     this.running = Array.from({ length: instances }, () => undefined);
     this.objectiveMs = Number(objectiveNs) / 1e6;
+    this.ceilingSamples = maxBatchSize * instances * 4;
+    this.limitSamples = this.ceilingSamples;
   }
 
   noteArrival(arrivalNs: bigint): void {
@@ -101,10 +115,19 @@ export class ObjectiveBatcher {
    * A batch ended: `computeNs` is what the instance reports of its run (ExecutionTimings), the
    * rest of the time since dispatch its hand-off; a failed run says nothing of run time.
    */
-  finished(instance: number, nowNs: bigint, computeNs: number | undefined): void {
+  finished(instance: number, nowNs: bigint, computeNs: number | undefined, oldestArrivalNs?: bigint, lagNs = 0): void {
     const run = this.running[instance];
     this.running[instance] = undefined;
-    if (run && computeNs !== undefined) this.observeRun(instance, run.samples, Number(nowNs - run.startNs), computeNs);
+    if (!run || computeNs === undefined) return;
+    this.observeRun(instance, run.samples, Number(nowNs - run.startNs), computeNs);
+    if (oldestArrivalNs !== undefined) this.adjustLimit(run.samples, oldestArrivalNs, nowNs, lagNs);
+  }
+
+  /** Samples the running batches hold. */
+  get runningSamples(): number {
+    let samples = 0;
+    for (const run of this.running) samples += run?.samples ?? 0;
+    return samples;
   }
 
   /** A run of `samples` on the instance took `ns` from dispatch to results, `computeNs` of it in the model: live batches, and model_warmup's runs before the first. */
@@ -114,12 +137,31 @@ export class ObjectiveBatcher {
     this.handoffs[instance]?.note(ns - compute);
   }
 
+  /** A batch of `samples` ended; its oldest request arrived at `oldestArrivalNs`. */
+  private adjustLimit(samples: number, oldestArrivalNs: bigint, nowNs: bigint, lagNs: number): void {
+    // As expectedLatencyNs counts it: to the results, and the event loop's lag before and after.
+    const latencyNs = Number(nowNs - oldestArrivalNs) + 2 * lagNs;
+    if (latencyNs > Number(this.objectiveNs)) this.limitSamples = Math.max(1, this.limitSamples * 0.9);
+    else this.limitSamples = Math.min(this.ceilingSamples, this.limitSamples + samples / this.limitSamples);
+  }
+
   /**
-   * Whether a request of `samples` samples that arrived at `arrivalNs`, queued behind
-   * `samplesAhead`, is still expected to finish within the objective. True while any instance
-   * has no run time yet: nothing is refused on a guess.
+   * Whether a request of `samples`, with `admittedSamples` queued and running, fits the limit and,
+   * by its expectedLatencyNs, is still expected to finish within the objective. The estimate is
+   * true while any instance has no run time yet: nothing is refused on a guess; nor is a request
+   * refused for the limit when nothing else is admitted.
    */
-  admits(samplesAhead: number, samples: number, arrivalNs: bigint, nowNs: bigint, lagNs = 0): boolean {
+  admits(expectedLatencyNs: number | undefined, admittedSamples: number, samples: number): boolean {
+    if (admittedSamples + samples > this.limitSamples && admittedSamples > 0) return false;
+    return expectedLatencyNs === undefined || expectedLatencyNs <= Number(this.objectiveNs);
+  }
+
+  /**
+   * The latency a request of `samples` samples that arrived at `arrivalNs`, queued behind
+   * `samplesAhead`, is expected to see, from its arrival (uncalibrated); undefined while any
+   * instance has no run time yet.
+   */
+  expectedLatencyNs(samplesAhead: number, samples: number, arrivalNs: bigint, nowNs: bigint, lagNs = 0): number | undefined {
     const outlook = this.profiles.map((_, i) => {
       const run = this.running[i];
       const expectedRunNs = (b: number) => this.expectedRunNs(i, b);
@@ -129,7 +171,7 @@ export class ObjectiveBatcher {
     });
     const finishNs = expectedFinishNs(samplesAhead, samples, outlook, this.maxBatchSize);
     // The event loop's lag twice: before the server saw the request, and before its reply leaves.
-    return finishNs === undefined || Number(nowNs - arrivalNs) + 2 * lagNs + finishNs <= Number(this.objectiveNs);
+    return finishNs === undefined ? undefined : Number(nowNs - arrivalNs) + 2 * lagNs + finishNs;
   }
 
   /**
@@ -152,6 +194,7 @@ export class ObjectiveBatcher {
     return {
       objective_ms: this.objectiveMs,
       event_loop_lag_ms: lagNs / 1e6,
+      limit_samples: this.limitSamples,
       current_wait_ms: this.lastWaitNs / 1e6,
       target_batch_size: this.lastTarget,
       arrival_rate_per_second: gap === undefined ? 0 : 1e9 / Math.max(gap, 1),

@@ -149,13 +149,15 @@ describe('a latency objective behind the rate limiter', () => {
 
   it('refuses a request whose wait for resources outlasts the objective, and gives the wait up', async () => {
     const { a, b, clock, limiter } = await bWaitsBehindA();
-    // At 10 - t(1) = 8 ms it can no longer finish in time even if it ran at once.
+    // At 10 - t(1) = 8 ms it can no longer finish in time even if it ran at once: it leaves, and the wait is given up.
     clock.advanceMs(8);
     await b.flush();
-    expect(b.settled).toEqual([
-      { name: 'b1', value: "UNAVAILABLE: request would miss the latency objective of 10 ms for model 'm'", at: 8_000_000n },
-    ]);
     expect(limiter.waiting).toBe(0);
+    clock.advanceMs(2); // refused at its deadline
+    await b.flush();
+    expect(b.settled).toEqual([
+      { name: 'b1', value: "UNAVAILABLE: request would miss the latency objective of 10 ms for model 'm'", at: 10_000_000n },
+    ]);
     expect(b.models[0]!.batches).toEqual([]);
     a.models[0]!.finish();
     await a.flush();

@@ -43,13 +43,26 @@ export interface Scheduler {
    * `arrivalNs`, asked before its body is read (issue 30: a refusal must cost less than serving),
    * counted as the objective's; undefined where nothing would be shed early.
    */
-  shedOnArrival?(samples: number, arrivalNs: bigint): InferenceServerError | undefined;
+  shedOnArrival?(samples: number, arrivalNs: bigint): ObjectiveRefusal | undefined;
   /** Requests queued or executing. */
   readonly pendingCount: number;
   /** Resolves once nothing is queued or executing. */
   drain(): Promise<void>;
   /** The version is unloaded (after drain): gives back what it holds of server-wide resources (the rate limiter). */
   close?(): void;
+}
+
+/**
+ * A request the latency objective refuses, and when the refusal is answered: at the request's
+ * deadline (its arrival + the objective), not at once. Clients that resend a refused request at
+ * once (a closed loop) would otherwise resend it thousands of times a second, and those refusals
+ * take the cores the admitted work needs (issue 30); every request is still answered within the
+ * objective, with its result or with the refusal.
+ */
+export interface ObjectiveRefusal {
+  readonly error: InferenceServerError;
+  /** process.hrtime.bigint() at which to answer. */
+  readonly answerAtNs: bigint;
 }
 
 export interface SchedulerContext {

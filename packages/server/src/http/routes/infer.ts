@@ -1,8 +1,9 @@
 import { Transform } from 'node:stream';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { InferenceService, MemoryReservation } from '../../core/index.ts';
-import { CANARY_KEY_HEADER } from '../../core/index.ts';
+import { CANARY_KEY_HEADER, refusalDue, type ObjectiveRefusal } from '../../core/index.ts';
 import { decodeHttpInferRequest, encodeHttpInferResponse, outputsSentAsJson } from '../infer-codec.ts';
 import { admitJsonBody, countJsonWhileReceived } from '../json-admission.ts';
 import type { JsonArrayCounter } from '../../tensor/json-census.ts';
@@ -42,31 +43,107 @@ interface HeldMemory {
 
 const heldMemory = new WeakMap<IncomingMessage, HeldMemory>();
 
-/** When each request's headers were read: its arrival, for queue timeouts and the latency objective. */
+/** When each request's headers were read (refuseBeforeRouting): its arrival, for queue timeouts and the latency objective. */
 const receivedAt = new WeakMap<IncomingMessage, bigint>();
 
+/** An infer route's path: the model and, if named, the version (percent-encoded as sent). */
+const INFER_PATH = /^\/v2\/models\/([^/?#]+)(?:\/versions\/([^/?#]+))?\/infer(?:[?#]|$)/;
+
+/** The pre-encoded refusals, one per message (one per model with an objective). */
+const refusalBodies = new Map<string, Buffer>();
+
+/** Refusals in a row on a connection, cleared by its next admitted request. */
+const refusalStreaks = new WeakMap<Socket, number>();
+
+/** The longest a refusal is held, in objectives (the fourth refusal in a row and after). */
+const MOST_OBJECTIVES_HELD = 8;
+
 /**
- * Arrival: the request's time is taken from its headers, and a model whose latency objective would
- * refuse it now refuses it before its body is read or decoded (issue 30): under overload a refusal
- * must cost the event loop less than serving, or refusals crowd out the work they protect.
+ * When to answer a refusal on a connection that has had `streak` refusals in a row before it:
+ * at the request's deadline the first time, then two, four, eight objectives after its arrival.
+ * A client that resends a refused request at once would otherwise keep a core busy refusing it
+ * (issue 30: 64 clients of a closed loop sent 30,000 requests a second that way); this one waits
+ * as a client with backoff would have.
  */
-function arrive(
+function answerAtNs(refusal: ObjectiveRefusal, receivedNs: bigint, streak: number): bigint {
+  const held = Math.min(2 ** streak, MOST_OBJECTIVES_HELD);
+  return receivedNs + (refusal.answerAtNs - receivedNs) * BigInt(held);
+}
+
+/**
+ * Before routing, from the request line and headers alone: a POST to an infer route whose
+ * model's latency objective refuses it now is answered here, by Node's own response, with its
+ * body unread (issue 30). Under overload such refusals come by the thousand a second from
+ * clients that resend at once, and fastify's routing, hooks and reply serialization, or reading
+ * and decoding the body, would cost each one several times what it is worth, crowding out the
+ * work the objective protects. Returns true when it answered; otherwise notes the request's
+ * arrival for the route. Not used while the inference API needs a key (fastify checks it).
+ */
+export function refuseBeforeRouting(service: InferenceService, request: IncomingMessage, response: ServerResponse): boolean {
+  const receivedNs = process.hrtime.bigint();
+  if (request.method !== 'POST') return false;
+  const path = INFER_PATH.exec(request.url ?? '');
+  if (!path) return false;
+  receivedAt.set(request, receivedNs);
+  const canaryKey = request.headers[CANARY_KEY_HEADER];
+  let target: { modelName: string; modelVersion?: string; canaryKey?: string };
+  try {
+    target = {
+      modelName: decodeURIComponent(path[1]!),
+      ...(path[2] !== undefined && { modelVersion: decodeURIComponent(path[2]) }),
+      ...(typeof canaryKey === 'string' && { canaryKey }),
+    };
+  } catch {
+    return false; // a malformed escape: the router answers it
+  }
+  const refusal = service.shedOnArrival(target, receivedNs);
+  const streak = refusalStreaks.get(request.socket) ?? 0;
+  if (!refusal) {
+    if (streak > 0) refusalStreaks.delete(request.socket);
+    return false;
+  }
+  refusalStreaks.set(request.socket, streak + 1);
+  const answer = () => {
+    let body = refusalBodies.get(refusal.error.message);
+    if (!body) refusalBodies.set(refusal.error.message, (body = Buffer.from(JSON.stringify({ error: refusal.error.message }))));
+    response.writeHead(httpStatusOf(refusal.error.code), {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': body.length,
+    });
+    response.end(body);
+  };
+  const due = refusalDue({ ...refusal, answerAtNs: answerAtNs(refusal, receivedNs, streak) });
+  if (due) void due.then(answer);
+  else answer();
+  return true;
+}
+
+/**
+ * Arrival on the route: the time its headers came (refuseBeforeRouting noted it, unless the
+ * inference API is restricted: then the objective's refusal is decided here, after the key check).
+ */
+async function arrive(
   service: InferenceService,
   request: FastifyRequest<{ Params: ModelParams }>,
   reply: FastifyReply,
-): FastifyReply | undefined {
-  const receivedNs = process.hrtime.bigint();
-  receivedAt.set(request.raw, receivedNs);
-  const canaryKey = request.headers[CANARY_KEY_HEADER];
-  const refusal = service.shedOnArrival(
-    {
-      modelName: request.params.model,
-      ...(request.params.version !== undefined && { modelVersion: request.params.version }),
-      ...(typeof canaryKey === 'string' && { canaryKey }),
-    },
-    receivedNs,
-  );
-  if (refusal) return reply.code(httpStatusOf(refusal.code)).send({ error: refusal.message });
+): Promise<FastifyReply | undefined> {
+  if (!receivedAt.has(request.raw)) {
+    const receivedNs = process.hrtime.bigint();
+    receivedAt.set(request.raw, receivedNs);
+    const canaryKey = request.headers[CANARY_KEY_HEADER];
+    const refusal = service.shedOnArrival(
+      {
+        modelName: request.params.model,
+        ...(request.params.version !== undefined && { modelVersion: request.params.version }),
+        ...(typeof canaryKey === 'string' && { canaryKey }),
+      },
+      receivedNs,
+    );
+    if (refusal) {
+      await refusalDue(refusal);
+      return reply.code(httpStatusOf(refusal.error.code)).send({ error: refusal.error.message });
+    }
+  }
   reserveBody(service, request, reply);
   return undefined;
 }
