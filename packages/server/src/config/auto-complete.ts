@@ -1,6 +1,7 @@
 import { DATATYPE_TO_CONFIG_TYPE } from '../tensor/datatype.ts';
 import type { ModelConfig, ModelInput, ModelOutput } from './model-config.ts';
 import type { ModelIO, ModelTensorInfo } from './model-io.ts';
+import { sequenceTensorNames } from './sequence-batching.ts';
 import { hasBatchDim, modelFacingDims } from './shape-rules.ts';
 
 /** Triton's --backend-config=default-max-batch-size, which auto-complete uses. */
@@ -36,8 +37,18 @@ export function autoCompleteModelConfig(config: ModelConfig | undefined, io: Mod
     out.max_batch_size = DEFAULT_MAX_BATCH_SIZE;
   }
   const batched = out.max_batch_size > 0;
-  out.input = completeTensors(out.input, modelInputs, batched);
-  out.output = completeTensors(out.output, io.outputs, batched);
+  // The sequence batcher's control and state tensors are the server's to feed and take, not the requests'.
+  const fed = sequenceTensorNames(out);
+  out.input = completeTensors(
+    out.input,
+    modelInputs.filter((t) => !fed.inputs.has(t.name)),
+    batched,
+  );
+  out.output = completeTensors(
+    out.output,
+    io.outputs.filter((t) => !fed.outputs.has(t.name)),
+    batched,
+  );
 
   const optedOut = out.parameters?.[DYNAMIC_BATCHING_PARAMETER]?.string_value.trim().toLowerCase() === 'false';
   if (batched && !optedOut && !out.dynamic_batching && !out.sequence_batching && !out.ensemble_scheduling) {

@@ -16,6 +16,7 @@ export interface ModelConfig {
   instance_group?: ModelInstanceGroup[];
   default_model_filename?: string;
   dynamic_batching?: ModelDynamicBatching;
+  sequence_batching?: ModelSequenceBatching;
   optimization?: ModelOptimizationPolicy;
   parameters?: Record<string, { string_value: string }>;
   model_warmup?: ModelWarmup[];
@@ -86,6 +87,54 @@ export interface ModelDynamicBatching {
   default_queue_policy?: ModelQueuePolicy;
   priority_queue_policy?: Record<string, ModelQueuePolicy>;
   [field: string]: unknown;
+}
+
+/** Triton's ModelSequenceBatching (the sequence batcher of stateful models; config/sequence-batching.ts reads it). */
+export interface ModelSequenceBatching {
+  max_sequence_idle_microseconds?: number;
+  control_input?: ModelSequenceControlInput[];
+  state?: ModelSequenceState[];
+  direct?: { max_queue_delay_microseconds?: number; minimum_slot_utilization?: number };
+  oldest?: {
+    max_candidate_sequences?: number;
+    preferred_batch_size?: number[];
+    max_queue_delay_microseconds?: number;
+    preserve_ordering?: boolean;
+  };
+  iterative_sequence?: boolean;
+  [field: string]: unknown;
+}
+
+export interface ModelSequenceControlInput {
+  name?: string;
+  control?: ModelSequenceControl[];
+}
+
+export interface ModelSequenceControl {
+  /** Absent: CONTROL_SEQUENCE_START, the enum's zero. */
+  kind?: 'CONTROL_SEQUENCE_START' | 'CONTROL_SEQUENCE_READY' | 'CONTROL_SEQUENCE_END' | 'CONTROL_SEQUENCE_CORRID';
+  int32_false_true?: number[];
+  fp32_false_true?: number[];
+  bool_false_true?: boolean[];
+  data_type?: string;
+}
+
+export interface ModelSequenceState {
+  input_name?: string;
+  output_name?: string;
+  data_type?: string;
+  dims?: number[];
+  initial_state?: ModelSequenceInitialState[];
+  use_same_buffer_for_input_output?: boolean;
+  use_growable_memory?: boolean;
+}
+
+export interface ModelSequenceInitialState {
+  data_type?: string;
+  dims?: number[];
+  zero_data?: boolean;
+  data_file?: string;
+  name?: string;
 }
 
 export interface ModelOptimizationPolicy {

@@ -1,5 +1,6 @@
 import { isEnsembleConfig } from './ensemble.ts';
 import type { ModelConfig, ModelInstanceGroup } from './model-config.ts';
+import { normalizeSequenceBatching } from './sequence-batching.ts';
 
 export interface NormalizeOptions {
   /** CUDA device ids visible to this process (backends/gpu-detect.ts); empty without a GPU. */
@@ -24,6 +25,7 @@ export function normalizeModelConfig(config: ModelConfig, options: NormalizeOpti
     return out;
   }
   out.backend ??= 'onnxruntime';
+  if (out.sequence_batching) out.sequence_batching = normalizeSequenceBatching(out.sequence_batching, out.max_batch_size ?? 0);
   // Triton shows a model of a backend without platforms (python; here js) with its backend only.
   if (out.backend === 'onnxruntime') {
     out.default_model_filename ??= 'model.onnx';

@@ -2,6 +2,7 @@ import { InferenceServerError } from '../errors/errors.ts';
 import { CONFIG_TYPE_TO_DATATYPE } from '../tensor/datatype.ts';
 import type { ModelConfig, ModelInput, ModelInstanceGroup, ModelOutput } from './model-config.ts';
 import type { ModelIO, ModelTensorInfo } from './model-io.ts';
+import { sequenceTensorNames, validateSequenceBatching } from './sequence-batching.ts';
 import { elementCount, fixedRuns, formatDims, hasBatchDim, modelFacingDims, WILDCARD_DIM } from './shape-rules.ts';
 
 type Tensor = ModelInput | ModelOutput;
@@ -34,12 +35,14 @@ export function validateModelConfig(config: ModelConfig, io: ModelIO): void {
       validateAgainstModel(kind, tensor, model!, maxBatchSize, fail);
     }
   }
-  const configured = new Set((config.input ?? []).map((t) => t.name));
+  // The sequence batcher feeds its control and state inputs itself.
+  const configured = new Set([...(config.input ?? []).map((t) => t.name), ...sequenceTensorNames(config).inputs]);
   for (const model of io.inputs) {
     if (!model.optional && !configured.has(model.name)) {
       fail(`input '${model.name}' of the model is missing from the config (every required model input must be listed)`);
     }
   }
+  validateSequenceBatching(config, io);
 }
 
 /**
@@ -55,6 +58,7 @@ export function validateDeclaredConfig(config: ModelConfig): void {
   if ((config.output ?? []).length === 0) fail('has no outputs: an ensemble must declare its outputs in config.pbtxt');
   for (const tensor of config.input ?? []) validateTensor('input', tensor, fail);
   for (const tensor of config.output ?? []) validateTensor('output', tensor, fail);
+  validateSequenceBatching(config, undefined);
 }
 
 function validateSanity(config: ModelConfig, fail: (m: string) => never): void {
