@@ -14,7 +14,7 @@ export interface RepositoryModel {
   /** @default 'model.onnx' */
   readonly fileName?: string;
   /** Further files in the model folder (e.g. a label file, or `1/model.mjs`), by path. */
-  readonly files?: Readonly<Record<string, string>>;
+  readonly files?: Readonly<Record<string, string | Uint8Array>>;
 }
 
 /** A throw-away Triton-layout repository of generated models. */

@@ -4,3 +4,4 @@ export * from './models.ts';
 export * from './examples.ts';
 export * from './sentiment.ts';
 export * from './colors.ts';
+export * from './sequence-models.ts';

@@ -102,6 +102,8 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       allowCpuFallback: options.allowCpuFallback,
       gpuIds: visibleGpuIds(),
       freeMemoryBytes: () => memory.freeBytes(),
+      // Sequences' implicit states are held between requests: charged without a request's overhead.
+      reserveMemory: (bytes) => memory.reserve(bytes, 0, 0),
       // Ensemble steps and in-server calls from JavaScript models go through the service built below.
       callModel: (request): Promise<InferenceResponse> => service.infer(request),
       ...(rateLimiter && { rateLimiter }),
@@ -203,6 +205,8 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
     async close({ graceMs = 0, exitTimeoutMs = options.exitTimeoutMs } = {}) {
       const exitDeadline = Date.now() + exitTimeoutMs;
       service.setReady(false);
+      // Sequences in flight may finish within the grace period; new ones are refused in Triton's words.
+      for (const version of models.registry.loadedVersions()) version.scheduler.stop?.();
       if (graceMs > 0) {
         logger.info({ graceMs }, 'not ready; still admitting requests while load balancers notice');
         await new Promise((resolve) => setTimeout(resolve, graceMs));

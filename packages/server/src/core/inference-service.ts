@@ -11,6 +11,8 @@ import type { LoadParameters } from '../models/load-parameters.ts';
 import type { MemoryGuard, MemoryReservation } from '../memory/memory-guard.ts';
 import { advanceChargeBytes, requestChargeBytes, type SentAsJson } from '../memory/request-charge.ts';
 import { validateRequest, type ValidatedRequest } from './request-validation.ts';
+import { checkCorrelationId, requestSequenceOf } from './sequence-parameters.ts';
+import type { RequestSequence } from '../protocol/types.ts';
 import { reshapeDims } from '../tensor/reshape.ts';
 import { classify } from './classification.ts';
 import {
@@ -40,6 +42,8 @@ import type {
 import { SERVER_NAME, SERVER_VERSION } from './version.ts';
 const EXTENSIONS = [
   'classification',
+  'sequence',
+  'sequence(string_id)',
   'model_repository',
   'schedule_policy',
   'model_configuration',
@@ -209,11 +213,16 @@ export class CoreInferenceService implements InferenceService {
   ): Promise<InferenceResponse> {
     let validated;
     let stringHeapBytes;
+    let sequence: RequestSequence | undefined;
     try {
       // Strings first: validation walks every BYTES element.
       stringHeapBytes = checkRequestStrings(model, request.inputs);
       validated = validateRequest(request, model);
       checkValidatedElements(validated.inputs, this.maxRequestElements);
+      if (model.config.sequence_batching) {
+        sequence = requestSequenceOf(request);
+        checkCorrelationId(sequence, model.config, request.id);
+      }
     } catch (error) {
       model.stats.recordFailure({ arrivalNs }, 'OTHER');
       throw toInferenceServerError(error);
@@ -244,6 +253,7 @@ export class CoreInferenceService implements InferenceService {
         ...(request.id !== undefined && { id: request.id }),
         outputNames: validated.outputNames,
         parameters: request.parameters,
+        ...(sequence && { sequence }),
       })
       .catch((error: unknown) => {
         throw toInferenceServerError(error);

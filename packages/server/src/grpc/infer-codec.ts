@@ -11,7 +11,7 @@ import { validateShape, type Dimension } from '../tensor/byte-size.ts';
 import { isDataType, type DataType } from '../tensor/datatype.ts';
 import { elementCount, formatShape } from '../tensor/shape.ts';
 import type { Parameters } from '../tensor/tensor.ts';
-import { fromInferParameters, toInferParameters } from './parameters.ts';
+import { fromInferParameters, sequenceIdOf, toInferParameters } from './parameters.ts';
 import { CONTENTS_FIELD_OF, contentsToRaw, hasContents } from './tensor-contents.ts';
 import type { InferInputTensorWire, ModelInferRequestWire, ModelInferResponseWire, WireLong } from './wire-types.ts';
 
@@ -43,6 +43,7 @@ export function decodeInferRequest(msg: ModelInferRequestWire): InferenceRequest
     inputs,
     outputs,
     parameters: fromInferParameters(msg.parameters, 'the request'),
+    ...sequenceIdOf(msg.parameters),
   };
 }
 

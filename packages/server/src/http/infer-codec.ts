@@ -107,6 +107,8 @@ export function decodeHttpInferRequest(
 
   const id = header['id'];
   if (id !== undefined && typeof id !== 'string') throw Errors.invalidArg(`'id' must be a string, got ${describeValue(id)}`);
+  // A uint64 sequence_id past 2^53 is read exactly here: parameterObject keeps numbers only.
+  const sequenceId = (header['parameters'] as Json | undefined)?.['sequence_id'];
   const parameters = parameterObject(header['parameters'], 'request parameters');
   checkBoolean(parameters, 'binary_data_output', 'request parameters');
   const outputs = parseOutputs(header['outputs']);
@@ -117,6 +119,7 @@ export function decodeHttpInferRequest(
     inputs,
     ...(outputs !== undefined && { outputs }),
     parameters,
+    ...(typeof sequenceId === 'bigint' && { sequenceId }),
   };
 }
 

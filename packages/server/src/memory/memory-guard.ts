@@ -153,12 +153,12 @@ export class MemoryGuard {
 
   /**
    * Charges `bytes` for a request, plus `advanceBytes` that its later grow() calls spend before
-   * charging more, plus REQUEST_OVERHEAD_BYTES, or throws the over-budget error; the caller
+   * charging more, plus `overheadBytes` (a request's: REQUEST_OVERHEAD_BYTES), or throws the over-budget error; the caller
    * must release it.
    */
-  reserve(bytes: number, advanceBytes = 0): MemoryReservation {
-    this.charge(REQUEST_OVERHEAD_BYTES + bytes + advanceBytes);
-    let held = REQUEST_OVERHEAD_BYTES + bytes + advanceBytes;
+  reserve(bytes: number, advanceBytes = 0, overheadBytes = REQUEST_OVERHEAD_BYTES): MemoryReservation {
+    this.charge(overheadBytes + bytes + advanceBytes);
+    let held = overheadBytes + bytes + advanceBytes;
     let advance = advanceBytes;
     let released = false;
     return {

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { CollectedHistogram, type HistogramData } from './collected-histogram.ts';
-import { FAILURE_REASONS, OBJECTIVE_SHED_REASONS, VersionSeries, wholeMicroseconds } from './version-series.ts';
+import { FAILURE_REASONS, OBJECTIVE_SHED_REASONS, VersionSeries, wholeMicroseconds, type SequenceFigures } from './version-series.ts';
 import type { LatencyObjectiveStatistics } from '../protocol/types.ts';
 
 const MODEL_LABELS = ['model', 'version'] as const;
@@ -359,6 +359,34 @@ export class ServerMetrics {
   readonly latencyObjectiveProfile = this.objectiveProfileGauge();
   readonly latencyObjectiveShed = this.objectiveShedCounter();
 
+  // The sequence batcher (sequence_batching): for versions that have one, read when scraped.
+  readonly sequencesActive = this.sequenceGauge(
+    'batchwise_sequence_active',
+    'Sequences the sequence batcher holds: in a slot or waiting in the backlog',
+    (f) => f.active,
+  );
+  readonly sequenceBacklog = this.sequenceGauge(
+    'batchwise_sequence_backlog',
+    'Sequences waiting in the backlog because every slot is taken',
+    (f) => f.backlog,
+  );
+  readonly sequenceSlotsInUse = this.sequenceGauge(
+    'batchwise_sequence_slots_in_use',
+    'Sequence slots held by a sequence',
+    (f) => f.slotsInUse,
+  );
+  readonly sequenceSlots = this.sequenceGauge(
+    'batchwise_sequence_slots',
+    'Sequence slots of the version: max_batch_size (direct) or max_candidate_sequences (oldest) per instance',
+    (f) => f.slots,
+  );
+  readonly sequenceStateBytes = this.sequenceGauge(
+    'batchwise_sequence_state_bytes',
+    "Bytes the sequences' implicit states hold, charged to the memory budget",
+    (f) => f.stateBytes,
+  );
+  readonly sequenceIdleReleases = this.sequenceIdleReleaseCounter();
+
   constructor(options: { processMetrics?: boolean } = {}) {
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'batchwise_' });
   }
@@ -476,6 +504,38 @@ export class ServerMetrics {
       collect() {
         this.reset();
         for (const series of versions.values()) if (series.latencyObjective) this.set(series.labels, read(series.latencyObjective()));
+      },
+    });
+  }
+
+  private sequenceGauge(name: string, help: string, read: (f: SequenceFigures) => number): Gauge<'model' | 'version'> {
+    const versions = this.versions;
+    return new Gauge({
+      name,
+      help,
+      labelNames: MODEL_LABELS,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const series of versions.values()) if (series.sequences) this.set(series.labels, read(series.sequences()));
+      },
+    });
+  }
+
+  private sequenceIdleReleaseCounter(): Counter<'model' | 'version'> {
+    const versions = this.versions;
+    return new Counter({
+      name: 'batchwise_sequence_idle_releases_total',
+      help: 'Sequences whose slot was freed because no request came for max_sequence_idle_microseconds',
+      labelNames: MODEL_LABELS,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const series of versions.values()) {
+          if (series.sequences || series.idleReleasesBefore > 0) {
+            this.inc(series.labels, series.idleReleasesBefore + (series.sequences?.().idleReleases ?? 0));
+          }
+        }
       },
     });
   }

@@ -9,6 +9,20 @@ export type FailureReason = (typeof FAILURE_REASONS)[number];
 export const OBJECTIVE_SHED_REASONS = ['admission', 'queued'] as const;
 export type ObjectiveShedReason = (typeof OBJECTIVE_SHED_REASONS)[number];
 
+/** A sequence batcher's figures (scheduler/sequence/), read when scraped. */
+export interface SequenceFigures {
+  /** Sequences holding a slot or waiting in the backlog. */
+  readonly active: number;
+  /** Sequences waiting in the backlog for a slot. */
+  readonly backlog: number;
+  readonly slotsInUse: number;
+  readonly slots: number;
+  /** Sequences whose slot max_sequence_idle_microseconds freed, since this load. */
+  readonly idleReleases: number;
+  /** Bytes the sequences' implicit states hold, charged to the memory guard. */
+  readonly stateBytes: number;
+}
+
 /**
  * The Prometheus series of one model version, as plain numbers that the request path adds
  * to; ServerMetrics publishes them when scraped. Recording a request is then a few
@@ -41,6 +55,10 @@ export class VersionSeries {
   pending = 0;
   /** Latency objective (batchwise_latency_objective_ms): what the batcher decided, read when scraped; undefined without one. */
   latencyObjective: (() => LatencyObjectiveStatistics) | undefined;
+  /** The sequence batcher's figures, for a version with sequence_batching; undefined otherwise. */
+  sequences: (() => SequenceFigures) | undefined;
+  /** Idle releases of earlier loads of the version (counters stay cumulative across reloads). */
+  idleReleasesBefore = 0;
   /** Requests refused because they would miss the latency objective, by where they were refused. */
   readonly objectiveShed: Record<ObjectiveShedReason, number> = { admission: 0, queued: 0 };
   readonly requestSeconds: HistogramData;

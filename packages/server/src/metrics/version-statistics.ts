@@ -1,7 +1,7 @@
 import type { ExecutionTimings } from '../backends/backend.ts';
 import type { DurationStat, LatencyObjectiveStatistics, ModelStatistics } from '../protocol/types.ts';
 import type { ServerMetrics } from './server-metrics.ts';
-import type { FailureReason, ObjectiveShedReason, VersionSeries } from './version-series.ts';
+import type { FailureReason, ObjectiveShedReason, SequenceFigures, VersionSeries } from './version-series.ts';
 
 type RequestInfo = { readonly batchSize: number; readonly arrivalNs: bigint };
 
@@ -49,6 +49,8 @@ export class VersionStatistics {
     this.series = metrics.versionSeries(modelName, version);
     this.series.pending = 0;
     this.series.latencyObjective = undefined;
+    if (this.series.sequences) this.series.idleReleasesBefore += this.series.sequences().idleReleases;
+    this.series.sequences = undefined;
   }
 
   /** One model execution of `batchSize` samples. */
@@ -156,6 +158,11 @@ export class VersionStatistics {
   observeLatencyObjective(read: () => LatencyObjectiveStatistics): void {
     this.latencyObjective = read;
     this.series.latencyObjective = read;
+  }
+
+  /** The sequence batcher's figures, published as the batchwise_sequence_* metrics. */
+  observeSequences(read: () => SequenceFigures): void {
+    this.series.sequences = read;
   }
 
   /** Requests queued and not yet executing (Triton's nv_inference_pending_request_count). */

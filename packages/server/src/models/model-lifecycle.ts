@@ -404,6 +404,8 @@ export class ModelLifecycle {
         .labels({ model: version.modelName, version: version.version, execution_provider: version.executionProvider })
         .set(0);
     }
+    // New sequences are refused from now on; requests of those in flight still run (they drain).
+    version.scheduler.stop?.();
     await version.scheduler.drain();
     version.scheduler.close?.();
     await Promise.all(version.instances.map((i) => i.close()));

@@ -13,6 +13,7 @@ import { createScheduler, latencyObjectiveNs, type WarmupRun } from '../schedule
 import type { ExecutionGate, InstanceClaim, RateLimiter } from '../scheduler/rate-limiter.ts';
 import { stringHeapCapacityBytes } from '../memory/element-cost.ts';
 import { modelFootprint } from '../memory/model-footprint.ts';
+import type { MemoryReservation } from '../memory/memory-guard.ts';
 import type { ModelMemoryHold, ModelResidency } from './model-residency.ts';
 import { Errors } from '../errors/errors.ts';
 import type { InferenceCall } from '../protocol/types.ts';
@@ -41,6 +42,8 @@ export interface LoaderOptions {
   readonly rateLimiter?: RateLimiter;
   /** What loaded versions take against --model-memory-limit: a load makes room there first (evicting). @default - no limit */
   readonly residency?: Pick<ModelResidency, 'reserve'>;
+  /** Charges what sequences' implicit states hold to the memory budget (throws when over it). @default - not charged */
+  readonly reserveMemory?: (bytes: number) => MemoryReservation;
 }
 
 /** The model's config as written (parsed, not yet completed); undefined when there is no config.pbtxt. */
@@ -142,6 +145,7 @@ async function openVersion(
     const config = normalizeModelConfig(completed, normalizeOptions);
     validateModelConfig(config, first.io);
     latencyObjectiveNs(config); // throws on a bad batchwise_latency_objective_ms before more instances load
+    const initialStateFiles = await readInitialStates(folder, config);
     created.push(...(await Promise.all(placements.slice(1).map(create))));
     const warmupRuns = await warmUp(
       config,
@@ -161,7 +165,7 @@ async function openVersion(
         `${settings.gpuMemLimitBytes} bytes not applied: onnxruntime-node 1.30 passes only the device id to the CUDA execution provider`;
       options.logger.warn({ model: folder.name, version }, unapplied['gpu_mem_limit']);
     }
-    return assemble(folder.name, String(version), config, created, options.metrics, unapplied, labels, gate, warmupRuns);
+    return assemble(folder.name, String(version), config, created, options, { unapplied, labels, gate, warmupRuns, initialStateFiles });
   } catch (error) {
     gate?.close();
     await Promise.all(created.map((c) => c.instance.close()));
@@ -262,6 +266,26 @@ export async function checkConfigPaths(folder: ModelFolder, config: ModelConfig,
   }
 }
 
+/**
+ * The data_file of each initial_state (sequence_batching.state), from `<model>/initial_state/`, by
+ * state input name, read at load as Triton reads it (its paths were checked to stay in the folder).
+ */
+async function readInitialStates(folder: ModelFolder, config: ModelConfig): Promise<Map<string, Uint8Array>> {
+  const files = new Map<string, Uint8Array>();
+  for (const state of config.sequence_batching?.state ?? []) {
+    const dataFile = state.initial_state?.[0]?.data_file;
+    if (!dataFile || !state.input_name) continue;
+    const what = `model '${folder.name}': data_file of initial_state '${state.initial_state![0]!.name ?? ''}'`;
+    const path = await resolveInModelFolder(folder.dir, 'initial_state', dataFile, what);
+    try {
+      files.set(state.input_name, new Uint8Array(await readFile(path)));
+    } catch (error) {
+      throw Errors.invalidArg(`${what}: cannot read '${dataFile}': ${fileErrorText(error)}`);
+    }
+  }
+  return files;
+}
+
 /** Each output's label_filename (in the model folder, one label per line), for the classification extension. */
 export async function readLabels(folder: ModelFolder, config: ModelConfig): Promise<Map<string, readonly string[]>> {
   const labels = new Map<string, readonly string[]>();
@@ -284,17 +308,24 @@ function emptyConfig(name: string): ModelConfig {
   return { name, max_batch_size: 0, input: [], output: [] };
 }
 
+/** What openVersion found beside the instances, for the LoadedVersion. */
+interface VersionExtras {
+  readonly unapplied: Record<string, string>;
+  readonly labels: ReadonlyMap<string, readonly string[]>;
+  readonly gate: ExecutionGate | undefined;
+  readonly warmupRuns: readonly WarmupRun[];
+  readonly initialStateFiles: ReadonlyMap<string, Uint8Array>;
+}
+
 function assemble(
   modelName: string,
   version: string,
   config: ModelConfig,
   created: readonly LoadedInstance[],
-  metrics: ServerMetrics,
-  unappliedSettings: Record<string, string>,
-  labels: ReadonlyMap<string, readonly string[]>,
-  gate: ExecutionGate | undefined,
-  warmupRuns: readonly WarmupRun[],
+  options: Pick<LoaderOptions, 'metrics' | 'reserveMemory'>,
+  { unapplied: unappliedSettings, labels, gate, warmupRuns, initialStateFiles }: VersionExtras,
 ): LoadedVersion {
+  const { metrics } = options;
   const runsWithout = new Set(created[0]!.io.inputs.filter((t) => t.optional).map((t) => t.name));
   const inputs = inputSpecsOf(config, runsWithout);
   const outputs = outputSpecsOf(config, labels);
@@ -311,7 +342,17 @@ function assemble(
     ...tensorTables(inputs, outputs),
     instances,
     maxBatchStringHeapBytes,
-    scheduler: createScheduler({ config, instances, outputNames, stats, maxBatchStringHeapBytes, warmupRuns, ...(gate && { gate }) }),
+    scheduler: createScheduler({
+      config,
+      instances,
+      outputNames,
+      stats,
+      maxBatchStringHeapBytes,
+      warmupRuns,
+      ...(gate && { gate }),
+      ...(options.reserveMemory && { reserveMemory: options.reserveMemory }),
+      initialStateFiles,
+    }),
     stats,
     executionProvider: first.executionProvider,
     fallbackReason: first.fallbackReason,

@@ -37,6 +37,11 @@ export interface InferenceRequest {
   readonly outputs?: RequestedOutput[];
   /** Request-level parameters, e.g. `priority`, `timeout` (microseconds), `binary_data_output`. */
   readonly parameters: Parameters;
+  /**
+   * The `sequence_id` parameter as the frontend read it exactly: a uint64 (HTTP JSON beyond 2^53, gRPC
+   * int64_param read as uint64) or a string. Absent: core reads `parameters.sequence_id`.
+   */
+  readonly sequenceId?: bigint | string;
   /** The caller's canary stickiness key (HTTP header / gRPC metadata `batchwise-canary-key`), if it sent one. */
   readonly canaryKey?: string;
   /** Set only by the server itself, on an ensemble step of a traced request: the trace its own trace belongs to. */
@@ -46,6 +51,16 @@ export interface InferenceRequest {
    * an ensemble step its ensemble request's span. Used only in trace mode opentelemetry.
    */
   readonly traceContext?: TraceContext;
+}
+
+/**
+ * A request's place in a sequence (Triton's sequence extension): its correlation id and flags.
+ * The id is a uint64 (0n: none) or a string ('': none), and ids of the two kinds never match.
+ */
+export interface RequestSequence {
+  readonly id: bigint | string;
+  readonly start: boolean;
+  readonly end: boolean;
 }
 
 /** W3C Trace Context header values, passed as the strings they are on the wire. */

@@ -84,6 +84,11 @@ export class BatchingScheduler implements Scheduler {
     return this.queues.size + this.executing;
   }
 
+  /** Requests queued, not executing. */
+  get queuedCount(): number {
+    return this.queues.size;
+  }
+
   shedOnArrival(samples: number, arrivalNs: bigint): ObjectiveRefusal | undefined {
     const objective = this.objective;
     // Any level that keeps late requests (DELAY) may be this request's: only its body would tell.

@@ -3,6 +3,8 @@ import type { InferenceServerError } from '../errors/errors.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import type { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { Parameters, Tensor } from '../tensor/tensor.ts';
+import type { RequestSequence } from '../protocol/types.ts';
+import type { MemoryReservation } from '../memory/memory-guard.ts';
 import type { RequestTrace } from '../trace/tracer.ts';
 import type { ExecutionGate } from './rate-limiter.ts';
 
@@ -29,6 +31,8 @@ export interface QueuedRequest {
   readonly id?: string;
   readonly outputNames?: readonly string[];
   readonly parameters?: Parameters;
+  /** Its sequence, for a model with sequence_batching (core reads it from the request's parameters). */
+  readonly sequence?: RequestSequence;
 }
 
 /** Queues requests of one model version and runs them on that version's instances. */
@@ -48,6 +52,11 @@ export interface Scheduler {
   readonly pendingCount: number;
   /** Resolves once nothing is queued or executing. */
   drain(): Promise<void>;
+  /**
+   * The server stops or the version retires: requests that start something new (a sequence's START)
+   * are refused from now on, while those of work in flight (a sequence already started) are admitted.
+   */
+  stop?(): void;
   /** The version is unloaded (after drain): gives back what it holds of server-wide resources (the rate limiter). */
   close?(): void;
 }
@@ -76,6 +85,10 @@ export interface SchedulerContext {
   readonly gate?: ExecutionGate;
   /** The version's model_warmup runs, in the order they ran: the latency objective's first run times. */
   readonly warmupRuns?: readonly WarmupRun[];
+  /** Charges what a sequence's implicit state holds to the memory guard (throws when over budget). @default not charged */
+  readonly reserveMemory?: (bytes: number) => MemoryReservation;
+  /** The bytes of each initial_state's data_file, by state input name, read at load. */
+  readonly initialStateFiles?: ReadonlyMap<string, Uint8Array>;
 }
 
 /** One model_warmup execution: which instance, how many samples, how long (dispatch to completion, and of it in the model). */

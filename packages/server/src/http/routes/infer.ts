@@ -9,6 +9,7 @@ import { admitJsonBody, countJsonWhileReceived } from '../json-admission.ts';
 import type { JsonArrayCounter } from '../../tensor/json-census.ts';
 import { compressResponse, COMPRESSION_THRESHOLD_BYTES, negotiateResponseEncoding } from '../response-compression.ts';
 import { httpStatusOf } from '../status.ts';
+import { sequenceCookie } from '../../protocol/sequence-cookie.ts';
 
 interface ModelParams {
   model: string;
@@ -262,6 +263,11 @@ export function registerInferRoutes(app: FastifyInstance, service: InferenceServ
       const encoded = encodeHttpInferResponse(response, inferRequest);
       // Mode opentelemetry: the request's own span, so that a client can find its trace.
       if (response.traceparent !== undefined) void reply.header('traceparent', response.traceparent);
+      // A sequence's requests must reach this task again: the load balancer's stickiness follows this cookie.
+      const sequenceId = inferRequest.sequenceId ?? inferRequest.parameters['sequence_id'];
+      if (sequenceId !== undefined && typeof sequenceId !== 'boolean' && sequenceId !== 0 && sequenceId !== '') {
+        void reply.header('set-cookie', sequenceCookie(sequenceId));
+      }
       // Inference-Header-Content-Length counts the JSON before compression, as Triton's does.
       if (encoded.headerLength !== undefined) void reply.header('Inference-Header-Content-Length', encoded.headerLength);
       let payload = encoded.chunks.length === 1 ? encoded.chunks[0]! : Buffer.concat(encoded.chunks);
