@@ -38,7 +38,17 @@ const EPOLL_SYSCALLS = process.arch === 'arm64' ? [22, 441] : [232, 281, 441];
  * during `load` (Node's own delayed-task thread, and any other worker the server runs, do not).
  * Undefined off Linux, or when no event loop worked.
  */
-export async function classifyThreads(pid: number, load: () => Promise<void>): Promise<ThreadRoles | undefined> {
+export async function classifyThreads(pid: number, load: () => Promise<void>, attempts = 3): Promise<ThreadRoles | undefined> {
+  // On a busy machine a short load may leave the worker under a clock tick, or catch it out of
+  // epoll_wait when the idle threads are read: a few tries before giving up.
+  for (let attempt = 0; attempt < attempts; attempt++) {
+    const roles = await classifyOnce(pid, load);
+    if (roles) return roles;
+  }
+  return undefined;
+}
+
+async function classifyOnce(pid: number, load: () => Promise<void>): Promise<ThreadRoles | undefined> {
   let loops: number[];
   try {
     loops = tids(pid).filter(
