@@ -15,7 +15,6 @@ const TIMED = [
   // Concurrent requests must meet in one batch at a step model: on a loaded machine they arrive apart.
   'test/ensemble.test.ts',
   'test/many-models.test.ts',
-  'bench/test/smoke.test.ts',
 ];
 
 /** The compiled CLI the e2e tests' child servers run is built first (unit tests need none of it). */
