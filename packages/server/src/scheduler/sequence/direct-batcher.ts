@@ -72,7 +72,7 @@ export class DirectBatcher implements SlotBatcher {
     if (ready === 0) return;
     if (this.maxQueueDelayNs > 0n && this.minimumSlotUtilization > 0) {
       const waitedNs = this.host.clock.nowNs() - oldestNs!;
-      if (waitedNs <= this.maxQueueDelayNs && ready / this.slots.length < this.minimumSlotUtilization) {
+      if (waitedNs < this.maxQueueDelayNs && ready / this.slots.length < this.minimumSlotUtilization) {
         this.delayTimer = this.host.clock.setPreciseTimeout(() => {
           this.delayTimer = undefined;
           this.dispatch();

@@ -20,7 +20,7 @@ export class Sequence {
   /** What its state holds, charged to the memory guard while it has a slot. */
   memory: MemoryReservation | undefined;
   memoryBytes = 0;
-  /** When its last request arrived, for max_sequence_idle_microseconds. */
+  /** When it last had a request arrive or finish, for max_sequence_idle_microseconds. */
   lastNs: bigint;
   idleTimer: unknown;
   /** Its slot was given up (END, idle, unload): a request of it still running no longer updates its state. */
@@ -56,8 +56,6 @@ export interface Slot {
   readonly queue: SequenceWaiting[];
   /** A request of it is running (direct: in the batch; oldest: its one request in the dynamic batcher). */
   inFlight: boolean;
-  /** The idle timeout took its sequence while requests were still queued or running: freed once they have run. */
-  releaseWhenDone: boolean;
 }
 
 /** A sequence waiting for a slot, with its requests; kept until a slot takes it, even after its END arrived. */
@@ -143,7 +141,6 @@ export class SequenceScheduler implements Scheduler {
         sequence: undefined,
         queue: [],
         inFlight: false,
-        releaseWhenDone: false,
       }));
     this.batchers = context.instances.map((_, i) => {
       const slots = slotsOf(i);
@@ -261,7 +258,6 @@ export class SequenceScheduler implements Scheduler {
 
   private assign(slot: Slot, sequence: Sequence): void {
     slot.sequence = sequence;
-    slot.releaseWhenDone = false;
     sequence.slot = slot;
     sequence.backlog = undefined;
     this.slotsInUse++;
@@ -285,7 +281,6 @@ export class SequenceScheduler implements Scheduler {
       slot.sequence = undefined;
       this.slotsInUse--;
     }
-    slot.releaseWhenDone = false;
     for (let backlog = this.backlogs.shift(); backlog; backlog = this.backlogs.shift()) {
       if (backlog.timer !== undefined) this.clock.clearTimeout(backlog.timer);
       const { sequence } = backlog;
@@ -345,25 +340,25 @@ export class SequenceScheduler implements Scheduler {
   }
 
   /**
-   * max_sequence_idle_microseconds passed without a request of the sequence: its slot is freed (after
-   * the requests it still has queued or running), so that its next request without START gets the
-   * START error. A backlogged sequence is not idle: it waits for a slot, as in Triton.
+   * max_sequence_idle_microseconds passed with nothing of the sequence queued or running (its idle
+   * time, as model_config.proto defines it): its slot is freed, so that its next request without
+   * START gets the START error. A sequence waiting in the backlog, or with requests in its slot, is
+   * not idle.
    */
   private onIdle(sequence: Sequence): void {
     sequence.idleTimer = undefined;
-    const idleForNs = this.clock.nowNs() - sequence.lastNs;
     if (sequence.gone || sequence.ended) return;
-    if (idleForNs < this.idleNs || sequence.backlog) {
-      const waitMs = sequence.backlog ? this.idleMs : Number(this.idleNs - idleForNs) / 1e6;
+    const slot = sequence.slot;
+    const busy = !slot || slot.queue.length > 0 || slot.inFlight;
+    const idleForNs = this.clock.nowNs() - sequence.lastNs;
+    if (busy || idleForNs < this.idleNs) {
+      const waitMs = busy ? this.idleMs : Number(this.idleNs - idleForNs) / 1e6;
       sequence.idleTimer = this.clock.setTimeout(() => this.onIdle(sequence), Math.max(0, waitMs));
       return;
     }
-    const slot = sequence.slot;
-    if (!slot) return;
     this.forget(sequence);
     this.idleReleases++;
-    if (slot.queue.length === 0 && !slot.inFlight) this.release(slot);
-    else slot.releaseWhenDone = true;
+    this.release(slot);
   }
 
   /** Takes the slot's next request to run: an END frees the slot for the backlog at once (Triton's order). */
@@ -419,10 +414,10 @@ export class SequenceScheduler implements Scheduler {
     this.afterChange();
   }
 
-  /** A slot's running request is done (answered or failed): an idle-released slot is freed once nothing of it is left. */
+  /** A slot's running request is done (answered or failed): the sequence's idle time starts when nothing of it is left. */
   slotDone(slot: Slot): void {
     slot.inFlight = false;
-    if (slot.releaseWhenDone && slot.queue.length === 0) this.release(slot);
+    if (slot.sequence && slot.queue.length === 0) slot.sequence.lastNs = this.clock.nowNs();
   }
 
   /** A JavaScript model's request parameters: the client's, with the sequence's id and flags always there. */
