@@ -5,7 +5,7 @@ import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 import { CONTAINER_NAME, SERVER_PORTS } from './inference-service.ts';
-import { MODEL_REPOSITORY_KEY_HEADER } from './server-metrics.ts';
+import { MODEL_REPOSITORY_KEY_HEADER, SEQUENCE_COOKIE } from './server-metrics.ts';
 import { WebAcl } from './web-acl.ts';
 
 export interface LoadBalancerProps {
@@ -38,6 +38,13 @@ export interface LoadBalancerProps {
    * @default Duration.seconds(60)
    */
   readonly deregistrationDelay?: Duration;
+  /**
+   * How long the ALB keeps sending a client's HTTP requests to the task that answered a request of its
+   * sequence (application-cookie stickiness on the server's `batchwise-sequence` cookie), counted from
+   * the last such reply. Between 1 second and 7 days, the ALB's range.
+   * @default Duration.hours(1)
+   */
+  readonly sequenceStickiness?: Duration;
 }
 
 const ACM_ARN_PATTERN = /^arn:aws[a-z-]*:acm:([a-z0-9-]+):\d{12}:certificate\/[A-Za-z0-9-]+$/;
@@ -97,6 +104,13 @@ export class LoadBalancer extends Construct {
     const ingressCidr = props.allowedIngressCidr;
     const deregistrationDelay = props.deregistrationDelay ?? Duration.seconds(60);
     const certificates = [elbv2.ListenerCertificate.fromArn(props.certificateArn)];
+    const sequenceStickiness = props.sequenceStickiness ?? Duration.hours(1);
+    const stickinessSeconds = sequenceStickiness.toSeconds();
+    if (stickinessSeconds < 1 || stickinessSeconds > Duration.days(7).toSeconds()) {
+      throw new Error(
+        `sequenceStickiness is ${sequenceStickiness.toHumanString()}: an ALB keeps a cookie's stickiness between 1 second and 7 days`,
+      );
+    }
 
     const securityGroup = new ec2.SecurityGroup(this, 'SecurityGroup', {
       vpc: props.vpc,
@@ -154,6 +168,11 @@ export class LoadBalancer extends Construct {
     this.httpTargetGroup = new elbv2.ApplicationTargetGroup(this, 'HttpTargetGroup', {
       ...common,
       port: SERVER_PORTS.http,
+      // A stateful model's sequence lives on one task: the server sets its cookie on a sequence's replies, the ALB then keeps
+      // the client's requests on that task (clients must send back the ALB's AWSALBAPP-* cookies). Other requests are not
+      // sticky. gRPC needs none: a ModelStreamInfer stream stays on one task.
+      stickinessCookieName: SEQUENCE_COOKIE,
+      stickinessCookieDuration: sequenceStickiness,
       healthCheck: { ...healthCheckTiming, path: '/v2/health/ready', healthyHttpCodes: '200' },
     });
     this.grpcTargetGroup = new elbv2.ApplicationTargetGroup(this, 'GrpcTargetGroup', {

@@ -85,3 +85,4 @@ export function serverMetric(spec: ServerMetricSpec, serviceName: string, period
  * request header that must carry that key: named by the server's options declaration.
  */
 export { MODEL_REPOSITORY_KEY_ENV, MODEL_REPOSITORY_KEY_HEADER } from '../../packages/server/src/options/environment.ts';
+export { SEQUENCE_COOKIE } from '../../packages/server/src/protocol/sequence-cookie.ts';

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { Match } from 'aws-cdk-lib/assertions';
 import { CERTIFICATE_ARN, IMAGE_URI, INGRESS_CIDR, REQUIRED, memo, only, synth } from './synth.ts';
-import { SERVER_METRICS } from '../lib/server-metrics.ts';
+import { SEQUENCE_COOKIE, SERVER_METRICS } from '../lib/server-metrics.ts';
 
 const GITHUB_REPO = 'acme/batchwise';
 const defaults = memo(() => synth({ ...REQUIRED, imageUri: IMAGE_URI, githubRepo: GITHUB_REPO, alarmEmail: 'ops@example.com' }));
@@ -237,6 +237,20 @@ describe('load balancer', () => {
       HealthCheckPath: '/grpc.health.v1.Health/Check',
       Matcher: { GrpcCode: '0' },
     });
+  });
+
+  it("keeps a sequence's HTTP requests on one task: application-cookie stickiness on the cookie the server sets, :8000 only", () => {
+    t().hasResourceProperties('AWS::ElasticLoadBalancingV2::TargetGroup', {
+      Port: 8000,
+      TargetGroupAttributes: Match.arrayWith([
+        { Key: 'stickiness.enabled', Value: 'true' },
+        { Key: 'stickiness.type', Value: 'app_cookie' },
+        { Key: 'stickiness.app_cookie.cookie_name', Value: SEQUENCE_COOKIE },
+        { Key: 'stickiness.app_cookie.duration_seconds', Value: '3600' },
+      ]),
+    });
+    const grpc = Object.values(t().findResources('AWS::ElasticLoadBalancingV2::TargetGroup')).find((r) => r.Properties.Port === 8001)!;
+    expect(grpc.Properties.TargetGroupAttributes).toContainEqual({ Key: 'stickiness.enabled', Value: 'false' });
   });
 
   it('never exposes :8002; tasks accept only the ALB', () => {
