@@ -12,6 +12,7 @@ import { COLOR_LABELS, colorNet } from './colors.ts';
 import { serializeModel, tritonConfigType, type ModelProto, type TensorDatatype } from './graph-builder.ts';
 import { convNet, identity, scaler, simpleAddSub } from './models.ts';
 import { EMBEDDING_SIZE, SENTIMENT_LABELS, sentimentClassifier, sentimentEncoder, vocabularyText } from './sentiment.ts';
+import { runningSum } from './sequence-models.ts';
 
 /** Where the bundled JavaScript models' sources are. */
 export const EXAMPLE_SOURCES = new URL('../../../examples/src/', import.meta.url).pathname;
@@ -280,6 +281,62 @@ const MODEL_SELECTION: readonly ExampleModel[] = [
   },
 ];
 
+/** Width of running_sum's vectors. */
+const RUNNING_SUM_WIDTH = 3;
+
+/**
+ * A stateful model (Triton's sequence batcher with implicit state): a running sum per sequence, kept
+ * by the server between its requests. Sequences idle for a minute lose their slot.
+ */
+const STATEFUL: readonly ExampleModel[] = [
+  {
+    name: 'running_sum',
+    onnx: { 1: () => runningSum(RUNNING_SUM_WIDTH) },
+    config: `name: "running_sum"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [
+  {
+    name: "INPUT"
+    data_type: TYPE_FP32
+    dims: [ ${RUNNING_SUM_WIDTH} ]
+  }
+]
+output [
+  {
+    name: "OUTPUT"
+    data_type: TYPE_FP32
+    dims: [ ${RUNNING_SUM_WIDTH} ]
+  }
+]
+sequence_batching {
+  max_sequence_idle_microseconds: 60000000
+  direct { }
+  state [
+    {
+      input_name: "ACC_IN"
+      output_name: "ACC_OUT"
+      data_type: TYPE_FP32
+      dims: [ ${RUNNING_SUM_WIDTH} ]
+      initial_state: {
+        name: "zeros"
+        data_type: TYPE_FP32
+        dims: [ ${RUNNING_SUM_WIDTH} ]
+        zero_data: true
+      }
+    }
+  ]
+}
+instance_group [
+  {
+    count: 1
+    kind: KIND_CPU
+  }
+]
+`,
+  },
+];
+
 /** The models of the example repository. */
 export const EXAMPLE_MODELS: readonly ExampleModel[] = [
   {
@@ -338,6 +395,7 @@ export const EXAMPLE_MODELS: readonly ExampleModel[] = [
   ...TEXT_CLASSIFICATION,
   ...IMAGE_CLASSIFICATION,
   ...MODEL_SELECTION,
+  ...STATEFUL,
 ];
 
 export interface WrittenFile {

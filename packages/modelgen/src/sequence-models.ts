@@ -5,6 +5,7 @@
  */
 import { GraphBuilder, type GraphDatatype, type ModelProto } from './graph-builder.ts';
 import { BATCH_DIM } from './models.ts';
+import { mulberry32, uniformFloat32 } from './prng.ts';
 
 /** ONNX's TensorProto.DataType codes for the Cast nodes below. */
 const ONNX_INT32 = 6;
@@ -129,4 +130,29 @@ export function sequenceStateModel(width: number, corrid: 'UINT64' | 'BYTES'): M
   g.output('STATE_OUT', 'FP32', [BATCH_DIM, width]);
   g.output('STEP_OUT', 'INT32', row);
   return g.build({ docString: 'a sum and a step count per sequence, in implicit state' });
+}
+
+/**
+ * A recurrent cell whose state the server keeps (implicit state), heavy enough that batching
+ * sequences pays: h = INPUT + STATE_IN, then `layers` x (MatMul + Add + Tanh); STATE_OUT = OUTPUT =
+ * the last layer's output, all [batch, width]. About 4 * layers * width^2 bytes of weights.
+ */
+export function recurrentCell(width: number, layers = 2, seed = 1): ModelProto {
+  const next = mulberry32(seed);
+  const g = new GraphBuilder(`recurrent_${layers}x${width}`);
+  const dims = [BATCH_DIM, width];
+  g.input('INPUT', 'FP32', dims);
+  g.input('STATE_IN', 'FP32', dims);
+  let x = g.op('Add', ['INPUT', 'STATE_IN'], 'h');
+  for (let l = 0; l < layers; l++) {
+    const w = g.initializer(`w${l}`, 'FP32', [width, width], uniformFloat32(next, width * width, Math.sqrt(3 / width)));
+    const b = g.initializer(`b${l}`, 'FP32', [width], uniformFloat32(next, width, 0.01));
+    const mm = g.op('MatMul', [x, w], `mm${l}`);
+    const add = g.op('Add', [mm, b], `add${l}`);
+    x = g.op('Tanh', [add], l === layers - 1 ? 'STATE_OUT' : `tanh${l}`);
+  }
+  g.op('Identity', ['STATE_OUT'], 'OUTPUT');
+  g.output('OUTPUT', 'FP32', dims);
+  g.output('STATE_OUT', 'FP32', dims);
+  return g.build({ docString: `recurrent cell ${layers}x${width}, seed ${seed}: the state is kept by the server` });
 }
