@@ -1,5 +1,5 @@
 /**
- * `pnpm bench <scenario...> [options]`: batching | limit | efficiency | overhead | grpc | objective-overload | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | tune | wrk-check | all.
+ * `pnpm bench <scenario...> [options]`: batching | limit | efficiency | overhead | grpc | objective-overload | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | sequences | tune | wrk-check | all.
  * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg and .md.
  * `pnpm bench` builds first (`pnpm build`) and runs the compiled server unless BATCHWISE_SERVER_CLI says otherwise.
  */
@@ -19,6 +19,7 @@ import { runTracing } from './scenarios/tracing.ts';
 import { runTune } from './scenarios/tune.ts';
 import { runAdaptive } from './scenarios/adaptive.ts';
 import { MANY_MODELS, runManyModels } from './scenarios/many-models.ts';
+import { runSequences, SEQUENCES } from './scenarios/sequences.ts';
 import { PROTOCOLS, type Protocol } from './workload.ts';
 
 const USAGE = `usage: pnpm bench <scenario...> [options]
@@ -60,6 +61,9 @@ scenarios (several run in order; 'all' runs every one):
              unload after every request; failures (must be 0), hit rate, p50/p99 of hits and of
              requests that waited, peak RSS against the limit, evictions per minute (issue 27; not
              part of 'all')
+  sequences  a recurrent cell whose state the server keeps (implicit state), 64 interleaved sequences of
+             20 steps over HTTP binary, the direct strategy against oldest: throughput, p50/p99 of a
+             step, mean batch (issue 28; not part of 'all')
   tune       \`batchwise tune\` on the 4x2048 MLP with the default config (dynamic_batching {}),
              objective --objective (50ms), budget --budget (10m); PASS/MISS: >= 1.5x the default's
              throughput at an equal or lower p99, in under 10 minutes (not part of 'all')
@@ -177,6 +181,17 @@ const scenarios: Record<string, () => Promise<unknown>> = {
       name: `${prefix}many-models`,
     });
     if (runs[0]!.failed > 0) process.exitCode = 1;
+  },
+  sequences: async () => {
+    const runs = await runSequences({
+      clients: smoke ? 8 : SEQUENCES.clients,
+      steps: smoke ? 4 : SEQUENCES.steps,
+      rounds: smoke ? 1 : 5,
+      width: smoke ? 64 : SEQUENCES.width,
+      log,
+      name: `${prefix}sequences`,
+    });
+    if (runs.some((r) => r.errors > 0)) process.exitCode = 1;
   },
   ensemble: () => runEnsemble({ concurrencies: [1, 16], tinyConcurrency: 16, windows, log, name: `${prefix}ensemble` }),
   grpc: async () => {

@@ -12,6 +12,7 @@ import { maxConcurrent, runRateLimit } from '../src/scenarios/rate-limit.ts';
 import { runTracing } from '../src/scenarios/tracing.ts';
 import { runAdaptive } from '../src/scenarios/adaptive.ts';
 import { runManyModels } from '../src/scenarios/many-models.ts';
+import { runSequences } from '../src/scenarios/sequences.ts';
 import { readFile } from 'node:fs/promises';
 import { RESULTS_DIR } from '../src/report.ts';
 
@@ -303,6 +304,15 @@ describe('bench scenarios (smoke)', () => {
     expect(runs[0]!.loads).toBeGreaterThan(0);
     expect(runs[1]!.hitRate).toBe(1);
     expect(runs[0]!.peakModelMemoryBytes).toBeLessThanOrEqual(runs[0]!.modelMemoryLimitBytes!);
+  });
+
+  it('sequences: direct and oldest each answer every step of every sequence, batched', async () => {
+    const runs = await runSequences({ clients: 4, steps: 3, rounds: 1, width: 16, log, name: 'smoke-sequences' });
+    expect(runs.map((r) => r.strategy)).toEqual(['direct', 'oldest', 'oldest', 'direct']);
+    for (const r of runs) {
+      expect(r.errors, `${r.strategy}: ${r.firstError}`).toBe(0);
+      expect(r.server.requests).toBe(12);
+    }
   });
 
   it('adaptive: three servers through quiet, steady and burst phases, with a check per target and a markdown report', async () => {
