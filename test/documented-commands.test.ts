@@ -138,6 +138,7 @@ instance_group [ { kind: KIND_CPU count: 1 rate_limiter { resources [ { name: "g
     '2/model.onnx': onnx(2),
   },
   shout: modelFromDocs('docs/js-backend.md', 'shout'),
+  tally: modelFromDocs('docs/js-backend.md', 'tally'),
   doubler: modelFromDocs('packages/backend/README.md', 'doubler'),
 };
 const nextVersion = (model: string) => 1 + Math.max(...Object.keys(DOCS_REPOSITORY[model]!).map((f) => Number(f.split('/')[0]) || 0));
@@ -161,7 +162,9 @@ const RUNNING_SERVER: Record<string, string> = {
   text_classification: 'pnpm start',
   bls_router: 'pnpm start',
   image_classification: 'pnpm start',
+  running_sum: 'pnpm start',
   shout: DOCS_REPOSITORY_SERVER,
+  tally: DOCS_REPOSITORY_SERVER,
   doubler: DOCS_REPOSITORY_SERVER,
 };
 
