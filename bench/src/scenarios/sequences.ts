@@ -67,9 +67,11 @@ export async function runSequences(options: {
   const runs: SequencesRun[] = [];
   try {
     let round = 0;
+    // Both models warmed up first (the first measurement ran at half speed otherwise), then A B B A, fresh ids each time.
+    for (const strategy of ['direct', 'oldest'] as const) {
+      await drive(server, `seq_${strategy}`, { clients, steps, rounds, width, firstId: ++round * 1_000_000 });
+    }
     for (const strategy of ['direct', 'oldest', 'oldest', 'direct'] as const) {
-      // A warm-up round the measurement leaves out, then the measured ones (fresh ids each round).
-      await drive(server, `seq_${strategy}`, { clients, steps, rounds: 1, width, firstId: ++round * 1_000_000 });
       const before = await readStats(server.httpUrl, `seq_${strategy}`);
       const measured = await drive(server, `seq_${strategy}`, { clients, steps, rounds, width, firstId: ++round * 1_000_000 });
       const after = await readStats(server.httpUrl, `seq_${strategy}`);
