@@ -28,3 +28,11 @@ export class ModelCallError extends ModelError {
     super(message, code);
   }
 }
+
+/**
+ * What a `ResponseSender`'s `send` rejects with: a response after the final one, or for a request
+ * that was cancelled or ended without its final response (code CANCELLED when cancelled).
+ */
+export class ResponseSenderError extends ModelError {
+  override name = 'ResponseSenderError';
+}

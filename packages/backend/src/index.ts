@@ -12,9 +12,10 @@ export type {
   JsModel,
   ModelRequest,
   ModelResponse,
+  ResponseSender,
   Tensor,
   TensorData,
 } from './types.ts';
-export { ModelCallError, ModelError, isErrorCode, type ErrorCode } from './errors.ts';
+export { ModelCallError, ModelError, ResponseSenderError, isErrorCode, type ErrorCode } from './errors.ts';
 export { ARRAY_OF, elementCount, halfBits, tensor } from './tensor.ts';
 export { inferModel, MODEL_CALLER, type ModelCaller } from './infer-model.ts';

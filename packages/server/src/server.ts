@@ -105,7 +105,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       // Sequences' implicit states are held between requests: charged without a request's overhead.
       reserveMemory: (bytes) => memory.reserve(bytes, 0, 0),
       // Ensemble steps and in-server calls from JavaScript models go through the service built below.
-      callModel: (request): Promise<InferenceResponse> => service.infer(request),
+      callModel: (request, call): Promise<InferenceResponse> => service.infer(request, call?.signal && { signal: call.signal }),
       ...(rateLimiter && { rateLimiter }),
       ...(options.loadOnDemand && { onDemand: { timeoutMs: options.loadOnDemandTimeoutMs, retryMs: options.loadOnDemandRetryMs } }),
       memoryLimits: { hostBytes: modelMemoryLimitBytes, gpuBytesPerDevice: modelGpuMemoryLimitBytes },

@@ -26,10 +26,37 @@ export interface InstanceRequest {
   readonly parameters: Parameters;
   /** When the request is traced: what a call to another model made while running it joins (its span as parent). */
   readonly caller?: { readonly parentTraceId: number; readonly traceContext?: TraceContext };
+  /** Aborted when the request is cancelled: model code sees it (and its calls to other models are cancelled). */
+  readonly signal?: AbortSignal;
+  /** A decoupled model's request: where its responses go, each as the model sends it. */
+  readonly responses?: ResponseSink;
 }
 
-/** One request's outcome: its outputs (named as asked), or an error for that request alone. */
-export type RequestOutcome = { readonly outputs: Tensor[] } | { readonly error: Error };
+/** A response of a decoupled request: its outputs (named as asked), or an error for the request. */
+export type StreamedResponse = { readonly outputs: Tensor[] } | { readonly error: Error };
+
+/** Where a decoupled request's responses go (core/response-stream.ts holds them until they are sent). */
+export interface ResponseSink {
+  /**
+   * One response, and `final` with the last one; `send(undefined, true)` is the final flag alone.
+   * Resolves once the response is taken for sending (the model may then send more: backpressure);
+   * rejects when it cannot be held (the memory budget), which ends the request.
+   */
+  send(response: StreamedResponse | undefined, final: boolean): Promise<void>;
+}
+
+/**
+ * How a decoupled request ended: with its final flag, sent by the model (`sentError` when its last
+ * response was an error), or with `error`, an end the model did not send (its timeout, a crash, its
+ * cancellation), which the caller answers.
+ */
+export type StreamEnd = { readonly error?: undefined; readonly sentError?: Error } | { readonly error: Error };
+
+/**
+ * One request's outcome: its outputs (named as asked), or an error for that request alone, or for a
+ * decoupled request (its responses went to its sink) when it ends, which may be after the batch returned.
+ */
+export type RequestOutcome = { readonly outputs: Tensor[] } | { readonly error: Error } | { readonly ended: Promise<StreamEnd> };
 
 export interface RequestsResult {
   /** One per request, in order. */

@@ -92,7 +92,7 @@ export interface SupervisedWorkerOptions<M> {
   /** Every message of the current worker, and of the ones replacing it. */
   readonly onMessage: (worker: Worker, message: M) => void;
   /** The worker died (or was stopped): fail everything it was running. */
-  readonly onDeath: (how: string) => void;
+  readonly onDeath: (how: string, worker: Worker) => void;
   /** The error type of the instance's own failures (given up, closed). @default Error */
   readonly error?: (message: string) => Error;
   /** How long `close` lets the worker finish (finalize) before terminating it, ms. */
@@ -160,7 +160,7 @@ export class SupervisedWorker<M> {
   died(worker: Worker, how: string): void {
     if (worker !== this.current || this.closing || this.dead.has(worker)) return;
     this.dead.add(worker);
-    this.options.onDeath(how);
+    this.options.onDeath(how, worker);
     if (this.crashes.record()) {
       this.giveUp(`${this.options.instance} ${this.crashes.describe(how)}`);
       return;

@@ -115,6 +115,11 @@ export const Errors = {
       'PERMISSION_DENIED',
       `failed to load '${model}': ${what}; code is accepted over the model-control API only by a server started with ${flag}`,
     ),
+  /** A request its client cancelled (a closed connection or stream, a cancelled gRPC call): Triton's failure reason CANCELED. */
+  cancelled: () => new InferenceServerError('CANCELLED', 'Request was cancelled: its client went away'),
+  /** A decoupled model asked for one response (Triton's frontends: "HTTP end point" / "ModelInfer RPC"; docs/protocols.md). */
+  decoupledRefused: (endpoint: string) =>
+    new InferenceServerError('UNSUPPORTED', `${endpoint} doesn't support models with decoupled transaction policy`),
 } as const;
 
 /** Turns anything thrown into an InferenceServerError without losing its message. */

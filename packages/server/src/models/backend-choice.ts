@@ -1,6 +1,7 @@
 import type { Backend } from '../backends/backend.ts';
 import { JS_MODEL_FILES } from '../backends/js/model-file.ts';
 import type { ModelConfig } from '../config/model-config.ts';
+import { isDecoupled } from '../config/transaction-policy.ts';
 import { Errors } from '../errors/errors.ts';
 import { fileExists } from '../repository/model-folder.ts';
 import { resolveInModelFolder } from '../repository/model-paths.ts';
@@ -24,6 +25,12 @@ export function chooseBackend(config: ModelConfig, backends: readonly Backend[])
     );
   }
   if (backend.name === 'js') requireDeclaredTensors(config);
+  else if (isDecoupled(config)) {
+    throw Errors.invalidArg(
+      `model '${config.name}': model_transaction_policy { decoupled: true } needs a model that sends its own responses: ` +
+        `backend js (a response sender per request, see docs/js-backend.md), not backend '${backend.name}'`,
+    );
+  }
   return backend;
 }
 

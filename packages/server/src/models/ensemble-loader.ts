@@ -1,5 +1,6 @@
 import { describeStep, normalizeModelConfig, planEnsemble, validateDeclaredConfig, type EnsemblePlan } from '../config/index.ts';
 import type { ModelConfig } from '../config/model-config.ts';
+import { isDecoupled } from '../config/transaction-policy.ts';
 import { Errors, toInferenceServerError } from '../errors/errors.ts';
 import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { ModelFolder } from '../repository/model-folder.ts';
@@ -26,6 +27,11 @@ export async function loadEnsembleVersion(
   await checkConfigPaths(folder, config, version);
   validateDeclaredConfig(config);
   const plan = planEnsemble(config);
+  if (isDecoupled(config)) {
+    throw Errors.invalidArg(
+      `ensemble '${config.name}': model_transaction_policy { decoupled: true } is not supported for ensembles (docs/triton-compatibility.md)`,
+    );
+  }
   checkAgainstSteps(config, plan, registry);
   if (!options.callModel)
     throw Errors.internal(`ensemble '${config.name}' cannot run its steps: the server gave the loader no request path`);
@@ -93,6 +99,12 @@ function checkAgainstSteps(config: ModelConfig, plan: EnsemblePlan, registry: Mo
       throw Errors.invalidArg(`${what}: the step's model is not available: ${toInferenceServerError(error).message}`);
     }
     if (model.ensemble) checkNotCyclic(name, step.modelName, registry, new Set([name]));
+    if (isDecoupled(model.config)) {
+      throw Errors.invalidArg(
+        `${what}: model '${step.modelName}' is decoupled (model_transaction_policy { decoupled: true }), and Batchwise runs ` +
+          'no decoupled model as an ensemble step: each step must answer with one response (docs/triton-compatibility.md)',
+      );
+    }
     if (config.max_batch_size > model.maxBatchSize) {
       throw Errors.invalidArg(
         `${what}: ensemble '${name}' allows maximum batch size ${config.max_batch_size}, but it contains model ` +

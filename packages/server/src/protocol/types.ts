@@ -101,7 +101,7 @@ export interface InferenceResponse {
  * another model (BLS). It takes the same path as a client's request (validation, the model's
  * own scheduler and batching, statistics), so the caller gets outputs or the same typed errors.
  */
-export type InferenceCall = (request: InferenceRequest) => Promise<InferenceResponse>;
+export type InferenceCall = (request: InferenceRequest, options?: { readonly signal?: AbortSignal }) => Promise<InferenceResponse>;
 
 /** Metadata, the repository index and statistics are shapes the client shares: @batchwise/protocol. */
 export type {

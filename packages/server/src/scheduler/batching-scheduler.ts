@@ -1,4 +1,4 @@
-import type { ExecutionTimings, ModelInstance, RequestOutcome } from '../backends/backend.ts';
+import type { ExecutionTimings, ModelInstance, RequestOutcome, StreamEnd } from '../backends/backend.ts';
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
 import { Errors, toInferenceServerError, type InferenceServerError } from '../errors/errors.ts';
 import type { Tensor } from '../tensor/tensor.ts';
@@ -122,6 +122,10 @@ export class BatchingScheduler implements Scheduler {
   }
 
   enqueue(request: QueuedRequest): Promise<Tensor[]> {
+    if (request.signal?.aborted) {
+      this.context.stats.recordFailure(request, 'CANCELED');
+      return Promise.reject(Errors.cancelled());
+    }
     const level = this.queues.levelOf(request.priority);
     // A free instance takes its batch now rather than let this request be refused.
     if (level.full && this.dispatchDeferred) this.dispatch();
@@ -142,7 +146,21 @@ export class BatchingScheduler implements Scheduler {
       objective.noteArrival(request.arrivalNs);
     }
     return new Promise<Tensor[]>((resolve, reject) => {
-      const waiting: Waiting = { request, level, resolve, reject, timer: undefined, prev: undefined, next: undefined, list: undefined };
+      // A client that goes away takes its queued request out of the queue at once.
+      const signal = request.signal;
+      const onAbort = () => this.onCancelled(waiting);
+      const settled = signal ? () => signal.removeEventListener('abort', onAbort) : undefined;
+      const waiting: Waiting = {
+        request,
+        level,
+        resolve: settled ? (outputs) => (settled(), resolve(outputs)) : resolve,
+        reject: settled ? (error) => (settled(), reject(error)) : reject,
+        timer: undefined,
+        prev: undefined,
+        next: undefined,
+        list: undefined,
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
       const timeoutUs = level.timeoutMicroseconds(request);
       if (timeoutUs > 0) {
         const remainingNs = request.arrivalNs + BigInt(timeoutUs) * 1000n - this.clock.nowNs();
@@ -176,6 +194,16 @@ export class BatchingScheduler implements Scheduler {
     if (waiting.objectiveTimer !== undefined) this.clock.clearTimeout(waiting.objectiveTimer);
     this.context.stats.recordFailure(waiting.request, 'REJECTED');
     waiting.reject(Errors.requestTimeout());
+    this.afterChange();
+  }
+
+  /** Its client went away while it waited: it leaves the queue now, and never runs. */
+  private onCancelled(waiting: Waiting): void {
+    if (!this.queues.remove(waiting)) return;
+    if (waiting.timer !== undefined) this.clock.clearTimeout(waiting.timer);
+    if (waiting.objectiveTimer !== undefined) this.clock.clearTimeout(waiting.objectiveTimer);
+    this.context.stats.recordFailure(waiting.request, 'CANCELED');
+    waiting.reject(Errors.cancelled());
     this.afterChange();
   }
 
@@ -286,13 +314,17 @@ export class BatchingScheduler implements Scheduler {
     void this.run(instanceIndex, batch, tickets);
   }
 
-  /** Runs a batch, settles its requests and frees the instance. */
+  /**
+   * Runs a batch, settles its requests and frees the instance. A decoupled model's requests are
+   * settled when each ends, which may be after the batch returned: the instance is free meanwhile.
+   */
   private async run(instanceIndex: number, batch: Waiting[], tickets: number[] | undefined): Promise<void> {
     const instance = this.context.instances[instanceIndex]!;
     const dispatchedNs = this.clock.nowNs();
     let samples = 0;
     for (const waiting of batch) samples += waiting.request.batchSize;
     this.objective?.started(instanceIndex, samples, dispatchedNs);
+    let open = 0;
     try {
       let outcomes: RequestOutcome[];
       let timings: ExecutionTimings;
@@ -306,9 +338,8 @@ export class BatchingScheduler implements Scheduler {
         // Recorded here, where the run failed: every request of the batch failed with the GPU's out-of-memory.
         const gpuOutOfMemory = error instanceof GpuOutOfMemoryError;
         for (let i = 0; i < batch.length; i++) {
-          this.context.stats.recordFailure(batch[i]!.request, 'BACKEND');
           if (gpuOutOfMemory) this.context.stats.recordGpuOutOfMemory();
-          this.settle(batch, i, tickets, { error: failure });
+          this.settle(batch, i, tickets, this.failed(batch[i]!.request, failure));
         }
         return;
       }
@@ -316,17 +347,47 @@ export class BatchingScheduler implements Scheduler {
       for (let i = 0; i < batch.length; i++) {
         const waiting = batch[i]!;
         const outcome = outcomes[i]!;
-        if ('error' in outcome) {
-          this.context.stats.recordFailure(waiting.request, 'BACKEND');
-        } else {
-          this.context.stats.recordSuccess(waiting.request, Number(dispatchedNs - waiting.request.arrivalNs), timings);
-          if (waiting.request.trace) markCompute(waiting.request.trace, dispatchedNs, timings);
+        if ('ended' in outcome) {
+          open++;
+          if (tickets) this.ordered!.settle(tickets[i]!, () => undefined);
+          void outcome.ended.then((end) => this.streamEnded(waiting, end, dispatchedNs, timings));
+          continue;
         }
+        if ('error' in outcome || waiting.request.signal?.aborted) {
+          this.settle(batch, i, tickets, this.failed(waiting.request, 'error' in outcome ? outcome.error : Errors.cancelled()));
+          continue;
+        }
+        this.context.stats.recordSuccess(waiting.request, Number(dispatchedNs - waiting.request.arrivalNs), timings);
+        if (waiting.request.trace) markCompute(waiting.request.trace, dispatchedNs, timings);
         this.settle(batch, i, tickets, outcome);
       }
     } finally {
-      this.release(instanceIndex, batch.length);
+      this.release(instanceIndex, batch.length - open);
     }
+  }
+
+  /** A request that failed: counted CANCELED (answered as cancelled) when its client went away, else BACKEND. */
+  private failed(request: QueuedRequest, error: Error): { error: Error } {
+    const cancelled = request.signal?.aborted === true;
+    this.context.stats.recordFailure(request, cancelled ? 'CANCELED' : 'BACKEND');
+    return { error: cancelled ? Errors.cancelled() : error };
+  }
+
+  /** A decoupled request ended (its responses went to its sink): counted, and its enqueue settled. */
+  private streamEnded(waiting: Waiting, end: StreamEnd, dispatchedNs: bigint, timings: ExecutionTimings): void {
+    const { request } = waiting;
+    if (end.error || request.signal?.aborted) {
+      waiting.reject(this.failed(request, end.error ?? Errors.cancelled()).error);
+    } else {
+      if (end.sentError) this.context.stats.recordFailure(request, 'BACKEND');
+      else {
+        this.context.stats.recordSuccess(request, Number(dispatchedNs - request.arrivalNs), timings);
+        if (request.trace) markCompute(request.trace, dispatchedNs, timings);
+      }
+      waiting.resolve([]);
+    }
+    this.executing--;
+    this.afterChange();
   }
 
   /** One assembled batch: one contiguous buffer per input, outputs split back into each request's rows. */
@@ -356,6 +417,8 @@ export class BatchingScheduler implements Scheduler {
         inputs: request.inputs,
         outputNames: request.outputNames ?? this.context.outputNames,
         parameters: request.parameters ?? {},
+        ...(request.signal && { signal: request.signal }),
+        ...(request.responses && { responses: request.responses }),
         ...(request.trace && {
           caller: { parentTraceId: request.trace.id, ...(request.trace.context && { traceContext: request.trace.context }) },
         }),
@@ -365,7 +428,12 @@ export class BatchingScheduler implements Scheduler {
     return { outcomes, timings: result.timings };
   }
 
-  private settle(batch: readonly Waiting[], i: number, tickets: number[] | undefined, outcome: RequestOutcome): void {
+  private settle(
+    batch: readonly Waiting[],
+    i: number,
+    tickets: number[] | undefined,
+    outcome: { readonly outputs: Tensor[] } | { readonly error: Error },
+  ): void {
     const waiting = batch[i]!;
     const deliver = 'error' in outcome ? () => waiting.reject(outcome.error) : () => waiting.resolve(outcome.outputs);
     if (tickets) this.ordered!.settle(tickets[i]!, deliver);

@@ -49,7 +49,7 @@ export class EnsembleScheduler implements Scheduler {
       stats.recordSuccess(request, Number(startNs - request.arrivalNs), timings);
       return outputs;
     } catch (error) {
-      stats.recordFailure(request, 'BACKEND');
+      stats.recordFailure(request, request.signal?.aborted ? 'CANCELED' : 'BACKEND');
       throw error;
     } finally {
       this.running--;
@@ -80,7 +80,7 @@ export class EnsembleScheduler implements Scheduler {
           if (!step.inputs.every((i) => tensors.has(i.ensembleTensor))) continue;
           waiting.delete(step);
           inFlight++;
-          this.runStep(step, tensors, parameters, request.trace).then(
+          this.runStep(step, tensors, parameters, request.trace, request.signal).then(
             (outputs) => {
               inFlight--;
               if (failed) return;
@@ -115,18 +115,23 @@ export class EnsembleScheduler implements Scheduler {
     tensors: ReadonlyMap<string, Tensor>,
     parameters: Parameters,
     trace: RequestTrace | undefined,
+    signal: AbortSignal | undefined,
   ): Promise<Tensor[]> {
     const { callModel, ensembleName } = this.context;
     try {
-      const response = await callModel({
-        modelName: step.modelName,
-        ...(step.modelVersion !== undefined && { modelVersion: step.modelVersion }),
-        inputs: step.inputs.map(({ stepTensor, ensembleTensor }) => ({ ...tensors.get(ensembleTensor)!, name: stepTensor })),
-        outputs: step.outputs.map(({ stepTensor }) => ({ name: stepTensor, parameters: {} })),
-        parameters,
-        ...(trace && { parentTraceId: trace.id }),
-        ...(trace?.context && { traceContext: trace.context }),
-      });
+      // The ensemble request's cancellation cancels its steps (a queued step leaves its model's queue).
+      const response = await callModel(
+        {
+          modelName: step.modelName,
+          ...(step.modelVersion !== undefined && { modelVersion: step.modelVersion }),
+          inputs: step.inputs.map(({ stepTensor, ensembleTensor }) => ({ ...tensors.get(ensembleTensor)!, name: stepTensor })),
+          outputs: step.outputs.map(({ stepTensor }) => ({ name: stepTensor, parameters: {} })),
+          parameters,
+          ...(trace && { parentTraceId: trace.id }),
+          ...(trace?.context && { traceContext: trace.context }),
+        },
+        signal && { signal },
+      );
       return step.outputs.map(({ stepTensor }) => {
         const output = response.outputs.find((t) => t.name === stepTensor);
         if (!output) throw Errors.internal(`model '${step.modelName}' produced no output '${stepTensor}'`);

@@ -1,4 +1,4 @@
-import type { ModelInstance } from '../backends/backend.ts';
+import type { ModelInstance, ResponseSink } from '../backends/backend.ts';
 import type { InferenceServerError } from '../errors/errors.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import type { VersionStatistics } from '../metrics/version-statistics.ts';
@@ -33,13 +33,24 @@ export interface QueuedRequest {
   readonly parameters?: Parameters;
   /** Its sequence, for a model with sequence_batching (core reads it from the request's parameters). */
   readonly sequence?: RequestSequence;
+  /**
+   * Aborted when the request's client goes away: a queued request leaves its queue at once (counted
+   * CANCELED), a running one is told (JavaScript models see it), and its outcome is the cancellation.
+   */
+  readonly signal?: AbortSignal;
+  /**
+   * A decoupled model's request: its responses go here as the model sends them, and enqueue resolves
+   * (with no tensors) once the model ended it with its final flag.
+   */
+  readonly responses?: ResponseSink;
 }
 
 /** Queues requests of one model version and runs them on that version's instances. */
 export interface Scheduler {
   /**
    * Resolves with one tensor per config output (this request's rows only); for instances that run
-   * each request on its own, with the request's `outputNames` only.
+   * each request on its own, with the request's `outputNames` only; for a decoupled model's request
+   * (`responses`), with none once its final response went.
    */
   enqueue(request: QueuedRequest): Promise<Tensor[]>;
   /**

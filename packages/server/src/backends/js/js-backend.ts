@@ -3,12 +3,14 @@ import { modelConfigToJson } from '../../config/to-json.ts';
 import type { ModelConfig } from '../../config/model-config.ts';
 import type { ModelIO, ModelTensorInfo } from '../../config/model-io.ts';
 import { modelFacingDims } from '../../config/shape-rules.ts';
+import { isDecoupled } from '../../config/transaction-policy.ts';
 import { Errors, InferenceServerError, toInferenceServerError } from '../../errors/errors.ts';
 import type { InferenceCall, InferenceRequest } from '../../protocol/types.ts';
 import { CONFIG_TYPE_TO_DATATYPE } from '../../tensor/datatype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type {
   Backend,
+  StreamEnd,
   ExecutionResult,
   InstanceOptions,
   InstanceRequest,
@@ -16,8 +18,10 @@ import type {
   ModelInstance,
   RequestOutcome,
   RequestsResult,
+  StreamedResponse,
 } from '../backend.ts';
 import { spawnWorkerThread, SupervisedWorker, waitUntilLoaded } from '../worker-supervision.ts';
+import { DEFAULT_FINAL_RESPONSE_TIMEOUT_MS, FINAL_RESPONSE_TIMEOUT_PARAMETER, LiveRequests } from './live-requests.ts';
 import { OutputRules } from './output-check.ts';
 import { packTensors, sliceBytes, type FromWorker, type ToWorker, type WireResponse, type WorkerInit } from './protocol.ts';
 
@@ -47,9 +51,12 @@ async function createInstance(options: InstanceOptions, backendOptions: JsBacken
   const context = options.model;
   if (!context) throw Errors.internal(`model '${options.modelName}': the js backend needs the model's config and folders`);
   const { config } = context;
-  const timeoutMs = executeTimeoutMs(config);
+  const timeoutMs = positiveMs(config, EXECUTE_TIMEOUT_PARAMETER, DEFAULT_EXECUTE_TIMEOUT_MS);
+  const decoupled = isDecoupled(config);
+  const finalResponseTimeoutMs = positiveMs(config, FINAL_RESPONSE_TIMEOUT_PARAMETER, DEFAULT_FINAL_RESPONSE_TIMEOUT_MS);
   const init: WorkerInit = {
     modelFile: options.modelPath,
+    decoupled,
     args: {
       config: modelConfigToJson(config) as Record<string, unknown>,
       modelName: options.modelName,
@@ -68,26 +75,23 @@ async function createInstance(options: InstanceOptions, backendOptions: JsBacken
   } catch (error) {
     throw Errors.invalidArg(`model '${options.modelName}' (backend js): ${(error as Error).message}`);
   }
-  const instance = new JsInstance(
-    worker,
-    spawn,
-    options.modelName,
-    config,
+  const instance = new JsInstance(worker, spawn, options.modelName, config, {
     timeoutMs,
-    options.callModel,
-    backendOptions.workerHeapLimitBytes,
-  );
+    decoupled,
+    finalResponseTimeoutMs,
+    callModel: options.callModel,
+    heapLimitBytes: backendOptions.workerHeapLimitBytes,
+  });
   return { instance, io: ioOfConfig(config), executionProvider: 'js' };
 }
 
-function executeTimeoutMs(config: ModelConfig): number {
-  const text = config.parameters?.[EXECUTE_TIMEOUT_PARAMETER]?.string_value;
-  if (text === undefined) return DEFAULT_EXECUTE_TIMEOUT_MS;
+/** A model parameter of whole milliseconds, or its default when absent. */
+function positiveMs(config: ModelConfig, parameter: string, byDefault: number): number {
+  const text = config.parameters?.[parameter]?.string_value;
+  if (text === undefined) return byDefault;
   const ms = Number(text);
   if (!Number.isSafeInteger(ms) || ms <= 0) {
-    throw Errors.invalidArg(
-      `model '${config.name}': parameter ${EXECUTE_TIMEOUT_PARAMETER} must be a positive integer of milliseconds, got '${text}'`,
-    );
+    throw Errors.invalidArg(`model '${config.name}': parameter ${parameter} must be a positive integer of milliseconds, got '${text}'`);
   }
   return ms;
 }
@@ -105,42 +109,69 @@ function ioOfConfig(config: ModelConfig): ModelIO {
 
 interface PendingRun {
   readonly requests: readonly InstanceRequest[];
+  readonly keys: readonly number[];
+  /** A decoupled model's requests: when each ends. */
+  readonly ended: readonly (Promise<StreamEnd> | undefined)[];
   readonly timer: NodeJS.Timeout;
   resolve(result: RequestsResult): void;
   reject(error: Error): void;
 }
 
+interface JsInstanceOptions {
+  /** batchwise_execute_timeout_ms. */
+  readonly timeoutMs: number;
+  /** model_transaction_policy { decoupled: true }: requests answer through their sinks. */
+  readonly decoupled: boolean;
+  /** batchwise_final_response_timeout_ms (decoupled models). */
+  readonly finalResponseTimeoutMs: number;
+  readonly callModel: InferenceCall | undefined;
+  readonly heapLimitBytes: number | undefined;
+}
+
+const NO_TIMINGS = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
+
 /**
  * Main-thread handle of one worker running one JavaScript model instance. Sends each batch's
  * requests with their own inputs, checks every answer against the config, serves the model's
  * calls to other models, and replaces a worker that dies (an exception escaping, process.exit,
- * its heap limit) or that overruns the execute timeout; repeated deaths leave it failed.
+ * its heap limit) or that overruns the execute timeout; repeated deaths leave it failed. A
+ * cancelled request is ended in the worker; a decoupled model's responses go to each request's
+ * sink as the model sends them, after its execute returned too (LiveRequests).
  */
 class JsInstance implements ModelInstance {
   private nextId = 0;
+  private nextKey = 0;
   private readonly pending = new Map<number, PendingRun>();
+  /** In-server calls model code made and has not had answered, by call id: cancelled when the model cancels them. */
+  private readonly calls = new Map<number, AbortController>();
   private readonly worker: SupervisedWorker<FromWorker>;
   private readonly rules: OutputRules;
+  private readonly live: LiveRequests;
+  private readonly timeoutMs: number;
+  readonly heapLimitBytes: number | undefined;
 
   constructor(
     first: Worker,
     spawn: () => Worker,
     private readonly modelName: string,
     private readonly config: ModelConfig,
-    private readonly timeoutMs: number,
-    private readonly callModel: InferenceCall | undefined,
-    readonly heapLimitBytes: number | undefined,
+    private readonly options: JsInstanceOptions,
   ) {
+    this.timeoutMs = options.timeoutMs;
+    this.heapLimitBytes = options.heapLimitBytes;
     this.rules = new OutputRules(modelName, config);
+    this.live = new LiveRequests(modelName, options.finalResponseTimeoutMs, (worker, message) => {
+      if (this.worker.isCurrent(worker)) worker.postMessage(message);
+    });
     this.worker = new SupervisedWorker(first, {
       spawn,
       instance: `model instance of '${modelName}'`,
       onMessage: (worker, message) => this.onMessage(worker, message),
-      onDeath: (how) =>
-        this.failPending(Errors.internal(`model '${modelName}': its instance crashed (${how}); the batch it was running failed`)),
+      onDeath: (how, worker) =>
+        this.failWorker(worker, Errors.internal(`model '${modelName}': its instance crashed (${how}); the batch it was running failed`)),
       error: Errors.unavailable,
       // finalize() gets as long as an execute may take.
-      closeGraceMs: Math.min(timeoutMs, 30_000),
+      closeGraceMs: Math.min(options.timeoutMs, 30_000),
     });
   }
 
@@ -153,10 +184,20 @@ class JsInstance implements ModelInstance {
     return this.worker.onFatal;
   }
 
-  /** One assembled batch as one request (warmup samples). */
+  /** One assembled batch as one request (warmup samples); a decoupled model's last response is its answer. */
   async execute(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult> {
-    const { responses, timings } = await this.executeRequests([{ inputs, outputNames, parameters: {} }]);
-    const outcome = responses[0]!;
+    let last: StreamedResponse | undefined;
+    const responses = this.options.decoupled
+      ? { send: async (response: StreamedResponse | undefined) => void (last = response ?? last) }
+      : undefined;
+    const { responses: outcomes, timings } = await this.executeRequests([
+      { inputs, outputNames, parameters: {}, ...(responses && { responses }) },
+    ]);
+    let outcome = outcomes[0]!;
+    if ('ended' in outcome) {
+      const end = await outcome.ended;
+      outcome = end.error ? { error: end.error } : (last ?? { outputs: [] });
+    }
     if ('error' in outcome) throw outcome.error;
     return { outputs: outcome.outputs, timings };
   }
@@ -165,7 +206,9 @@ class JsInstance implements ModelInstance {
     const worker = await this.worker.ready();
     const id = this.nextId++;
     const { buffer, slices } = packTensors(requests.map((r) => r.inputs));
+    const keys = requests.map(() => this.nextKey++);
     const wire = requests.map((r, i) => ({
+      key: keys[i]!,
       ...(r.id !== undefined && { id: r.id }),
       inputs: slices[i]!,
       outputNames: r.outputNames,
@@ -173,35 +216,64 @@ class JsInstance implements ModelInstance {
     }));
     return new Promise<RequestsResult>((resolve, reject) => {
       const timer = setTimeout(() => this.onTimeout(worker, id), this.timeoutMs);
-      this.pending.set(id, { requests, timer, resolve, reject });
+      const ended = requests.map((r, i) => this.live.add(keys[i]!, r, worker));
+      this.pending.set(id, { requests, keys, ended, timer, resolve, reject });
       const message: ToWorker = { type: 'execute', id, buffer, requests: wire };
       worker.postMessage(message, [buffer]);
+      // Cancelled before it reached the worker: it starts ended.
+      requests.forEach((r, i) => r.signal?.aborted && this.live.end(keys[i]!, Errors.cancelled()));
     });
   }
 
   async close(): Promise<void> {
     await this.worker.close();
-    this.failPending(Errors.unavailable(`model instance of '${this.modelName}' closed before answering`));
+    const error = Errors.unavailable(`model instance of '${this.modelName}' closed before answering`);
+    this.failPending(error);
+    this.live.endAllOf(undefined, error);
   }
 
   private onMessage(worker: Worker, message: FromWorker): void {
-    if (message.type === 'call') {
-      void this.serveCall(worker, message);
-      return;
+    switch (message.type) {
+      case 'call':
+        void this.serveCall(worker, message);
+        return;
+      case 'call-cancel':
+        this.calls.get(message.callId)?.abort();
+        return;
+      case 'response':
+        this.onResponse(message);
+        return;
+      case 'executed':
+      case 'execute-failed':
+        break;
+      default:
+        return;
     }
-    if (message.type !== 'executed' && message.type !== 'execute-failed') return;
     const run = this.pending.get(message.id);
     if (!run) return;
     this.pending.delete(message.id);
     clearTimeout(run.timer);
     if (message.type === 'execute-failed') {
-      run.reject(Errors.internal(`model '${this.modelName}': execute() failed: ${message.message}`));
+      this.failRun(run, Errors.internal(`model '${this.modelName}': execute() failed: ${message.message}`));
       return;
     }
+    if (this.options.decoupled) {
+      run.resolve({ responses: run.ended.map((ended) => ({ ended: ended! })), timings: message.timings });
+      return;
+    }
+    for (const key of run.keys) this.live.done(key);
     run.resolve({
       responses: message.responses.map((response, i) => this.outcome(message.buffer, response, run.requests[i]!)),
       timings: message.timings,
     });
+  }
+
+  /** A response a decoupled model sent: checked against the config, then to its request's sink. */
+  private onResponse(message: Extract<FromWorker, { type: 'response' }>): void {
+    const request = this.live.requestOf(message.key);
+    if (!request) return;
+    const response = message.response && this.outcome(message.buffer, message.response, request);
+    this.live.response(message.key, response as StreamedResponse | undefined, message.final);
   }
 
   private outcome(buffer: ArrayBuffer, response: WireResponse, request: InstanceRequest): RequestOutcome {
@@ -225,6 +297,8 @@ class JsInstance implements ModelInstance {
     const call = message.request;
     let answer: ToWorker;
     let transfer: ArrayBuffer[] = [];
+    const cancel = new AbortController();
+    this.calls.set(message.callId, cancel);
     try {
       if (!this.callModel) throw Errors.unavailable('calls to other models are not available in this server');
       const request: InferenceRequest = {
@@ -235,7 +309,7 @@ class JsInstance implements ModelInstance {
         parameters: call.parameters ?? {},
         ...this.callerOf(message.executeId),
       };
-      const response = await this.callModel(request);
+      const response = await this.callModel(request, { signal: cancel.signal });
       const { buffer, slices } = packTensors([response.outputs]);
       answer = {
         type: 'call-result',
@@ -249,9 +323,15 @@ class JsInstance implements ModelInstance {
     } catch (error) {
       const e = toInferenceServerError(error);
       answer = { type: 'call-failed', callId: message.callId, code: e.code, message: e.message };
+    } finally {
+      this.calls.delete(message.callId);
     }
-    // A worker replaced meanwhile is gone: its call has no one to answer.
+    // A worker replaced meanwhile is gone: its call has no one to answer. A cancelled call's answer is dropped there.
     if (this.worker.isCurrent(worker)) worker.postMessage(answer, transfer);
+  }
+
+  private get callModel(): InferenceCall | undefined {
+    return this.options.callModel;
   }
 
   /**
@@ -268,22 +348,41 @@ class JsInstance implements ModelInstance {
     const run = this.pending.get(id);
     if (!run || !this.worker.isCurrent(worker)) return;
     this.pending.delete(id);
-    run.reject(
-      Errors.internal(
-        `model '${this.modelName}': execute() did not finish within ${this.timeoutMs} ms (parameter ${EXECUTE_TIMEOUT_PARAMETER}); ` +
-          'its instance was stopped and is replaced',
-      ),
+    const error = Errors.internal(
+      `model '${this.modelName}': execute() did not finish within ${this.timeoutMs} ms (parameter ${EXECUTE_TIMEOUT_PARAMETER}); ` +
+        'its instance was stopped and is replaced',
     );
+    this.failRun(run, error);
+    this.live.endAllOf(worker, error);
     void worker.terminate();
     // Replaced now, not when the thread has exited: a request arriving meanwhile waits for the new worker.
     this.worker.died(worker, `stopped after its execute timeout of ${this.timeoutMs} ms`);
   }
 
-  private failPending(error: Error): void {
-    for (const run of this.pending.values()) {
-      clearTimeout(run.timer);
+  /**
+   * A batch that failed as a whole: its requests fail with `error`. A decoupled model's requests are
+   * answered through their ends: those still open end with it, those that ended keep their end.
+   */
+  private failRun(run: PendingRun, error: Error): void {
+    clearTimeout(run.timer);
+    if (!this.options.decoupled) {
+      for (const key of run.keys) this.live.done(key);
       run.reject(error);
+      return;
     }
+    for (const key of run.keys) this.live.end(key, error);
+    run.resolve({ responses: run.ended.map((ended) => ({ ended: ended! })), timings: NO_TIMINGS });
+  }
+
+  /** The worker died: what it ran fails (open decoupled requests included). */
+  private failWorker(worker: Worker, error: Error): void {
+    this.failPending(error);
+    this.live.endAllOf(worker, error);
+  }
+
+  private failPending(error: Error): void {
+    const runs = [...this.pending.values()];
     this.pending.clear();
+    for (const run of runs) this.failRun(run, error);
   }
 }

@@ -11,6 +11,8 @@ import type { ExecutionTimings } from '../backend.ts';
 export interface WorkerInit {
   /** The model file (model.mjs, model.js or default_model_filename). */
   readonly modelFile: string;
+  /** model_transaction_policy { decoupled: true }: each request gets a response sender. */
+  readonly decoupled: boolean;
   /** What `initialize(args)` receives. */
   readonly args: InitializeArgs;
 }
@@ -25,6 +27,8 @@ export interface WireSlice {
 }
 
 export interface WireRequest {
+  /** The instance's number for the request, which its responses, acknowledgements and cancellation name. */
+  readonly key: number;
   readonly id?: string;
   readonly inputs: readonly WireSlice[];
   readonly outputNames: readonly string[];
@@ -54,6 +58,10 @@ export type ToWorker =
       readonly outputs: readonly WireSlice[];
     }
   | { readonly type: 'call-failed'; readonly callId: number; readonly code: string; readonly message: string }
+  /** The request ended before its model finished with it (cancelled, or a decoupled request's timeout): abort its signal, close its sender. */
+  | { readonly type: 'end'; readonly key: number; readonly code: string; readonly message: string }
+  /** One response of a decoupled request was taken for sending: its sender may send one more without waiting. */
+  | { readonly type: 'ack'; readonly key: number }
   | { readonly type: 'close' };
 
 export type FromWorker =
@@ -74,7 +82,23 @@ export type FromWorker =
       readonly executeId?: number;
       readonly buffer: ArrayBuffer;
       readonly request: WireCall;
+    }
+  /** Model code cancelled a call (its signal aborted): the server cancels it too. */
+  | { readonly type: 'call-cancel'; readonly callId: number }
+  /** A decoupled request's response (absent: the final flag alone), sent through its response sender. */
+  | {
+      readonly type: 'response';
+      readonly key: number;
+      readonly buffer: ArrayBuffer;
+      readonly response?: WireResponse;
+      readonly final: boolean;
     };
+
+/**
+ * Responses of one decoupled request sent and not yet taken for sending, at most: a sender's send()
+ * past them waits for an acknowledgement, so a slow reader holds back the model, not the server's memory.
+ */
+export const MAX_UNSENT_RESPONSES = 8;
 
 /** A tensor in the server's byte layout, ready to pack. */
 export interface ByteTensor {

@@ -11,6 +11,7 @@ import { isErrorCode, MODEL_CALLER, ModelCallError } from '@batchwise/backend';
 import { registerBackendResolution } from './resolve-hook.ts';
 import type { FromWorker, ToWorker, WireRequest, WireResponse, WorkerInit } from './protocol.ts';
 import { packTensors } from './protocol.ts';
+import { RequestStates } from './request-state.ts';
 import { toByteTensor, toModelTensor } from './worker-tensors.ts';
 
 const port = parentPort!;
@@ -20,6 +21,14 @@ const send = (message: FromWorker, transfer: ArrayBuffer[] = []) => port.postMes
 // The model file imports '@batchwise/backend': it must get this server's copy (the module this
 // worker uses), wherever the model's folder is (an S3 cache holds no node_modules of ours).
 registerBackendResolution(register, import.meta.resolve('@batchwise/backend'));
+
+// A send refused because its request was cancelled or ended, or a call cancelled with it, that model
+// code did not await: the request is over, and that is no reason to stop the instance. Anything else
+// unhandled still ends the worker (which is replaced), as an exception escaping does.
+process.on('unhandledRejection', (reason) => {
+  if (RequestStates.isEndOfRequest(reason)) return;
+  throw reason;
+});
 
 interface Model {
   initialize?(args: unknown): unknown;
@@ -57,18 +66,30 @@ async function loadModel(): Promise<Model> {
 let nextCallId = 0;
 /** The batch execute() is running (an instance runs one at a time): its calls join that batch's trace. */
 let runningExecuteId: number | undefined;
-const calls = new Map<number, { resolve(result: unknown): void; reject(error: Error): void; model: string }>();
+const calls = new Map<number, { resolve(result: unknown): void; reject(error: Error): void; model: string; done(): void }>();
 (globalThis as Record<symbol, unknown>)[MODEL_CALLER] = (request: {
   model: string;
   version?: string;
   inputs: readonly { name: string; datatype: string; shape: readonly number[]; data: unknown }[];
   outputs?: readonly string[];
   parameters?: Record<string, string | number | boolean>;
+  signal?: AbortSignal;
 }) =>
   new Promise((resolve, reject) => {
+    const { signal } = request;
+    const cancelled = () =>
+      new ModelCallError(`the call to model '${request.model}' was cancelled (its signal aborted)`, 'CANCELLED', request.model);
+    if (signal?.aborted) return reject(cancelled());
     const { buffer, slices } = packTensors([request.inputs.map((t) => toByteTensor(t))]);
     const callId = nextCallId++;
-    calls.set(callId, { resolve, reject, model: request.model });
+    // An aborted signal cancels the call in the server too: a queued call leaves its model's queue.
+    const onAbort = () => {
+      calls.delete(callId);
+      send({ type: 'call-cancel', callId });
+      reject(cancelled());
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    calls.set(callId, { resolve, reject, model: request.model, done: () => signal?.removeEventListener('abort', onAbort) });
     send(
       {
         type: 'call',
@@ -91,6 +112,7 @@ function settleCall(message: Extract<ToWorker, { type: 'call-result' | 'call-fai
   const call = calls.get(message.callId);
   if (!call) return;
   calls.delete(message.callId);
+  call.done();
   if (message.type === 'call-failed') {
     call.reject(new ModelCallError(message.message, isErrorCode(message.code) ? message.code : 'INTERNAL', call.model));
     return;
@@ -99,6 +121,13 @@ function settleCall(message: Extract<ToWorker, { type: 'call-result' | 'call-fai
 }
 
 // ---- execute ----
+/** Every request the model is working on: its signal, and in a decoupled model its response sender. */
+const states = new RequestStates(init.args.modelName, init.decoupled, byteOutputs, (key, response, final) => {
+  const packed = packTensors([response && 'outputs' in response ? response.outputs : []]);
+  const wire: WireResponse | undefined = response && ('outputs' in response ? { outputs: packed.slices[0]! } : response);
+  send({ type: 'response', key, buffer: packed.buffer, ...(wire && { response: wire }), final }, [packed.buffer]);
+});
+
 async function execute(model: Model, id: number, buffer: ArrayBuffer, requests: readonly WireRequest[]): Promise<void> {
   const t0 = process.hrtime.bigint();
   const modelRequests = requests.map((r) => ({
@@ -106,6 +135,7 @@ async function execute(model: Model, id: number, buffer: ArrayBuffer, requests: 
     inputs: Object.fromEntries(r.inputs.map((s) => [s.name, toModelTensor(buffer, s)])),
     requestedOutputs: r.outputNames,
     parameters: r.parameters,
+    ...states.open(r.key, r.id),
   }));
   const t1 = process.hrtime.bigint();
   runningExecuteId = id;
@@ -114,8 +144,15 @@ async function execute(model: Model, id: number, buffer: ArrayBuffer, requests: 
     answers = await model.execute(modelRequests);
   } finally {
     runningExecuteId = undefined;
+    // A decoupled request stays open until its final response; the others end with their batch.
+    if (!init.decoupled) for (const r of requests) states.close(r.key);
   }
   const t2 = process.hrtime.bigint();
+  if (init.decoupled) {
+    // Its responses went through the senders: execute's own return value means nothing.
+    send({ type: 'executed', id, buffer: new ArrayBuffer(0), responses: [], timings: timingsOf(t0, t1, t2, t2) });
+    return;
+  }
   if (!Array.isArray(answers)) throw new Error(`execute() returned ${typeof answers}, not an array of responses`);
   if (answers.length !== requests.length) {
     throw new Error(`execute() returned ${answers.length} responses for ${requests.length} requests (one per request, in order)`);
@@ -130,13 +167,17 @@ async function execute(model: Model, id: number, buffer: ArrayBuffer, requests: 
       id,
       buffer: packed.buffer,
       responses,
-      timings: { computeInputNs: Number(t1 - t0), computeInferNs: Number(t2 - t1), computeOutputNs: Number(t3 - t2) },
+      timings: timingsOf(t0, t1, t2, t3),
     },
     [packed.buffer],
   );
 }
 
-/** One answer of execute(): its outputs in the server's byte layout, or its error. */
+function timingsOf(t0: bigint, t1: bigint, t2: bigint, t3: bigint) {
+  return { computeInputNs: Number(t1 - t0), computeInferNs: Number(t2 - t1), computeOutputNs: Number(t3 - t2) };
+}
+
+/** One answer of execute() or one response sent: its outputs in the server's byte layout, or its error. */
 function byteOutputs(
   answer: unknown,
   index: number,
@@ -181,6 +222,12 @@ async function main(): Promise<void> {
       case 'call-result':
       case 'call-failed':
         settleCall(message);
+        return;
+      case 'end':
+        states.end(message.key, message.code, message.message);
+        return;
+      case 'ack':
+        states.ack(message.key);
         return;
       case 'close':
         void Promise.resolve()

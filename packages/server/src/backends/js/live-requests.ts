@@ -1,0 +1,118 @@
+import type { Worker } from 'node:worker_threads';
+import { Errors, toInferenceServerError } from '../../errors/errors.ts';
+import type { InstanceRequest, StreamEnd, StreamedResponse } from '../backend.ts';
+import type { ToWorker } from './protocol.ts';
+
+/** Per-model parameter: milliseconds a decoupled request may stay open after its batch started before it ends with an error. */
+export const FINAL_RESPONSE_TIMEOUT_PARAMETER = 'batchwise_final_response_timeout_ms';
+export const DEFAULT_FINAL_RESPONSE_TIMEOUT_MS = 300_000;
+
+interface Live {
+  readonly request: InstanceRequest;
+  /** The worker that runs it: what the main thread tells about it goes there. */
+  readonly worker: Worker;
+  readonly onAbort: (() => void) | undefined;
+  /** A decoupled request: its final-response timeout and how it ended. */
+  readonly stream?: { readonly timer: NodeJS.Timeout; readonly end: (end: StreamEnd) => void };
+}
+
+/**
+ * The requests a JavaScript model instance's worker is working on, by the instance's key for each:
+ * a cancelled one is ended in the worker (its signal aborts, its sends fail), and a decoupled one's
+ * responses go to its sink, each acknowledged to the worker once taken for sending, until its final
+ * response, its timeout, its cancellation or its instance's failure ends it.
+ */
+export class LiveRequests {
+  private readonly live = new Map<number, Live>();
+
+  constructor(
+    private readonly modelName: string,
+    private readonly finalResponseTimeoutMs: number,
+    /** Posts to `worker` if it is still the instance's (a replaced worker has nobody to tell). */
+    private readonly tell: (worker: Worker, message: ToWorker) => void,
+  ) {}
+
+  /** A request sent to `worker`; for a decoupled one (it has a sink), resolves when it ends. */
+  add(key: number, request: InstanceRequest, worker: Worker): Promise<StreamEnd> | undefined {
+    const onAbort = request.signal && (() => this.end(key, Errors.cancelled()));
+    request.signal?.addEventListener('abort', onAbort!, { once: true });
+    if (!request.responses) {
+      this.live.set(key, { request, worker, onAbort });
+      return undefined;
+    }
+    return new Promise<StreamEnd>((end) => {
+      const timer = setTimeout(
+        () =>
+          this.end(
+            key,
+            Errors.internal(
+              `model '${this.modelName}': ${describe(request)} sent no final response within ${this.finalResponseTimeoutMs} ms ` +
+                `(parameter ${FINAL_RESPONSE_TIMEOUT_PARAMETER}); it was ended`,
+            ),
+          ),
+        this.finalResponseTimeoutMs,
+      );
+      this.live.set(key, { request, worker, onAbort, stream: { timer, end } });
+    });
+  }
+
+  /** Whether the request is still open (not ended, for a decoupled one not finished). */
+  has(key: number): boolean {
+    return this.live.has(key);
+  }
+
+  /** The request of `key` (the outputs it asked for, its batch size), while it is live. */
+  requestOf(key: number): InstanceRequest | undefined {
+    return this.live.get(key)?.request;
+  }
+
+  /** A response the model sent for a decoupled request; the final one ends it. */
+  response(key: number, response: StreamedResponse | undefined, final: boolean): void {
+    const live = this.live.get(key);
+    if (!live?.stream) return; // ended already (its timeout, its cancellation): the model's send came too late
+    const taken = live.request.responses!.send(response, final);
+    if (final) {
+      this.forget(key, live);
+      live.stream.end(response && 'error' in response ? { sentError: response.error } : {});
+      return;
+    }
+    taken.then(
+      () => {
+        if (this.live.get(key) === live) this.tell(live.worker, { type: 'ack', key });
+      },
+      // The response could not be held (the memory budget): the request ends with why.
+      (error: unknown) => this.end(key, toInferenceServerError(error)),
+    );
+  }
+
+  /** A request whose batch returned (a model that is not decoupled): nothing more to follow. */
+  done(key: number): void {
+    const live = this.live.get(key);
+    if (live) this.forget(key, live);
+  }
+
+  /** Ends a request the model did not finish: the worker is told (its signal aborts), a decoupled one ends with `error`. */
+  end(key: number, error: Error): void {
+    const live = this.live.get(key);
+    if (!live) return;
+    this.forget(key, live);
+    const e = toInferenceServerError(error);
+    this.tell(live.worker, { type: 'end', key, code: e.code, message: e.message });
+    live.stream?.end({ error: e });
+  }
+
+  /** Every request `worker` (or, without one, any worker) was working on ends with `error`: it died, overran its execute timeout, or closed. */
+  endAllOf(worker: Worker | undefined, error: Error): void {
+    for (const [key, live] of this.live) if (worker === undefined || live.worker === worker) this.end(key, error);
+  }
+
+  private forget(key: number, live: Live): void {
+    this.live.delete(key);
+    if (live.onAbort) live.request.signal!.removeEventListener('abort', live.onAbort);
+    if (live.stream) clearTimeout(live.stream.timer);
+  }
+}
+
+function describe(request: InstanceRequest): string {
+  return request.id ? `request '${request.id}'` : 'a request';
+}

@@ -1,0 +1,112 @@
+/**
+ * What a JavaScript model's worker knows of each request it works on: its AbortSignal, aborted when
+ * the main thread ends the request (its client cancelled it, or a decoupled request's timeout), and in
+ * a decoupled model its response sender. The sender posts each response to the main thread and, past
+ * MAX_UNSENT_RESPONSES not yet taken for sending, makes the model wait (backpressure). Runs in the worker.
+ */
+import { ResponseSenderError, type ModelResponse, type ResponseSender } from '@batchwise/backend';
+import { MAX_UNSENT_RESPONSES, type ByteTensor } from './protocol.ts';
+
+/** A response in the server's byte layout, or its error. */
+export type ByteResponse = { readonly outputs: ByteTensor[] } | { readonly error: { readonly message: string; readonly code?: string } };
+
+interface State {
+  readonly controller: AbortController;
+  readonly id: string | undefined;
+  /** Why later sends fail: the final response went, or the main thread ended the request. */
+  closedBy: ResponseSenderError | undefined;
+  /** Responses posted and not yet acknowledged. */
+  unsent: number;
+  /** Sends waiting for an acknowledgement. */
+  readonly waiting: { resolve(): void; reject(error: Error): void }[];
+}
+
+export class RequestStates {
+  private readonly states = new Map<number, State>();
+
+  constructor(
+    private readonly modelName: string,
+    private readonly decoupled: boolean,
+    /** A response as model code gave it, in the byte layout (or the error it amounts to). */
+    private readonly convert: (response: unknown, index: number) => ByteResponse,
+    /** Posts one response (undefined: the final flag alone) to the main thread. */
+    private readonly post: (key: number, response: ByteResponse | undefined, final: boolean) => void,
+  ) {}
+
+  /** A send refused because its request is over, or a call cancelled with it: the worker does not stop for it unawaited. */
+  static isEndOfRequest(reason: unknown): boolean {
+    const error = reason as { name?: unknown; code?: unknown } | null;
+    return error?.name === 'ResponseSenderError' || (error?.name === 'ModelCallError' && error.code === 'CANCELLED');
+  }
+
+  /** What a request of the batch carries for model code: its signal, and its sender in a decoupled model. */
+  open(key: number, id: string | undefined): { signal: AbortSignal; responseSender?: ResponseSender } {
+    const state: State = { controller: new AbortController(), id, closedBy: undefined, unsent: 0, waiting: [] };
+    this.states.set(key, state);
+    const signal = state.controller.signal;
+    return this.decoupled ? { signal, responseSender: this.sender(key, state) } : { signal };
+  }
+
+  /** A request of a model that is not decoupled: its batch returned. */
+  close(key: number): void {
+    this.states.delete(key);
+  }
+
+  /** The main thread ended the request: its signal aborts, waiting and later sends fail with why. */
+  end(key: number, code: string, message: string): void {
+    const state = this.states.get(key);
+    if (!state) return;
+    this.states.delete(key);
+    const why = new ResponseSenderError(
+      `cannot send a response for ${this.describe(state)}: ${message}`,
+      code === 'CANCELLED' ? 'CANCELLED' : 'UNAVAILABLE',
+    );
+    state.closedBy = why;
+    for (const waiter of state.waiting.splice(0)) waiter.reject(why);
+    state.controller.abort(why);
+  }
+
+  /** One response of the request was taken for sending. */
+  ack(key: number): void {
+    const state = this.states.get(key);
+    if (!state) return;
+    state.unsent--;
+    state.waiting.shift()?.resolve();
+  }
+
+  private describe(state: State): string {
+    return `request${state.id ? ` '${state.id}'` : ''} of model '${this.modelName}'`;
+  }
+
+  private sender(key: number, state: State): ResponseSender {
+    let sent = 0;
+    return {
+      send: (response?: ModelResponse | Error, options?: { readonly final?: boolean }) => {
+        if (state.closedBy) return Promise.reject(state.closedBy);
+        const final = options?.final === true;
+        if (response === undefined && !final) {
+          return Promise.reject(
+            new ResponseSenderError(`${this.describe(state)}: send() needs a response, or { final: true } to end the request without one`),
+          );
+        }
+        const converted = response === undefined ? undefined : this.convert(response, sent);
+        sent++;
+        this.post(key, converted, final);
+        if (final) {
+          state.closedBy = new ResponseSenderError(
+            `cannot send a response for ${this.describe(state)}: its final response was already sent`,
+          );
+          this.states.delete(key);
+          return Promise.resolve();
+        }
+        state.unsent++;
+        if (state.unsent < MAX_UNSENT_RESPONSES) return Promise.resolve();
+        return new Promise<void>((resolve, reject) => state.waiting.push({ resolve, reject }));
+      },
+      isCancelled: () => state.controller.signal.aborted,
+      get closed() {
+        return state.closedBy !== undefined;
+      },
+    };
+  }
+}
