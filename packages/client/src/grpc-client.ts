@@ -25,6 +25,7 @@ import type {
   RepositoryIndexEntry,
   ServerMetadata,
   SharedMemoryRegionStatus,
+  StreamOptions,
   StreamResponse,
 } from './types.ts';
 
@@ -159,11 +160,13 @@ export class GrpcClient implements InferenceClient {
     const responses = async function* (): AsyncGenerator<StreamResponse> {
       try {
         for await (const message of call as AsyncIterable<{ error_message: string; infer_response: ModelInferResponseWire | null }>) {
+          const final = message.infer_response?.parameters[FINAL_RESPONSE]?.bool_param ?? true;
           if (message.error_message !== '') {
             const id = message.infer_response?.id;
-            yield { ok: false, error: new BatchwiseClientError(message.error_message), ...(id ? { id } : {}) };
+            yield { ok: false, error: new BatchwiseClientError(message.error_message), ...(id ? { id } : {}), final };
           } else {
-            yield { ok: true, result: decodeResponse(message.infer_response!) };
+            const { [FINAL_RESPONSE]: _, ...parameters } = message.infer_response!.parameters;
+            yield { ok: true, result: decodeResponse({ ...message.infer_response!, parameters }), final };
           }
         }
       } catch (error) {
@@ -176,6 +179,36 @@ export class GrpcClient implements InferenceClient {
       cancel: () => call.cancel(),
       [Symbol.asyncIterator]: responses,
     };
+  }
+
+  /**
+   * The responses of one request, as its model sends them (a decoupled model's zero, one or many;
+   * any other model's one), over a ModelStreamInfer call of its own that ends with the request's final
+   * response. An error response throws. Leaving the loop early, or aborting `signal`, cancels the call
+   * and with it the request.
+   */
+  async *streamResponses(request: InferRequest, options: StreamOptions = {}): AsyncGenerator<InferResult> {
+    const stream = this.streamInfer();
+    const { signal } = options;
+    const cancel = () => stream.cancel();
+    if (signal?.aborted) throw new BatchwiseClientError('the request was cancelled before it was sent');
+    signal?.addEventListener('abort', cancel, { once: true });
+    let ended = false;
+    try {
+      stream.write({ ...request, parameters: { ...request.parameters, [EMPTY_FINAL_RESPONSE]: true } });
+      for await (const answer of stream) {
+        if (!answer.ok) throw answer.error;
+        if (answer.result.outputs.length > 0 || !answer.final) yield answer.result;
+        if (answer.final) {
+          ended = true;
+          stream.end();
+          return;
+        }
+      }
+    } finally {
+      signal?.removeEventListener('abort', cancel);
+      if (!ended) stream.cancel();
+    }
   }
 
   async modelStatistics(model?: string, version?: string): Promise<ModelStatistics[]> {
@@ -254,6 +287,11 @@ export class GrpcClient implements InferenceClient {
     });
   }
 }
+
+/** Triton's stream response parameter: the request's last response. */
+const FINAL_RESPONSE = 'triton_final_response';
+/** Triton's request parameter: send a decoupled model's flag-only final response too. */
+const EMPTY_FINAL_RESPONSE = 'triton_enable_empty_final_response';
 
 function toClientError(error: unknown): BatchwiseClientError {
   if (error instanceof BatchwiseClientError) return error;

@@ -1,7 +1,10 @@
 import { Pool } from 'undici';
 import { BatchwiseClientError } from './errors.ts';
 import { decodeHttpInferResponse, encodeHttpInferRequest, encodeRawHttpInferRequest, HEADER_LENGTH } from './http-infer-codec.ts';
+import { sseData } from './sse.ts';
 import type {
+  GenerateRequest,
+  GenerateResponse,
   HttpInferOptions,
   InferenceClient,
   InferRequest,
@@ -13,7 +16,14 @@ import type {
   RepositoryIndexEntry,
   ServerMetadata,
   SharedMemoryRegionStatus,
+  StreamOptions,
 } from './types.ts';
+
+/** How `generate` and `generateStream` send a request. */
+export interface GenerateOptions extends StreamOptions {
+  /** Absent: the version the model's version policy picks. */
+  readonly version?: string;
+}
 
 export interface HttpClientOptions {
   /** e.g. `http://localhost:8000`. */
@@ -73,7 +83,59 @@ export class HttpClient implements InferenceClient {
   }
 
   streamInfer(): InferStream {
-    throw new BatchwiseClientError('streaming inference needs the gRPC client: KServe v2 HTTP has no stream');
+    throw new BatchwiseClientError('streaming inference needs the gRPC client: KServe v2 HTTP has no stream (see generateStream)');
+  }
+
+  /**
+   * Triton's generate extension (`POST .../generate`): keys of `request` that name model inputs are
+   * tensors, `id` its id, the others parameters. The one response; a model that answers with other
+   * than one (a decoupled model's zero or many) is an error: use generateStream.
+   */
+  async generate(model: string, request: GenerateRequest, options: GenerateOptions = {}): Promise<GenerateResponse> {
+    const response = await this.send('POST', `${modelPath(model, options.version)}/generate`, JSON.stringify(request), {}, options.signal);
+    return JSON.parse(response.body.toString('utf8')) as GenerateResponse;
+  }
+
+  /**
+   * Triton's generate extension as Server-Sent Events (`POST .../generate_stream`): each response as
+   * the model sends it. An error throws, whether refused before the first response (its status) or
+   * sent as an event of the stream. Leaving the loop early, or aborting `signal`, closes the connection,
+   * which cancels the request on the server.
+   */
+  async *generateStream(model: string, request: GenerateRequest, options: GenerateOptions = {}): AsyncGenerator<GenerateResponse> {
+    const abort = new AbortController();
+    const { signal } = options;
+    const cancel = () => abort.abort();
+    if (signal?.aborted) throw new BatchwiseClientError('the request was cancelled before it was sent');
+    signal?.addEventListener('abort', cancel, { once: true });
+    let complete = false;
+    try {
+      const path = `${modelPath(model, options.version)}/generate_stream`;
+      const response = await this.request(
+        'POST',
+        path,
+        JSON.stringify(request),
+        { 'content-type': 'application/json', accept: 'text/event-stream' },
+        abort.signal,
+      );
+      const status = response.statusCode;
+      const type = response.headers['content-type'];
+      if (!String(type).startsWith('text/event-stream')) {
+        const bytes = Buffer.from(await response.body.arrayBuffer());
+        throw new BatchwiseClientError(errorMessage(bytes, status), { httpStatus: status });
+      }
+      for await (const data of sseData(response.body)) {
+        const event = JSON.parse(data) as GenerateResponse | { error: string };
+        if ('error' in event && typeof event.error === 'string' && !('model_name' in event)) {
+          throw new BatchwiseClientError(event.error, { httpStatus: status >= 400 ? status : 200 });
+        }
+        yield event as GenerateResponse;
+      }
+      complete = true;
+    } finally {
+      signal?.removeEventListener('abort', cancel);
+      if (!complete) abort.abort();
+    }
   }
 
   async modelStatistics(model?: string, version?: string): Promise<ModelStatistics[]> {
@@ -139,12 +201,13 @@ export class HttpClient implements InferenceClient {
   }
 
   /** A request whose non-2xx answer becomes a BatchwiseClientError with the server's message. */
-  private async send(method: Method, path: string, body?: string | Buffer, headers: Record<string, string> = {}) {
+  private async send(method: Method, path: string, body?: string | Buffer, headers: Record<string, string> = {}, signal?: AbortSignal) {
     const response = await this.request(
       method,
       path,
       body,
       body !== undefined && !headers['content-type'] ? { ...headers, 'content-type': 'application/json' } : headers,
+      signal,
     );
     const bytes = Buffer.from(await response.body.arrayBuffer());
     if (response.statusCode < 200 || response.statusCode >= 300) {
@@ -153,7 +216,7 @@ export class HttpClient implements InferenceClient {
     return { headers: response.headers, body: bytes };
   }
 
-  private async request(method: Method, path: string, body?: string | Buffer, headers: Record<string, string> = {}) {
+  private async request(method: Method, path: string, body?: string | Buffer, headers: Record<string, string> = {}, signal?: AbortSignal) {
     try {
       return await this.pool.request({
         method,
@@ -162,6 +225,7 @@ export class HttpClient implements InferenceClient {
         headers: { ...this.headers, ...headers },
         headersTimeout: this.timeoutMs,
         bodyTimeout: this.timeoutMs,
+        ...(signal && { signal }),
       });
     } catch (error) {
       throw new BatchwiseClientError(`${method} ${path} failed: ${(error as Error).message}`);

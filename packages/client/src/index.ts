@@ -1,5 +1,5 @@
 export { BatchwiseClientError } from './errors.ts';
-export { HttpClient, type HttpClientOptions } from './http-client.ts';
+export { HttpClient, type GenerateOptions, type HttpClientOptions } from './http-client.ts';
 export { GrpcClient, type GrpcClientOptions } from './grpc-client.ts';
 /** gRPC status codes, to compare with BatchwiseClientError.grpcCode. */
 export { status as GrpcStatus } from '@grpc/grpc-js';

@@ -128,9 +128,35 @@ export interface InferResult {
   readonly outputs: InferOutput[];
 }
 
-/** One answer on an inference stream: a result, or the error of one request. */
+/**
+ * One answer on an inference stream: a result, or the error of one request. `final` is Triton's
+ * `triton_final_response`: the request's last response (always, for a model that is not decoupled). A
+ * decoupled model's flag-only final response (sent only to requests that asked for it with the
+ * parameter `triton_enable_empty_final_response: true`) is a result with no outputs.
+ */
 export type StreamResponse =
-  { readonly ok: true; readonly result: InferResult } | { readonly ok: false; readonly error: Error; readonly id?: string };
+  | { readonly ok: true; readonly result: InferResult; readonly final: boolean }
+  | { readonly ok: false; readonly error: Error; readonly id?: string; readonly final: boolean };
+
+/** What `GrpcClient.streamResponses` and the generate methods take besides the request. */
+export interface StreamOptions {
+  /** Aborting it cancels the request (the server cancels it too: a queued request leaves its queue). */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * A request of Triton's generate extension (`generate`, `generate_stream`): keys that name model
+ * inputs are tensors (a value or a flat array), `id` its id, `parameters` and any other key parameters.
+ */
+export type GenerateRequest = Readonly<Record<string, unknown>>;
+
+/** A response of the generate extension: `model_name`, `model_version`, `id` (if the request had one), one key per output. */
+export interface GenerateResponse {
+  readonly model_name: string;
+  readonly model_version: string;
+  readonly id?: string;
+  readonly [key: string]: unknown;
+}
 
 export interface InferStream extends AsyncIterable<StreamResponse> {
   /** Sends one request; its answer comes through iteration, matched by `id`. */

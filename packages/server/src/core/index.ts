@@ -1,5 +1,6 @@
 /** What frontends may use from the core. */
 export type { BodyTarget, ElementCensus, InferenceService, InferOptions } from './types.ts';
+export type { InferenceStream, StreamEvent } from './response-stream.ts';
 export type {
   InferenceRequest,
   InferenceResponse,

@@ -30,6 +30,9 @@ import type { TraceSettings, TraceSettingsUpdate } from '../trace/trace-settings
 import { RequestSharedMemory } from '../shared-memory/request-shared-memory.ts';
 import { SystemSharedMemory, type SharedMemoryRegionStatus } from '../shared-memory/system-shared-memory.ts';
 import type { BodyTarget, ElementCensus, InferenceService, InferOptions } from './types.ts';
+import { ResponseQueue, type InferenceStream } from './response-stream.ts';
+import type { ResponseSink } from '../backends/backend.ts';
+import { isDecoupled } from '../config/transaction-policy.ts';
 import type {
   InferenceRequest,
   InferenceResponse,
@@ -69,10 +72,14 @@ export interface CoreInferenceServiceOptions {
   readonly logger?: Logger;
 }
 
-/** A request's memory reservation and how its outputs will be sent. */
+/** A request's memory reservation and how its outputs will be sent (and taken: one response, or a stream). */
 interface Charge {
   readonly memory: MemoryReservation;
   readonly sentAsJson: SentAsJson | undefined;
+  /** Aborted when its client goes away (InferOptions.signal). */
+  readonly signal: AbortSignal | undefined;
+  /** inferStream: where its responses go (a decoupled model's, as it sends them). */
+  readonly stream: ResponseQueue | undefined;
 }
 
 /** The one implementation of InferenceService that both frontends share. */
@@ -155,8 +162,32 @@ export class CoreInferenceService implements InferenceService {
     return model.scheduler.shedOnArrival?.(1, arrivalNs);
   }
 
-  async infer(request: InferenceRequest, options: InferOptions = {}): Promise<InferenceResponse> {
+  infer(request: InferenceRequest, options: InferOptions = {}): Promise<InferenceResponse> {
+    return this.submit(request, options, undefined);
+  }
+
+  isDecoupled(modelName: string, modelVersion?: string): boolean {
+    const version = policyVersion(modelVersion);
+    return this.models.isModelReady(modelName, version) && isDecoupled(this.models.resolve(modelName, version).config);
+  }
+
+  inferStream(request: InferenceRequest, options: InferOptions = {}): InferenceStream {
+    const stream = new ResponseQueue(this.memory);
+    this.submit(request, options, stream).then(
+      (response) => {
+        // A decoupled model's responses went into the stream as it sent them; any other model answers once.
+        if (!stream.decoupled) void stream.push({ kind: 'response', response, final: true }, false);
+        stream.end();
+      },
+      (error: unknown) => stream.fail(error),
+    );
+    return stream;
+  }
+
+  /** One request, answered once (infer) or into a stream (inferStream). */
+  private async submit(request: InferenceRequest, options: InferOptions, stream: ResponseQueue | undefined): Promise<InferenceResponse> {
     const arrivalNs = options.arrivalNs ?? process.hrtime.bigint();
+    if (options.signal?.aborted) throw Errors.cancelled();
     const version = policyVersion(request.modelVersion);
     const keys = routeKeysOf(request);
     if (this.control.awaitsLoad(request.modelName)) await this.awaitLoad(request.modelName, loadWaitMs(request));
@@ -169,7 +200,7 @@ export class CoreInferenceService implements InferenceService {
       else receivedBytes += input.data.byteLength;
     }
     const memory = options.memory ?? this.memory.reserve(receivedBytes + sharedMemoryBytes);
-    const charge: Charge = { memory, sentAsJson: options.sentAsJson };
+    const charge: Charge = { memory, sentAsJson: options.sentAsJson, signal: options.signal, stream };
     let regions: RequestSharedMemory | undefined;
     try {
       if (options.memory) memory.grow(sharedMemoryBytes);
@@ -211,6 +242,16 @@ export class CoreInferenceService implements InferenceService {
     charge: Charge,
     trace: RequestTrace | undefined,
   ): Promise<InferenceResponse> {
+    const decoupled = isDecoupled(model.config);
+    if (decoupled && !charge.stream) {
+      throw Errors.unsupported(
+        `model '${model.modelName}' is decoupled (model_transaction_policy): its responses are served only as a stream ` +
+          '(gRPC ModelStreamInfer, HTTP generate and generate_stream)',
+      );
+    }
+    if (decoupled && request.outputs?.some((o) => o.sharedMemory)) {
+      throw Errors.invalidArg(`model '${model.modelName}' is decoupled: its outputs cannot be written to shared memory`);
+    }
     let validated;
     let stringHeapBytes;
     let sequence: RequestSequence | undefined;
@@ -235,12 +276,21 @@ export class CoreInferenceService implements InferenceService {
       ...(request.id !== undefined && { id: request.id }),
       outputs: [...outputs],
     });
-    const lookup = this.cacheLookup(model, validated);
+    const finish = (tensors: Tensor[]): Tensor[] =>
+      selectOutputs(model, tensors, validated.outputNames).map((tensor) => {
+        const count = validated.classifications.get(tensor.name);
+        if (count === undefined) return tensor;
+        return classify(tensor, count, model.outputsByName.get(tensor.name)!.labels, model.maxBatchSize > 0);
+      });
+    // A decoupled model's responses go into the stream as it sends them; it has none to cache.
+    const responses = decoupled ? streamSink(charge.stream!, (tensors) => respond(finish(tensors))) : undefined;
+    const lookup = decoupled ? undefined : this.cacheLookup(model, validated);
     if (lookup?.hit) {
       model.stats.recordCacheHit({ arrivalNs }, lookup.ns);
       return respond(lookup.hit);
     }
     trace?.mark('QUEUE_START', process.hrtime.bigint());
+    if (charge.stream) charge.stream.queued = true;
     const batched = await model.scheduler
       .enqueue({
         inputs: validated.inputs,
@@ -254,15 +304,14 @@ export class CoreInferenceService implements InferenceService {
         outputNames: validated.outputNames,
         parameters: request.parameters,
         ...(sequence && { sequence }),
+        ...(charge.signal && { signal: charge.signal }),
+        ...(responses && { responses }),
       })
       .catch((error: unknown) => {
         throw toInferenceServerError(error);
       });
-    const outputs = selectOutputs(model, batched, validated.outputNames).map((tensor) => {
-      const count = validated.classifications.get(tensor.name);
-      if (count === undefined) return tensor;
-      return classify(tensor, count, model.outputsByName.get(tensor.name)!.labels, model.maxBatchSize > 0);
-    });
+    if (decoupled) return respond([]);
+    const outputs = finish(batched);
     if (lookup) {
       const insertStartNs = process.hrtime.bigint();
       this.responseCache!.set(lookup.key, outputs);
@@ -419,6 +468,21 @@ function loadWaitMs(request: InferenceRequest): number | undefined {
 function routeKeysOf(request: InferenceRequest): RouteKeys {
   const parameter = request.parameters[CANARY_KEY_PARAMETER];
   return { header: request.canaryKey, parameter: typeof parameter === 'string' ? parameter : undefined };
+}
+
+/** Where a decoupled model's responses go: each made a response of the request, into its stream. */
+function streamSink(stream: ResponseQueue, respond: (tensors: Tensor[]) => InferenceResponse): ResponseSink {
+  stream.decoupled = true;
+  return {
+    send: (response, final) =>
+      stream.push(
+        response === undefined
+          ? { kind: 'final' }
+          : 'error' in response
+            ? { kind: 'error', error: toInferenceServerError(response.error), final }
+            : { kind: 'response', response: respond(response.outputs), final },
+      ),
+  };
 }
 
 /** The asked-for outputs, in the order asked, shaped as the config declares them (reshape). */

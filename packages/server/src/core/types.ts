@@ -1,5 +1,6 @@
 import type { ModelConfig } from '../config/model-config.ts';
 import type { ObjectiveRefusal } from '../scheduler/scheduler.ts';
+import type { InferenceStream } from './response-stream.ts';
 import type { TraceSettings, TraceSettingsUpdate } from '../trace/trace-settings.ts';
 import type { LogSettings } from '../logging/log-settings.ts';
 import type { MemoryReservation } from '../memory/memory-guard.ts';
@@ -56,6 +57,12 @@ export interface InferOptions {
    * @default when infer() is called
    */
   readonly arrivalNs?: bigint;
+  /**
+   * Aborted when the request's client goes away (its connection, stream or call closed): a queued
+   * request leaves its queue at once, a running JavaScript request sees it, and the request fails with
+   * CANCELLED, counted as Triton's failure reason CANCELED.
+   */
+  readonly signal?: AbortSignal;
 }
 
 /**
@@ -86,7 +93,16 @@ export interface InferenceService {
    * not loaded within `timeoutMs` (@default --load-on-demand-timeout-secs). infer() does it itself.
    */
   awaitLoad(modelName: string, timeoutMs?: number): Promise<void>;
+  /** One response; a decoupled model is refused (UNSUPPORTED): its responses are a stream (inferStream). */
   infer(request: InferenceRequest, options?: InferOptions): Promise<InferenceResponse>;
+  /**
+   * The request's responses as a stream (response-stream.ts): a decoupled model's as it sends them
+   * (zero, one or many, then its final flag), any other model's one response, final. Frontends that
+   * stream (gRPC ModelStreamInfer, HTTP generate and generate_stream) use it.
+   */
+  inferStream(request: InferenceRequest, options?: InferOptions): InferenceStream;
+  /** Whether the model's serving version is decoupled; false for a model that is unknown or not ready (infer then says why). */
+  isDecoupled(modelName: string, modelVersion?: string): boolean;
   /**
    * Before a request's body is read: the refusal (UNAVAILABLE) its model's latency objective would
    * give a request of one sample that arrived at `arrivalNs`, counted as the objective's, and when

@@ -62,19 +62,21 @@ export function inferenceServiceHandlers(
       await service.awaitLoad(r.name);
       return { config: service.modelConfig(r.name, r.version) };
     }),
-    ModelInfer: unary('ModelInfer', logger, (message: Buffer, call) =>
-      runInferMessage(
-        service,
-        message,
-        undefined,
-        {
+    ModelInfer: unary('ModelInfer', logger, (message: Buffer, call) => {
+      // A call its client cancels cancels its request (a queued request leaves its queue).
+      const cancel = new AbortController();
+      call.once('cancelled', () => cancel.abort());
+      const canaryKey = canaryKeyOf(call.metadata);
+      return runInferMessage(service, message, undefined, {
+        trace: {
           context: traceContextOf(call.metadata),
           // Initial metadata: a client has it with the response, before the status.
           sendTraceparent: (traceparent) => call.sendMetadata(traceparentMetadata(traceparent)),
         },
-        canaryKeyOf(call.metadata),
-      ),
-    ),
+        ...(canaryKey !== undefined && { canaryKey }),
+        signal: cancel.signal,
+      });
+    }),
     ModelStreamInfer: streamInferHandler(service, streams, logger),
     ModelStatistics: unary('ModelStatistics', logger, (r: NameVersion) => ({
       model_stats: service.statistics(r.name, r.version).map(toModelStatisticsWire),

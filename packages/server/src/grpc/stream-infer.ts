@@ -1,11 +1,12 @@
 import type { handleBidiStreamingCall } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { Errors, toInferenceServerError, type InferenceService } from '../core/index.ts';
-import { runInferMessage } from './infer-call.ts';
+import { Errors, toInferenceServerError, type InferenceService, type StreamEvent } from '../core/index.ts';
+import { streamInferMessage, wantsEmptyFinalResponse } from './infer-call.ts';
+import { encodeInferResponse } from './infer-codec.ts';
 import { canaryKeyOf, traceContextOf } from './trace-metadata.ts';
 import { decodeInferMessage } from './infer-message.ts';
 import { toServiceError } from './status.ts';
-import type { ModelStreamInferResponseWire } from './wire-types.ts';
+import type { ModelInferResponseWire, ModelStreamInferResponseWire } from './wire-types.ts';
 
 /** What an error response of a stream repeats of its request. */
 interface RequestIdentity {
@@ -30,15 +31,22 @@ export interface DrainableStream {
  */
 export const MAX_IN_FLIGHT_PER_STREAM = 256;
 
+/** Triton's response parameter that says whether a stream response is its request's last. */
+const FINAL_RESPONSE_PARAMETER = 'triton_final_response';
+
 /**
  * ModelStreamInfer: every request is run as it arrives (so requests of one stream batch
- * together), and each response is written when it completes, carrying the request's id.
- * A failed request is answered with `error_message` and the stream goes on.
+ * together), and each response is written as it comes, carrying the request's id and Triton's
+ * `triton_final_response` parameter: a decoupled model's responses as it sends them (its flag-only
+ * final response only for a request that set `triton_enable_empty_final_response`), any other
+ * model's one response, final. A failed request is answered with `error_message` (final) and the
+ * stream goes on. A cancelled stream cancels its requests in flight.
  *
  * Backpressure: the stream stops reading requests (so HTTP/2 flow control holds the client
  * back) while its answers are not being read (call.write returned false, until 'drain') or
- * MAX_IN_FLIGHT_PER_STREAM requests are in flight; a client that never reads makes the server
- * hold a bounded number of answers, not every answer it would have produced.
+ * MAX_IN_FLIGHT_PER_STREAM requests are in flight, and no request's next response is taken
+ * until the client reads again (so a decoupled model's sender waits); a client that never reads
+ * makes the server hold a bounded number of answers, not every answer it would have produced.
  */
 export function streamInferHandler(
   service: InferenceService,
@@ -52,6 +60,11 @@ export function streamInferHandler(
     let finished = false;
     let writeBlocked = false;
     let paused = false;
+    /** Resolved at 'drain': what a request's next response waits for while the client does not read. */
+    let drained: Promise<void> | undefined;
+    let onDrained: (() => void) | undefined;
+    // The stream's cancellation (or its end with an error) cancels its requests in flight.
+    const cancel = new AbortController();
 
     const updateFlow = () => {
       const shouldPause = writeBlocked || pending >= MAX_IN_FLIGHT_PER_STREAM;
@@ -89,27 +102,32 @@ export function streamInferHandler(
       if (finished || call.cancelled) return;
       if (!call.write(response)) {
         writeBlocked = true;
+        drained ??= new Promise((resolve) => (onDrained = resolve));
         updateFlow();
       }
     };
     call.on('drain', () => {
       writeBlocked = false;
+      drained = undefined;
+      onDrained?.();
       updateFlow();
     });
-    const fail = (msg: RequestIdentity, error: unknown) => {
+    const fail = (msg: RequestIdentity, error: unknown, final = true) => {
       const e = toInferenceServerError(error);
       logger.debug({ method: 'ModelStreamInfer', code: e.code, err: e.message }, 'stream request failed');
-      write({
-        error_message: e.message,
-        infer_response: {
-          model_name: msg.model_name,
-          model_version: msg.model_version,
-          id: msg.id,
-          parameters: {},
-          outputs: [],
-          raw_output_contents: [],
-        },
-      });
+      write({ error_message: e.message, infer_response: emptyResponse(msg, final) });
+    };
+    /** Writes one request's responses as they come, each once the client reads again. */
+    const relay = async (msg: RequestIdentity, events: AsyncIterable<StreamEvent>, emptyFinal: boolean) => {
+      for await (const event of events) {
+        if (finished || call.cancelled) return;
+        if (drained) await drained;
+        if (event.kind === 'response') {
+          const response = encodeInferResponse(event.response);
+          write({ error_message: '', infer_response: withFinal(response, event.final) });
+        } else if (event.kind === 'error') fail(msg, event.error, event.final);
+        else if (emptyFinal) write({ error_message: '', infer_response: emptyResponse(msg, true) });
+      }
     };
 
     const streamTrace = traceContextOf(call.metadata);
@@ -125,15 +143,23 @@ export function streamInferHandler(
       }
       const msg = decoded.request;
       if (draining) return fail(msg, Errors.shuttingDown());
+      let emptyFinal: boolean;
+      try {
+        emptyFinal = wantsEmptyFinalResponse(msg.parameters);
+      } catch (error) {
+        return fail(msg, error);
+      }
       pending++;
       updateFlow();
       // Every request of the stream continues the trace its metadata names; the responses carry
       // no traceparent (a stream's initial metadata is sent once, before any of them).
-      runInferMessage(service, message, decoded, { context: streamTrace, sendTraceparent: () => undefined }, streamCanaryKey)
-        .then(
-          (response) => write({ error_message: '', infer_response: response }),
-          (error: unknown) => fail(msg, error),
-        )
+      const events = streamInferMessage(service, message, decoded, {
+        trace: { context: streamTrace, sendTraceparent: () => undefined },
+        ...(streamCanaryKey !== undefined && { canaryKey: streamCanaryKey }),
+        signal: cancel.signal,
+      });
+      relay(msg, events, emptyFinal)
+        .catch((error: unknown) => fail(msg, error))
         .finally(() => {
           pending--;
           updateFlow();
@@ -147,10 +173,30 @@ export function streamInferHandler(
     call.on('cancelled', () => {
       finished = true;
       streams.delete(stream);
+      cancel.abort();
+      onDrained?.();
     });
     call.on('error', () => {
       finished = true;
       streams.delete(stream);
+      cancel.abort();
+      onDrained?.();
     });
   };
+}
+
+/** A response with Triton's final-response flag among its parameters. */
+function withFinal(response: ModelInferResponseWire, final: boolean): ModelInferResponseWire {
+  return {
+    ...response,
+    parameters: { ...response.parameters, [FINAL_RESPONSE_PARAMETER]: { parameter_choice: 'bool_param', bool_param: final } },
+  };
+}
+
+/** A response that names its request and carries nothing else: an error's, or a decoupled model's empty final one. */
+function emptyResponse(msg: RequestIdentity, final: boolean): ModelInferResponseWire {
+  return withFinal(
+    { model_name: msg.model_name, model_version: msg.model_version, id: msg.id, parameters: {}, outputs: [], raw_output_contents: [] },
+    final,
+  );
 }

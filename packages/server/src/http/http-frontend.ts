@@ -7,6 +7,7 @@ import type { RestrictionTable } from '../access/restricted-api.ts';
 import { registerRestrictedApiHook } from './restricted-api-hook.ts';
 import { answerClientError } from './client-error.ts';
 import { registerContentEncoding } from './content-encoding.ts';
+import { registerGenerateRoutes } from './routes/generate.ts';
 import { registerHealthRoutes } from './routes/health.ts';
 import { refuseBeforeRouting, registerInferRoutes } from './routes/infer.ts';
 import { registerLoggingRoutes } from './routes/logging.ts';
@@ -113,6 +114,7 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
     registerHealthRoutes(routes, service);
     registerModelRoutes(routes, service);
     registerInferRoutes(routes, service);
+    registerGenerateRoutes(routes, service);
     registerRepositoryRoutes(routes, service);
     registerSharedMemoryRoutes(routes, service);
     registerLoggingRoutes(routes, service);

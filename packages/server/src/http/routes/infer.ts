@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { InferenceService, MemoryReservation } from '../../core/index.ts';
-import { CANARY_KEY_HEADER, refusalDue, type ObjectiveRefusal } from '../../core/index.ts';
+import { CANARY_KEY_HEADER, Errors, refusalDue, type ObjectiveRefusal } from '../../core/index.ts';
 import { decodeHttpInferRequest, encodeHttpInferResponse, outputsSentAsJson } from '../infer-codec.ts';
 import { admitJsonBody, countJsonWhileReceived } from '../json-admission.ts';
 import type { JsonArrayCounter } from '../../tensor/json-census.ts';
@@ -22,7 +22,7 @@ const HEADER_LENGTH = 'inference-header-content-length';
  * As Triton (the request object is created for a model before its body is parsed): a request
  * for an unknown model or version gets that error whatever its body holds.
  */
-function assertModelResolvable(service: InferenceService, model: string, version: string | undefined): void {
+export function assertModelResolvable(service: InferenceService, model: string, version: string | undefined): void {
   // Throws the unknown-model, unknown-version or not-ready error; the ready path costs one lookup. A
   // model that a request loads (--load-on-demand) is waited for by infer().
   if (!service.isModelReady(model, version) && !service.awaitsLoad(model)) service.modelMetadata(model, version);
@@ -47,8 +47,8 @@ const heldMemory = new WeakMap<IncomingMessage, HeldMemory>();
 /** When each request's headers were read (refuseBeforeRouting): its arrival, for queue timeouts and the latency objective. */
 const receivedAt = new WeakMap<IncomingMessage, bigint>();
 
-/** An infer route's path: the model and, if named, the version (percent-encoded as sent). */
-const INFER_PATH = /^\/v2\/models\/([^/?#]+)(?:\/versions\/([^/?#]+))?\/infer(?:[?#]|$)/;
+/** An inference route's path (infer, generate, generate_stream): the model and, if named, the version (percent-encoded as sent). */
+const INFER_PATH = /^\/v2\/models\/([^/?#]+)(?:\/versions\/([^/?#]+))?\/(?:infer|generate|generate_stream)(?:[?#]|$)/;
 
 /** The pre-encoded refusals, one per message (one per model with an objective). */
 const refusalBodies = new Map<string, Buffer>();
@@ -223,11 +223,61 @@ function countJsonPart(request: FastifyRequest, payload: NodeJS.ReadableStream):
   return stream;
 }
 
+/** What an inference route's handler has of its request: its memory reservation, its arrival and its cancellation. */
+export interface HandledRequest {
+  /** Held while the handler runs and until the reply has closed; absent when the body was over the size limit. */
+  readonly memory: MemoryReservation | undefined;
+  /** Its JSON's values, counted as the body arrived (the infer route's JSON bodies). */
+  readonly json: JsonArrayCounter | undefined;
+  /** When its headers came (refuseBeforeRouting or arrive). */
+  readonly arrivalNs: bigint | undefined;
+  /** Aborted when its client goes away before the reply has been sent (its connection closed). */
+  readonly signal: AbortSignal;
+  /** The handler is done: the reservation goes once the reply has closed too. */
+  done(): void;
+}
+
+/** Starts a handler of an inference route (infer, generate, generate_stream): call `done` when it returns. */
+export function handleRequest(request: FastifyRequest, reply: FastifyReply): HandledRequest {
+  const held = heldMemory.get(request.raw);
+  if (held) held.handlerRunning = true;
+  const cancel = new AbortController();
+  const raw = reply.raw;
+  // A client that closes its connection before the reply has gone cancels its request.
+  const onClose = () => {
+    if (!raw.writableFinished) cancel.abort();
+  };
+  raw.once('close', onClose);
+  return {
+    memory: held?.reservation,
+    json: held?.json,
+    arrivalNs: receivedAt.get(request.raw),
+    signal: cancel.signal,
+    done: () => {
+      if (!held) return;
+      held.handlerRunning = false;
+      if (held.replyClosed) held.reservation.release();
+    },
+  };
+}
+
+/** What every inference route runs before its handler: arrival (the latency objective), body reservation and counting. */
+export function inferenceRouteOptions(service: InferenceService) {
+  return {
+    config: { apiGroup: 'inference' as const },
+    onRequest: async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => arrive(service, request, reply),
+    preParsing: async (request: FastifyRequest, _reply: FastifyReply, payload: NodeJS.ReadableStream) =>
+      countJsonPart(request, countStreamedBody(request, payload)),
+  };
+}
+
 export function registerInferRoutes(app: FastifyInstance, service: InferenceService): void {
   const handler = async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
     assertModelResolvable(service, request.params.model, request.params.version);
-    const held = heldMemory.get(request.raw);
-    if (held) held.handlerRunning = true;
+    // As Triton's HTTP frontend: a decoupled model's responses come only through generate_stream (and generate).
+    if (service.isDecoupled(request.params.model, request.params.version)) throw Errors.decoupledRefused('HTTP end point');
+    const handled = handleRequest(request, reply);
+    const held = handled.memory;
     try {
       const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
       const headerLength = request.headers[HEADER_LENGTH];
@@ -238,13 +288,13 @@ export function registerInferRoutes(app: FastifyInstance, service: InferenceServ
         Array.isArray(headerLength) ? headerLength[0] : headerLength,
         model,
         version,
-        held && ((json) => admitJsonBody(service, held.reservation, target, json, held.json)),
+        held && ((json) => admitJsonBody(service, held, target, json, handled.json)),
       );
       if (held) {
         // Inputs sent as JSON are decoded into arrays of their own, beside the body.
         let decodedBytes = 0;
         for (const input of inferRequest.inputs) if (input.data.buffer !== body.buffer) decodedBytes += input.data.byteLength;
-        held.reservation.grow(decodedBytes);
+        held.grow(decodedBytes);
       }
       const traceparent = request.headers.traceparent;
       const tracestate = request.headers.tracestate;
@@ -254,11 +304,12 @@ export function registerInferRoutes(app: FastifyInstance, service: InferenceServ
         typeof traceparent === 'string'
           ? { ...keyed, traceContext: { traceparent, ...(typeof tracestate === 'string' && { tracestate }) } }
           : keyed;
-      const arrivalNs = receivedAt.get(request.raw);
+      const arrivalNs = handled.arrivalNs;
       const response = await service.infer(traced, {
-        ...(held && { memory: held.reservation }),
+        ...(held && { memory: held }),
         sentAsJson: outputsSentAsJson(inferRequest),
         ...(arrivalNs !== undefined && { arrivalNs }),
+        signal: handled.signal,
       });
       const encoded = encodeHttpInferResponse(response, inferRequest);
       // Mode opentelemetry: the request's own span, so that a client can find its trace.
@@ -279,18 +330,10 @@ export function registerInferRoutes(app: FastifyInstance, service: InferenceServ
       }
       return reply.code(200).type(encoded.contentType).send(payload);
     } finally {
-      if (held) {
-        held.handlerRunning = false;
-        if (held.replyClosed) held.reservation.release();
-      }
+      handled.done();
     }
   };
-  const options = {
-    config: { apiGroup: 'inference' as const },
-    onRequest: async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => arrive(service, request, reply),
-    preParsing: async (request: FastifyRequest, _reply: FastifyReply, payload: NodeJS.ReadableStream) =>
-      countJsonPart(request, countStreamedBody(request, payload)),
-  };
+  const options = inferenceRouteOptions(service);
   app.post<{ Params: ModelParams }>('/v2/models/:model/infer', options, handler);
   app.post<{ Params: ModelParams }>('/v2/models/:model/versions/:version/infer', options, handler);
 }

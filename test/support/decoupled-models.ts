@@ -1,0 +1,166 @@
+/**
+ * Decoupled JavaScript models for the streaming tests (test/decoupled*.test.ts), written into a
+ * temporary repository: `repeat_int32`, a port of Triton's own decoupled test model (qa/L0_decoupled:
+ * one response per element of IN, after DELAY[i] ms, then the final flag alone), and `streamer`,
+ * which streams, fails, stalls and waits for its cancellation as each request's `mode` parameter says.
+ */
+import { identity } from '@batchwise/modelgen';
+import type { RepositoryModel } from './repository.ts';
+
+const REPEAT_INT32 = `
+import { tensor } from '@batchwise/backend';
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+export default {
+  execute(requests) {
+    for (const request of requests) void repeat(request);
+  },
+};
+async function repeat(request) {
+  const sender = request.responseSender;
+  const values = request.inputs.IN.data;
+  const delays = request.inputs.DELAY.data;
+  for (let i = 0; i < values.length; i++) {
+    await sleep(delays[i] ?? 0);
+    await sender.send({ outputs: [tensor('OUT', 'INT32', [1], [values[i]]), tensor('IDX', 'UINT32', [1], [i])].filter((t) => request.requestedOutputs.includes(t.name)) });
+  }
+  await sender.send(undefined, { final: true });
+}
+`;
+
+const REPEAT_INT32_CONFIG = `name: "repeat_int32"
+backend: "js"
+max_batch_size: 0
+model_transaction_policy { decoupled: true }
+input [
+  { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] },
+  { name: "DELAY" data_type: TYPE_UINT32 dims: [ -1 ] },
+  { name: "WAIT" data_type: TYPE_UINT32 dims: [ 1 ] }
+]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "IDX" data_type: TYPE_UINT32 dims: [ 1 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+`;
+
+/**
+ * Modes (request parameter `mode`): `count` (COUNT responses N = 0.., each with `bytes` bytes of
+ * DATA, the final flag with the last, or alone with `flag_final`), `error_mid` (a response, an error
+ * response, a response, final), `error_final` (an error response, final), `hang` (a response, and
+ * never the final flag), `wait_abort` (a response, then waits for its signal; with `call` it first
+ * calls the model `slow` with its signal), `after_final` (the final response, then one more send),
+ * `batch` (one response: how many requests its execute() had), `log` (one response: what the model
+ * noted, then the notes are cleared). Notes: sends refused, signals aborted, calls cancelled, sends done.
+ */
+const STREAMER = `
+import { inferModel, tensor } from '@batchwise/backend';
+const notes = [];
+let sent = 0;
+const out = (request, n, bytes = 0) => ({
+  outputs: [tensor('N', 'INT32', [1, 1], [n]), tensor('DATA', 'UINT8', [1, bytes], new Uint8Array(bytes).fill(n % 256))],
+});
+const note = (text) => notes.push(text);
+export default {
+  execute(requests) {
+    for (const request of requests) void run(request, requests.length).catch((e) => note('run failed: ' + e.message));
+  },
+};
+async function run(request, batch) {
+  const sender = request.responseSender;
+  const p = request.parameters;
+  const count = request.inputs.COUNT.data[0];
+  switch (p.mode ?? 'count') {
+    case 'count':
+      for (let i = 0; i < count; i++) {
+        const last = i === count - 1 && !p.flag_final;
+        await sender.send(out(request, i, p.bytes ?? 0), { final: last });
+        sent++;
+      }
+      if (p.flag_final || count === 0) await sender.send(undefined, { final: true });
+      return;
+    case 'error_mid':
+      await sender.send(out(request, 0));
+      await sender.send({ error: new Error('a failure in the middle') });
+      await sender.send(out(request, 1), { final: true });
+      return;
+    case 'error_final':
+      await sender.send(new Error('a failure at the end'), { final: true });
+      return;
+    case 'hang':
+      await sender.send(out(request, 0));
+      return;
+    case 'wait_abort': {
+      await sender.send(out(request, 0));
+      const aborted = new Promise((resolve) => request.signal.addEventListener('abort', resolve, { once: true }));
+      if (p.call) {
+        const input = tensor('INPUT0', 'FP32', [1, 4], [1, 2, 3, 4]);
+        await inferModel({ model: 'slow', inputs: [input], signal: request.signal }).then(
+          () => note('call answered'),
+          (e) => note('call ' + e.code + ': ' + e.message),
+        );
+      }
+      await aborted;
+      note('aborted: ' + request.signal.reason.message + ' cancelled=' + sender.isCancelled());
+      await sender.send(out(request, 1)).catch((e) => note('send refused: ' + e.name + ' ' + e.code + ': ' + e.message));
+      return;
+    }
+    case 'after_final':
+      await sender.send(out(request, 0), { final: true });
+      await sender.send(out(request, 1)).catch((e) => note('send refused: ' + e.message));
+      return;
+    case 'batch':
+      await sender.send(out(request, batch), { final: true });
+      return;
+    case 'log': {
+      const text = JSON.stringify({ notes: notes.splice(0), sent });
+      await sender.send({ outputs: [tensor('N', 'INT32', [1, 1], [0]), tensor('DATA', 'UINT8', [1, text.length], Buffer.from(text))] }, { final: true });
+      return;
+    }
+  }
+}
+`;
+
+const STREAMER_CONFIG = `name: "streamer"
+backend: "js"
+max_batch_size: 8
+model_transaction_policy { decoupled: true }
+input [ { name: "COUNT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "N" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "DATA" data_type: TYPE_UINT8 dims: [ -1 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 20000 }
+instance_group [ { count: 1 kind: KIND_CPU } ]
+parameters { key: "batchwise_final_response_timeout_ms" value: { string_value: "400" } }
+`;
+
+/** Not decoupled: Y = X + 1, and a `wait_abort` mode that answers once its signal aborted. */
+const ECHO = `
+import { tensor } from '@batchwise/backend';
+export default {
+  async execute(requests) {
+    return Promise.all(requests.map(async (r) => {
+      if (r.parameters.mode === 'wait_abort') await new Promise((resolve) => r.signal.addEventListener('abort', resolve, { once: true }));
+      return { outputs: [tensor('Y', 'INT32', r.inputs.X.shape, r.inputs.X.data.map((v) => v + 1))] };
+    }));
+  },
+};
+`;
+
+const ECHO_CONFIG = `name: "echo"
+backend: "js"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_INT32 dims: [ -1 ] } ]
+output [ { name: "Y" data_type: TYPE_INT32 dims: [ -1 ] } ]
+instance_group [ { count: 2 kind: KIND_CPU } ]
+`;
+
+/** An ONNX model whose lone request waits 10 s for company: what is queued there stays queued until cancelled. */
+const SLOW_CONFIG = `name: "slow"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+dynamic_batching { preferred_batch_size: [ 8 ] max_queue_delay_microseconds: 10000000 }
+parameters { key: "batchwise_adaptive_queue_delay" value: { string_value: "false" } }
+`;
+
+export const DECOUPLED_MODELS: readonly RepositoryModel[] = [
+  { name: 'repeat_int32', config: REPEAT_INT32_CONFIG, files: { '1/model.mjs': REPEAT_INT32 } },
+  { name: 'streamer', config: STREAMER_CONFIG, files: { '1/model.mjs': STREAMER } },
+  { name: 'echo', config: ECHO_CONFIG, files: { '1/model.mjs': ECHO } },
+  { name: 'slow', config: SLOW_CONFIG, model: identity('FP32', [4]) },
+];
