@@ -6,7 +6,7 @@ import type { Tensor } from '../../tensor/tensor.ts';
 import { markCompute } from '../../trace/tracer.ts';
 import { assembleBatch, splitOutputs } from '../batch-assembly.ts';
 import { controlTensors, NOT_READY } from './control-tensors.ts';
-import type { Prepared, SequenceScheduler, Slot, SlotBatcher } from './sequence-scheduler.ts';
+import type { Prepared, Slot, SlotBatcher, SlotHost } from './sequence-types.ts';
 
 /**
  * The `direct` strategy on one instance (Triton's DirectSequenceBatch): each sequence keeps its
@@ -28,7 +28,7 @@ export class DirectBatcher implements SlotBatcher {
   private closed = false;
 
   constructor(
-    private readonly host: SequenceScheduler,
+    private readonly host: SlotHost,
     private readonly instanceIndex: number,
     private readonly slots: readonly Slot[],
   ) {

@@ -3,7 +3,7 @@ import { BatchingScheduler } from '../batching-scheduler.ts';
 import { batchingOptionsFromConfig } from '../batching-options.ts';
 import type { ExecutionGate } from '../rate-limiter.ts';
 import { controlTensors } from './control-tensors.ts';
-import type { SequenceScheduler, Slot, SlotBatcher } from './sequence-scheduler.ts';
+import type { Slot, SlotBatcher, SlotHost } from './sequence-types.ts';
 
 /**
  * The `oldest` strategy on one instance (Triton's OldestSequenceBatch): the instance holds up to
@@ -18,7 +18,7 @@ export class OldestBatcher implements SlotBatcher {
   private closed = false;
 
   constructor(
-    private readonly host: SequenceScheduler,
+    private readonly host: SlotHost,
     instanceIndex: number,
   ) {
     const { context } = host;
@@ -89,7 +89,7 @@ export class OldestBatcher implements SlotBatcher {
 }
 
 /** The version's statistics, but the pending gauge counts the whole sequence batcher, not this instance's queue. */
-function pendingFromHost(stats: VersionStatistics, host: SequenceScheduler): VersionStatistics {
+function pendingFromHost(stats: VersionStatistics, host: SlotHost): VersionStatistics {
   return Object.create(stats, { setPending: { value: () => host.publishPending() } }) as VersionStatistics;
 }
 

@@ -1,87 +1,23 @@
 import type { RequestOutcome } from '../../backends/backend.ts';
 import { sequenceControlsOf, sequenceStatesOf, type SequenceControls } from '../../config/sequence-batching.ts';
 import { Errors, toInferenceServerError, type InferenceServerError } from '../../errors/errors.ts';
-import type { MemoryReservation } from '../../memory/memory-guard.ts';
 import type { SequenceFigures } from '../../metrics/version-series.ts';
 import type { Parameters, Tensor } from '../../tensor/tensor.ts';
 import { systemClock, type Clock } from '../clock.ts';
 import type { QueuedRequest, Scheduler, SchedulerContext } from '../scheduler.ts';
 import type { SlotSignal } from './control-tensors.ts';
 import { DirectBatcher } from './direct-batcher.ts';
+import {
+  Sequence,
+  type Backlog,
+  type Prepared,
+  type SequenceWaiting,
+  type Slot,
+  type SlotBatcher,
+  type SlotHost,
+} from './sequence-types.ts';
 import { ImplicitStates } from './implicit-state.ts';
 import { OldestBatcher } from './oldest-batcher.ts';
-
-/** One sequence the batcher knows: in a slot of one instance, or in the backlog waiting for one. */
-export class Sequence {
-  slot: Slot | undefined;
-  backlog: Backlog | undefined;
-  /** Its implicit state after its last request ran; undefined before its first (and a START starts over). */
-  state: readonly Tensor[] | undefined;
-  /** What its state holds, charged to the memory guard while it has a slot. */
-  memory: MemoryReservation | undefined;
-  memoryBytes = 0;
-  /** When it last had a request arrive or finish, for max_sequence_idle_microseconds. */
-  lastNs: bigint;
-  idleTimer: unknown;
-  /** Its slot was given up (END, idle, unload): a request of it still running no longer updates its state. */
-  gone = false;
-  /** Its END request arrived: that request frees the slot, the idle timeout does not. */
-  ended = false;
-
-  constructor(
-    readonly key: string,
-    readonly id: bigint | string,
-    nowNs: bigint,
-  ) {
-    this.lastNs = nowNs;
-  }
-}
-
-/** A request of a sequence, waiting in its slot's queue or in the backlog. */
-export interface SequenceWaiting {
-  readonly request: QueuedRequest;
-  readonly sequence: Sequence;
-  readonly start: boolean;
-  readonly end: boolean;
-  readonly resolve: (outputs: Tensor[]) => void;
-  readonly reject: (error: Error) => void;
-}
-
-/** A batch slot of one instance (direct), or a candidate sequence of it (oldest). */
-export interface Slot {
-  readonly instance: number;
-  readonly index: number;
-  sequence: Sequence | undefined;
-  /** Its sequence's requests in arrival order. */
-  readonly queue: SequenceWaiting[];
-  /** A request of it is running (direct: in the batch; oldest: its one request in the dynamic batcher). */
-  inFlight: boolean;
-}
-
-/** A sequence waiting for a slot, with its requests; kept until a slot takes it, even after its END arrived. */
-interface Backlog {
-  readonly sequence: Sequence;
-  readonly queue: SequenceWaiting[];
-  /** The earliest deadline its requests' `timeout` parameters set, as Triton's backlog expiry. */
-  expiresAtNs: bigint | undefined;
-  timer: unknown;
-}
-
-/** A request taken from its slot to run: its state input (empty without implicit state) and what the model is told. */
-export interface Prepared {
-  readonly waiting: SequenceWaiting;
-  readonly state: readonly Tensor[];
-  readonly signal: SlotSignal;
-}
-
-/** What the per-instance batchers of either strategy need from the scheduler. */
-export interface SlotBatcher {
-  /** The slot got a request, or a sequence: run what can run. */
-  wake(slot: Slot): void;
-  /** Requests it holds that are not running yet (oldest: in its dynamic batcher). */
-  readonly queued?: number;
-  close(): void;
-}
 
 const keyOf = (id: bigint | string): string => (typeof id === 'string' ? `s${id}` : `n${id}`);
 
@@ -95,7 +31,7 @@ const keyOf = (id: bigint | string): string => (typeof id === 'string' ? `s${id}
  * between; `oldest` (oldest-batcher.ts) gives each instance a dynamic batcher that takes one request
  * per candidate sequence at a time.
  */
-export class SequenceScheduler implements Scheduler {
+export class SequenceScheduler implements Scheduler, SlotHost {
   private readonly sequences = new Map<string, Sequence>();
   private readonly backlogs: Backlog[] = [];
   /** Free slots, the lowest slot index first (then the lowest instance), as Triton hands them out. */
