@@ -119,6 +119,9 @@ describe('sequence_batching, as Triton checks it', () => {
     expect(() => validateSequenceBatching(config({}, { response_cache: { enable: true } }), undefined)).toThrow(
       'Response Cache does not currently support model m with sequence batching scheduler. Please disable the response cache.',
     );
+    expect(() => validateSequenceBatching(config({}, { backend: 'js', model_transaction_policy: { decoupled: true } }), undefined)).toThrow(
+      /a decoupled model .* cannot have sequence_batching/,
+    );
     const state = [{ input_name: 'I', output_name: 'O', data_type: 'TYPE_INT32', dims: [1] }];
     expect(() => validateSequenceBatching(config({ state }, { backend: 'js' }), undefined)).toThrow(
       /implicit state .* JavaScript models do not/,

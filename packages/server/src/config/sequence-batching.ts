@@ -214,6 +214,11 @@ export function validateSequenceBatching(config: ModelConfig, io: ModelIO | unde
       `Response Cache does not currently support model ${config.name} with sequence batching scheduler. Please disable the response cache.`,
     );
   }
+  if ((config['model_transaction_policy'] as { decoupled?: boolean } | undefined)?.decoupled) {
+    fail(
+      `model '${config.name}': a decoupled model (model_transaction_policy) cannot have sequence_batching here: each request of a sequence is answered once`,
+    );
+  }
   if (batcher.iterative_sequence) {
     fail(`model '${config.name}': sequence_batching.iterative_sequence is not supported (Triton marks it provisional)`);
   }
