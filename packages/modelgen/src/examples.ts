@@ -12,6 +12,7 @@ import { COLOR_LABELS, colorNet } from './colors.ts';
 import { serializeModel, tritonConfigType, type ModelProto, type TensorDatatype } from './graph-builder.ts';
 import { convNet, identity, scaler, simpleAddSub } from './models.ts';
 import { EMBEDDING_SIZE, SENTIMENT_LABELS, sentimentClassifier, sentimentEncoder, vocabularyText } from './sentiment.ts';
+import { CONTEXT_LENGTH, CORPUS, nextTokenModel, VOCABULARY } from './text-generation.ts';
 import { runningSum } from './sequence-models.ts';
 
 /** Where the bundled JavaScript models' sources are. */
@@ -36,6 +37,8 @@ interface ConfigSpec {
   readonly parameters?: Readonly<Record<string, string>>;
   /** Serve every version in the folder instead of the latest one. */
   readonly allVersions?: boolean;
+  /** model_transaction_policy { decoupled: true }: a request gets zero, one or many responses. */
+  readonly decoupled?: boolean;
 }
 
 function tensorsText(key: 'input' | 'output', tensors: readonly TensorConfig[]): string {
@@ -56,6 +59,7 @@ export function configPbtxt(spec: ConfigSpec): string {
   const runner = spec.backend === undefined ? 'platform: "onnxruntime_onnx"' : `backend: "${spec.backend}"`;
   let text = `name: "${spec.name}"\n${runner}\nmax_batch_size: ${spec.maxBatchSize}\n`;
   if (spec.allVersions) text += 'version_policy: { all { } }\n';
+  if (spec.decoupled) text += 'model_transaction_policy {\n  decoupled: true\n}\n';
   text += tensorsText('input', spec.inputs);
   text += tensorsText('output', spec.outputs);
   if (spec.maxQueueDelayMicroseconds !== undefined) {
@@ -337,6 +341,44 @@ instance_group [
   },
 ];
 
+/**
+ * Text generation whose streams batch together: text_generation, a decoupled JavaScript model,
+ * decodes greedily by calling next_token (a character-level trigram model of a corpus shipped here)
+ * once per token; concurrent streams' calls meet in next_token's dynamic batcher.
+ */
+const TEXT_GENERATION: readonly ExampleModel[] = [
+  {
+    name: 'next_token',
+    onnx: { 1: nextTokenModel },
+    config: configPbtxt({
+      name: 'next_token',
+      maxBatchSize: 64,
+      inputs: [{ name: 'context', datatype: 'INT64', dims: [CONTEXT_LENGTH] }],
+      outputs: [{ name: 'logits', datatype: 'FP32', dims: [VOCABULARY.length] }],
+      maxQueueDelayMicroseconds: BATCHING_DELAY_MICROSECONDS,
+    }),
+    files: { 'corpus.txt': CORPUS },
+  },
+  {
+    name: 'text_generation',
+    config: configPbtxt({
+      name: 'text_generation',
+      backend: 'js',
+      decoupled: true,
+      maxBatchSize: 16,
+      inputs: [
+        { name: 'text_input', datatype: 'BYTES', dims: [1] },
+        { name: 'max_tokens', datatype: 'INT32', dims: [1] },
+      ],
+      outputs: [{ name: 'text_output', datatype: 'BYTES', dims: [1] }],
+      maxQueueDelayMicroseconds: BATCHING_DELAY_MICROSECONDS,
+      parameters: { next_token_model: 'next_token' },
+    }),
+    files: { '1/vocabulary.json': `${JSON.stringify(VOCABULARY)}\n` },
+    handWritten: ['1/model.mjs'],
+  },
+];
+
 /** The models of the example repository. */
 export const EXAMPLE_MODELS: readonly ExampleModel[] = [
   {
@@ -396,6 +438,7 @@ export const EXAMPLE_MODELS: readonly ExampleModel[] = [
   ...IMAGE_CLASSIFICATION,
   ...MODEL_SELECTION,
   ...STATEFUL,
+  ...TEXT_GENERATION,
 ];
 
 export interface WrittenFile {

@@ -5,3 +5,4 @@ export * from './examples.ts';
 export * from './sentiment.ts';
 export * from './colors.ts';
 export * from './sequence-models.ts';
+export * from './text-generation.ts';
