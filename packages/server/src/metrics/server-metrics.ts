@@ -481,45 +481,37 @@ export class ServerMetrics {
   }
 
   private pendingGauge(): Gauge<'model' | 'version'> {
+    return this.seriesGauge(
+      'nv_inference_pending_request_count',
+      'Instantaneous number of pending requests awaiting execution per-model.',
+      (s) => s.pending,
+    );
+  }
+
+  /** A gauge per version, read from its series when scraped; versions for which `read` gives undefined are left out. */
+  private seriesGauge(name: string, help: string, read: (series: VersionSeries) => number | undefined): Gauge<'model' | 'version'> {
     const versions = this.versions;
     return new Gauge({
-      name: 'nv_inference_pending_request_count',
-      help: 'Instantaneous number of pending requests awaiting execution per-model.',
+      name,
+      help,
       labelNames: MODEL_LABELS,
       registers: [this.registry],
       collect() {
         this.reset();
-        for (const series of versions.values()) this.set(series.labels, series.pending);
+        for (const series of versions.values()) {
+          const value = read(series);
+          if (value !== undefined) this.set(series.labels, value);
+        }
       },
     });
   }
 
   private objectiveGauge(name: string, help: string, read: (o: LatencyObjectiveStatistics) => number): Gauge<'model' | 'version'> {
-    const versions = this.versions;
-    return new Gauge({
-      name,
-      help,
-      labelNames: MODEL_LABELS,
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        for (const series of versions.values()) if (series.latencyObjective) this.set(series.labels, read(series.latencyObjective()));
-      },
-    });
+    return this.seriesGauge(name, help, (s) => (s.latencyObjective ? read(s.latencyObjective()) : undefined));
   }
 
   private sequenceGauge(name: string, help: string, read: (f: SequenceFigures) => number): Gauge<'model' | 'version'> {
-    const versions = this.versions;
-    return new Gauge({
-      name,
-      help,
-      labelNames: MODEL_LABELS,
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        for (const series of versions.values()) if (series.sequences) this.set(series.labels, read(series.sequences()));
-      },
-    });
+    return this.seriesGauge(name, help, (s) => (s.sequences ? read(s.sequences()) : undefined));
   }
 
   private sequenceIdleReleaseCounter(): Counter<'model' | 'version'> {

@@ -1,4 +1,5 @@
 import type { BooleanControl, CorridControl, SequenceControls } from '../../config/sequence-batching.ts';
+import { serializeBytesElements } from '../../tensor/bytes-codec.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 
 /** What the sequence batcher tells the model about one batch slot (Triton's SetControlTensors). */
@@ -51,15 +52,7 @@ function booleanTensor(control: BooleanControl, values: readonly boolean[], shap
  */
 function corridTensor(control: CorridControl, slots: readonly SlotSignal[], shape: number[]): Tensor {
   if (control.datatype === 'BYTES') {
-    const strings = slots.map((s) => Buffer.from(s.ready && typeof s.id === 'string' ? s.id : '', 'utf8'));
-    const data = new Uint8Array(strings.reduce((n, b) => n + 4 + b.length, 0));
-    const view = new DataView(data.buffer);
-    let offset = 0;
-    for (const bytes of strings) {
-      view.setUint32(offset, bytes.length, true);
-      data.set(bytes, offset + 4);
-      offset += 4 + bytes.length;
-    }
+    const data = serializeBytesElements(slots.map((s) => (s.ready && typeof s.id === 'string' ? s.id : '')));
     return { name: control.name, datatype: 'BYTES', shape, data };
   }
   const wide = control.datatype === 'UINT64' || control.datatype === 'INT64';
