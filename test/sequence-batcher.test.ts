@@ -139,7 +139,7 @@ instance_group [ { count: 2 kind: KIND_CPU } ]`,
     model: tritonSimpleSequence(),
     config: SIMPLE_SEQUENCE.replace('"simple_sequence"', '"quick_idle"').replace(
       'sequence_batching {',
-      'sequence_batching { max_sequence_idle_microseconds: 300000',
+      'sequence_batching { max_sequence_idle_microseconds: 500000',
     ),
   },
 ];
@@ -395,7 +395,7 @@ describe("Triton's refusals, over HTTP and gRPC", () => {
   it('a sequence idle for max_sequence_idle_microseconds loses its slot: its next request without START gets the START error', async () => {
     expect(await httpSequence('quick_idle', 31, [5, 6])).toEqual([6, 6]);
     await served.client.infer({ model: 'quick_idle', inputs: intInput(1), parameters: { sequence_id: 32, sequence_start: true } });
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    await new Promise((resolve) => setTimeout(resolve, 900));
     await expect(served.client.infer({ model: 'quick_idle', inputs: intInput(1), parameters: { sequence_id: 32 } })).rejects.toThrow(
       "inference request for sequence 32 to model 'quick_idle' must specify the START flag on the first request of the sequence",
     );
