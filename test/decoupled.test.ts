@@ -1,27 +1,49 @@
 /**
- * Decoupled JavaScript models on one real server (issue 31): zero, one and many responses per
- * request over gRPC ModelStreamInfer and HTTP generate_stream, Triton's final-response flag and
- * empty final responses, errors as stream responses that keep the stream open, the refusals of
- * /infer and ModelInfer, the generate endpoints on decoupled and other models, sends after the final
- * response, the final-response timeout, and loads refused (a decoupled ONNX model, an ensemble step).
+ * Decoupled JavaScript models and cancellation on one real server (issue 31): zero, one and many
+ * responses per request over gRPC ModelStreamInfer and HTTP generate_stream, Triton's final-response
+ * flag and empty final responses, errors as stream responses that keep the stream open, the refusals
+ * of /infer and ModelInfer, the generate endpoints on decoupled and other models, batching, sends
+ * after the final response, the final-response timeout, loads refused (a decoupled ONNX model, an
+ * ensemble step), a reader that stalls, and every cancellation path with its CANCELED count.
  */
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BatchwiseClientError, GrpcClient, GrpcStatus, HttpClient, type InferRequest, type StreamResponse } from '@batchwise/client';
-import { DECOUPLED_MODELS } from './support/decoupled-models.ts';
+import {
+  BatchwiseClientError,
+  DEFAULT_PROTO_DIR,
+  GrpcClient,
+  GrpcStatus,
+  HttpClient,
+  type InferRequest,
+  type StreamResponse,
+} from '@batchwise/client';
+import { DECOUPLED_MODELS, REFUSED_MODELS } from './support/decoupled-models.ts';
 import { serveModels, type ServedModels } from './support/server.ts';
+import { upstreamClients, type AnyClient } from './support/upstream-grpc.ts';
+import { waitFor } from './support/wait-for.ts';
 
 let served: ServedModels;
 let grpc: GrpcClient;
 let http: HttpClient;
+let raw: AnyClient;
+let traceDir: string;
 
 beforeAll(async () => {
-  served = await serveModels(DECOUPLED_MODELS);
+  traceDir = await mkdtemp(join(tmpdir(), 'batchwise-decoupled-trace-'));
+  served = await serveModels([...DECOUPLED_MODELS, ...REFUSED_MODELS], {
+    traceConfig: [`triton,file=${join(traceDir, 'trace.json')}`, 'log-frequency=1'],
+  });
   grpc = new GrpcClient({ url: `127.0.0.1:${served.server.grpcPort}` });
   http = served.client;
+  raw = upstreamClients(`127.0.0.1:${served.server.grpcPort}`, DEFAULT_PROTO_DIR).inference;
 });
 afterAll(async () => {
+  raw?.close();
   await grpc?.close();
   await served?.close();
+  await rm(traceDir, { recursive: true, force: true });
 });
 
 const streamer = (count: number, parameters: Record<string, string | number | boolean> = {}, id?: string): InferRequest => ({
@@ -155,7 +177,7 @@ describe('HTTP generate and generate_stream', () => {
     const bad = await fetch(`${served.server.url}/v2/models/streamer/generate_stream`, { method: 'POST', body: '{"COUNT": "x"}' });
     expect(bad.status).toBe(400);
     expect(bad.headers.get('content-type')).toMatch(/^application\/json/);
-    expect((await bad.json()).error).toMatch(/COUNT/);
+    expect(((await bad.json()) as { error: string }).error).toMatch(/COUNT/);
   });
 
   it('generate: one response, from a decoupled model or any other', async () => {
@@ -175,3 +197,228 @@ describe('HTTP generate and generate_stream', () => {
     expect(got).toEqual([6]);
   });
 });
+
+describe('decoupled models', () => {
+  it('batch as other models: requests that arrive together share one execute()', async () => {
+    const answers = await streamAll([1, 2, 3, 4].map((i) => streamer(0, { mode: 'batch' }, String(i))));
+    expect(Math.max(...answers.map((a) => n(a)[0]!))).toBeGreaterThan(1);
+  });
+
+  it('a send after the final response fails in model code with a clear error', async () => {
+    await streamAll([streamer(0, { mode: 'after_final' }, 'af')]);
+    expect((await notes()).notes).toContain(
+      "send refused: cannot send a response for request 'af' of model 'streamer': its final response was already sent",
+    );
+  });
+
+  it("a request that never sends its final flag ends at the model's timeout, and the instance keeps serving", async () => {
+    const answers = await streamAll([streamer(0, { mode: 'hang' }, 'h'), streamer(2, {}, 'next')]);
+    const hung = answers.filter((a) => idOf(a) === 'h');
+    expect(hung.map((a) => (a.ok ? n(a) : a.error.message))).toEqual([
+      [0],
+      "model 'streamer': request 'h' sent no final response within 400 ms (parameter batchwise_final_response_timeout_ms); it was ended",
+    ]);
+    expect(hung.at(-1)!.final).toBe(true);
+    expect(answers.filter((a) => idOf(a) === 'next').map(n)).toEqual([[0], [1]]);
+    const after = await streamAll([streamer(1, {}, 'later')]);
+    expect(after.map(n)).toEqual([[0]]);
+  });
+
+  it('loads refused: a decoupled model of another backend, an ensemble with a decoupled step', async () => {
+    const index = await http.repositoryIndex();
+    const reason = (name: string) => index.find((m) => m.name === name)?.reason ?? '';
+    expect(reason('decoupled_onnx')).toContain("model 'decoupled_onnx': model_transaction_policy { decoupled: true } needs");
+    expect(reason('streaming_ensemble')).toContain("model 'streamer' is decoupled (model_transaction_policy { decoupled: true })");
+  });
+
+  it("a reader that stalls: the model's send waits, the server holds a bounded amount, then everything arrives", async () => {
+    const count = 64;
+    const bytes = 1 << 20;
+    const { sent: before } = await notes(PATIENT);
+    const call = raw['ModelStreamInfer']!.call(raw) as NodeJS.ReadWriteStream & { cancel(): void; write(m: unknown): boolean; end(): void };
+    const received: number[] = [];
+    call.on('data', (message: { error_message: string; infer_response: { raw_output_contents: Buffer[] } }) => {
+      received.push(message.error_message === '' ? message.infer_response.raw_output_contents[0]!.readInt32LE(0) : -1);
+    });
+    call.pause();
+    call.write(encodeStreamer(PATIENT, count, { bytes }));
+    // The model sends until its unsent responses and the transport's buffers are full, then waits.
+    let last = -1;
+    await waitFor(
+      async () => {
+        const { sent } = await notes(PATIENT);
+        const stalled = sent === last;
+        last = sent;
+        return stalled && sent > before;
+      },
+      20_000,
+      'the model to stop sending',
+    );
+    expect(last - before).toBeLessThan(count / 2);
+    const accounted = await metric('batchwise_memory_accounted_bytes');
+    expect(accounted).toBeLessThan(24 * bytes);
+    call.resume();
+    await waitFor(async () => received.length === count, 20_000, 'every response');
+    call.end();
+    expect(received).toEqual(Array.from({ length: count }, (_, i) => i));
+    expect((await notes(PATIENT)).sent - before).toBe(count);
+  });
+});
+
+describe('cancellation from every protocol, counted CANCELED', () => {
+  const SLOW = { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }] };
+
+  it('HTTP /infer connection closed: the queued ONNX request leaves its queue and never runs', async () => {
+    const before = await counts('slow');
+    const abort = new AbortController();
+    const sent = fetch(`${served.server.url}/v2/models/slow/infer`, {
+      method: 'POST',
+      body: JSON.stringify(SLOW),
+      signal: abort.signal,
+    }).catch(() => 'aborted');
+    await waitFor(async () => (await metric('nv_inference_pending_request_count', 'slow')) === 1, 10_000, 'the request queued');
+    abort.abort();
+    expect(await sent).toBe('aborted');
+    await waitFor(async () => (await counts('slow')).canceled === before.canceled + 1, 10_000, 'CANCELED counted');
+    const after = await counts('slow');
+    expect(after).toMatchObject({ pending: 0, executions: before.executions, failures: before.failures + 1 });
+  });
+
+  it('gRPC ModelInfer cancelled: the queued request leaves its queue', async () => {
+    const before = await counts('slow');
+    const call = (raw['ModelInfer'] as Function).call(
+      raw,
+      { model_name: 'slow', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], contents: { fp32_contents: [1, 2, 3, 4] } }] },
+      () => undefined,
+    ) as { cancel(): void };
+    await waitFor(async () => (await metric('nv_inference_pending_request_count', 'slow')) === 1, 10_000, 'the request queued');
+    call.cancel();
+    await waitFor(async () => (await counts('slow')).canceled === before.canceled + 1, 10_000, 'CANCELED counted');
+    expect(await counts('slow')).toMatchObject({ pending: 0, executions: before.executions });
+  });
+
+  it('SSE closed: the running request sees its signal, its send is refused, its inferModel call leaves its queue', async () => {
+    const [streamerBefore, slowBefore] = [await counts('streamer'), await counts('slow')];
+    for await (const first of http.generateStream('streamer', { COUNT: 0, mode: 'wait_abort', call: true, id: 'sse' })) {
+      expect(first['N']).toBe(0);
+      await waitFor(async () => (await metric('nv_inference_pending_request_count', 'slow')) === 1, 10_000, 'the call queued');
+      break; // closes the connection
+    }
+    await waitFor(async () => (await counts('streamer')).canceled === streamerBefore.canceled + 1, 10_000, 'CANCELED counted');
+    await waitFor(async () => (await counts('slow')).canceled === slowBefore.canceled + 1, 10_000, 'the call CANCELED');
+    const { notes: noted } = await notes();
+    expect(noted).toEqual([
+      "call CANCELLED: the call to model 'slow' was cancelled (its signal aborted)",
+      "aborted: cannot send a response for request 'sse' of model 'streamer': Request was cancelled: its client went away cancelled=true",
+      "send refused: ResponseSenderError CANCELLED: cannot send a response for request 'sse' of model 'streamer': Request was cancelled: its client went away",
+    ]);
+    expect(await counts('slow')).toMatchObject({ pending: 0, executions: slowBefore.executions });
+  });
+
+  it('gRPC stream cancelled: its running request sees its signal', async () => {
+    const before = await counts('streamer');
+    const stream = grpc.streamInfer();
+    stream.write(streamer(0, { mode: 'wait_abort' }, 'grpc'));
+    for await (const answer of stream) {
+      expect(n(answer)).toEqual([0]);
+      break;
+    }
+    stream.cancel();
+    await waitFor(async () => (await counts('streamer')).canceled === before.canceled + 1, 10_000, 'CANCELED counted');
+    expect((await notes()).notes[0]).toMatch(/^aborted: .*request 'grpc'.* cancelled=true$/);
+  });
+
+  it('HTTP /infer connection closed while a JavaScript request runs: it sees its signal, counted CANCELED', async () => {
+    const before = await counts('echo');
+    const abort = new AbortController();
+    const body = { inputs: [{ name: 'X', datatype: 'INT32', shape: [1, 1], data: [1] }], parameters: { mode: 'wait_abort' } };
+    const sent = fetch(`${served.server.url}/v2/models/echo/infer`, {
+      method: 'POST',
+      body: JSON.stringify(body),
+      signal: abort.signal,
+    }).catch(() => 'aborted');
+    const slowBefore = await counts('slow');
+    // Running: its call to slow waits in slow's queue.
+    await waitFor(async () => (await metric('nv_inference_pending_request_count', 'slow')) === 1, 10_000, 'the call queued');
+    abort.abort();
+    expect(await sent).toBe('aborted');
+    // echo answers only once its signal aborted: the count proves model code saw it; its call was cancelled too.
+    await waitFor(async () => (await counts('echo')).canceled === before.canceled + 1, 10_000, 'CANCELED counted');
+    await waitFor(async () => (await counts('slow')).canceled === slowBefore.canceled + 1, 10_000, 'the call CANCELED');
+  });
+
+  it('a cancelled request is visible in the trace file', async () => {
+    await postJson('/v2/models/slow/trace/setting', { trace_level: ['TIMESTAMPS'], trace_rate: '1' });
+    const abort = new AbortController();
+    const sent = fetch(`${served.server.url}/v2/models/slow/infer`, {
+      method: 'POST',
+      body: JSON.stringify({ id: 'traced', ...SLOW }),
+      signal: abort.signal,
+    }).catch(() => 'aborted');
+    await waitFor(async () => (await metric('nv_inference_pending_request_count', 'slow')) === 1, 10_000, 'the request queued');
+    abort.abort();
+    await sent;
+    let traced: { request_id: string; error?: { code: string } } | undefined;
+    await waitFor(
+      async () => {
+        const files = await readFile(join(traceDir, 'trace.json.0'), 'utf8').catch(() => '[]');
+        traced = (JSON.parse(files) as (typeof traced)[]).find((t) => t?.request_id === 'traced');
+        return traced !== undefined;
+      },
+      10_000,
+      'the trace written',
+    );
+    expect(traced!.error).toEqual({ code: 'CANCELLED', message: 'Request was cancelled: its client went away' });
+    await postJson('/v2/models/slow/trace/setting', { trace_level: ['OFF'] });
+  });
+});
+
+async function postJson(path: string, body: unknown): Promise<void> {
+  const response = await fetch(`${served.server.url}${path}`, { method: 'POST', body: JSON.stringify(body) });
+  expect(response.status).toBe(200);
+}
+
+/** The streamer whose requests wait for their final response as long as the default timeout. */
+const PATIENT = 'patient_streamer';
+
+/** A streamer's notes (cleared as read) and how many responses its `count` requests sent in all. */
+async function notes(model = 'streamer'): Promise<{ notes: string[]; sent: number }> {
+  for await (const result of grpc.streamResponses({ ...streamer(0, { mode: 'log' }), model })) {
+    const data = result.outputs.find((o) => o.name === 'DATA')!.data as Uint8Array;
+    return JSON.parse(Buffer.from(data).toString()) as { notes: string[]; sent: number };
+  }
+  throw new Error('no log');
+}
+
+/** A streamer request as raw ModelStreamInfer wire (grpc-js, our protos): COUNT, and parameters. */
+function encodeStreamer(model: string, count: number, parameters: Record<string, number>) {
+  return {
+    model_name: model,
+    inputs: [{ name: 'COUNT', datatype: 'INT32', shape: [1, 1], contents: { int_contents: [count] } }],
+    parameters: Object.fromEntries(Object.entries(parameters).map(([k, v]) => [k, { int64_param: v }])),
+  };
+}
+
+/** One sample of /metrics: the metric, of `model` when given. */
+async function metric(name: string, model?: string, labels = ''): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${served.server.metricsPort}/metrics`)).text();
+  const match = text
+    .split('\n')
+    .find(
+      (line) =>
+        line.startsWith(`${name} `) ||
+        (line.startsWith(`${name}{`) && (!model || line.includes(`model="${model}"`)) && line.includes(labels)),
+    );
+  return match === undefined ? NaN : Number(match.slice(match.lastIndexOf(' ') + 1));
+}
+
+/** A model's CANCELED failures (metric), failures and executions (statistics) and pending requests. */
+async function counts(model: string) {
+  const stats = (await http.modelStatistics(model))[0]!;
+  return {
+    canceled: await metric('nv_inference_request_failure', model, 'reason="CANCELED"'),
+    failures: stats.inference_stats.fail.count,
+    executions: stats.execution_count,
+    pending: await metric('nv_inference_pending_request_count', model),
+  };
+}

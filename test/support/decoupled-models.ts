@@ -125,16 +125,20 @@ input [ { name: "COUNT" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "N" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "DATA" data_type: TYPE_UINT8 dims: [ -1 ] } ]
 dynamic_batching { max_queue_delay_microseconds: 20000 }
 instance_group [ { count: 1 kind: KIND_CPU } ]
+parameters { key: "batchwise_adaptive_queue_delay" value: { string_value: "false" } }
 parameters { key: "batchwise_final_response_timeout_ms" value: { string_value: "400" } }
 `;
 
-/** Not decoupled: Y = X + 1, and a `wait_abort` mode that answers once its signal aborted. */
+/** Not decoupled: Y = X + 1, and a `wait_abort` mode that calls the model `slow` with its signal and answers once it aborted. */
 const ECHO = `
-import { tensor } from '@batchwise/backend';
+import { inferModel, tensor } from '@batchwise/backend';
 export default {
   async execute(requests) {
     return Promise.all(requests.map(async (r) => {
-      if (r.parameters.mode === 'wait_abort') await new Promise((resolve) => r.signal.addEventListener('abort', resolve, { once: true }));
+      if (r.parameters.mode === 'wait_abort') {
+        await inferModel({ model: 'slow', inputs: [tensor('INPUT0', 'FP32', [1, 4], [1, 2, 3, 4])], signal: r.signal }).catch(() => {});
+        if (!r.signal.aborted) await new Promise((resolve) => r.signal.addEventListener('abort', resolve, { once: true }));
+      }
       return { outputs: [tensor('Y', 'INT32', r.inputs.X.shape, r.inputs.X.data.map((v) => v + 1))] };
     }));
   },
@@ -161,6 +165,36 @@ parameters { key: "batchwise_adaptive_queue_delay" value: { string_value: "false
 export const DECOUPLED_MODELS: readonly RepositoryModel[] = [
   { name: 'repeat_int32', config: REPEAT_INT32_CONFIG, files: { '1/model.mjs': REPEAT_INT32 } },
   { name: 'streamer', config: STREAMER_CONFIG, files: { '1/model.mjs': STREAMER } },
+  // The same model, its requests allowed the default final-response timeout (5 minutes).
+  {
+    name: 'patient_streamer',
+    config: STREAMER_CONFIG.replace('"streamer"', '"patient_streamer"').replace(/parameters .*final_response_timeout.*\n/, ''),
+    files: { '1/model.mjs': STREAMER },
+  },
   { name: 'echo', config: ECHO_CONFIG, files: { '1/model.mjs': ECHO } },
   { name: 'slow', config: SLOW_CONFIG, model: identity('FP32', [4]) },
+];
+
+/** Models whose load is refused: a decoupled ONNX model, and an ensemble whose step is decoupled. */
+export const REFUSED_MODELS: readonly RepositoryModel[] = [
+  {
+    name: 'decoupled_onnx',
+    config: `name: "decoupled_onnx"
+max_batch_size: 8
+model_transaction_policy { decoupled: true }
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+`,
+    model: identity('FP32', [4]),
+  },
+  {
+    name: 'streaming_ensemble',
+    config: `name: "streaming_ensemble"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "COUNT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "N" data_type: TYPE_INT32 dims: [ 1 ] } ]
+ensemble_scheduling { step [ { model_name: "streamer" model_version: -1 input_map { key: "COUNT" value: "COUNT" } output_map { key: "N" value: "N" } } ] }
+`,
+  },
 ];

@@ -2,7 +2,7 @@ import { writeFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import type { ExecutionTimings } from '../backends/backend.ts';
 import type { TraceContext } from '../protocol/types.ts';
-import { Errors } from '../errors/errors.ts';
+import { Errors, toInferenceServerError } from '../errors/errors.ts';
 import { DEFAULT_TRACE_SETTINGS, type TraceSettingName, type TraceSettings, type TraceSettingsUpdate } from './trace-settings.ts';
 
 /** Triton's timestamp names, in the order a request passes them. */
@@ -79,6 +79,8 @@ interface TraceRecord {
   /** Set on the trace of an ensemble step: the id of the ensemble request's trace (Triton's parent_id). */
   parent_id?: number;
   timestamps: { name: TimestampName; ns: number }[];
+  /** Batchwise's: how a request that failed ended (a cancellation: code CANCELLED); Triton's trace file has no such field. */
+  error?: { code: string; message: string };
 }
 
 /**
@@ -177,7 +179,13 @@ export class Tracer {
     return {
       id: record.id,
       mark: (name, ns) => void record.timestamps.push({ name, ns: Number(ns) }),
-      end: () => this.collect(record, settings),
+      end: (error) => {
+        if (error !== undefined) {
+          const { code, message } = toInferenceServerError(error);
+          record.error = { code, message };
+        }
+        this.collect(record, settings);
+      },
     };
   }
 
