@@ -162,8 +162,14 @@ dynamic_batching { preferred_batch_size: [ 8 ] max_queue_delay_microseconds: 100
 parameters { key: "batchwise_adaptive_queue_delay" value: { string_value: "false" } }
 `;
 
+export const REPEAT_INT32_MODEL: RepositoryModel = {
+  name: 'repeat_int32',
+  config: REPEAT_INT32_CONFIG,
+  files: { '1/model.mjs': REPEAT_INT32 },
+};
+
 export const DECOUPLED_MODELS: readonly RepositoryModel[] = [
-  { name: 'repeat_int32', config: REPEAT_INT32_CONFIG, files: { '1/model.mjs': REPEAT_INT32 } },
+  REPEAT_INT32_MODEL,
   { name: 'streamer', config: STREAMER_CONFIG, files: { '1/model.mjs': STREAMER } },
   // The same model, its requests allowed the default final-response timeout (5 minutes).
   {
