@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { ModelError, tensor, type JsModel } from '@batchwise/backend';
 import { loadOrt, type OrtSession } from '@batchwise/modelgen/test-support/ort.ts';
 import { SENTENCES } from '../test-support/sentences.ts';
-import { EXAMPLE_REPOSITORY, loadExampleJsModel, outputsOf, request } from '../test-support/js-model.ts';
+import { EXAMPLE_REPOSITORY, execute, loadExampleJsModel, outputsOf, request } from '../test-support/js-model.ts';
 
 describe('text_classification in-process', () => {
   let tokenizer: JsModel;
@@ -30,7 +30,7 @@ describe('text_classification in-process', () => {
   it('gives each sentence its expected label, most likely first, all three ranked', async () => {
     const ort = loadOrt();
     const texts = Object.keys(SENTENCES);
-    const [tokens] = await tokenizer.execute([request([tensor('text', 'BYTES', [texts.length, 1], texts)])]);
+    const [tokens] = await execute(tokenizer, [request([tensor('text', 'BYTES', [texts.length, 1], texts)])]);
     const { input_ids, attention_mask } = outputsOf(tokens);
     expect(input_ids.shape).toEqual([texts.length, 16]);
     const { embedding } = await encoder.run({
@@ -38,7 +38,7 @@ describe('text_classification in-process', () => {
       attention_mask: new ort.Tensor('int64', attention_mask.data, attention_mask.shape),
     });
     const { logits } = await classifier.run({ embedding });
-    const [ranked] = await postprocess.execute([request([tensor('logits', 'FP32', logits.dims, logits.data as Float32Array)])]);
+    const [ranked] = await execute(postprocess, [request([tensor('logits', 'FP32', logits.dims, logits.data as Float32Array)])]);
     const { labels, scores } = outputsOf(ranked);
     expect(labels.shape).toEqual([texts.length, 3]);
     const names = (labels.data as Buffer[]).map(String);
@@ -51,7 +51,7 @@ describe('text_classification in-process', () => {
   });
 
   it('the tokenizer answers each request of a batch with its own rows', async () => {
-    const responses = await tokenizer.execute([
+    const responses = await execute(tokenizer, [
       request([tensor('text', 'BYTES', [1, 1], ['I love this wonderful movie'])]),
       request([tensor('text', 'BYTES', [2, 1], ['good', ''])]),
     ]);
@@ -72,7 +72,7 @@ describe('text_classification in-process', () => {
   });
 
   it('postprocess refuses logits that do not match its labels, for that request alone', async () => {
-    const [bad, good] = await postprocess.execute([
+    const [bad, good] = await execute(postprocess, [
       request([tensor('logits', 'FP32', [1, 2], [0, 1])]),
       request([tensor('logits', 'FP32', [1, 3], [0, 1, 5])]),
     ]);

@@ -31,7 +31,19 @@ export async function loadExampleJsModel(name: string, version = '1'): Promise<J
 }
 
 export function request(inputs: readonly Tensor[]): ModelRequest {
-  return { inputs: Object.fromEntries(inputs.map((t) => [t.name, t])), requestedOutputs: [], parameters: {} };
+  return {
+    inputs: Object.fromEntries(inputs.map((t) => [t.name, t])),
+    requestedOutputs: [],
+    parameters: {},
+    signal: new AbortController().signal,
+  };
+}
+
+/** A non-decoupled model's responses to a batch; fails the test if the model returned none. */
+export async function execute(model: JsModel, requests: readonly ModelRequest[]): Promise<readonly (ModelResponse | Error)[]> {
+  const responses = await model.execute(requests);
+  if (!responses) throw new Error('the model returned no responses (a decoupled model sends them instead)');
+  return responses;
 }
 
 /** The outputs of a response by name; fails the test if the response is an error. */

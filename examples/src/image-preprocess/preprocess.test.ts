@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { ModelError, tensor } from '@batchwise/backend';
 import { loadOrt } from '@batchwise/modelgen/test-support/ort.ts';
 import { BLUE, RED, jpegFile, png } from '../../test-support/images.ts';
-import { EXAMPLE_REPOSITORY, loadExampleJsModel, outputsOf, request } from '../../test-support/js-model.ts';
+import { EXAMPLE_REPOSITORY, execute, loadExampleJsModel, outputsOf, request } from '../../test-support/js-model.ts';
 import { ImageDecodeError, decodeImage } from './decode.ts';
 import { preprocessImage } from './preprocess.ts';
 
@@ -69,7 +69,7 @@ describe('image preprocessing', () => {
   it('the committed bundle serves a batch: PNG and JPEG rows, and a bad file fails its own request with 400', async () => {
     const model = await loadExampleJsModel('image_preprocess');
     const files = [png(8, 8, () => RED), jpegFile(8, 8, () => BLUE)];
-    const [good, bad] = await model.execute([
+    const [good, bad] = await execute(model, [
       request([tensor('image', 'BYTES', [2, 1], files)]),
       request([tensor('image', 'BYTES', [1, 1], [Buffer.from('not an image')])]),
     ]);
@@ -91,7 +91,7 @@ describe('image preprocessing', () => {
       32,
     );
     const { logits } = await net.run({ pixels: new ort.Tensor('float32', pixels, [1, 3, 32, 32]) });
-    const [ranked] = await postprocess.execute([request([tensor('logits', 'FP32', logits.dims, logits.data as Float32Array)])]);
+    const [ranked] = await execute(postprocess, [request([tensor('logits', 'FP32', logits.dims, logits.data as Float32Array)])]);
     const { labels, scores } = outputsOf(ranked);
     expect((labels.data as Buffer[]).slice(0, 2).map(String)).toEqual(['red', 'blue']);
     expect(scores.data[0]).toBeCloseTo(0.75, 2);
