@@ -139,6 +139,7 @@ instance_group [ { kind: KIND_CPU count: 1 rate_limiter { resources [ { name: "g
   },
   shout: modelFromDocs('docs/js-backend.md', 'shout'),
   tally: modelFromDocs('docs/js-backend.md', 'tally'),
+  words: modelFromDocs('docs/js-backend.md', 'words'),
   doubler: modelFromDocs('packages/backend/README.md', 'doubler'),
 };
 const nextVersion = (model: string) => 1 + Math.max(...Object.keys(DOCS_REPOSITORY[model]!).map((f) => Number(f.split('/')[0]) || 0));
@@ -163,8 +164,10 @@ const RUNNING_SERVER: Record<string, string> = {
   bls_router: 'pnpm start',
   image_classification: 'pnpm start',
   running_sum: 'pnpm start',
+  text_generation: 'pnpm start',
   shout: DOCS_REPOSITORY_SERVER,
   tally: DOCS_REPOSITORY_SERVER,
+  words: DOCS_REPOSITORY_SERVER,
   doubler: DOCS_REPOSITORY_SERVER,
 };
 
