@@ -23,6 +23,7 @@ import { DECOUPLED_MODELS, REFUSED_MODELS } from './support/decoupled-models.ts'
 import { serveModels, type ServedModels } from './support/server.ts';
 import { upstreamClients, type AnyClient } from './support/upstream-grpc.ts';
 import { waitFor } from './support/wait-for.ts';
+import { readMetric } from './support/metrics.ts';
 
 let served: ServedModels;
 let grpc: GrpcClient;
@@ -400,16 +401,8 @@ function encodeStreamer(model: string, count: number, parameters: Record<string,
 }
 
 /** One sample of /metrics: the metric, of `model` when given. */
-async function metric(name: string, model?: string, labels = ''): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${served.server.metricsPort}/metrics`)).text();
-  const match = text
-    .split('\n')
-    .find(
-      (line) =>
-        line.startsWith(`${name} `) ||
-        (line.startsWith(`${name}{`) && (!model || line.includes(`model="${model}"`)) && line.includes(labels)),
-    );
-  return match === undefined ? NaN : Number(match.slice(match.lastIndexOf(' ') + 1));
+function metric(name: string, model?: string, labels = ''): Promise<number> {
+  return readMetric(served.server.metricsPort, name, model, labels);
 }
 
 /** A model's CANCELED failures (metric), failures and executions (statistics) and pending requests. */

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 
 import { makeRepository } from './support/repository.ts';
 import { waitFor } from './support/wait-for.ts';
+import { readMetric } from './support/metrics.ts';
 import { startTestServer } from './support/server.ts';
 
 const SIMPLE = (name: string, extra = '') => `name: "${name}"
@@ -174,16 +175,22 @@ describe('ensembles in explicit mode', () => {
 
   it("the request's queue timeout applies at each step", async () => {
     await http.loadModel('slow_ensemble');
-    const x = new Float32Array(WIDTH).fill(0.5);
-    const input = (name: string) => [{ name, datatype: 'FP32' as const, shape: [1, WIDTH], data: x }];
+    const input = (name: string, rows = 1) => [
+      { name, datatype: 'FP32' as const, shape: [rows, WIDTH], data: new Float32Array(rows * WIDTH).fill(0.5) },
+    ];
     await http.infer({ model: 'slow_ensemble', inputs: input('X') }); // warm
-    // The slow model's one instance is busy with this request for a while...
-    const busy = http.infer({ model: 'slow', inputs: input('INPUT0') });
-    await new Promise((resolve) => setTimeout(resolve, 10));
-    // ...so an ensemble request allowing 5 ms in a queue times out in the step's queue.
+    // The slow model's one instance runs a full batch (8 rows, max_batch_size) while another waits for
+    // it: seen in the pending count, not guessed from a pause that a busy machine stretches...
+    const busy = [1, 2].map(() => http.infer({ model: 'slow', inputs: input('INPUT0', 8) }));
+    await waitFor(
+      async () => (await readMetric(server.metricsPort, 'nv_inference_pending_request_count', 'slow')) === 1,
+      10_000,
+      'one queued',
+    );
+    // ...so an ensemble request allowing 5 ms in a queue, which cannot join that batch, times out in the step's queue.
     const timedOut = http.infer({ model: 'slow_ensemble', inputs: input('X'), parameters: { timeout: 5000 } });
     await expect(timedOut).rejects.toThrow(/ensemble 'slow_ensemble' step 1 \(model 'slow'\) failed: .*[Tt]imeout/);
-    await busy;
+    await Promise.all(busy);
     const [slow] = await http.modelStatistics('slow');
     expect(slow!.inference_stats.fail.count).toBeGreaterThanOrEqual(1);
   });
