@@ -114,37 +114,47 @@ parameters { key: "batchwise_latency_objective_ms" value: { string_value: "1" } 
   });
 
   it('holds refusals on a connection that keeps being refused: at the deadline, then two and four objectives', async () => {
-    const running = send(); // busy for tens of milliseconds: every request behind it is refused
-    await new Promise((r) => setTimeout(r, 5));
-    const socket = connect(server.httpPort, '127.0.0.1');
     const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, WIDTH], data: Array(WIDTH).fill(0.5) }] });
     const request = `POST /v2/models/objective/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
-    let buffered = '';
-    const statuses: string[] = [];
-    let onAnswer: (() => void) | undefined;
-    socket.on('data', (chunk) => {
-      buffered += chunk.toString();
-      if (buffered.includes('}')) {
-        statuses.push(buffered.split('\r\n')[0]!);
-        buffered = '';
-        onAnswer?.();
-      }
-    });
-    const timings: number[] = [];
-    for (let i = 0; i < 3; i++) {
-      const started = performance.now();
-      await new Promise<void>((resolve) => {
-        onAnswer = resolve;
-        socket.write(request);
+    /** Three requests in a row on one connection while the instance is busy: their statuses and times. */
+    const refusedInARow = async () => {
+      const running = send(); // busy for tens of milliseconds: every request behind it is refused
+      await new Promise((r) => setTimeout(r, 5));
+      const socket = connect(server.httpPort, '127.0.0.1');
+      let buffered = '';
+      const statuses: string[] = [];
+      let onAnswer: (() => void) | undefined;
+      socket.on('data', (chunk) => {
+        buffered += chunk.toString();
+        if (buffered.includes('}')) {
+          statuses.push(buffered.split('\r\n')[0]!);
+          buffered = '';
+          onAnswer?.();
+        }
       });
-      timings.push(performance.now() - started);
-    }
-    socket.destroy();
-    expect((await running).status).toBe(200);
-    expect(statuses).toEqual(Array(3).fill('HTTP/1.1 503 Service Unavailable'));
-    // 1 ms, then 2, then 4 (at least); a fresh connection starts over.
-    expect(timings[2]!, JSON.stringify(timings)).toBeGreaterThanOrEqual(3.5);
-    expect(timings[2]!, JSON.stringify(timings)).toBeGreaterThan(timings[0]!);
+      const timings: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        const started = performance.now();
+        await new Promise<void>((resolve) => {
+          onAnswer = resolve;
+          socket.write(request);
+        });
+        timings.push(performance.now() - started);
+      }
+      socket.destroy();
+      expect((await running).status).toBe(200);
+      return { statuses, timings };
+    };
+    // 1 ms, then 2, then 4 at least (the client's clock sees the hold and whatever the machine adds; a
+    // timer may fire up to a millisecond's rounding early); a fresh connection starts over.
+    const held = ({ timings }: { timings: number[] }) => timings[1]! >= 1.5 && timings[2]! >= 3.5;
+    // The hold applies to refusals decided from the headers. On a machine starved of CPU the running
+    // request may not have started when one arrives, which is then refused in the queue at its
+    // deadline, unheld: such a round says nothing of the hold, and is tried again.
+    const rounds = [await refusedInARow()];
+    while (!held(rounds.at(-1)!) && rounds.length < 4) rounds.push(await refusedInARow());
+    for (const { statuses } of rounds) expect(statuses).toEqual(Array(3).fill('HTTP/1.1 503 Service Unavailable'));
+    expect(held(rounds.at(-1)!), JSON.stringify(rounds.map((r) => r.timings))).toBe(true);
   });
 
   it('over gRPC too, from what the message names, before its tensors are decoded', async () => {

@@ -53,7 +53,7 @@ const INFER_PATH = /^\/v2\/models\/([^/?#]+)(?:\/versions\/([^/?#]+))?\/(?:infer
 /** The pre-encoded refusals, one per message (one per model with an objective). */
 const refusalBodies = new Map<string, Buffer>();
 
-/** Refusals in a row on a connection, cleared by its next admitted request. */
+/** Refusals in a row on a connection, cleared by its next reply that is not a refusal. */
 const refusalStreaks = new WeakMap<Socket, number>();
 
 /** The longest a refusal is held, in objectives (the fourth refusal in a row and after). */
@@ -98,12 +98,18 @@ export function refuseBeforeRouting(service: InferenceService, request: Incoming
     return false; // a malformed escape: the router answers it
   }
   const refusal = service.shedOnArrival(target, receivedNs);
-  const streak = refusalStreaks.get(request.socket) ?? 0;
+  const socket = request.socket;
+  const streak = refusalStreaks.get(socket) ?? 0;
   if (!refusal) {
-    if (streak > 0) refusalStreaks.delete(request.socket);
+    // Admitted here, it may still be refused later (the scheduler's own test once it is queued): such a
+    // refusal extends the streak, and a reply that is not a refusal ends it.
+    response.once('finish', () => {
+      if (response.statusCode === 503) refusalStreaks.set(socket, (refusalStreaks.get(socket) ?? 0) + 1);
+      else if (refusalStreaks.has(socket)) refusalStreaks.delete(socket);
+    });
     return false;
   }
-  refusalStreaks.set(request.socket, streak + 1);
+  refusalStreaks.set(socket, streak + 1);
   const answer = () => {
     let body = refusalBodies.get(refusal.error.message);
     if (!body) refusalBodies.set(refusal.error.message, (body = Buffer.from(JSON.stringify({ error: refusal.error.message }))));
