@@ -266,6 +266,56 @@ describe('decoupled models', () => {
   });
 });
 
+describe('a response the memory budget cannot hold', () => {
+  const MiB = 1 << 20;
+  let small: ServedModels;
+  let client: GrpcClient;
+  beforeAll(async () => {
+    small = await serveModels(
+      DECOUPLED_MODELS.filter((m) => m.name === 'streamer'),
+      { memoryLimit: String(process.memoryUsage.rss() + 160 * MiB) },
+    );
+    client = new GrpcClient({ url: `127.0.0.1:${small.server.grpcPort}` });
+  });
+  afterAll(async () => {
+    await client?.close();
+    await small?.close();
+  });
+
+  const answersTo = async (request: InferRequest) => {
+    const answers: StreamResponse[] = [];
+    const stream = client.streamInfer();
+    stream.write(request);
+    for await (const answer of stream) {
+      answers.push(answer);
+      if (answer.final) break;
+    }
+    stream.end();
+    return answers.map((a) => (a.ok ? `ok ${n(a).join()}` : `error ${a.error.message}`));
+  };
+
+  it('ends its request with the memory error, whether it was the final response or the final flag followed it at once; the server serves on', async () => {
+    // One response a little larger than the room the budget leaves is refused (the requests themselves are admitted).
+    const metric = (name: string) => readMetric(small.server.metricsPort, name);
+    const room = (await metric('batchwise_memory_budget_bytes')) - (await metric('batchwise_memory_baseline_bytes'));
+    expect(room).toBeGreaterThan(32 * MiB);
+    const bytes = room + 16 * MiB;
+    /** The answers, each refusal as the bytes it would have admitted. */
+    const refusals = async (request: InferRequest) =>
+      (await answersTo(request)).map((a) => {
+        const refused = /^error .*server is over its memory budget: admitting this request \((\d+) more bytes\)/.exec(a);
+        return refused ? Number(refused[1]) >= bytes : a;
+      });
+    // The final response itself (it had crashed the server: an unhandled rejection).
+    expect(await refusals(streamer(1, { bytes }))).toEqual([true]);
+    // A response, and the final flag sent in the same turn (it had ended the stream as a success, empty).
+    expect(await refusals(streamer(1, { bytes, flag_final: true }))).toEqual([true]);
+    // Up and answering (the budget itself may stay short a while: the refused buffers are still in its process's memory).
+    expect(await client.isServerLive()).toBe(true);
+    expect(await client.isModelReady('streamer')).toBe(true);
+  });
+});
+
 describe('cancellation from every protocol, counted CANCELED', () => {
   const SLOW = { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }] };
 

@@ -39,8 +39,8 @@ export type StreamedResponse = { readonly outputs: Tensor[] } | { readonly error
 export interface ResponseSink {
   /**
    * One response, and `final` with the last one; `send(undefined, true)` is the final flag alone.
-   * Resolves once the response is taken for sending (the model may then send more: backpressure);
-   * rejects when it cannot be held (the memory budget), which ends the request.
+   * Resolves once the response is taken for sending (the model may then send more: backpressure).
+   * Throws, at once, when it cannot be held (the memory budget): the request ends with that error.
    */
   send(response: StreamedResponse | undefined, final: boolean): Promise<void>;
 }

@@ -53,8 +53,8 @@ export class ResponseQueue implements InferenceStream {
 
   /**
    * Holds one event until the frontend takes it; resolves then. A response is charged to the memory
-   * guard while held (`charged: false` for one its request's reservation already covers); rejects with
-   * the over-budget error, holding nothing.
+   * guard while held (`charged: false` for one its request's reservation already covers); throws the
+   * over-budget error at once, holding nothing, so that its sender knows before anything it sends next.
    */
   push(event: StreamEvent, charged = true): Promise<void> {
     if (this.abandoned || this.done) return Promise.resolve();
@@ -62,11 +62,7 @@ export class ResponseQueue implements InferenceStream {
     if (event.kind === 'response' && charged) {
       let bytes = RESPONSE_OVERHEAD_BYTES;
       for (const output of event.response.outputs) bytes += output.data.byteLength;
-      try {
-        charge = this.memory.reserve(bytes, 0, 0);
-      } catch (error) {
-        return Promise.reject(error);
-      }
+      charge = this.memory.reserve(bytes, 0, 0);
     }
     return new Promise<void>((taken) => {
       this.held.push({ event, charge, taken });

@@ -69,20 +69,24 @@ export class LiveRequests {
   /** A response the model sent for a decoupled request; the final one ends it. */
   response(key: number, response: StreamedResponse | undefined, final: boolean): void {
     const live = this.live.get(key);
-    if (!live?.stream) return; // ended already (its timeout, its cancellation): the model's send came too late
-    const taken = live.request.responses!.send(response, final);
+    if (!live?.stream) return; // ended already (its timeout, its cancellation, a response it could not hold): sent too late
+    let taken: Promise<void>;
+    try {
+      taken = live.request.responses!.send(response, final);
+    } catch (error) {
+      // The response could not be held (the memory budget): the request ends with why, final or not,
+      // and whatever its model sends after it (its final flag among them) finds it ended.
+      this.end(key, toInferenceServerError(error));
+      return;
+    }
     if (final) {
       this.forget(key, live);
       live.stream.end(response && 'error' in response ? { sentError: response.error } : {});
       return;
     }
-    taken.then(
-      () => {
-        if (this.live.get(key) === live) this.tell(live.worker, { type: 'ack', key });
-      },
-      // The response could not be held (the memory budget): the request ends with why.
-      (error: unknown) => this.end(key, toInferenceServerError(error)),
-    );
+    void taken.then(() => {
+      if (this.live.get(key) === live) this.tell(live.worker, { type: 'ack', key });
+    });
   }
 
   /** A request whose batch returned (a model that is not decoupled): nothing more to follow. */
