@@ -1,5 +1,5 @@
 /**
- * `pnpm bench <scenario...> [options]`: batching | limit | efficiency | overhead | grpc | objective-overload | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | sequences | tune | wrk-check | all.
+ * `pnpm bench <scenario...> [options]`: batching | limit | efficiency | overhead | grpc | objective-overload | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | sequences | streaming | tune | wrk-check | all.
  * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg and .md.
  * `pnpm bench` builds first (`pnpm build`) and runs the compiled server unless BATCHWISE_SERVER_CLI says otherwise.
  */
@@ -20,6 +20,7 @@ import { runTune } from './scenarios/tune.ts';
 import { runAdaptive } from './scenarios/adaptive.ts';
 import { MANY_MODELS, runManyModels } from './scenarios/many-models.ts';
 import { runSequences, SEQUENCES } from './scenarios/sequences.ts';
+import { runStreaming, STREAMING } from './scenarios/streaming.ts';
 import { PROTOCOLS, type Protocol } from './workload.ts';
 
 const USAGE = `usage: pnpm bench <scenario...> [options]
@@ -64,6 +65,11 @@ scenarios (several run in order; 'all' runs every one):
   sequences  a recurrent cell whose state the server keeps (implicit state), 64 interleaved sequences of
              20 steps over HTTP binary, the direct strategy against oldest: throughput, p50/p99 of a
              step, mean batch (issue 28; not part of 'all')
+  streaming  the text_generation example (a decoupled JavaScript model calling the next_token ONNX
+             model per token) over HTTP generate_stream, 1 and 16 concurrent streams of 64 tokens for
+             --duration-ms (10000) each: tokens/s, time to first token p50/p99, time between tokens
+             p99, next_token's mean batch; PASS/MISS: 16 streams >= 4x one stream's tokens/s, mean
+             batch >= 4 (issue 31)
   tune       \`batchwise tune\` on the 4x2048 MLP with the default config (dynamic_batching {}),
              objective --objective (50ms), budget --budget (10m); PASS/MISS: >= 1.5x the default's
              throughput at an equal or lower p99, in under 10 minutes (not part of 'all')
@@ -81,7 +87,8 @@ options:
   --static-config <path>   adaptive: the static config to compare (e.g. batchwise tune's
                            recommended.config.pbtxt); without it a fixed 1 ms delay
   --phase-ms=20000         adaptive: length of each phase
-  --duration-ms=60000      many-models: how long each configuration serves the traffic
+  --duration-ms=60000      many-models: how long each configuration serves the traffic;
+                           streaming: how long each concurrency is measured (10000)
   BENCH_DELAY_US=1000      max_queue_delay_microseconds of the batching-on configuration
   --objective=50ms         tune: the latency objective; --budget=10m: its time budget
   --start=dynamic          tune: start from dynamic_batching { } (dynamic) or from no dynamic_batching (plain)`;
@@ -182,6 +189,14 @@ const scenarios: Record<string, () => Promise<unknown>> = {
     });
     if (runs[0]!.failed > 0) process.exitCode = 1;
   },
+  streaming: () =>
+    runStreaming({
+      concurrencies: smoke ? [1, 4] : STREAMING.concurrencies,
+      tokens: smoke ? 8 : STREAMING.tokens,
+      durationMs: Number(option('duration-ms') ?? (smoke ? 300 : 10_000)),
+      log,
+      name: `${prefix}streaming`,
+    }),
   sequences: async () => {
     const runs = await runSequences({
       clients: smoke ? 8 : SEQUENCES.clients,
@@ -237,6 +252,7 @@ async function main(): Promise<void> {
           'tracing',
           'rate-limit',
           'adaptive',
+          'streaming',
         ]
       : named;
   for (const name of chosen) if (!scenarios[name]) fail(`unknown scenario '${name}'`);

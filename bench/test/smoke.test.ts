@@ -13,6 +13,7 @@ import { runTracing } from '../src/scenarios/tracing.ts';
 import { runAdaptive } from '../src/scenarios/adaptive.ts';
 import { runManyModels } from '../src/scenarios/many-models.ts';
 import { runSequences } from '../src/scenarios/sequences.ts';
+import { runStreaming } from '../src/scenarios/streaming.ts';
 import { readFile } from 'node:fs/promises';
 import { RESULTS_DIR } from '../src/report.ts';
 
@@ -313,6 +314,17 @@ describe('bench scenarios (smoke)', () => {
       expect(r.errors, `${r.strategy}: ${r.firstError}`).toBe(0);
       expect(r.server.requests).toBe(12);
     }
+  });
+
+  it('streaming: 1 and 4 generate_stream clients each get every token of every stream, and next_token counts its batches', async () => {
+    const result = await runStreaming({ concurrencies: [1, 4], tokens: 8, durationMs: 300, log, name: 'smoke-streaming' });
+    expect(result.points.map((p) => p.concurrency)).toEqual([1, 4, 4, 1]);
+    for (const p of result.points) {
+      expect(p.errors, p.firstError).toBe(0);
+      expect(p.tokens).toBe(p.streams * 8);
+      expect(p.nextToken.avgBatchSize).toBeGreaterThanOrEqual(1);
+    }
+    expect(result.ratio).toBeGreaterThan(0);
   });
 
   it('adaptive: three servers through quiet, steady and burst phases, with a check per target and a markdown report', async () => {
