@@ -107,6 +107,15 @@ export default class {
 
 const MODELS: RepositoryModel[] = [
   { name: 'simple_sequence', model: tritonSimpleSequence(), config: SIMPLE_SEQUENCE },
+  // Refused at load: no sequence is passed through an ensemble.
+  {
+    name: 'sequence_ensemble',
+    config: `name: "sequence_ensemble"
+platform: "ensemble"
+max_batch_size: 8
+${INT_IO}
+ensemble_scheduling { step [ { model_name: "simple_sequence" model_version: -1 input_map { key: "INPUT" value: "INPUT" } output_map { key: "OUTPUT" value: "OUTPUT" } } ] }`,
+  },
   { name: 'simple_dyna_sequence', model: tritonSimpleDynaSequence(), config: SIMPLE_DYNA_SEQUENCE },
   echoModel('echo_direct', { start: 'INT32', end: 'FP32', ready: 'BOOL', corrid: 'UINT64' }, 'direct { }'),
   echoModel('echo_oldest', { start: 'BOOL', end: 'INT32', ready: 'FP32', corrid: 'INT64' }, 'oldest { max_candidate_sequences: 4 }'),
@@ -406,6 +415,14 @@ describe("Triton's refusals, over HTTP and gRPC", () => {
 });
 
 describe('what else the server says', () => {
+  it('an ensemble with a sequence model as a step fails to load, saying why', async () => {
+    const row = (await served.client.repositoryIndex()).find((m) => m.name === 'sequence_ensemble');
+    expect(row).toMatchObject({ state: 'UNAVAILABLE' });
+    expect(row!.reason).toContain(
+      "model 'simple_sequence' has sequence_batching, and Batchwise passes no sequence through an ensemble: send its requests to the model itself",
+    );
+  });
+
   it("lists the sequence extension, string ids included, and sets the stickiness cookie on a sequence's replies", async () => {
     const metadata = await served.client.serverMetadata();
     expect(metadata.extensions).toEqual(expect.arrayContaining(['sequence', 'sequence(string_id)']));

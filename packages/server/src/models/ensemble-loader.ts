@@ -105,6 +105,12 @@ function checkAgainstSteps(config: ModelConfig, plan: EnsemblePlan, registry: Mo
           'no decoupled model as an ensemble step: each step must answer with one response (docs/triton-compatibility.md)',
       );
     }
+    if (model.config.sequence_batching) {
+      throw Errors.invalidArg(
+        `${what}: model '${step.modelName}' has sequence_batching, and Batchwise passes no sequence through an ensemble: ` +
+          'send its requests to the model itself (docs/ensembles.md)',
+      );
+    }
     if (config.max_batch_size > model.maxBatchSize) {
       throw Errors.invalidArg(
         `${what}: ensemble '${name}' allows maximum batch size ${config.max_batch_size}, but it contains model ` +
