@@ -272,7 +272,8 @@ describe('a response the memory budget cannot hold', () => {
   let client: GrpcClient;
   beforeAll(async () => {
     small = await serveModels(
-      DECOUPLED_MODELS.filter((m) => m.name === 'streamer'),
+      // The default final-response timeout: filling a response of a hundred megabytes may take a busy machine past streamer's 400 ms.
+      DECOUPLED_MODELS.filter((m) => m.name === PATIENT),
       { memoryLimit: String(process.memoryUsage.rss() + 160 * MiB) },
     );
     client = new GrpcClient({ url: `127.0.0.1:${small.server.grpcPort}` });
@@ -307,12 +308,12 @@ describe('a response the memory budget cannot hold', () => {
         return refused ? Number(refused[1]) >= bytes : a;
       });
     // The final response itself (it had crashed the server: an unhandled rejection).
-    expect(await refusals(streamer(1, { bytes }))).toEqual([true]);
+    expect(await refusals({ ...streamer(1, { bytes }), model: PATIENT })).toEqual([true]);
     // A response, and the final flag sent in the same turn (it had ended the stream as a success, empty).
-    expect(await refusals(streamer(1, { bytes, flag_final: true }))).toEqual([true]);
+    expect(await refusals({ ...streamer(1, { bytes, flag_final: true }), model: PATIENT })).toEqual([true]);
     // Up and answering (the budget itself may stay short a while: the refused buffers are still in its process's memory).
     expect(await client.isServerLive()).toBe(true);
-    expect(await client.isModelReady('streamer')).toBe(true);
+    expect(await client.isModelReady(PATIENT)).toBe(true);
   });
 });
 
