@@ -224,8 +224,9 @@ export class BatchingScheduler implements Scheduler {
   /** Rejects with the objective's refusal at the request's deadline, its arrival + the objective. */
   private refuseAtDeadline(objective: ObjectiveBatcher, arrivalNs: bigint, reject: (error: Error) => void): void {
     const error = this.objectiveMiss(objective);
-    const dueMs = Number(arrivalNs + objective.objectiveNs - this.clock.nowNs()) / 1e6;
-    this.clock.setTimeout(() => reject(error), Math.max(0, dueMs));
+    const dueNs = arrivalNs + objective.objectiveNs - this.clock.nowNs();
+    // Precise: Node's setTimeout fires a fraction of a millisecond up to a whole one early.
+    this.clock.setPreciseTimeout(() => reject(error), dueNs > 0n ? dueNs : 0n);
   }
 
   /** Coalesced: one dispatch at the end of the turn, only when an instance is free and a request waits. */
