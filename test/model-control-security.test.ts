@@ -267,13 +267,24 @@ describe('the model-control API of a server without --allow-code-overrides', () 
     }
   });
 
-  it('refuses a model name that is a path, as Triton does', async () => {
+  it("refuses a model name that is a path, as Triton does, or that starts with '.'", async () => {
     const rpc = await grpcCall(grpc, grpc.loadModel('../escape', { config: overrideOf(), files: { '1/model.onnx': IDENTITY } }));
     expect(rpc).toEqual({
       code: GrpcStatus.INVALID_ARGUMENT,
       message: "invalid model name '../escape', model name must not contain path traversal characters",
     });
     answers.push(rpc.message);
+    // '.' and names starting with it are no folder of a repository, and no model to load (a URL cannot
+    // carry '.' alone: the WHATWG URL parser drops the segment, so it goes over gRPC only).
+    const message = (name: string) => `invalid model name '${name}', model name must not start with '.' (such folders are not models)`;
+    const files = { config: overrideOf(), 'file:1/model.onnx': base64(IDENTITY) };
+    expect(await load(server, '.hidden', files)).toEqual({ status: 400, message: message('.hidden') });
+    for (const name of ['.', '.hidden']) {
+      expect(await grpcCall(grpc, grpc.loadModel(name, { config: overrideOf(), files: { '1/model.onnx': IDENTITY } }))).toEqual({
+        code: GrpcStatus.INVALID_ARGUMENT,
+        message: message(name),
+      });
+    }
   });
 
   it('names models and model-relative paths only, in every answer and in the repository index', async () => {

@@ -72,6 +72,10 @@ export function checkNameToLoad(name: string): void {
   if (trimmed === '..' || trimmed.includes('/')) {
     throw Errors.invalidArg(`invalid model name '${name}', model name must not contain path traversal characters`);
   }
+  // The repository takes no folder starting with '.' for a model (checkModelName): nor does a load, overrides or not.
+  if (trimmed.startsWith('.')) {
+    throw Errors.invalidArg(`invalid model name '${name}', model name must not start with '.' (such folders are not models)`);
+  }
 }
 
 /** The file's path inside the model folder; one that would leave the folder is refused, as Triton does. */
