@@ -349,6 +349,22 @@ describe('cancellation from every protocol, counted CANCELED', () => {
     expect(await counts('slow')).toMatchObject({ pending: 0, executions: before.executions });
   });
 
+  it('gRPC ModelInfer past its deadline: DEADLINE_EXCEEDED for the client, the queued request leaves its queue, counted CANCELED', async () => {
+    const before = await counts('slow');
+    const answered = new Promise<{ code: number }>((resolve) =>
+      (raw['ModelInfer'] as Function).call(
+        raw,
+        { model_name: 'slow', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], contents: { fp32_contents: [1, 2, 3, 4] } }] },
+        { deadline: Date.now() + 300 },
+        (error: { code: number } | null) => resolve(error ?? { code: 0 }),
+      ),
+    );
+    await waitFor(async () => (await metric('nv_inference_pending_request_count', 'slow')) === 1, 10_000, 'the request queued');
+    expect((await answered).code).toBe(GrpcStatus.DEADLINE_EXCEEDED);
+    await waitFor(async () => (await counts('slow')).canceled === before.canceled + 1, 10_000, 'CANCELED counted');
+    expect(await counts('slow')).toMatchObject({ pending: 0, executions: before.executions });
+  });
+
   it('SSE closed: the running request sees its signal, its send is refused, its inferModel call leaves its queue', async () => {
     const [streamerBefore, slowBefore] = [await counts('streamer'), await counts('slow')];
     for await (const first of http.generateStream('streamer', { COUNT: 0, mode: 'wait_abort', call: true, id: 'sse' })) {
