@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { identity } from '@batchwise/modelgen';
+import { identity, runningSum } from '@batchwise/modelgen';
 import { isGpuMetric, metricNames, panelQueries, readGrafanaDashboard } from '../dashboards/src/grafana-dashboard.ts';
 import { serveModels, postJson, type ServedModels } from './support/server.ts';
 
@@ -35,7 +35,8 @@ describe('the Grafana dashboard', () => {
 
   it('filters every per-version query by the model and version variables', () => {
     for (const { panel, expr } of queries) {
-      if (/nv_inference_|batchwise_inference_/.test(expr)) expect(expr, panel).toMatch(/model=~"\$model", version=~"\$version"/);
+      if (/nv_inference_|batchwise_inference_|batchwise_sequence_/.test(expr))
+        expect(expr, panel).toMatch(/model=~"\$model", version=~"\$version"/);
     }
   });
 
@@ -53,6 +54,20 @@ input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 dynamic_batching { max_queue_delay_microseconds: 1000 }`,
         },
+        // The sequence batcher's series (Sequences row) exist for a version with sequence_batching.
+        {
+          name: 'stateful',
+          model: runningSum(3),
+          config: `name: "stateful"
+max_batch_size: 8
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 3 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 3 ] } ]
+sequence_batching {
+  direct { }
+  state [ { input_name: "ACC_IN" output_name: "ACC_OUT" data_type: TYPE_FP32 dims: [ 3 ]
+    initial_state: { name: "zeros" data_type: TYPE_FP32 dims: [ 3 ] zero_data: true } } ]
+}`,
+        },
       ]);
       const request = { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }] };
       const answers = await Promise.all(Array.from({ length: 8 }, () => postJson(`${served.server.url}/v2/models/batched/infer`, request)));
@@ -61,6 +76,11 @@ dynamic_batching { max_queue_delay_microseconds: 1000 }`,
       expect(
         (await postJson(`${served.server.url}/v2/models/batched/infer`, { inputs: [{ ...request.inputs[0], shape: [1, 5] }] })).status,
       ).toBe(400);
+      const step = {
+        parameters: { sequence_id: 7, sequence_start: true },
+        inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3], data: [1, 2, 3] }],
+      };
+      expect((await postJson(`${served.server.url}/v2/models/stateful/infer`, step)).status).toBe(200);
       scrape = await (await fetch(`http://127.0.0.1:${served.server.metricsPort}/metrics`)).text();
     });
     afterAll(() => served?.close());

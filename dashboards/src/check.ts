@@ -30,6 +30,14 @@ const MODEL = 'simple';
  * limit, asked for in turn: loads, evictions, their times and the requests that waited (many models per host).
  */
 const ON_DEMAND = ['convnet', 'encoder'] as const;
+/**
+ * The stateful example model (direct sequence batching, 8 slots on its one instance), loaded through the
+ * model control API with a config override whose max_sequence_idle_microseconds is IDLE_US: its own
+ * minute would leave the Sequences row's idle releases at 0 for most of the check.
+ */
+const SEQUENCE_MODEL = 'running_sum';
+const SEQUENCE_SLOTS = 8;
+const IDLE_US = 2_000_000;
 const modelFileBytes = (model: string) => statSync(join(ROOT, 'examples/model_repository', model, '1', 'model.onnx')).size;
 
 const log = (line: string) => console.log(`[dashboards:check] ${line}`);
@@ -81,8 +89,32 @@ async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs = 
   throw new Error(`timed out waiting for ${what}`);
 }
 
-/** Closed-loop load on the example model, with one invalid request in 20 so failures count too. */
-function startLoad(httpPort: number): { stop(): Promise<number> } {
+/** Loads the sequence model through the model control API, its repository config with IDLE_US as the idle time. */
+async function loadSequenceModel(httpPort: number): Promise<void> {
+  const base = `http://127.0.0.1:${httpPort}`;
+  // With --load-on-demand, asking for the config loads the repository's version.
+  const response = await fetch(`${base}/v2/models/${SEQUENCE_MODEL}/config`);
+  if (!response.ok) throw new Error(`${SEQUENCE_MODEL} config: ${response.status} ${await response.text()}`);
+  const config = (await response.json()) as { sequence_batching: Record<string, unknown> };
+  const repositoryIdleUs = Number(config.sequence_batching['max_sequence_idle_microseconds']);
+  config.sequence_batching['max_sequence_idle_microseconds'] = IDLE_US;
+  const load = await fetch(`${base}/v2/repository/models/${SEQUENCE_MODEL}/load`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ parameters: { config: JSON.stringify(config) } }),
+  });
+  if (!load.ok) throw new Error(`${SEQUENCE_MODEL} load with a config override: ${load.status} ${await load.text()}`);
+  log(
+    `${SEQUENCE_MODEL} loaded with max_sequence_idle_microseconds ${IDLE_US} (its repository config says ${repositoryIdleUs}, ` +
+      'longer than the check), so sequences left without END are released while it runs',
+  );
+}
+
+/**
+ * Closed-loop load on the example model, with one invalid request in 20 so failures count too; metadata
+ * requests that load and evict the on-demand models; and sequences on the sequence model.
+ */
+function startLoad(httpPort: number): { stop(): Promise<{ requests: number; sequences: number; abandoned: number }> } {
   const url = `http://127.0.0.1:${httpPort}/v2/models/${MODEL}/infer`;
   const ints = Array.from({ length: 16 }, (_, i) => i);
   const good = JSON.stringify({
@@ -111,12 +143,47 @@ function startLoad(httpPort: number): { stop(): Promise<number> } {
       await sleep(1000);
     }
   };
-  const loops = [...Array.from({ length: LOAD_CONCURRENCY }, loop), turns()];
+  // Sequences: first one more START than there are slots, none ended, so one waits in the backlog until
+  // idle releases free the slots; then sequences of five requests one after another, every fourth left
+  // without its END to go idle.
+  const sequenceUrl = `http://127.0.0.1:${httpPort}/v2/models/${SEQUENCE_MODEL}/infer`;
+  let sequences = 0;
+  let abandoned = 0;
+  const step = (id: number, flags: { sequence_start?: boolean; sequence_end?: boolean }) =>
+    fetch(sequenceUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        parameters: { sequence_id: id, ...flags },
+        inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3], data: [1, 2, 3] }],
+      }),
+    })
+      .then((r) => r.arrayBuffer())
+      .catch(() => sleep(100));
+  const sequenceLoop = async () => {
+    const burst = Array.from({ length: SEQUENCE_SLOTS + 1 }, (_, i) => 1 + i);
+    sequences += burst.length;
+    abandoned += burst.length;
+    void Promise.all(burst.map((id) => step(id, { sequence_start: true })));
+    await sleep(200);
+    for (let id = 100; running; id++) {
+      sequences++;
+      await step(id, { sequence_start: true });
+      for (let i = 0; i < 3 && running; i++) {
+        await sleep(200);
+        await step(id, {});
+      }
+      await sleep(200);
+      if (id % 4 === 0) abandoned++;
+      else await step(id, { sequence_end: true });
+    }
+  };
+  const loops = [...Array.from({ length: LOAD_CONCURRENCY }, loop), turns(), sequenceLoop()];
   return {
     async stop() {
       running = false;
       await Promise.all(loops);
-      return sent;
+      return { requests: sent, sequences, abandoned };
     },
   };
 }
@@ -160,7 +227,7 @@ async function main(): Promise<number> {
   const [httpPort, grpcPort, metricsPort, prometheusPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const work = await mkdtemp(join(tmpdir(), 'batchwise-dashboards-'));
   try {
-    log(`starting batchwise (model ${MODEL} from examples/model_repository), metrics on 127.0.0.1:${metricsPort}`);
+    log(`starting batchwise (models ${MODEL} and ${SEQUENCE_MODEL} from examples/model_repository), metrics on 127.0.0.1:${metricsPort}`);
     start('batchwise', process.execPath, [
       '--import',
       'tsx',
@@ -172,10 +239,10 @@ async function main(): Promise<number> {
       'explicit',
       '--load-model',
       MODEL,
-      // Room for the pinned model and one of the two others: each load of one evicts the other.
+      // Room for the pinned models and one of the two others: each load of one evicts the other.
       '--load-on-demand',
       '--model-memory-limit',
-      String(modelFileBytes(MODEL) + modelFileBytes(ON_DEMAND[0]) + modelFileBytes(ON_DEMAND[1]) - 1),
+      String(modelFileBytes(MODEL) + modelFileBytes(SEQUENCE_MODEL) + modelFileBytes(ON_DEMAND[0]) + modelFileBytes(ON_DEMAND[1]) - 1),
       '--http-address',
       '127.0.0.1',
       '--http-port',
@@ -186,6 +253,7 @@ async function main(): Promise<number> {
       String(metricsPort),
     ]);
     await waitFor('the server to be ready', async () => (await fetch(`http://127.0.0.1:${httpPort}/v2/health/ready`)).ok);
+    await loadSequenceModel(httpPort);
     log('server ready; starting load');
     const load = startLoad(httpPort);
 
@@ -227,6 +295,14 @@ async function main(): Promise<number> {
       if (pending.size > 0) await sleep(2000);
     }
 
+    // A rate of 0 is data too: that the idle releases panel draws some, not only zeros, needs a release counted.
+    const idleReleases = `sum(batchwise_sequence_idle_releases_total{model="${SEQUENCE_MODEL}"}) > 0`;
+    await waitFor('an idle release of a sequence', async () => (await returnsData(base, idleReleases)).ok, 30_000);
+    const released = await prometheusGet(base, '/api/v1/query', { query: idleReleases });
+    log(
+      `idle releases of ${SEQUENCE_MODEL} sequences counted: ${(released.data as { result: { value: [number, string] }[] }).result[0]?.value[1]}`,
+    );
+
     const variableFailures: string[] = [];
     for (const v of variables) {
       const match = /^label_values\((.*),\s*(\w+)\)$/.exec(v.definition ?? '');
@@ -238,8 +314,8 @@ async function main(): Promise<number> {
       if (answer.status !== 'success' || values.length === 0) variableFailures.push(v.name);
       else log(`variable $${v.name}: ${values.join(', ')}`);
     }
-    const sent = await load.stop();
-    log(`load stopped after ${sent} requests`);
+    const { requests, sequences, abandoned } = await load.stop();
+    log(`load stopped after ${requests} requests to ${MODEL} and ${sequences} sequences (${abandoned} left to go idle)`);
 
     for (const q of queries) {
       const status = !gpu && q.gpu ? 'SKIPPED (no GPU)' : pending.has(q) ? `NO DATA (${pending.get(q)})` : 'ok';
