@@ -185,6 +185,15 @@ export class Dashboard extends Construct {
         width: 6,
       }),
     );
+    // Sequences (stateful models): the Grafana dashboard's row of the same name, what EMF carries of it.
+    this.dashboard.addWidgets(
+      new cloudwatch.GraphWidget({
+        title: 'Sequences active and in the backlog (fullest task, per model)',
+        left: [m(SERVER_METRICS.sequencesActive), perModel(SERVER_METRICS.sequencesActive, 'Maximum')],
+        right: [m(SERVER_METRICS.sequenceBacklog), perModel(SERVER_METRICS.sequenceBacklog, 'Maximum')],
+        width: 12,
+      }),
+    );
     this.dashboard.addWidgets(
       ...tgs.map(
         ([label, tg]) =>

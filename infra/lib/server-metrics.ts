@@ -63,6 +63,9 @@ const STATISTICS: Readonly<Record<EmfMetricKey, ServerMetricStatistic>> = {
   modelMemoryLimitBytes: 'Maximum',
   modelGpuMemoryBytes: 'Maximum',
   modelCacheBytes: 'Maximum',
+  // The sequence batcher: gauges per task (a sequence stays on its task), the fullest task.
+  sequencesActive: 'Maximum',
+  sequenceBacklog: 'Maximum',
 };
 
 export const SERVER_METRICS = Object.fromEntries(

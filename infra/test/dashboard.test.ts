@@ -71,6 +71,16 @@ describe('CloudWatch dashboard: the Grafana panels from EMF', () => {
     expect(lines('Models with a failed load')[0]).toBe('ModelsFailedToLoad Maximum');
   });
 
+  it('draws active sequences and the backlog, of the fullest task and per model (issue 28)', () => {
+    const graphed = lines('Sequences active and in the backlog (fullest task, per model)');
+    expect(graphed[0]).toBe('SequencesActive Maximum');
+    expect(graphed[1]).toMatch(
+      /^SEARCH\('\{Batchwise,ServiceName,Model\} MetricName="SequencesActive" ServiceName="[^"]+"', 'Maximum', 60\)$/,
+    );
+    expect(graphed[2]).toBe('SequenceBacklog Maximum');
+    expect(graphed[3]).toContain('MetricName="SequenceBacklog"');
+  });
+
   it('graphs every metric of the EMF contract somewhere', () => {
     const graphed = widgets().flatMap((w) => (w.properties.metrics ?? []).map((row) => String(row[1])));
     for (const spec of Object.values(SERVER_METRICS)) expect(graphed, spec.name).toContain(spec.name);

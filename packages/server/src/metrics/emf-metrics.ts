@@ -173,6 +173,19 @@ export const EMF_METRICS = {
     unit: 'Bytes',
     description: 'Bytes of model versions in the local cache of the s3:// repositories (gauge), which --model-cache-disk-limit bounds.',
   },
+  // The sequence batcher (issue 28): on the lines of models with sequence_batching, and on the service line while one is loaded.
+  sequencesActive: {
+    name: 'SequencesActive',
+    unit: 'Count',
+    description:
+      "Sequences the sequence batcher holds, in a slot or waiting in the backlog, at the end of the interval (gauge): a model's, " +
+      'or all of the task on the service line.',
+  },
+  sequenceBacklog: {
+    name: 'SequenceBacklog',
+    unit: 'Count',
+    description: 'Sequences waiting in the backlog for a slot at the end of the interval (gauge): above 0 while every slot is held.',
+  },
 } as const satisfies Record<string, EmfMetricSpec>;
 
 export type EmfMetricKey = keyof typeof EMF_METRICS;

@@ -157,6 +157,8 @@ describe('CloudWatch embedded metric format', () => {
     }));
     for (const phase of ['download', 'session']) metrics.modelLoadDurationByPhase.observe({ phase }, 0.1);
     metrics.loadWaitSeconds.observe(0.1);
+    // A version with a sequence batcher: the sequence metrics are there.
+    stats.observeSequences(() => ({ active: 1, backlog: 0, slotsInUse: 1, slots: 8, idleReleases: 0, stateBytes: 12 }));
     stats.recordExecution(1, { computeInputNs: 1, computeInferNs: 1, computeOutputNs: 1 });
     stats.recordSuccess({ batchSize: 1, arrivalNs: process.hrtime.bigint() }, 0, {
       computeInputNs: 1,
@@ -197,6 +199,30 @@ describe('CloudWatch embedded metric format', () => {
     metrics.modelLoadFailed.labels({ model: 'bad_config' }).set(0);
     await writer.flush();
     expect(line(undefined).ModelsFailedToLoad).toBe(1);
+  });
+
+  it('writes the sequence gauges on the lines of models with a sequence batcher and their sum on the service line (issue 28)', async () => {
+    const { metrics, stats, lines, writer } = setup();
+    stats.setPending(0);
+    const figures = { active: 10, backlog: 2, slotsInUse: 8, slots: 8, idleReleases: 3, stateBytes: 96 };
+    stats.observeSequences(() => figures);
+    new VersionStatistics('streamer', '2', metrics).observeSequences(() => ({ ...figures, active: 1, backlog: 0 }));
+    new VersionStatistics('plain', '1', metrics).setPending(1);
+    await writer.flush();
+    const line = (model?: string) => lines.find((l) => l.Model === model)!;
+    expect(line('simple')).toMatchObject({ SequencesActive: 10, SequenceBacklog: 2 });
+    expect(line('streamer')).toMatchObject({ SequencesActive: 1, SequenceBacklog: 0 });
+    expect(line(undefined)).toMatchObject({ SequencesActive: 11, SequenceBacklog: 2 });
+    expect(declared(line(undefined))).toContainEqual({ Name: 'SequencesActive', Unit: 'Count' });
+    expect(declared(line(undefined))).toContainEqual({ Name: 'SequenceBacklog', Unit: 'Count' });
+    // A model without sequence_batching carries none.
+    expect(line('plain').SequencesActive).toBeUndefined();
+    expect(declared(line('plain')).map((m) => m.Name)).not.toContain('SequencesActive');
+
+    // Gauges, not deltas: the next interval has the same.
+    lines.length = 0;
+    await writer.flush();
+    expect(line('simple')).toMatchObject({ SequencesActive: 10, SequenceBacklog: 2 });
   });
 
   it('writes canary rollbacks per interval, on the model line and the service line', async () => {

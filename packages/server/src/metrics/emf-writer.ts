@@ -30,6 +30,8 @@ interface Totals {
   failed: number;
   /** Canary rollbacks (batchwise_canary_rollbacks_total). */
   canaryRollbacks: number;
+  /** Gauges of the sequence batcher (batchwise_sequence_active, ..._backlog): only for versions that have one. */
+  sequences?: { active: number; backlog: number };
   /** Cumulative histogram buckets (upper bound -> count) of each histogram EMF carries. */
   histograms: Record<HistogramKey, Map<number, number>>;
 }
@@ -125,6 +127,9 @@ export class EmfWriter {
     for (const v of (await this.metrics.pendingRequests.get()).values) of(v.labels).pending += v.value;
     for (const v of (await this.metrics.modelLoadFailed.get()).values) of(v.labels).failed += v.value;
     for (const v of (await this.metrics.canaryRollbacks.get()).values) of(v.labels).canaryRollbacks += v.value;
+    const sequencesOf = (labels: MetricValue<string>['labels']) => (of(labels).sequences ??= { active: 0, backlog: 0 });
+    for (const v of (await this.metrics.sequencesActive.get()).values) sequencesOf(v.labels).active += v.value;
+    for (const v of (await this.metrics.sequenceBacklog.get()).values) sequencesOf(v.labels).backlog += v.value;
     const histograms = {
       request: this.metrics.requestDurationSeconds,
       queue: this.metrics.queueDurationSeconds,
@@ -245,6 +250,7 @@ function subtract(now: Totals, before: Totals): Totals {
     pending: now.pending,
     failed: now.failed,
     canaryRollbacks: now.canaryRollbacks - before.canaryRollbacks,
+    ...(now.sequences && { sequences: { ...now.sequences } }),
     histograms,
   };
 }
@@ -258,6 +264,11 @@ function accumulate(into: Totals, delta: Totals): void {
   into.pending += delta.pending;
   into.failed += delta.failed;
   into.canaryRollbacks += delta.canaryRollbacks;
+  if (delta.sequences) {
+    into.sequences ??= { active: 0, backlog: 0 };
+    into.sequences.active += delta.sequences.active;
+    into.sequences.backlog += delta.sequences.backlog;
+  }
   for (const key of HISTOGRAMS) {
     const buckets = into.histograms[key];
     for (const [le, count] of delta.histograms[key]) buckets.set(le, (buckets.get(le) ?? 0) + count);
@@ -275,6 +286,10 @@ function valuesOf(t: Totals): MetricValues {
     modelsFailedToLoad: t.failed,
     canaryRollbacks: t.canaryRollbacks,
   };
+  if (t.sequences) {
+    values.sequencesActive = t.sequences.active;
+    values.sequenceBacklog = t.sequences.backlog;
+  }
   const distributions = {
     requestLatency: distributionFromCumulativeBuckets(t.histograms.request, 1000),
     queueLatency: distributionFromCumulativeBuckets(t.histograms.queue, 1000),
