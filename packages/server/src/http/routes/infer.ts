@@ -101,12 +101,15 @@ export function refuseBeforeRouting(service: InferenceService, request: Incoming
   const socket = request.socket;
   const streak = refusalStreaks.get(socket) ?? 0;
   if (!refusal) {
-    // Admitted here, it may still be refused later (the scheduler's own test once it is queued): such a
-    // refusal extends the streak, and a reply that is not a refusal ends it.
-    response.once('finish', () => {
-      if (response.statusCode === 503) refusalStreaks.set(socket, (refusalStreaks.get(socket) ?? 0) + 1);
-      else if (refusalStreaks.has(socket)) refusalStreaks.delete(socket);
-    });
+    // Admitted here, it may still be refused later (the scheduler's own test once it is queued): on a
+    // connection already in a streak such a refusal extends it, and a reply that is not a refusal ends
+    // it. Other connections (nearly all requests) get no listener on their hot path.
+    if (streak > 0) {
+      response.once('finish', () => {
+        if (response.statusCode === 503) refusalStreaks.set(socket, (refusalStreaks.get(socket) ?? 0) + 1);
+        else refusalStreaks.delete(socket);
+      });
+    }
     return false;
   }
   refusalStreaks.set(socket, streak + 1);
