@@ -3,11 +3,11 @@ import { pino } from 'pino';
 import { modelsCommand } from '../packages/server/src/cli/models/index.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import S3rver from 's3rver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identity, serializeModel } from '@batchwise/modelgen';
 import { postJson, startTestServer } from './support/server.ts';
+import { startTestS3, useS3rverCredentials, type TestS3 } from './support/s3.ts';
+import { waitFor } from './support/wait-for.ts';
 
 const BUCKET = 'models';
 const CONFIG = `
@@ -17,27 +17,16 @@ input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 `;
 
-async function waitFor(check: () => Promise<boolean>, timeoutMs: number): Promise<number> {
-  const started = Date.now();
-  while (Date.now() - started < timeoutMs) {
-    if (await check()) return Date.now() - started;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`condition not met within ${timeoutMs} ms`);
-}
-
 describe('serving from S3 (s3rver on 127.0.0.1) in poll mode', () => {
   let dir: string;
-  let s3: S3rver;
+  let s3: TestS3;
   let port: number;
-  let client: S3Client;
   let server: Awaited<ReturnType<typeof startTestServer>>;
   const startS3 = async (p = 0) => {
-    s3 = new S3rver({ address: '127.0.0.1', port: p, silent: true, directory: join(dir, 's3'), configureBuckets: [{ name: BUCKET }] });
-    port = ((await s3.run()) as { port: number }).port;
+    s3 = await startTestS3(join(dir, 's3'), p, BUCKET);
+    port = s3.port;
   };
-  const put = (key: string, body: Uint8Array | string) =>
-    client.send(new PutObjectCommand({ Bucket: BUCKET, Key: `prod/${key}`, Body: body }));
+  const put = (key: string, body: Uint8Array | string) => s3.put(`prod/${key}`, body);
   const infer = () =>
     postJson(`${server.url}/v2/models/m/infer`, { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }] });
   const index = async () => (await postJson(`${server.url}/v2/repository/index`, {})).json as any[];
@@ -46,17 +35,7 @@ describe('serving from S3 (s3rver on 127.0.0.1) in poll mode', () => {
     dir = await mkdtemp(join(tmpdir(), 'batchwise-s3serve-'));
     await startS3();
     // The server finds credentials through the SDK's default provider chain, as an ECS task role would.
-    process.env['AWS_ACCESS_KEY_ID'] = 'S3RVER';
-    process.env['AWS_SECRET_ACCESS_KEY'] = 'S3RVER';
-    process.env['AWS_REGION'] = 'us-east-1';
-    client = new S3Client({
-      endpoint: `http://127.0.0.1:${port}`,
-      forcePathStyle: true,
-      region: 'us-east-1',
-      credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
-      requestChecksumCalculation: 'WHEN_REQUIRED',
-      responseChecksumValidation: 'WHEN_REQUIRED',
-    });
+    useS3rverCredentials();
     await put('m/config.pbtxt', CONFIG);
     await put('m/1/model.onnx', serializeModel(identity('FP32', [4])));
     server = await startTestServer([`s3://127.0.0.1:${port}/${BUCKET}/prod`], { modelControlMode: 'poll', repositoryPollSecs: 1 });

@@ -38,7 +38,14 @@ export async function startTestS3(directory: string, port = 0, bucket = S3_BUCKE
     location: (prefix) => `s3://127.0.0.1:${bound}/${bucket}/${prefix}`,
     put: (key, body) => client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body })),
     remove: (key) => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key })),
-    close: () => server.close(),
+    close: async () => {
+      client.destroy();
+      // close() alone waits for keep-alive connections to go idle, and a server polling the bucket every
+      // second may keep one busy for good (it hung a clean-clone run): S3 going away drops them all.
+      const closed = server.close();
+      server.httpServer.closeAllConnections();
+      await closed;
+    },
   };
 }
 
