@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { InferenceService } from '../core/index.ts';
-import { Errors, isInferenceServerError } from '../core/index.ts';
+import { Errors } from '../core/index.ts';
 import type { RestrictionTable } from '../access/restricted-api.ts';
 import { registerRestrictedApiHook } from './restricted-api-hook.ts';
 import { answerClientError } from './client-error.ts';
@@ -15,7 +15,8 @@ import { registerModelRoutes } from './routes/models.ts';
 import { registerRepositoryRoutes } from './routes/repository.ts';
 import { registerSharedMemoryRoutes } from './routes/shared-memory.ts';
 import { registerTraceRoutes } from './routes/trace.ts';
-import { httpStatusOf } from './status.ts';
+import { errorAnswer } from './error-answer.ts';
+import type { DirectInferOptions } from './direct-infer.ts';
 
 export interface HttpFrontendOptions {
   readonly logger: Logger;
@@ -35,6 +36,8 @@ export interface HttpFrontendOptions {
 
 /** The KServe v2 REST protocol and its Triton extensions, on fastify. */
 export function createHttpFrontend(service: InferenceService, options: HttpFrontendOptions): FastifyInstance {
+  let closing = false;
+  const direct: DirectInferOptions = { logger: options.logger, maxBodyBytes: options.maxBodyBytes, closing: () => closing };
   const app: FastifyInstance = Fastify({
     loggerInstance: options.logger.child({ frontend: 'http' }) as FastifyBaseLogger,
     // Per-request log lines would dominate the logs at thousands of requests per second.
@@ -55,7 +58,7 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
         // A latency objective's refusals are answered before routing, unless the inference API needs a key (fastify checks it).
         options.restrictions.has('inference')
           ? handler
-          : (request, response) => refuseBeforeRouting(service, request, response) || handler(request, response),
+          : (request, response) => refuseBeforeRouting(service, request, response, direct) || handler(request, response),
       ),
     // Requests routed once close() has begun are refused by our own hook below, in the
     // protocol's error shape; fastify's would answer 503 with a body of its own.
@@ -74,25 +77,16 @@ export function createHttpFrontend(service: InferenceService, options: HttpFront
       const declared = request.headers['content-encoding'] === undefined ? Number(request.headers['content-length']) : NaN;
       error = Errors.requestBodyTooLarge(Number.isSafeInteger(declared) ? declared : undefined, options.maxBodyBytes);
     }
-    if (isInferenceServerError(error)) {
-      // As grpc/unary.ts logs a failed call: INTERNAL is the server's fault and is logged as an error.
-      const level = error.code === 'INTERNAL' ? 'error' : 'debug';
-      options.logger[level]({ method: request.method, url: request.url, code: error.code, err: error.message }, 'HTTP request failed');
-      void reply.code(httpStatusOf(error.code)).send({ error: error.message });
-      return;
-    }
     if ('code' in error && typeof error.code === 'string' && error.code.startsWith('Z_')) {
       void reply.code(400).send({ error: `request body could not be decompressed: ${error.message}` });
       return;
     }
-    const status = 'statusCode' in error && typeof error.statusCode === 'number' ? error.statusCode : 500;
-    if (status >= 500) options.logger.error({ err: error }, 'unexpected error in HTTP frontend');
-    void reply.code(status).send({ error: error.message });
+    const { status, body } = errorAnswer(error, options.logger, request.method, request.url);
+    void reply.code(status).send(body);
   });
   // A request that arrives on a connection still open after close() began (its headers were
   // still coming in, or it followed one in flight) is refused as Triton refuses a request while
   // the server stops: UNAVAILABLE, 503, {"error": ...}.
-  let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
   });

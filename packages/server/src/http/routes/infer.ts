@@ -4,12 +4,11 @@ import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { InferenceService, MemoryReservation } from '../../core/index.ts';
 import { CANARY_KEY_HEADER, Errors, refusalDue, type ObjectiveRefusal } from '../../core/index.ts';
-import { decodeHttpInferRequest, encodeHttpInferResponse, outputsSentAsJson } from '../infer-codec.ts';
-import { admitJsonBody, countJsonWhileReceived } from '../json-admission.ts';
+import { countJsonWhileReceived } from '../json-admission.ts';
 import type { JsonArrayCounter } from '../../tensor/json-census.ts';
-import { compressResponse, COMPRESSION_THRESHOLD_BYTES, negotiateResponseEncoding } from '../response-compression.ts';
 import { httpStatusOf } from '../status.ts';
-import { sequenceCookie } from '../../protocol/sequence-cookie.ts';
+import { serveInferDirectly, type DirectInferOptions } from '../direct-infer.ts';
+import { answerInfer } from '../infer-answer.ts';
 
 interface ModelParams {
   model: string;
@@ -48,7 +47,7 @@ const heldMemory = new WeakMap<IncomingMessage, HeldMemory>();
 const receivedAt = new WeakMap<IncomingMessage, bigint>();
 
 /** An inference route's path (infer, generate, generate_stream): the model and, if named, the version (percent-encoded as sent). */
-const INFER_PATH = /^\/v2\/models\/([^/?#]+)(?:\/versions\/([^/?#]+))?\/(?:infer|generate|generate_stream)(?:[?#]|$)/;
+const INFER_PATH = /^\/v2\/models\/([^/?#]+)(?:\/versions\/([^/?#]+))?\/(infer|generate|generate_stream)(?:[?#]|$)/;
 
 /** The pre-encoded refusals, one per message (one per model with an objective). */
 const refusalBodies = new Map<string, Buffer>();
@@ -77,10 +76,16 @@ function answerAtNs(refusal: ObjectiveRefusal, receivedNs: bigint, streak: numbe
  * body unread (issue 30). Under overload such refusals come by the thousand a second from
  * clients that resend at once, and fastify's routing, hooks and reply serialization, or reading
  * and decoding the body, would cost each one several times what it is worth, crowding out the
- * work the objective protects. Returns true when it answered; otherwise notes the request's
- * arrival for the route. Not used while the inference API needs a key (fastify checks it).
+ * work the objective protects. An admitted infer request is served here too when `direct` allows
+ * it (direct-infer.ts). Returns true when it answered or took the request; otherwise notes the
+ * request's arrival for the route. Not used while the inference API needs a key (fastify checks it).
  */
-export function refuseBeforeRouting(service: InferenceService, request: IncomingMessage, response: ServerResponse): boolean {
+export function refuseBeforeRouting(
+  service: InferenceService,
+  request: IncomingMessage,
+  response: ServerResponse,
+  direct?: DirectInferOptions,
+): boolean {
   const receivedNs = process.hrtime.bigint();
   if (request.method !== 'POST') return false;
   const path = INFER_PATH.exec(request.url ?? '');
@@ -110,7 +115,7 @@ export function refuseBeforeRouting(service: InferenceService, request: Incoming
         else refusalStreaks.delete(socket);
       });
     }
-    return false;
+    return direct !== undefined && path[3] === 'infer' && serveInferDirectly(service, request, response, target, receivedNs, direct);
   }
   refusalStreaks.set(socket, streak + 1);
   const answer = () => {
@@ -286,58 +291,18 @@ export function registerInferRoutes(app: FastifyInstance, service: InferenceServ
     // As Triton's HTTP frontend: a decoupled model's responses come only through generate_stream (and generate).
     if (service.isDecoupled(request.params.model, request.params.version)) throw Errors.decoupledRefused('HTTP end point');
     const handled = handleRequest(request, reply);
-    const held = handled.memory;
     try {
-      const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-      const headerLength = request.headers[HEADER_LENGTH];
-      const { model, version } = request.params;
-      const target = { modelName: model, ...(version !== undefined && { modelVersion: version }) };
-      const inferRequest = decodeHttpInferRequest(
-        body,
-        Array.isArray(headerLength) ? headerLength[0] : headerLength,
-        model,
-        version,
-        held && ((json) => admitJsonBody(service, held, target, json, handled.json)),
-      );
-      if (held) {
-        // Inputs sent as JSON are decoded into arrays of their own, beside the body.
-        let decodedBytes = 0;
-        for (const input of inferRequest.inputs) if (input.data.buffer !== body.buffer) decodedBytes += input.data.byteLength;
-        held.grow(decodedBytes);
-      }
-      const traceparent = request.headers.traceparent;
-      const tracestate = request.headers.tracestate;
-      const canaryKey = request.headers[CANARY_KEY_HEADER];
-      const keyed = typeof canaryKey === 'string' ? { ...inferRequest, canaryKey } : inferRequest;
-      const traced =
-        typeof traceparent === 'string'
-          ? { ...keyed, traceContext: { traceparent, ...(typeof tracestate === 'string' && { tracestate }) } }
-          : keyed;
-      const arrivalNs = handled.arrivalNs;
-      const response = await service.infer(traced, {
-        ...(held && { memory: held }),
-        sentAsJson: outputsSentAsJson(inferRequest),
-        ...(arrivalNs !== undefined && { arrivalNs }),
+      const answer = await answerInfer(service, {
+        body: Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0),
+        headers: request.headers,
+        model: request.params.model,
+        version: request.params.version,
+        memory: handled.memory,
+        json: handled.json,
+        arrivalNs: handled.arrivalNs,
         signal: handled.signal,
       });
-      const encoded = encodeHttpInferResponse(response, inferRequest);
-      // Mode opentelemetry: the request's own span, so that a client can find its trace.
-      if (response.traceparent !== undefined) void reply.header('traceparent', response.traceparent);
-      // A sequence's requests must reach this task again: the load balancer's stickiness follows this cookie.
-      const sequenceId = inferRequest.sequenceId ?? inferRequest.parameters['sequence_id'];
-      if (sequenceId !== undefined && typeof sequenceId !== 'boolean' && sequenceId !== 0 && sequenceId !== '') {
-        void reply.header('set-cookie', sequenceCookie(sequenceId));
-      }
-      // Inference-Header-Content-Length counts the JSON before compression, as Triton's does.
-      if (encoded.headerLength !== undefined) void reply.header('Inference-Header-Content-Length', encoded.headerLength);
-      let payload = encoded.chunks.length === 1 ? encoded.chunks[0]! : Buffer.concat(encoded.chunks);
-      const encoding =
-        payload.length >= COMPRESSION_THRESHOLD_BYTES ? negotiateResponseEncoding(request.headers['accept-encoding']) : undefined;
-      if (encoding !== undefined) {
-        payload = await compressResponse(encoding, payload);
-        void reply.header('content-encoding', encoding);
-      }
-      return reply.code(200).type(encoded.contentType).send(payload);
+      return reply.code(200).headers(answer.headers).type(answer.contentType).send(answer.payload);
     } finally {
       handled.done();
     }
