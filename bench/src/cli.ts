@@ -6,7 +6,7 @@
 import { FULL_WINDOWS, SMOKE_WINDOWS, type WindowOptions } from '@batchwise/client/load';
 import { FULL_MODEL, SMOKE_MODEL, runBatching } from './scenarios/batching.ts';
 import { runLimit } from './scenarios/limit.ts';
-import { runOverhead } from './scenarios/overhead.ts';
+import { QUICK_WINDOWS, runOverhead } from './scenarios/overhead.ts';
 import { runEfficiency } from './scenarios/efficiency.ts';
 import { OBJECTIVE_OVERLOAD_MODEL, runObjectiveOverload } from './scenarios/objective-overload.ts';
 import { runWrkCheck } from './scenarios/wrk-check.ts';
@@ -33,8 +33,11 @@ scenarios (several run in order; 'all' runs every one):
   efficiency the batching-on 4x2048 MLP at 16 clients (lean HTTP binary client) against the same
              model in-process on the batches the server formed: rows per CPU-second and rows per
              second, the server's CPU per thread group; PASS/MISS (issue 30)
-  overhead   16-float identity, ONNX and JavaScript, over HTTP binary vs a bare fastify echo, one
-             and 16 clients (lean client): p50 and server CPU per request; PASS/MISS (issue 30)
+  overhead   16-float identity, ONNX and JavaScript, over HTTP binary vs a bare fastify echo and a
+             naive fastify + onnxruntime-node peer (session.run in the route), one and 16 clients
+             (lean client): p50 and server CPU per request over the echo's, throughput over the
+             naive peer's; PASS/MISS (issue 34); --quick: under 40 s, run it before every commit
+             that touches the request path
   grpc       gRPC (grpc-js client, and a lean pre-encoded node:http2 one) vs HTTP binary
              on the tiny model; gRPC vs HTTP binary on the batching model (c=16)
   objective-overload
@@ -79,6 +82,7 @@ scenarios (several run in order; 'all' runs every one):
 
 options:
   --smoke                  tiny model and windows (also BENCH_SMOKE=1); results named smoke-*
+  --quick                  overhead only: short windows (under 40 s in all); results named overhead-quick
   --concurrency=1,2,4      closed-loop sweep (batching)
   --rate=100,200           open-loop sweep in requests/s (batching; alone, instead of the
                            closed-loop sweep; outstanding requests bounded to 256)
@@ -110,9 +114,10 @@ const option = (name: string): string | undefined => {
 const staticConfig = option('static-config');
 const list = (name: string): number[] | undefined => option(name)?.split(',').map(Number);
 const smoke = args.includes('--smoke') || process.env['BENCH_SMOKE'] === '1';
+const quick = args.includes('--quick');
 const prefix = smoke ? 'smoke-' : '';
 const log = (line: string) => process.stdout.write(`${line}\n`);
-const base = smoke ? SMOKE_WINDOWS : FULL_WINDOWS;
+const base = smoke ? SMOKE_WINDOWS : quick ? QUICK_WINDOWS : FULL_WINDOWS;
 const windows: WindowOptions = {
   ...base,
   windowMs: Number(option('window-ms') ?? base.windowMs),
@@ -135,7 +140,8 @@ const scenarios: Record<string, () => Promise<unknown>> = {
   batching: () =>
     runBatching({ model, concurrencies, ...(rates && { rates, arrivals }), windows, protocols, log, name: `${prefix}batching` }),
   limit: () => runLimit({ model, durationMs: smoke ? 100 : 1500, log, name: `${prefix}limit`, batchingName: `${prefix}batching` }),
-  overhead: () => runOverhead({ concurrencies: [1, 16], windows, mirrored: !smoke, log, name: `${prefix}overhead` }),
+  overhead: () =>
+    runOverhead({ concurrencies: [1, 16], windows, mirrored: !smoke, log, name: `${prefix}overhead${quick ? '-quick' : ''}` }),
   efficiency: () => runEfficiency({ model, concurrency: 16, windows, log, name: `${prefix}efficiency` }),
   'objective-overload': () =>
     runObjectiveOverload({
@@ -258,8 +264,9 @@ async function main(): Promise<void> {
         ]
       : named;
   for (const name of chosen) if (!scenarios[name]) fail(`unknown scenario '${name}'`);
+  if (quick && chosen.some((name) => name !== 'overhead')) fail('--quick is for overhead only');
   for (const name of chosen) {
-    log(`== ${name}${smoke ? ' (smoke)' : ''} ==`);
+    log(`== ${name}${smoke ? ' (smoke)' : quick ? ' (quick)' : ''} ==`);
     await scenarios[name]!();
   }
 }

@@ -11,16 +11,24 @@ import { benchRepository, cachedModel, fp32Config, inferRequest, JS_IDENTITY, ty
 
 const WIDTH = 16;
 
-/** What the lean client measures: the bare fastify echo, and the server on the ONNX identity and on a JavaScript one. */
-export type OverheadTarget = 'echo' | 'onnx' | 'js';
-export const OVERHEAD_TARGETS: readonly OverheadTarget[] = ['echo', 'onnx', 'js'];
+/**
+ * What the lean client measures: the bare fastify echo, the server on the ONNX identity and on a
+ * JavaScript one, and the naive peer (fastify + onnxruntime-node on the same ONNX file, no batching).
+ */
+export type OverheadTarget = 'echo' | 'onnx' | 'js' | 'naive';
+export const OVERHEAD_TARGETS: readonly OverheadTarget[] = ['echo', 'onnx', 'js', 'naive'];
 /** The server's models (both 16 floats in and out, max_batch_size 64, batching with no delay). */
-const MODEL_OF: Record<Exclude<OverheadTarget, 'echo'>, string> = { onnx: 'tiny', js: 'tiny_js' };
+const MODEL_OF: Record<'onnx' | 'js', string> = { onnx: 'tiny', js: 'tiny_js' };
 
-/** Issue 30's targets: at one client p50 and server CPU per request, at 16 clients server CPU per request, each over the echo's. */
-const P50_OVER_ECHO_C1 = 1.5;
-const CPU_OVER_ECHO_C1 = 1.5;
-const CPU_OVER_ECHO_C16 = 1.2;
+/**
+ * Issue 34's targets, ratios of one run: the server's CPU per request over the echo's at 16 and at
+ * one client, p50 over the echo's at one client (ONNX and JavaScript each), and the ONNX model's
+ * throughput at 16 clients over the naive peer's.
+ */
+export const OVERHEAD_TARGETS_34 = { cpuOverEchoC16: 1.3, cpuOverEchoC1: 2.5, p50OverEchoC1: 2, throughputOverNaiveC16: 1.2 } as const;
+
+/** `pnpm bench overhead --quick`, the check before a commit that touches the request path: under 40 s in all. */
+export const QUICK_WINDOWS: WindowOptions = { warmupMs: 250, windowMs: 750, minWindows: 2, maxWindows: 2, tolerance: 1 };
 
 export interface OverheadMeasurement {
   readonly target: OverheadTarget;
@@ -37,26 +45,45 @@ export interface GrpcMeasurement {
   readonly serverCpuMsPerRequest?: number;
 }
 
-/** The bare fastify echo (bench/src/echo-server.ts) in a process of its own. */
-export async function startEcho(): Promise<{ url: string; pid: number; stop(): void }> {
-  const script = new URL('../echo-server.ts', import.meta.url).pathname;
-  const child = spawn(process.execPath, ['--import', 'tsx', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+/** A peer of the server (bench/src/peer-server.ts) in a process of its own. */
+export interface Peer {
+  readonly url: string;
+  readonly pid: number;
+  stop(): void;
+}
+
+/** Runs `script` (relative to bench/src) through tsx with `args` and waits for the {"port": N} it prints. */
+async function startPeer(script: string, args: readonly string[] = []): Promise<Peer> {
+  const path = new URL(`../${script}`, import.meta.url).pathname;
+  const child = spawn(process.execPath, ['--import', 'tsx', path, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', (line) => resolve((JSON.parse(line) as { port: number }).port));
-    child.once('exit', (code) => reject(new Error(`echo server exited (${code})`)));
+    child.once('exit', (code) => reject(new Error(`${script} exited (${code})`)));
   });
   return { url: `http://127.0.0.1:${port}`, pid: child.pid!, stop: () => child.kill('SIGTERM') };
 }
 
+/** The bare fastify echo (bench/src/echo-server.ts). */
+export const startEcho = (): Promise<Peer> => startPeer('echo-server.ts');
+
+/** The naive peer (bench/src/naive-server.ts) serving the ONNX file at `modelFile`. */
+export const startNaive = (modelFile: string): Promise<Peer> => startPeer('naive-server.ts', [modelFile]);
+
+/** The 16-float FP32 identity of `overhead` (generated into bench/.cache/ once). */
+export const tinyModelFile = (log: (line: string) => void): Promise<string> =>
+  cachedModel('identity-fp32-16', () => identity('FP32', [WIDTH]), log);
+
 /**
- * The server's own cost per request (issue 30): a 16-float identity as an ONNX model and as a
- * JavaScript model (`backend: "js"`, returning its input) against a bare fastify endpoint that
- * echoes the same bytes in the same reply shape, all three over HTTP binary with the lean client
- * (bench/src/lean-http.ts), at each concurrency. The echo and the server run side by side in
- * their own processes; each concurrency measures echo, ONNX, JS, then (`mirrored`) JS, ONNX, echo,
- * so a drift of the machine weighs on all three alike, and each ratio compares the means of the
- * two measurements. `protocols` other than http-binary (the `grpc` scenario) add the ONNX model
- * over gRPC at the highest concurrency, compared with its lean HTTP binary measurement there.
+ * The server's own cost per request (issues 30 and 34): a 16-float identity as an ONNX model and as
+ * a JavaScript model (`backend: "js"`, returning its input) against a bare fastify endpoint that
+ * echoes the same bytes in the same reply shape, and against the naive peer (fastify +
+ * onnxruntime-node running the same ONNX file in its route, no batching), all over HTTP binary with
+ * the lean client (bench/src/lean-http.ts), at each concurrency. The echo, the naive peer and the
+ * server run side by side in their own processes; each concurrency measures echo, ONNX, JS, naive,
+ * then (`mirrored`) naive, JS, ONNX, echo, so a drift of the machine weighs on all alike, and each
+ * ratio compares the means of the two measurements. `protocols` other than http-binary (the `grpc`
+ * scenario) add the ONNX model over gRPC at the highest concurrency, compared with its lean HTTP
+ * binary measurement there.
  */
 export async function runOverhead(options: {
   concurrencies: readonly number[];
@@ -72,7 +99,7 @@ export async function runOverhead(options: {
   const { log } = options;
   const env = environment();
   const targets = options.targets ?? OVERHEAD_TARGETS;
-  const file = await cachedModel('identity-fp32-16', () => identity('FP32', [WIDTH]), log);
+  const file = await tinyModelFile(log);
   const config = { width: WIDTH, maxBatchSize: 64, batching: true, delayUs: 0 };
   const repo = await benchRepository('overhead', [
     { name: MODEL_OF.onnx, modelFile: file, config: fp32Config(MODEL_OF.onnx, config) },
@@ -80,37 +107,47 @@ export async function runOverhead(options: {
   ]);
   const measurements: OverheadMeasurement[] = [];
   const grpc: GrpcMeasurement[] = [];
-  const echo = await startEcho();
-  let server: Awaited<ReturnType<typeof startServerProcess>> | undefined;
+  // The processes start at once; each that started is stopped at the end, whether or not the others did.
+  const echoStart = startEcho();
+  const naiveStart = targets.includes('naive') ? startNaive(file) : Promise.resolve(undefined);
+  const serverStart = startServerProcess(['--model-repository', repo]);
   try {
-    server = await startServerProcess(['--model-repository', repo]);
+    const [echo, naive, server] = await Promise.all([echoStart, naiveStart, serverStart]);
+    /** Measures `target` at `concurrency` with a lean client of its own. */
+    const measureTarget = async (
+      target: OverheadTarget,
+      concurrency: number,
+      windows: WindowOptions,
+      label = `${target} c=${concurrency}`,
+    ): Promise<LeanReading> => {
+      const peer = target === 'echo' ? echo : target === 'naive' ? naive! : undefined;
+      const model = peer ? MODEL_OF.onnx : MODEL_OF[target as 'onnx' | 'js'];
+      const client = leanFp32Client(peer?.url ?? server.httpUrl, model, WIDTH);
+      try {
+        const probe = peer ? { pid: peer.pid } : { pid: server.child.pid!, stats: { httpUrl: server.httpUrl, model } };
+        return await measureLean(label, client, { concurrency }, { ...windows, log }, probe);
+      } finally {
+        client.close();
+      }
+    };
+    // A process just started is slower at first (likely V8 compiling its hot paths on threads of its own, and ONNX
+    // Runtime's first runs): with short windows the first target measured came out at up to 3x its mirror's CPU per
+    // request. One unrecorded window of each at the top concurrency first, so that none is measured cold.
+    const top = Math.max(...options.concurrencies);
+    const priming = { ...options.windows, warmupMs: 0, minWindows: 1, maxWindows: 1 };
+    for (const target of targets) await measureTarget(target, top, priming, `priming ${target} c=${top}`);
     for (const concurrency of options.concurrencies) {
       const order = options.mirrored === false ? targets : [...targets, ...[...targets].reverse()];
       for (const target of order) {
-        const url = target === 'echo' ? echo.url : server.httpUrl;
-        const model = target === 'echo' ? MODEL_OF.onnx : MODEL_OF[target];
-        const client = leanFp32Client(url, model, WIDTH);
-        try {
-          const reading = await measureLean(
-            `${target} c=${concurrency}`,
-            client,
-            { concurrency },
-            { ...options.windows, log },
-            target === 'echo' ? { pid: echo.pid } : { pid: server.child.pid!, stats: { httpUrl: server.httpUrl, model } },
-          );
-          measurements.push({ target, concurrency, reading });
-        } finally {
-          client.close();
-        }
+        measurements.push({ target, concurrency, reading: await measureTarget(target, concurrency, options.windows) });
       }
-      if (concurrency !== Math.max(...options.concurrencies)) continue;
+      if (concurrency !== top) continue;
       for (const protocol of (options.protocols ?? []).filter((p) => p !== 'http-binary')) {
         grpc.push(await measureGrpc(server, protocol, concurrency, options.windows, log));
       }
     }
   } finally {
-    echo.stop();
-    await server?.stop();
+    await Promise.allSettled([echoStart.then((p) => p.stop()), naiveStart.then((p) => p?.stop()), serverStart.then((s) => s.stop())]);
   }
 
   const mean = (target: OverheadTarget, concurrency: number, of: (r: LeanReading) => number | undefined): number => {
@@ -119,22 +156,25 @@ export async function runOverhead(options: {
   };
   const ratios: Record<string, number> = {};
   const checks: Check[] = [];
+  const check = (name: string, bound: { atMost: number } | { atLeast: number }) => checks.push(ratioCheck(name, ratios[name]!, bound));
+  const T = OVERHEAD_TARGETS_34;
   for (const c of options.concurrencies) {
-    for (const target of targets.filter((t): t is 'onnx' | 'js' => t !== 'echo')) {
+    for (const target of targets.filter((t) => t !== 'echo')) {
       const over = (of: (r: LeanReading) => number | undefined) => mean(target, c, of) / mean('echo', c, of);
       ratios[`p50_${target}_vs_echo_c${c}`] = over((r) => r.client.latencyMs.p50);
       ratios[`server_cpu_${target}_vs_echo_c${c}`] = over((r) => r.serverCpuMsPerAnswer);
       ratios[`throughput_${target}_vs_echo_c${c}`] = over((r) => r.client.throughput);
+      if (target === 'naive') continue;
       if (c === 1) {
-        checks.push(ratioCheck(`p50_${target}_vs_echo_c1`, ratios[`p50_${target}_vs_echo_c1`]!, { atMost: P50_OVER_ECHO_C1 }));
-        checks.push(
-          ratioCheck(`server_cpu_${target}_vs_echo_c1`, ratios[`server_cpu_${target}_vs_echo_c1`]!, { atMost: CPU_OVER_ECHO_C1 }),
-        );
+        check(`p50_${target}_vs_echo_c1`, { atMost: T.p50OverEchoC1 });
+        check(`server_cpu_${target}_vs_echo_c1`, { atMost: T.cpuOverEchoC1 });
       }
-      if (c === 16) {
-        const name = `server_cpu_${target}_vs_echo_c16`;
-        checks.push(ratioCheck(name, ratios[name]!, { atMost: CPU_OVER_ECHO_C16 }));
-      }
+      if (c === 16) check(`server_cpu_${target}_vs_echo_c16`, { atMost: T.cpuOverEchoC16 });
+    }
+    if (targets.includes('onnx') && targets.includes('naive')) {
+      const throughput = (r: LeanReading) => r.client.throughput;
+      ratios[`throughput_onnx_vs_naive_c${c}`] = mean('onnx', c, throughput) / mean('naive', c, throughput);
+      if (c === 16) check('throughput_onnx_vs_naive_c16', { atLeast: T.throughputOverNaiveC16 });
     }
     for (const g of grpc.filter((x) => x.concurrency === c)) {
       const name = `${g.protocol.replace('-', '_')}${c === 16 ? '' : `_c${c}`}`;
@@ -158,7 +198,7 @@ export async function runOverhead(options: {
   ];
   const rows: (string | number)[][] = [
     ...measurements.map((m) => [
-      m.target === 'echo' ? 'fastify echo' : `batchwise ${m.target}`,
+      m.target === 'echo' ? 'fastify echo' : m.target === 'naive' ? 'naive fastify+ort' : `batchwise ${m.target}`,
       m.concurrency,
       m.reading.client.throughput,
       // Three decimals: the echo answers in tens of microseconds.
@@ -186,10 +226,11 @@ export async function runOverhead(options: {
   await reportScenario(
     {
       name: options.name ?? 'overhead',
-      title: 'pnpm bench overhead: the 16-float identity (ONNX and JavaScript) against a bare fastify echo',
+      title:
+        'pnpm bench overhead: the 16-float identity (ONNX and JavaScript) against a bare fastify echo and a naive fastify + ONNX Runtime peer',
       intro:
-        `HTTP binary, the lean client, closed loop; ${options.mirrored === false ? 'each target once' : 'echo, ONNX, JS, JS, ONNX, echo'} ` +
-        `at each concurrency (${env['date']}).`,
+        `HTTP binary, the lean client, closed loop; ${options.mirrored === false ? 'each target once' : 'each target, then each again in reverse order'} ` +
+        `(${targets.join(', ')}) at each concurrency, windows of ${options.windows.windowMs} ms (${env['date']}).`,
       tables: [{ headers, rows }],
       notes: Object.entries(ratios)
         .filter(([k]) => !checks.some((c) => c.target.startsWith(`${k} `)))
