@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { InferenceService, MemoryReservation } from '../core/index.ts';
 import { answerInfer } from './infer-answer.ts';
 import { errorAnswer } from './error-answer.ts';
+import { connectionOf, type Connection } from './connection-cancel.ts';
 
 /**
  * Bodies up to this are read here; larger ones go through fastify, whose preParsing counts a large
@@ -74,11 +75,19 @@ export function serveInferDirectly(
   return true;
 }
 
-/** One request on the direct path, from its body to its reply. */
+/**
+ * One request on the direct path, from its body to its reply. Its memory reservation is held until
+ * its reply has been taken by the socket (or its connection closed) and its handler has returned;
+ * its connection's closing cancels it (connection-cancel.ts).
+ */
 class DirectExchange {
-  private readonly cancel = new AbortController();
+  private readonly connection: Connection;
   private running = false;
   private closed = false;
+  private readonly onClose = (): void => {
+    this.closed = true;
+    if (!this.running) this.memory.release();
+  };
 
   constructor(
     private readonly service: InferenceService,
@@ -87,13 +96,8 @@ class DirectExchange {
     private readonly memory: MemoryReservation,
     private readonly logger: Logger,
   ) {
-    // The reservation is held until the reply has gone (or the connection closed) and the handler has returned;
-    // a client that goes away before its reply cancels its request.
-    response.once('close', () => {
-      this.closed = true;
-      if (!response.writableFinished) this.cancel.abort();
-      if (!this.running) memory.release();
-    });
+    this.connection = connectionOf(request.socket);
+    this.connection.onClose.add(this.onClose);
   }
 
   async run(body: Buffer, model: string, version: string | undefined, arrivalNs: bigint): Promise<void> {
@@ -108,9 +112,9 @@ class DirectExchange {
         memory: this.memory,
         json: undefined,
         arrivalNs,
-        signal: this.cancel.signal,
+        signal: this.connection.signal,
       });
-      if (!response.destroyed) {
+      if (!this.closed) {
         const headers: Record<string, string | number> = answer.headers;
         headers['content-type'] = answer.contentType;
         headers['content-length'] = answer.payload.length;
@@ -119,16 +123,30 @@ class DirectExchange {
         response.end(answer.payload);
       }
     } catch (error) {
-      answerError(service, this.request, response, error, this.logger);
+      if (!this.closed) answerError(service, this.request, response, error, this.logger);
     } finally {
       this.running = false;
-      if (this.closed) this.memory.release();
+      this.settle();
     }
+  }
+
+  /** The reply is written: the reservation goes once the socket has taken it, at once for all but large replies to slow readers. */
+  private settle(): void {
+    const socket = this.request.socket;
+    if (this.closed || socket.writableLength === 0) {
+      this.connection.onClose.delete(this.onClose);
+      this.memory.release();
+      return;
+    }
+    this.response.once('close', () => {
+      this.connection.onClose.delete(this.onClose);
+      this.memory.release();
+    });
   }
 }
 
 function answerError(service: InferenceService, request: IncomingMessage, response: ServerResponse, error: unknown, logger: Logger): void {
-  if (response.destroyed || response.headersSent) return;
+  if (response.headersSent) return;
   const { status, body } = errorAnswer(error, logger, request.method, request.url);
   const payload = Buffer.from(JSON.stringify(body));
   response.writeHead(status, {

@@ -86,7 +86,7 @@ export class MemoryGuard {
     if (!(budgetBytes > 0)) throw new Error(`the memory budget must be more than 0 bytes, got ${budgetBytes}`);
     this.processBytes = rss();
     metrics.memoryBudgetBytes.set(budgetBytes);
-    metrics.memoryAccountedBytes.set(0);
+    metrics.observeMemoryAccounted(() => this.accounted);
     this.publishBaseline();
   }
 
@@ -176,7 +176,6 @@ export class MemoryGuard {
         if (released) return;
         released = true;
         this.accounted -= held;
-        this.metrics.memoryAccountedBytes.set(this.accounted);
       },
     };
   }
@@ -184,7 +183,6 @@ export class MemoryGuard {
   private charge(bytes: number): void {
     if (this.accounted + bytes > this.budgetBytes - this.baselineBytes) throw this.overBudget(bytes);
     this.accounted += bytes;
-    this.metrics.memoryAccountedBytes.set(this.accounted);
   }
 
   private publishBaseline(): void {

@@ -202,6 +202,10 @@ export class ServerMetrics {
     buckets: LOAD_BUCKETS_SECONDS,
     registers: [this.registry],
   });
+  /** Where batchwise_memory_accounted_bytes reads its value when scraped (the memory guard). */
+  observeMemoryAccounted(read: () => number): void {
+    this.readAccounted = read;
+  }
   private residency: () => ModelResidencyReading | undefined = () => undefined;
   /** Where the many-models gauges read their values when scraped. */
   observeResidency(read: () => ModelResidencyReading): void {
@@ -290,13 +294,21 @@ export class ServerMetrics {
     help: 'Host memory the server allows itself (--memory-limit); 0 when unlimited',
     registers: [this.registry],
   });
-  readonly memoryAccountedBytes = new Gauge({
-    name: 'batchwise_memory_accounted_bytes',
-    help:
-      'Host memory charged to requests in flight, estimated at admission (bodies, batch copies, outputs and replies); ' +
-      'admission keeps it under budget minus baseline. Resident memory is nv_cpu_memory_used_bytes, bytes',
-    registers: [this.registry],
-  });
+  /** Read when scraped from what observeMemoryAccounted gave: each request charges and releases several times. */
+  private readAccounted: (() => number) | undefined;
+  readonly memoryAccountedBytes = (() => {
+    const metrics = this;
+    return new Gauge({
+      name: 'batchwise_memory_accounted_bytes',
+      help:
+        'Host memory charged to requests in flight, estimated at admission (bodies, batch copies, outputs and replies); ' +
+        'admission keeps it under budget minus baseline. Resident memory is nv_cpu_memory_used_bytes, bytes',
+      registers: [this.registry],
+      collect() {
+        if (metrics.readAccounted) this.set(metrics.readAccounted());
+      },
+    });
+  })();
   readonly memoryBaselineBytes = new Gauge({
     name: 'batchwise_memory_baseline_bytes',
     help: 'Host memory not available to requests: the process at rest (measured after start-up loading) plus the estimated footprints of models loaded, bytes',

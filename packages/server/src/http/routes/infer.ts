@@ -9,6 +9,7 @@ import type { JsonArrayCounter } from '../../tensor/json-census.ts';
 import { httpStatusOf } from '../status.ts';
 import { serveInferDirectly, type DirectInferOptions } from '../direct-infer.ts';
 import { answerInfer } from '../infer-answer.ts';
+import { connectionOf } from '../connection-cancel.ts';
 
 interface ModelParams {
   model: string;
@@ -255,18 +256,12 @@ export interface HandledRequest {
 export function handleRequest(request: FastifyRequest, reply: FastifyReply): HandledRequest {
   const held = heldMemory.get(request.raw);
   if (held) held.handlerRunning = true;
-  const cancel = new AbortController();
-  const raw = reply.raw;
-  // A client that closes its connection before the reply has gone cancels its request.
-  const onClose = () => {
-    if (!raw.writableFinished) cancel.abort();
-  };
-  raw.once('close', onClose);
   return {
     memory: held?.reservation,
     json: held?.json,
     arrivalNs: receivedAt.get(request.raw),
-    signal: cancel.signal,
+    // A client that closes its connection before the reply has gone cancels its request.
+    signal: connectionOf(request.raw.socket).signal,
     done: () => {
       if (!held) return;
       held.handlerRunning = false;
