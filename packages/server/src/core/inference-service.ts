@@ -1,7 +1,7 @@
 import type { ModelConfig } from '../config/model-config.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { Errors, toInferenceServerError } from '../errors/errors.ts';
-import type { ObjectiveRefusal } from '../scheduler/scheduler.ts';
+import type { ObjectiveRefusal, QueuedRequest } from '../scheduler/scheduler.ts';
 import type { LoadedVersion } from '../models/loaded-version.ts';
 import type { ModelRegistry } from '../models/model-registry.ts';
 import type { RouteKeys } from '../models/canary-control.ts';
@@ -184,10 +184,33 @@ export class CoreInferenceService implements InferenceService {
     return stream;
   }
 
-  /** One request, answered once (infer) or into a stream (inferStream). */
-  private async submit(request: InferenceRequest, options: InferOptions, stream: ResponseQueue | undefined): Promise<InferenceResponse> {
+  /**
+   * One request, answered once (infer) or into a stream (inferStream). Not async itself: a request
+   * that needs neither a load, shared memory nor a trace goes to its model's queue in this call,
+   * through as few promises as its answer needs (issue 34).
+   */
+  private submit(request: InferenceRequest, options: InferOptions, stream: ResponseQueue | undefined): Promise<InferenceResponse> {
     const arrivalNs = options.arrivalNs ?? process.hrtime.bigint();
-    if (options.signal?.aborted) throw Errors.cancelled();
+    if (options.signal?.aborted) return Promise.reject(Errors.cancelled());
+    if (this.control.awaitsLoad(request.modelName) || usesSharedMemory(request) || !options.memory) {
+      return this.submitHeld(request, options, stream, arrivalNs);
+    }
+    let model: LoadedVersion;
+    try {
+      model = this.models.resolve(request.modelName, policyVersion(request.modelVersion), routeKeysOf(request));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.run(request, model, arrivalNs, { memory: options.memory, sentAsJson: options.sentAsJson, signal: options.signal, stream });
+  }
+
+  /** submit's other cases: a model to wait for, shared memory to read and write, or memory the frontend did not reserve. */
+  private async submitHeld(
+    request: InferenceRequest,
+    options: InferOptions,
+    stream: ResponseQueue | undefined,
+    arrivalNs: bigint,
+  ): Promise<InferenceResponse> {
     const version = policyVersion(request.modelVersion);
     const keys = routeKeysOf(request);
     if (this.control.awaitsLoad(request.modelName)) await this.awaitLoad(request.modelName, loadWaitMs(request));
@@ -218,9 +241,19 @@ export class CoreInferenceService implements InferenceService {
     }
   }
 
-  private async run(request: InferenceRequest, model: LoadedVersion, arrivalNs: bigint, charge: Charge): Promise<InferenceResponse> {
+  private run(request: InferenceRequest, model: LoadedVersion, arrivalNs: bigint, charge: Charge): Promise<InferenceResponse> {
     const trace = this.tracer.start(model.modelName, model.version, request.id, request.parentTraceId, request.traceContext, arrivalNs);
     if (!trace) return this.runTraced(request, model, arrivalNs, charge, undefined);
+    return this.runWithTrace(request, model, arrivalNs, charge, trace);
+  }
+
+  private async runWithTrace(
+    request: InferenceRequest,
+    model: LoadedVersion,
+    arrivalNs: bigint,
+    charge: Charge,
+    trace: RequestTrace,
+  ): Promise<InferenceResponse> {
     trace.mark('REQUEST_START', arrivalNs);
     let failure: unknown;
     try {
@@ -270,54 +303,47 @@ export class CoreInferenceService implements InferenceService {
     }
     // Charged once the shapes are known to be valid: a bad request gets its 400, not a 503.
     charge.memory.grow(requestChargeBytes(model, validated, charge.sentAsJson));
-    const respond = (outputs: readonly Tensor[]): InferenceResponse => ({
-      modelName: model.modelName,
-      modelVersion: model.version,
-      ...(request.id !== undefined && { id: request.id }),
-      outputs: [...outputs],
-    });
-    const finish = (tensors: Tensor[]): Tensor[] =>
-      selectOutputs(model, tensors, validated.outputNames).map((tensor) => {
-        const count = validated.classifications.get(tensor.name);
-        if (count === undefined) return tensor;
-        return classify(tensor, count, model.outputsByName.get(tensor.name)!.labels, model.maxBatchSize > 0);
-      });
     // A decoupled model's responses go into the stream as it sends them; it has none to cache.
-    const responses = decoupled ? streamSink(charge.stream!, (tensors) => respond(finish(tensors))) : undefined;
+    const responses = decoupled
+      ? streamSink(charge.stream!, (tensors) => responseOf(request, model, finishOutputs(model, validated, tensors)))
+      : undefined;
     const lookup = decoupled ? undefined : this.cacheLookup(model, validated);
     if (lookup?.hit) {
       model.stats.recordCacheHit({ arrivalNs }, lookup.ns);
-      return respond(lookup.hit);
+      return responseOf(request, model, [...lookup.hit]);
     }
     trace?.mark('QUEUE_START', process.hrtime.bigint());
     if (charge.stream) charge.stream.queued = true;
-    const batched = await model.scheduler
-      .enqueue({
-        inputs: validated.inputs,
-        batchSize: validated.batchSize,
-        priority: validated.priority,
-        timeoutMicroseconds: validated.timeoutMicroseconds,
-        arrivalNs,
-        stringHeapBytes,
-        ...(trace && { trace }),
-        ...(request.id !== undefined && { id: request.id }),
-        outputNames: validated.outputNames,
-        parameters: request.parameters,
-        ...(sequence && { sequence }),
-        ...(charge.signal && { signal: charge.signal }),
-        ...(responses && { responses }),
-      })
-      .catch((error: unknown) => {
-        throw toInferenceServerError(error);
-      });
-    if (decoupled) return respond([]);
-    const outputs = finish(batched);
+    const queued: QueuedRequest = {
+      inputs: validated.inputs,
+      batchSize: validated.batchSize,
+      priority: validated.priority,
+      timeoutMicroseconds: validated.timeoutMicroseconds,
+      arrivalNs,
+      stringHeapBytes,
+      outputNames: validated.outputNames,
+      parameters: request.parameters,
+    };
+    // Optional fields only when present: the common request carries none of them.
+    if (trace) (queued as { trace?: RequestTrace }).trace = trace;
+    if (request.id !== undefined) (queued as { id?: string }).id = request.id;
+    if (sequence) (queued as { sequence?: RequestSequence }).sequence = sequence;
+    if (charge.signal) (queued as { signal?: AbortSignal }).signal = charge.signal;
+    if (responses) (queued as { responses?: ResponseSink }).responses = responses;
+    let batched: Tensor[];
+    try {
+      batched = await model.scheduler.enqueue(queued);
+    } catch (error) {
+      throw toInferenceServerError(error);
+    }
+    if (decoupled) return responseOf(request, model, []);
+    const outputs = finishOutputs(model, validated, batched);
     if (lookup) {
       const insertStartNs = process.hrtime.bigint();
       this.responseCache!.set(lookup.key, outputs);
       model.stats.recordCacheMiss(lookup.ns + Number(process.hrtime.bigint() - insertStartNs));
     }
-    return respond(outputs);
+    return responseOf(request, model, outputs);
   }
 
   /**
@@ -485,11 +511,40 @@ function streamSink(stream: ResponseQueue, respond: (tensors: Tensor[]) => Infer
   };
 }
 
+/** Whether any of the request's inputs or outputs is in shared memory. */
+function usesSharedMemory(request: InferenceRequest): boolean {
+  for (const input of request.inputs) if (input.sharedMemory) return true;
+  if (request.outputs) for (const output of request.outputs) if (output.sharedMemory) return true;
+  return false;
+}
+
+/** The response of `request` from `model` with these outputs. */
+function responseOf(request: InferenceRequest, model: LoadedVersion, outputs: readonly Tensor[]): InferenceResponse {
+  const response = { modelName: model.modelName, modelVersion: model.version, outputs: outputs as Tensor[] };
+  if (request.id !== undefined) (response as { id?: string }).id = request.id;
+  return response;
+}
+
+/** The outputs as the request asked for them: selected, reshaped, and those asked as classifications classified. */
+function finishOutputs(model: LoadedVersion, validated: ValidatedRequest, tensors: Tensor[]): Tensor[] {
+  const selected = selectOutputs(model, tensors, validated.outputNames);
+  if (validated.classifications.size === 0) return selected;
+  return selected.map((tensor) => {
+    const count = validated.classifications.get(tensor.name);
+    if (count === undefined) return tensor;
+    return classify(tensor, count, model.outputsByName.get(tensor.name)!.labels, model.maxBatchSize > 0);
+  });
+}
+
 /** The asked-for outputs, in the order asked, shaped as the config declares them (reshape). */
 function selectOutputs(model: LoadedVersion, all: Tensor[], names: readonly string[]): Tensor[] {
-  const byName = new Map(all.map((t) => [t.name, t]));
+  // Outputs are few: a linear search allocates nothing.
+  const tensorNamed = (name: string): Tensor | undefined => {
+    for (const tensor of all) if (tensor.name === name) return tensor;
+    return undefined;
+  };
   return names.map((name) => {
-    const tensor = byName.get(name);
+    const tensor = tensorNamed(name);
     if (!tensor) throw Errors.internal(`model '${model.modelName}' produced no output '${name}'`);
     const spec = model.outputsByName.get(name)!;
     if (!spec.modelDims) return tensor;

@@ -30,16 +30,21 @@ export interface ValidatedRequest {
 export function validateRequest(request: InferenceRequest, model: LoadedVersion): ValidatedRequest {
   const name = model.modelName;
   const given = request.rawInput === undefined ? request.inputs : [rawRequestInput(request.rawInput, model)];
-  const byName = new Map<string, Tensor>();
-  for (const input of given) {
-    if (byName.has(input.name)) throw Errors.invalidArg(`input '${input.name}' already exists in request for model '${name}'`);
+  // Most models take one input or a few: a Map only for many (the common path allocates none).
+  const byName = given.length > SMALL_INPUT_COUNT ? new Map<string, Tensor>() : undefined;
+  for (let i = 0; i < given.length; i++) {
+    const input = given[i]!;
+    if (byName ? byName.has(input.name) : indexOfInput(given, input.name) < i) {
+      throw Errors.invalidArg(`input '${input.name}' already exists in request for model '${name}'`);
+    }
     if (!model.inputsByName.has(input.name)) {
       throw Errors.invalidArg(`unexpected inference input '${input.name}' for model '${name}'`);
     }
-    byName.set(input.name, input);
+    byName?.set(input.name, input);
   }
-  const missing = model.inputs.filter((spec) => !spec.optional && !byName.has(spec.name)).map((s) => `'${s.name}'`);
-  if (missing.length > 0) {
+  const inputNamed = (inputName: string): Tensor | undefined => (byName ? byName.get(inputName) : given[indexOfInput(given, inputName)]);
+  if (model.inputs.some((spec) => !spec.optional && !inputNamed(spec.name))) {
+    const missing = model.inputs.filter((spec) => !spec.optional && !inputNamed(spec.name)).map((s) => `'${s.name}'`);
     throw Errors.invalidArg(
       `expected ${model.inputs.length} inputs but got ${given.length} inputs for model '${name}'; missing ${missing.join(', ')}`,
     );
@@ -49,15 +54,15 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
   let batchSize: number | undefined;
   const inputs: Tensor[] = [];
   for (const spec of model.inputs) {
-    const tensor = byName.get(spec.name);
+    const tensor = inputNamed(spec.name);
     if (!tensor) continue;
     if (tensor.datatype !== spec.datatype) {
       throw Errors.invalidArg(
         `inference input '${spec.name}' data-type is '${tensor.datatype}', but model '${name}' expects '${spec.datatype}'`,
       );
     }
-    const expected = batching ? [-1, ...spec.dims] : spec.dims;
-    if (!shapeMatches(tensor.shape, expected)) {
+    if (!shapeMatches(tensor.shape, spec.dims, batching)) {
+      const expected = batching ? [-1, ...spec.dims] : spec.dims;
       throw Errors.invalidArg(
         `unexpected shape for input '${spec.name}' for model '${name}'. Expected ${formatShape(expected)}, got ${formatShape(tensor.shape)}`,
       );
@@ -92,8 +97,10 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
   }
 
   const outputNames = requestedOutputs(request, model);
-  const classifications = new Map<string, number>();
-  for (const output of request.outputs ?? []) {
+  const classifications = request.outputs?.some((o) => o.parameters['classification'] !== undefined)
+    ? new Map<string, number>()
+    : NO_CLASSIFICATIONS;
+  for (const output of classifications === NO_CLASSIFICATIONS ? [] : request.outputs!) {
     const count = output.parameters['classification'];
     if (count === undefined) continue;
     // A classification is BYTES text, not the output's tensor: it has no place in the region.
@@ -106,7 +113,7 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
         `classification of output '${output.name}' of model '${name}' needs numeric scores, but it is ${spec.datatype}`,
       );
     }
-    classifications.set(output.name, classificationCount(count, output.name));
+    (classifications as Map<string, number>).set(output.name, classificationCount(count, output.name));
   }
   return {
     inputs,
@@ -118,11 +125,25 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
   };
 }
 
-function shapeMatches(shape: readonly number[], expected: readonly number[]): boolean {
-  if (shape.length !== expected.length) return false;
-  for (let i = 0; i < shape.length; i++) if (expected[i] !== -1 && expected[i] !== shape[i]) return false;
+const SMALL_INPUT_COUNT = 8;
+
+const NO_CLASSIFICATIONS: ReadonlyMap<string, number> = new Map();
+
+function indexOfInput(inputs: readonly Tensor[], name: string): number {
+  for (let i = 0; i < inputs.length; i++) if (inputs[i]!.name === name) return i;
+  return -1;
+}
+
+/** Whether `shape` is `dims` (-1: any), after a batch dimension of any size when `batched`. */
+function shapeMatches(shape: readonly number[], dims: readonly number[], batched: boolean): boolean {
+  const offset = batched ? 1 : 0;
+  if (shape.length !== dims.length + offset) return false;
+  for (let i = 0; i < dims.length; i++) if (dims[i] !== -1 && dims[i] !== shape[i + offset]) return false;
   return true;
 }
+
+/** Every output of the model, in config order: one shared array per loaded version (nobody changes it). */
+const allOutputNames = new WeakMap<LoadedVersion, string[]>();
 
 function checkByteSize(tensor: Tensor, model: string, textOnly: boolean): void {
   // Past 2^31 elements, or bytes, in Triton's words (the frontends only read the shape).
@@ -155,7 +176,11 @@ function checkText(tensor: Tensor, model: string): void {
 }
 
 function requestedOutputs(request: InferenceRequest, model: LoadedVersion): string[] {
-  if (!request.outputs || request.outputs.length === 0) return model.outputs.map((o) => o.name);
+  if (!request.outputs || request.outputs.length === 0) {
+    let names = allOutputNames.get(model);
+    if (!names) allOutputNames.set(model, (names = model.outputs.map((o) => o.name)));
+    return names;
+  }
   const seen = new Set<string>();
   for (const output of request.outputs) {
     if (!model.outputsByName.has(output.name)) {

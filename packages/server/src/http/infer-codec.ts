@@ -204,7 +204,9 @@ function parseOutputs(raw: unknown): RequestedOutput[] | undefined {
 function parameterObject(raw: unknown, what: string): Parameters {
   if (raw === undefined || raw === null) return {};
   const object = jsonObject(raw, what);
-  for (const [key, value] of Object.entries(object)) {
+  for (const key in object) {
+    if (!Object.hasOwn(object, key)) continue;
+    const value = object[key];
     // Parameters are numbers here: an integer beyond 2^53 is rounded, as JSON.parse would.
     if (typeof value === 'bigint') {
       object[key] = Number(value);
@@ -233,13 +235,18 @@ export interface EncodedHttpResponse {
 
 /** Which outputs of a request are written as JSON text rather than binary data (FP16 and BF16 never are). */
 export function outputsSentAsJson(request: InferenceRequest): (output: { name: string; datatype: DataType }) => boolean {
-  const requested = new Map((request.outputs ?? []).map((o) => [o.name, o.parameters['binary_data']]));
   const binaryByDefault = request.parameters['binary_data_output'] === true;
+  if (!request.outputs || request.outputs.length === 0) return binaryByDefault ? NONE_AS_JSON : HALF_FLOATS_BINARY;
+  const requested = new Map(request.outputs.map((o) => [o.name, o.parameters['binary_data']]));
   return ({ name, datatype }) => {
     const asked = requested.get(name);
     return !(datatype === 'FP16' || datatype === 'BF16' || asked === true || (asked !== false && binaryByDefault));
   };
 }
+
+/** No output asked for by name: every one binary (binary_data_output), or all but FP16 and BF16 as JSON. */
+const NONE_AS_JSON = (): boolean => false;
+const HALF_FLOATS_BINARY = ({ datatype }: { datatype: DataType }): boolean => !(datatype === 'FP16' || datatype === 'BF16');
 
 /** Encodes an infer response; binary outputs are appended as they are (no JSON, no copies). */
 export function encodeHttpInferResponse(response: InferenceResponse, request: InferenceRequest): EncodedHttpResponse {

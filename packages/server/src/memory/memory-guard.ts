@@ -158,31 +158,18 @@ export class MemoryGuard {
    */
   reserve(bytes: number, advanceBytes = 0, overheadBytes = REQUEST_OVERHEAD_BYTES): MemoryReservation {
     this.charge(overheadBytes + bytes + advanceBytes);
-    let held = overheadBytes + bytes + advanceBytes;
-    let advance = advanceBytes;
-    let released = false;
-    return {
-      get bytes() {
-        return held;
-      },
-      grow: (more: number) => {
-        if (released || more <= 0) return;
-        const spent = Math.min(advance, more);
-        if (more > spent) this.charge(more - spent);
-        advance -= spent;
-        held += more - spent;
-      },
-      release: () => {
-        if (released) return;
-        released = true;
-        this.accounted -= held;
-      },
-    };
+    return new Reservation(this, overheadBytes + bytes + advanceBytes, advanceBytes);
   }
 
-  private charge(bytes: number): void {
+  /** Charges `bytes` more to requests in flight, or throws the over-budget error (Reservation.grow). */
+  charge(bytes: number): void {
     if (this.accounted + bytes > this.budgetBytes - this.baselineBytes) throw this.overBudget(bytes);
     this.accounted += bytes;
+  }
+
+  /** Returns `bytes` a reservation held (Reservation.release). */
+  discharge(bytes: number): void {
+    this.accounted -= bytes;
   }
 
   private publishBaseline(): void {
@@ -218,4 +205,34 @@ function readHeap(): HeapReading {
     else otherBytes += space.physical_space_size;
   }
   return { youngBytes, youngLimitBytes: YOUNG_LIMIT_BYTES, otherBytes };
+}
+
+/** One request's charge: a class, not closures, as every request makes one. */
+class Reservation implements MemoryReservation {
+  private released = false;
+
+  constructor(
+    private readonly guard: MemoryGuard,
+    private held: number,
+    /** Charged at reserve() for grow() to spend before charging more. */
+    private advance: number,
+  ) {}
+
+  get bytes(): number {
+    return this.held;
+  }
+
+  grow(more: number): void {
+    if (this.released || more <= 0) return;
+    const spent = Math.min(this.advance, more);
+    if (more > spent) this.guard.charge(more - spent);
+    this.advance -= spent;
+    this.held += more - spent;
+  }
+
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.guard.discharge(this.held);
+  }
 }

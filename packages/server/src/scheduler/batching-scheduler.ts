@@ -146,21 +146,9 @@ export class BatchingScheduler implements Scheduler {
       objective.noteArrival(request.arrivalNs);
     }
     return new Promise<Tensor[]>((resolve, reject) => {
+      const waiting = new QueuedWaiting(request, level, resolve, reject, this);
       // A client that goes away takes its queued request out of the queue at once.
-      const signal = request.signal;
-      const onAbort = () => this.onCancelled(waiting);
-      const settled = signal ? () => signal.removeEventListener('abort', onAbort) : undefined;
-      const waiting: Waiting = {
-        request,
-        level,
-        resolve: settled ? (outputs) => (settled(), resolve(outputs)) : resolve,
-        reject: settled ? (error) => (settled(), reject(error)) : reject,
-        timer: undefined,
-        prev: undefined,
-        next: undefined,
-        list: undefined,
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
+      request.signal?.addEventListener('abort', waiting, ONCE);
       const timeoutUs = level.timeoutMicroseconds(request);
       if (timeoutUs > 0) {
         const remainingNs = request.arrivalNs + BigInt(timeoutUs) * 1000n - this.clock.nowNs();
@@ -197,8 +185,8 @@ export class BatchingScheduler implements Scheduler {
     this.afterChange();
   }
 
-  /** Its client went away while it waited: it leaves the queue now, and never runs. */
-  private onCancelled(waiting: Waiting): void {
+  /** Its client went away while it waited (QueuedWaiting's abort listener): it leaves the queue now, and never runs. */
+  onCancelled(waiting: Waiting): void {
     if (!this.queues.remove(waiting)) return;
     if (waiting.timer !== undefined) this.clock.clearTimeout(waiting.timer);
     if (waiting.objectiveTimer !== undefined) this.clock.clearTimeout(waiting.objectiveTimer);
@@ -217,7 +205,7 @@ export class BatchingScheduler implements Scheduler {
     if (waiting.timer !== undefined) this.clock.clearTimeout(waiting.timer);
     const objective = this.objective!;
     this.shed(waiting.request, 'queued');
-    this.refuseAtDeadline(objective, waiting.request.arrivalNs, waiting.reject);
+    this.refuseAtDeadline(objective, waiting.request.arrivalNs, (error) => waiting.reject(error));
     this.afterChange();
   }
 
@@ -436,9 +424,10 @@ export class BatchingScheduler implements Scheduler {
     outcome: { readonly outputs: Tensor[] } | { readonly error: Error },
   ): void {
     const waiting = batch[i]!;
-    const deliver = 'error' in outcome ? () => waiting.reject(outcome.error) : () => waiting.resolve(outcome.outputs);
-    if (tickets) this.ordered!.settle(tickets[i]!, deliver);
-    else deliver();
+    if (tickets) {
+      this.ordered!.settle(tickets[i]!, 'error' in outcome ? () => waiting.reject(outcome.error) : () => waiting.resolve(outcome.outputs));
+    } else if ('error' in outcome) waiting.reject(outcome.error);
+    else waiting.resolve(outcome.outputs);
   }
 
   /** The instance is free again: the next batch forms at the end of this turn. */
@@ -474,6 +463,42 @@ export class BatchingScheduler implements Scheduler {
       this.idleWaiters = [];
       for (const resolve of waiters) resolve();
     }
+  }
+}
+
+const ONCE = { once: true } as const;
+
+/**
+ * A request in the queues until it is answered. It is its own abort listener (handleEvent), and it
+ * stops listening when it settles: one object a request, no closures (issue 34).
+ */
+class QueuedWaiting implements Waiting {
+  timer: unknown = undefined;
+  objectiveTimer?: unknown;
+  prev: Waiting | undefined = undefined;
+  next: Waiting | undefined = undefined;
+  list: Waiting['list'] = undefined;
+
+  constructor(
+    readonly request: QueuedRequest,
+    readonly level: Waiting['level'],
+    private readonly settleResolve: (outputs: Tensor[]) => void,
+    private readonly settleReject: (error: Error) => void,
+    private readonly scheduler: { onCancelled(waiting: Waiting): void },
+  ) {}
+
+  resolve(outputs: Tensor[]): void {
+    this.request.signal?.removeEventListener('abort', this);
+    this.settleResolve(outputs);
+  }
+
+  reject(error: Error): void {
+    this.request.signal?.removeEventListener('abort', this);
+    this.settleReject(error);
+  }
+
+  handleEvent(): void {
+    this.scheduler.onCancelled(this);
   }
 }
 

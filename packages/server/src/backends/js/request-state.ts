@@ -4,14 +4,17 @@
  * a decoupled model its response sender. The sender posts each response to the main thread and, past
  * MAX_UNSENT_RESPONSES not yet taken for sending, makes the model wait (backpressure). Runs in the worker.
  */
-import { ResponseSenderError, type ModelResponse, type ResponseSender } from '@batchwise/backend';
+import { ResponseSenderError, type ModelRequest, type ModelResponse, type ResponseSender, type Tensor } from '@batchwise/backend';
 import { MAX_UNSENT_RESPONSES, type ByteTensor } from './protocol.ts';
 
 /** A response in the server's byte layout, or its error. */
 export type ByteResponse = { readonly outputs: ByteTensor[] } | { readonly error: { readonly message: string; readonly code?: string } };
 
 interface State {
-  readonly controller: AbortController;
+  /** Made when model code first reads the request's signal: most never do, and an AbortController costs each request. */
+  controller: AbortController | undefined;
+  /** Why the main thread ended the request (its signal's reason). */
+  endedBy: ResponseSenderError | undefined;
   readonly id: string | undefined;
   /** Why later sends fail: the final response went, or the main thread ended the request. */
   closedBy: ResponseSenderError | undefined;
@@ -39,12 +42,11 @@ export class RequestStates {
     return error?.name === 'ResponseSenderError' || (error?.name === 'ModelCallError' && error.code === 'CANCELLED');
   }
 
-  /** What a request of the batch carries for model code: its signal, and its sender in a decoupled model. */
-  open(key: number, id: string | undefined): { signal: AbortSignal; responseSender?: ResponseSender } {
-    const state: State = { controller: new AbortController(), id, closedBy: undefined, unsent: 0, waiting: [] };
+  /** A request of the batch as model code sees it: its own fields, its signal, and its sender in a decoupled model. */
+  open(key: number, fields: RequestFields): ModelRequest {
+    const state: State = { controller: undefined, endedBy: undefined, id: fields.id, closedBy: undefined, unsent: 0, waiting: [] };
     this.states.set(key, state);
-    const signal = state.controller.signal;
-    return this.decoupled ? { signal, responseSender: this.sender(key, state) } : { signal };
+    return new OpenRequest(fields, state, this.decoupled ? this.sender(key, state) : undefined);
   }
 
   /** A request of a model that is not decoupled: its batch returned. */
@@ -62,8 +64,9 @@ export class RequestStates {
       code === 'CANCELLED' ? 'CANCELLED' : 'UNAVAILABLE',
     );
     state.closedBy = why;
+    state.endedBy = why;
     for (const waiter of state.waiting.splice(0)) waiter.reject(why);
-    state.controller.abort(why);
+    state.controller?.abort(why);
   }
 
   /** One response of the request was taken for sending. */
@@ -103,10 +106,46 @@ export class RequestStates {
         if (state.unsent < MAX_UNSENT_RESPONSES) return Promise.resolve();
         return new Promise<void>((resolve, reject) => state.waiting.push({ resolve, reject }));
       },
-      isCancelled: () => state.controller.signal.aborted,
+      isCancelled: () => state.endedBy !== undefined,
       get closed() {
         return state.closedBy !== undefined;
       },
     };
+  }
+}
+
+/** What model code sees of a request besides its signal and sender. */
+export interface RequestFields {
+  readonly id?: string;
+  readonly inputs: Readonly<Record<string, Tensor>>;
+  readonly requestedOutputs: readonly string[];
+  readonly parameters: Readonly<Record<string, string | number | boolean>>;
+}
+
+/** A request handed to model code; `signal` is made on first read, already aborted if the request has ended. */
+class OpenRequest implements ModelRequest {
+  readonly id?: string;
+  readonly inputs: Readonly<Record<string, Tensor>>;
+  readonly requestedOutputs: readonly string[];
+  readonly parameters: Readonly<Record<string, string | number | boolean>>;
+  readonly responseSender?: ResponseSender;
+  readonly #state: State;
+
+  constructor(fields: RequestFields, state: State, responseSender: ResponseSender | undefined) {
+    if (fields.id !== undefined) this.id = fields.id;
+    this.inputs = fields.inputs;
+    this.requestedOutputs = fields.requestedOutputs;
+    this.parameters = fields.parameters;
+    if (responseSender) this.responseSender = responseSender;
+    this.#state = state;
+  }
+
+  get signal(): AbortSignal {
+    const state = this.#state;
+    if (!state.controller) {
+      state.controller = new AbortController();
+      if (state.endedBy) state.controller.abort(state.endedBy);
+    }
+    return state.controller.signal;
   }
 }

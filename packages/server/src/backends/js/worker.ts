@@ -130,13 +130,14 @@ const states = new RequestStates(init.args.modelName, init.decoupled, byteOutput
 
 async function execute(model: Model, id: number, buffer: ArrayBuffer, requests: readonly WireRequest[]): Promise<void> {
   const t0 = process.hrtime.bigint();
-  const modelRequests = requests.map((r) => ({
-    ...(r.id !== undefined && { id: r.id }),
-    inputs: Object.fromEntries(r.inputs.map((s) => [s.name, toModelTensor(buffer, s)])),
-    requestedOutputs: r.outputNames,
-    parameters: r.parameters,
-    ...states.open(r.key, r.id),
-  }));
+  const modelRequests = requests.map((r) =>
+    states.open(r.key, {
+      ...(r.id !== undefined && { id: r.id }),
+      inputs: Object.fromEntries(r.inputs.map((s) => [s.name, toModelTensor(buffer, s)])),
+      requestedOutputs: r.outputNames,
+      parameters: r.parameters,
+    }),
+  );
   const t1 = process.hrtime.bigint();
   runningExecuteId = id;
   let answers: unknown;
