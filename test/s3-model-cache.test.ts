@@ -13,6 +13,8 @@ name: "${name}"
 max_batch_size: 8
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+# In a worker thread, which the test crashes to see it restart from the cached files.
+parameters { key: "batchwise_event_loop_run_us" value: { string_value: "0" } }
 `;
 const MODEL = serializeModel(identity('FP32', [4]));
 

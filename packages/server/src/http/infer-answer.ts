@@ -3,10 +3,11 @@ import type { InferenceService, MemoryReservation } from '../core/index.ts';
 import { CANARY_KEY_HEADER } from '../core/index.ts';
 import type { JsonArrayCounter } from '../tensor/json-census.ts';
 import { sequenceCookie } from '../protocol/sequence-cookie.ts';
-import { decodeHttpInferRequest, encodeHttpInferResponse, HEADER_LENGTH_HEADER, outputsSentAsJson } from './infer-codec.ts';
+import { decodeHttpInferRequest, encodeHttpInferResponse, outputsSentAsJson } from './infer-codec.ts';
 import { admitJsonBody } from './json-admission.ts';
 import { compressResponse, COMPRESSION_THRESHOLD_BYTES, negotiateResponseEncoding } from './response-compression.ts';
 
+/** Header names as fastify sends them, lower case, whichever path answers. */
 const HEADER_LENGTH = 'inference-header-content-length';
 
 /** What answers an infer request needs of it, from fastify's request or from Node's (direct-infer.ts). */
@@ -73,7 +74,7 @@ export async function answerInfer(service: InferenceService, exchange: InferExch
     replyHeaders['set-cookie'] = sequenceCookie(sequenceId);
   }
   // Inference-Header-Content-Length counts the JSON before compression, as Triton's does.
-  if (encoded.headerLength !== undefined) replyHeaders[HEADER_LENGTH_HEADER] = encoded.headerLength;
+  if (encoded.headerLength !== undefined) replyHeaders[HEADER_LENGTH] = encoded.headerLength;
   let payload = encoded.chunks.length === 1 ? encoded.chunks[0]! : Buffer.concat(encoded.chunks);
   const encoding = payload.length >= COMPRESSION_THRESHOLD_BYTES ? negotiateResponseEncoding(headers['accept-encoding']) : undefined;
   if (encoding !== undefined) {

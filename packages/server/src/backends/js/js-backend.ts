@@ -23,7 +23,16 @@ import type {
 import { spawnWorkerThread, SupervisedWorker, waitUntilLoaded } from '../worker-supervision.ts';
 import { DEFAULT_FINAL_RESPONSE_TIMEOUT_MS, FINAL_RESPONSE_TIMEOUT_PARAMETER, LiveRequests } from './live-requests.ts';
 import { OutputRules } from './output-check.ts';
-import { packTensors, sliceBytes, type FromWorker, type ToWorker, type WireResponse, type WorkerInit } from './protocol.ts';
+import {
+  packRequests,
+  packTensors,
+  sliceBytes,
+  unpack,
+  type FromWorker,
+  type ToWorker,
+  type WireResponse,
+  type WorkerInit,
+} from './protocol.ts';
 
 /** Per-model parameter: milliseconds an `execute` may take before its batch fails and its worker is replaced. */
 export const EXECUTE_TIMEOUT_PARAMETER = 'batchwise_execute_timeout_ms';
@@ -218,7 +227,7 @@ class JsInstance implements ModelInstance {
       const timer = setTimeout(() => this.onTimeout(worker, id), this.timeoutMs);
       const ended = requests.map((r, i) => this.live.add(keys[i]!, r, worker));
       this.pending.set(id, { requests, keys, ended, timer, resolve, reject });
-      const message: ToWorker = { type: 'execute', id, buffer, requests: wire };
+      const message: ToWorker = { type: 'execute', id, buffer, requests: packRequests(wire) };
       worker.postMessage(message, [buffer]);
       // Cancelled before it reached the worker: it starts ended.
       requests.forEach((r, i) => r.signal?.aborted && this.live.end(keys[i]!, Errors.cancelled()));
@@ -263,7 +272,7 @@ class JsInstance implements ModelInstance {
     }
     for (const key of run.keys) this.live.done(key);
     run.resolve({
-      responses: message.responses.map((response, i) => this.outcome(message.buffer, response, run.requests[i]!)),
+      responses: unpack(message.responses).map((response, i) => this.outcome(message.buffer, response, run.requests[i]!)),
       timings: message.timings,
     });
   }

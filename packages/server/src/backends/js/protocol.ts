@@ -48,7 +48,7 @@ export interface WireCall {
 }
 
 export type ToWorker =
-  | { readonly type: 'execute'; readonly id: number; readonly buffer: ArrayBuffer; readonly requests: readonly WireRequest[] }
+  | { readonly type: 'execute'; readonly id: number; readonly buffer: ArrayBuffer; readonly requests: Packed<WireRequest> }
   | {
       readonly type: 'call-result';
       readonly callId: number;
@@ -71,7 +71,7 @@ export type FromWorker =
       readonly type: 'executed';
       readonly id: number;
       readonly buffer: ArrayBuffer;
-      readonly responses: readonly WireResponse[];
+      readonly responses: Packed<WireResponse>;
       readonly timings: ExecutionTimings;
     }
   | { readonly type: 'execute-failed'; readonly id: number; readonly message: string }
@@ -137,4 +137,31 @@ export function sliceBytes(buffer: ArrayBuffer, slice: WireSlice): Uint8Array {
 
 function align(n: number): number {
   return Math.ceil(n / ALIGN) * ALIGN;
+}
+
+/**
+ * A batch's requests or responses as JSON text, which crosses to the other thread as one string: a
+ * structured clone of their many small objects cost several times what JSON.stringify and parse do
+ * (issue 34: 9-13 us against 3-4 us a batch of eight). A list JSON cannot carry exactly (a parameter
+ * that is NaN or infinite) crosses as objects.
+ */
+export type Packed<T> = string | readonly T[];
+
+export function packRequests(requests: readonly WireRequest[]): Packed<WireRequest> {
+  for (const r of requests) {
+    for (const key in r.parameters) {
+      const value = r.parameters[key];
+      if (typeof value === 'number' && !Number.isFinite(value)) return requests;
+    }
+  }
+  return JSON.stringify(requests);
+}
+
+/** Responses carry names, shapes, offsets and messages only: always JSON. */
+export function packResponses(responses: readonly WireResponse[]): Packed<WireResponse> {
+  return JSON.stringify(responses);
+}
+
+export function unpack<T>(packed: Packed<T>): readonly T[] {
+  return typeof packed === 'string' ? (JSON.parse(packed) as T[]) : packed;
 }

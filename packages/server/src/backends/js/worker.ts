@@ -10,7 +10,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { isErrorCode, MODEL_CALLER, ModelCallError } from '@batchwise/backend';
 import { registerBackendResolution } from './resolve-hook.ts';
 import type { FromWorker, ToWorker, WireRequest, WireResponse, WorkerInit } from './protocol.ts';
-import { packTensors } from './protocol.ts';
+import { packResponses, packTensors, unpack } from './protocol.ts';
 import { RequestStates } from './request-state.ts';
 import { toByteTensor, toModelTensor } from './worker-tensors.ts';
 
@@ -167,7 +167,7 @@ async function execute(model: Model, id: number, buffer: ArrayBuffer, requests: 
       type: 'executed',
       id,
       buffer: packed.buffer,
-      responses,
+      responses: packResponses(responses),
       timings: timingsOf(t0, t1, t2, t3),
     },
     [packed.buffer],
@@ -216,7 +216,7 @@ async function main(): Promise<void> {
   port.on('message', (message: ToWorker) => {
     switch (message.type) {
       case 'execute':
-        execute(model, message.id, message.buffer, message.requests).catch((error: unknown) =>
+        execute(model, message.id, message.buffer, unpack(message.requests)).catch((error: unknown) =>
           send({ type: 'execute-failed', id: message.id, message: messageOf(error) }),
         );
         return;

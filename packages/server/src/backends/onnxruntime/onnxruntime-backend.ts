@@ -5,6 +5,7 @@ import { GpuOutOfMemoryError, isGpuOutOfMemory } from '../gpu-oom.ts';
 import { spawnWorkerThread, SupervisedWorker, waitUntilLoaded } from '../worker-supervision.ts';
 import type { FromWorker, ToWorker, WireTensor, WorkerInit } from './protocol.ts';
 import { ownBuffer, transferListOf } from './protocol.ts';
+import { createEventLoopInstance, eventLoopCandidate, timeFullBatch } from './event-loop-instance.ts';
 
 export interface OnnxRuntimeBackendOptions {
   /**
@@ -135,13 +136,19 @@ async function createInstance(options: InstanceOptions, backendOptions: OnnxRunt
     allowCpuFallback: options.allowCpuFallback,
     settings: options.sessionOptions,
   };
+  // Before a worker starts: a bad batchwise_event_loop_run_us fails the load here.
+  const candidate = await eventLoopCandidate(options);
   const spawn = () => spawnWorker(init, backendOptions);
   const worker = await waitUntilLoaded<Loaded>(spawn());
   const { io, executionProvider, fallbackReason } = worker.loaded;
-  return {
-    instance: new WorkerInstance(worker, spawn, options.modelName, backendOptions.workerHeapLimitBytes),
-    io,
-    executionProvider,
-    ...(fallbackReason !== undefined && { fallbackReason }),
-  };
+  const instance = new WorkerInstance(worker, spawn, options.modelName, backendOptions.workerHeapLimitBytes);
+  if (candidate) {
+    const outputNames = io.outputs.map((o) => o.name);
+    if ((await timeFullBatch(instance, candidate.batch, outputNames, candidate.limitUs)) <= candidate.limitUs) {
+      const onEventLoop = await createEventLoopInstance(options);
+      await instance.close();
+      return { instance: onEventLoop, io, executionProvider };
+    }
+  }
+  return { instance, io, executionProvider, ...(fallbackReason !== undefined && { fallbackReason }) };
 }

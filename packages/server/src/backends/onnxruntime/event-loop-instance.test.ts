@@ -1,0 +1,90 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import ort from 'onnxruntime-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mlp, serializeModel, slowModel } from '@batchwise/modelgen';
+import type { ModelConfig } from '../../config/model-config.ts';
+import type { InstanceOptions } from '../backend.ts';
+import { onnxRuntimeBackend } from './onnxruntime-backend.ts';
+
+const WIDTH = 8;
+
+function config(overrides: Partial<ModelConfig> = {}, dims = [WIDTH]): ModelConfig {
+  return {
+    name: 'm',
+    max_batch_size: 16,
+    input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims }],
+    output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims }],
+    ...overrides,
+  };
+}
+
+function options(modelPath: string, modelConfig: ModelConfig, device: 'cpu' | 'cuda' = 'cpu'): InstanceOptions {
+  return {
+    modelName: 'm',
+    modelPath,
+    device,
+    deviceId: 0,
+    allowCpuFallback: false,
+    sessionOptions: {},
+    model: { config: modelConfig, version: '1', modelDir: '', versionDir: '', instanceName: 'm_0', kind: 'KIND_CPU' },
+  };
+}
+
+/** Whether the instance runs in a worker thread (only worker instances can be crashed for tests). */
+const inWorker = (instance: object) => 'crashForTesting' in instance;
+
+describe('an ONNX instance on the event loop', () => {
+  let dir: string;
+  let small: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'batchwise-event-loop-'));
+    small = join(dir, 'mlp.onnx');
+    await writeFile(small, serializeModel(mlp({ layers: 2, width: WIDTH })));
+    await writeFile(join(dir, 'slow.onnx'), serializeModel(slowModel({ repeats: 400, width: 64 })));
+  });
+  afterAll(() => rm(dir, { recursive: true, force: true }));
+
+  it('serves a small fixed-size model without a worker, with the answers ONNX Runtime gives in-process', async () => {
+    const { instance, io } = await onnxRuntimeBackend.createInstance(options(small, config()));
+    expect(inWorker(instance)).toBe(false);
+    expect(io.outputs.map((o) => o.name)).toEqual(['OUTPUT0']);
+    const rows = 5;
+    const input = Float32Array.from({ length: rows * WIDTH }, (_, i) => Math.sin(i) * 3);
+    const { outputs } = await instance.execute(
+      [{ name: 'INPUT0', datatype: 'FP32', shape: [rows, WIDTH], data: new Uint8Array(input.slice().buffer) }],
+      ['OUTPUT0'],
+    );
+    const session = await ort.InferenceSession.create(small);
+    const expected = (await session.run({ INPUT0: new ort.Tensor('float32', input, [rows, WIDTH]) }))['OUTPUT0']!;
+    const got = new Float32Array(outputs[0]!.data.buffer, outputs[0]!.data.byteOffset, rows * WIDTH);
+    expect(outputs[0]!.shape).toEqual([rows, WIDTH]);
+    expect(Array.from(got)).toEqual(Array.from(expected.data as Float32Array));
+    await session.release();
+    await instance.close();
+  });
+
+  it.each([
+    ['batchwise_event_loop_run_us is 0', config({ parameters: { batchwise_event_loop_run_us: { string_value: '0' } } })],
+    ['a dimension is variable', config({}, [-1])],
+    ['it has two instances', config({ instance_group: [{ kind: 'KIND_CPU', count: 2 }] })],
+    ['its config lists no inputs', config({ input: [] })],
+  ])('stays in a worker when %s', async (_why, modelConfig) => {
+    const { instance } = await onnxRuntimeBackend.createInstance(options(small, modelConfig));
+    expect(inWorker(instance)).toBe(true);
+    await instance.close();
+  });
+
+  it('stays in a worker when a full batch takes longer than the limit', async () => {
+    const slow = config({ max_batch_size: 8, parameters: { batchwise_event_loop_run_us: { string_value: '20' } } }, [64]);
+    const { instance } = await onnxRuntimeBackend.createInstance(options(join(dir, 'slow.onnx'), slow));
+    expect(inWorker(instance)).toBe(true);
+    await instance.close();
+  });
+
+  it('refuses a limit that is not a number of microseconds, naming the parameter', async () => {
+    const bad = config({ parameters: { batchwise_event_loop_run_us: { string_value: 'fast' } } });
+    await expect(onnxRuntimeBackend.createInstance(options(small, bad))).rejects.toThrow(/batchwise_event_loop_run_us .* 'fast'/);
+  });
+});
