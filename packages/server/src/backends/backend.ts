@@ -138,6 +138,8 @@ export interface LoadedInstance {
   readonly executionProvider: string;
   /** Set when the provider differs from what was asked for (explicit CPU fallback). */
   readonly fallbackReason?: string;
+  /** Set when the instance runs on the event loop: how long a full batch took when timed at load, microseconds. */
+  readonly eventLoopRunUs?: number;
 }
 
 export interface Backend {

@@ -153,6 +153,12 @@ async function openVersion(
       created.map((c) => c.instance),
       config.output.map((o) => o.name),
     );
+    if (first.eventLoopRunUs !== undefined) {
+      options.logger.info(
+        { model: folder.name, version: String(version), fullBatchUs: first.eventLoopRunUs },
+        'instance runs on the event loop: a full batch takes less than a hand-off to a worker (batchwise_event_loop_run_us)',
+      );
+    }
     if (first.fallbackReason) {
       options.logger.warn(
         { model: folder.name, version, reason: first.fallbackReason },

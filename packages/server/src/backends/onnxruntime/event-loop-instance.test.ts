@@ -47,8 +47,9 @@ describe('an ONNX instance on the event loop', () => {
   afterAll(() => rm(dir, { recursive: true, force: true }));
 
   it('serves a small fixed-size model without a worker, with the answers ONNX Runtime gives in-process', async () => {
-    const { instance, io } = await onnxRuntimeBackend.createInstance(options(small, config()));
+    const { instance, io, eventLoopRunUs } = await onnxRuntimeBackend.createInstance(options(small, config()));
     expect(inWorker(instance)).toBe(false);
+    expect(eventLoopRunUs).toBeGreaterThan(0);
     expect(io.outputs.map((o) => o.name)).toEqual(['OUTPUT0']);
     const rows = 5;
     const input = Float32Array.from({ length: rows * WIDTH }, (_, i) => Math.sin(i) * 3);
@@ -71,8 +72,9 @@ describe('an ONNX instance on the event loop', () => {
     ['it has two instances', config({ instance_group: [{ kind: 'KIND_CPU', count: 2 }] })],
     ['its config lists no inputs', config({ input: [] })],
   ])('stays in a worker when %s', async (_why, modelConfig) => {
-    const { instance } = await onnxRuntimeBackend.createInstance(options(small, modelConfig));
+    const { instance, eventLoopRunUs } = await onnxRuntimeBackend.createInstance(options(small, modelConfig));
     expect(inWorker(instance)).toBe(true);
+    expect(eventLoopRunUs).toBeUndefined();
     await instance.close();
   });
 

@@ -144,10 +144,11 @@ async function createInstance(options: InstanceOptions, backendOptions: OnnxRunt
   const instance = new WorkerInstance(worker, spawn, options.modelName, backendOptions.workerHeapLimitBytes);
   if (candidate) {
     const outputNames = io.outputs.map((o) => o.name);
-    if ((await timeFullBatch(instance, candidate.batch, outputNames, candidate.limitUs)) <= candidate.limitUs) {
+    const runUs = await timeFullBatch(instance, candidate.batch, outputNames, candidate.limitUs);
+    if (runUs <= candidate.limitUs) {
       const onEventLoop = await createEventLoopInstance(options);
       await instance.close();
-      return { instance: onEventLoop, io, executionProvider };
+      return { instance: onEventLoop, io, executionProvider, eventLoopRunUs: Math.round(runUs) };
     }
   }
   return { instance, io, executionProvider, ...(fallbackReason !== undefined && { fallbackReason }) };
