@@ -203,6 +203,35 @@ describe("the program's own options", () => {
   });
 });
 
+/**
+ * The default --help shows, as commander prints it: the option's defaultValueDescription, else the
+ * value as JSON (a string in quotes, which a user types without them).
+ */
+function shownDefault(option: Option): string {
+  const shown = option.defaultValueDescription ?? JSON.stringify(option.defaultValue);
+  return /^".*"$/.test(shown) ? (JSON.parse(shown) as string) : shown;
+}
+
+describe('the defaults --help shows (issue 35: tune showed --budget 600000 and --concurrency [1,2,4,8,16,32])', () => {
+  for (const leaf of leaves) {
+    const defaulted = leaf.options.filter((o) => o.defaultValue !== undefined && !o.isBoolean());
+    it(`${commandPath(leaf)}: each default is written as one types the flag's value, and typed so it gives the default`, () => {
+      for (const option of defaulted) {
+        const shown = shownDefault(option);
+        let typed: unknown;
+        try {
+          typed = parsedValue(option, shown);
+        } catch (error) {
+          throw new Error(
+            `${commandPath(leaf)} ${option.flags}: --help shows the default '${shown}', which the flag refuses: ${(error as Error).message}`,
+          );
+        }
+        expect(typed, `${commandPath(leaf)} ${option.flags} (default shown: ${shown})`).toEqual(option.defaultValue);
+      }
+    });
+  }
+});
+
 describe('a group without a command', () => {
   for (const group of commandsOf(program).filter((c) => c.commands.length > 0)) {
     it(`'${commandPath(group)}' exits 1 saying it needs a command, then its help`, async () => {

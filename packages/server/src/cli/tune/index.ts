@@ -52,13 +52,19 @@ export function tuneCommand(io: TuneCommandIO = {}): Command {
       'p99 latency to stay within, with a unit: 50ms, 0.2s',
       durationParser('--latency-objective'),
     )
-    .option('--budget <duration>', 'total time for the sweep: 10m, 90s', durationParser('--budget'), 600_000)
+    .addOption(
+      new Option('--budget <duration>', 'total time for the sweep: 10m, 90s').argParser(durationParser('--budget')).default(600_000, '10m'),
+    )
     .option('--apply', 'write the recommended config into the (local) repository; for S3, print the models promote command that ships it')
     .option(
       '--out <dir>',
       'folder for report.json, report.md, pareto.svg and recommended.config.pbtxt (default: tune-results/<model>-<time>)',
     )
-    .option('--concurrency <list>', 'closed-loop concurrencies to measure each config at', parseConcurrencies, [1, 2, 4, 8, 16, 32])
+    .addOption(
+      new Option('--concurrency <list>', 'closed-loop concurrencies to measure each config at')
+        .argParser(parseConcurrencies)
+        .default([1, 2, 4, 8, 16, 32], '1,2,4,8,16,32'),
+    )
     .option(
       '--window-ms <ms>',
       'measurement window (after a warm-up of the same length); more windows until throughput is stable',
