@@ -2,6 +2,7 @@ import { cp, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { appendFile } from 'node:fs/promises';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GrpcClient } from '@batchwise/client';
 import { identity, serializeModel, simpleAddSub } from '@batchwise/modelgen';
@@ -266,6 +267,41 @@ describe('poll mode', () => {
     await load;
     expect(failures).toEqual([]);
     expect(served).toBeGreaterThan(10);
+  });
+
+  it('logs a broken config that stays as it is once, not at every poll; each change of it once (issue 35)', async () => {
+    const lines: { msg: string; model?: string }[] = [];
+    const logger = pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line) as { msg: string }) });
+    const broken = (value: string) => `name: "b"\nmax_batch_size: ${value}\n`;
+    const { repo, server } = await start(
+      [
+        { name: 'm', model: identity('FP32', [4]), config: config('m') },
+        { name: 'b', model: identity('FP32', [4]), config: broken('eight') },
+      ],
+      { modelControlMode: 'poll', repositoryPollSecs: 1, logger },
+    );
+    const logged = (msg: string) => lines.filter((l) => l.model === 'b' && l.msg === msg).length;
+    const errors = () => logged('model failed to load');
+    // Every look at the model logs its failure, as an error or (unchanged) at debug: the test's clock, in polls.
+    const looks = () => errors() + logged('model still fails to load, for the same reason');
+    const write = (text: string) => writeFile(join(repo.dir, 'b', 'config.pbtxt'), text);
+
+    await waitFor(async () => looks() >= 3, 15_000);
+    expect(errors()).toBe(1);
+    // Another mistake is a change of state: said once, then quiet again.
+    await write(broken('nine'));
+    await waitFor(async () => errors() === 2, 15_000);
+    const before = looks();
+    await waitFor(async () => looks() >= before + 2, 15_000);
+    expect(errors()).toBe(2);
+    // Fixed, then broken again as at first: that is news again.
+    await write(config('b'));
+    await waitFor(async () => (await infer(server, 'b')).status === 200, 15_000);
+    await write(broken('eight'));
+    await waitFor(async () => errors() === 3, 15_000);
+    const after = looks();
+    await waitFor(async () => looks() >= after + 2, 15_000);
+    expect(errors()).toBe(3);
   });
 
   it('keeps batchwise_model_ready at 1 for a version reloaded in place after a config change', async () => {

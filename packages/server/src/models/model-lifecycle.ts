@@ -97,7 +97,8 @@ export class ModelLifecycle {
       wanted = withCanaryVersions(selectVersions(folder.versions, written?.version_policy), await this.canaryOf(entry, folder));
       if (wanted.length === 0) throw Errors.invalidArg(`model '${folder.name}' has no version folder that its version policy selects`);
     } catch (error) {
-      return this.recordFailure(entry, reasonOf(listed, error));
+      // A poll that finds the same failure (an unchanged broken config) says so once, not at every poll.
+      return this.recordFailure(entry, reasonOf(listed, error), forceReload);
     }
     entry.selected = wanted;
     const ensemble = isEnsembleConfig(written) ? await this.settleSteps(entry.name, written!) : undefined;
@@ -272,11 +273,19 @@ export class ModelLifecycle {
     await this.retireInBackground(entry, [version]);
   }
 
-  private recordFailure(entry: ModelEntry, reason: string): string {
+  /**
+   * Records why the model cannot load. Logged as an error when the failure is new (the first, or
+   * another reason than the one on record) or `always` (a load asked for over the API); the same
+   * failure found again by a poll is logged at debug only.
+   */
+  private recordFailure(entry: ModelEntry, reason: string, always = true): string {
+    const unchanged = !always && entry.reason === reason;
     entry.reason = reason;
     this.reportLoadState(entry);
     if (entry.serving.size === 0) entry.state = 'UNAVAILABLE';
-    this.logger.error({ model: entry.name, reason, stillServing: [...entry.serving.keys()] }, 'model failed to load');
+    const fields = { model: entry.name, reason, stillServing: [...entry.serving.keys()] };
+    if (unchanged) this.logger.debug(fields, 'model still fails to load, for the same reason');
+    else this.logger.error(fields, 'model failed to load');
     return reason;
   }
 
