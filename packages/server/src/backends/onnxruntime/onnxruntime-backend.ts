@@ -146,8 +146,7 @@ async function createInstance(options: InstanceOptions, backendOptions: OnnxRunt
     const outputNames = io.outputs.map((o) => o.name);
     const runUs = await timeFullBatch(instance, candidate.batch, outputNames, candidate.limitUs);
     if (runUs <= candidate.limitUs) {
-      const onEventLoop = await createEventLoopInstance(options);
-      await instance.close();
+      const onEventLoop = await createEventLoopInstance(options, instance);
       return { instance: onEventLoop, io, executionProvider, eventLoopRunUs: Math.round(runUs) };
     }
   }
