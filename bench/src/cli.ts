@@ -1,5 +1,5 @@
 /**
- * `pnpm bench <scenario...> [options]`: batching | limit | efficiency | overhead | grpc | objective-overload | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | sequences | streaming | tune | wrk-check | all.
+ * `pnpm bench <scenario...> [options]`: batching | limit | efficiency | overhead | builds | grpc | objective-overload | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | sequences | streaming | tune | wrk-check | all.
  * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg and .md.
  * `pnpm bench` builds first (`pnpm build`) and runs the compiled server unless BATCHWISE_SERVER_CLI says otherwise.
  */
@@ -7,6 +7,7 @@ import { FULL_WINDOWS, SMOKE_WINDOWS, type WindowOptions } from '@batchwise/clie
 import { FULL_MODEL, SMOKE_MODEL, runBatching } from './scenarios/batching.ts';
 import { runLimit } from './scenarios/limit.ts';
 import { QUICK_WINDOWS, runOverhead } from './scenarios/overhead.ts';
+import { runBuilds } from './scenarios/builds.ts';
 import { runEfficiency } from './scenarios/efficiency.ts';
 import { OBJECTIVE_OVERLOAD_MODEL, runObjectiveOverload } from './scenarios/objective-overload.ts';
 import { runWrkCheck } from './scenarios/wrk-check.ts';
@@ -38,6 +39,13 @@ scenarios (several run in order; 'all' runs every one):
              (lean client): p50 and server CPU per request over the echo's, throughput over the
              naive peer's; PASS/MISS (issue 34); --quick: under 40 s, run it before every commit
              that touches the request path
+  builds     issue 34's bisect: the compiled servers of several checkouts (--builds <dirA>,<dirB>,...,
+             each with packages/server/dist built) side by side with the bare fastify echo on the
+             overhead repository (tiny, tiny_js), interleaved in one run: --rounds (4) rounds, each
+             measuring at every --concurrency (16,1) and model the echo and every build in an order
+             rotated and reversed from round to round, windows of --window-ms (750) ms: server CPU per
+             request, p50, req/s, ratios over the same round's echo, medians over rounds, and each
+             build's CPU per request over the build given before it (not part of 'all')
   grpc       gRPC (grpc-js client, and a lean pre-encoded node:http2 one) vs HTTP binary
              on the tiny model; gRPC vs HTTP binary on the batching model (c=16)
   objective-overload
@@ -89,6 +97,7 @@ options:
   --arrivals=poisson       open-loop arrivals: poisson (default) or constant
   --protocol=http-binary   http-binary, http-json, grpc, grpc-raw; comma-separated for several (batching)
   --window-ms=2000         measurement window; --max-windows=6; --tolerance=0.1
+  --builds=<dir>,<dir>     builds: the checkouts to compare; --rounds=4: how many interleaved rounds
   --static-config <path>   adaptive: the static config to compare (e.g. batchwise tune's
                            recommended.config.pbtxt); without it a fixed 1 ms delay
   --phase-ms=20000         adaptive: length of each phase
@@ -111,6 +120,27 @@ const option = (name: string): string | undefined => {
   if (i >= 0) return args[i + 1];
   return args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 };
+/** Options that take a value: given as `--name value`, the value is not a scenario name. */
+const VALUE_OPTIONS = new Set(
+  [
+    'static-config',
+    'builds',
+    'rounds',
+    'concurrency',
+    'rate',
+    'arrivals',
+    'protocol',
+    'window-ms',
+    'max-windows',
+    'tolerance',
+    'phase-ms',
+    'duration-ms',
+    'objective',
+    'objective-ms',
+    'budget',
+    'start',
+  ].map((name) => `--${name}`),
+);
 const staticConfig = option('static-config');
 const list = (name: string): number[] | undefined => option(name)?.split(',').map(Number);
 const smoke = args.includes('--smoke') || process.env['BENCH_SMOKE'] === '1';
@@ -216,6 +246,17 @@ const scenarios: Record<string, () => Promise<unknown>> = {
     });
     if (runs.some((r) => r.errors > 0)) process.exitCode = 1;
   },
+  builds: () =>
+    runBuilds({
+      builds: (option('builds') ?? fail('builds: --builds <dirA>,<dirB>,... is required')).split(',').filter(Boolean),
+      rounds: Number(option('rounds') ?? (smoke ? 1 : 4)),
+      concurrencies: list('concurrency') ?? (smoke ? [4] : [16, 1]),
+      windows: smoke
+        ? SMOKE_WINDOWS
+        : { warmupMs: 250, windowMs: Number(option('window-ms') ?? 750), minWindows: 2, maxWindows: 2, tolerance: 1 },
+      log,
+      name: `${prefix}builds`,
+    }),
   ensemble: () => runEnsemble({ concurrencies: [1, 16], tinyConcurrency: 16, windows, log, name: `${prefix}ensemble` }),
   grpc: async () => {
     await runOverhead({
@@ -244,7 +285,7 @@ function fail(message: string): never {
 }
 
 async function main(): Promise<void> {
-  const named = args.filter((a, i) => !a.startsWith('-') && args[i - 1] !== '--static-config');
+  const named = args.filter((a, i) => !a.startsWith('-') && !VALUE_OPTIONS.has(args[i - 1]!));
   const chosen =
     named.length === 0 || named.includes('all')
       ? [

@@ -9,7 +9,9 @@ import { measureLean, type LeanReading } from '../lean-measure.ts';
 import { environment, ratioCheck, reportScenario, type Check } from '../report.ts';
 import { benchRepository, cachedModel, fp32Config, inferRequest, JS_IDENTITY, type Protocol } from '../workload.ts';
 
-const WIDTH = 16;
+/** The identity's width: 16 FP32 values a row, in and out. */
+export const OVERHEAD_WIDTH = 16;
+const WIDTH = OVERHEAD_WIDTH;
 
 /**
  * What the lean client measures: the bare fastify echo, the server on the ONNX identity and on a
@@ -18,7 +20,8 @@ const WIDTH = 16;
 export type OverheadTarget = 'echo' | 'onnx' | 'js' | 'naive';
 export const OVERHEAD_TARGETS: readonly OverheadTarget[] = ['echo', 'onnx', 'js', 'naive'];
 /** The server's models (both 16 floats in and out, max_batch_size 64, batching with no delay). */
-const MODEL_OF: Record<'onnx' | 'js', string> = { onnx: 'tiny', js: 'tiny_js' };
+export const OVERHEAD_MODELS: Readonly<Record<'onnx' | 'js', string>> = { onnx: 'tiny', js: 'tiny_js' };
+const MODEL_OF = OVERHEAD_MODELS;
 
 /**
  * Issue 34's targets, ratios of one run: the server's CPU per request over the echo's at 16 and at
@@ -74,6 +77,21 @@ export const tinyModelFile = (log: (line: string) => void): Promise<string> =>
   cachedModel('identity-fp32-16', () => identity('FP32', [WIDTH]), log);
 
 /**
+ * The overhead repository, written into bench/.cache/repos/<scenario>/ (emptied first): `tiny`, the
+ * 16-float identity as an ONNX model, and `tiny_js`, a JavaScript model returning its input, both
+ * `max_batch_size: 64` with batching and no delay. Resolves with the folder and the ONNX file.
+ */
+export async function overheadRepository(scenario: string, log: (line: string) => void): Promise<{ repo: string; modelFile: string }> {
+  const modelFile = await tinyModelFile(log);
+  const config = { width: WIDTH, maxBatchSize: 64, batching: true, delayUs: 0 };
+  const repo = await benchRepository(scenario, [
+    { name: MODEL_OF.onnx, modelFile, config: fp32Config(MODEL_OF.onnx, config) },
+    { name: MODEL_OF.js, modelMjs: JS_IDENTITY, config: fp32Config(MODEL_OF.js, { ...config, backend: 'js' }) },
+  ]);
+  return { repo, modelFile };
+}
+
+/**
  * The server's own cost per request (issues 30 and 34): a 16-float identity as an ONNX model and as
  * a JavaScript model (`backend: "js"`, returning its input) against a bare fastify endpoint that
  * echoes the same bytes in the same reply shape, and against the naive peer (fastify +
@@ -99,12 +117,7 @@ export async function runOverhead(options: {
   const { log } = options;
   const env = environment();
   const targets = options.targets ?? OVERHEAD_TARGETS;
-  const file = await tinyModelFile(log);
-  const config = { width: WIDTH, maxBatchSize: 64, batching: true, delayUs: 0 };
-  const repo = await benchRepository('overhead', [
-    { name: MODEL_OF.onnx, modelFile: file, config: fp32Config(MODEL_OF.onnx, config) },
-    { name: MODEL_OF.js, modelMjs: JS_IDENTITY, config: fp32Config(MODEL_OF.js, { ...config, backend: 'js' }) },
-  ]);
+  const { repo, modelFile: file } = await overheadRepository('overhead', log);
   const measurements: OverheadMeasurement[] = [];
   const grpc: GrpcMeasurement[] = [];
   // The processes start at once; each that started is stopped at the end, whether or not the others did.
