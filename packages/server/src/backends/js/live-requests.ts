@@ -7,14 +7,24 @@ import type { ToWorker } from './protocol.ts';
 export const FINAL_RESPONSE_TIMEOUT_PARAMETER = 'batchwise_final_response_timeout_ms';
 export const DEFAULT_FINAL_RESPONSE_TIMEOUT_MS = 300_000;
 
-interface Live {
-  readonly request: InstanceRequest;
-  /** The worker that runs it: what the main thread tells about it goes there. */
-  readonly worker: Worker;
-  readonly onAbort: (() => void) | undefined;
-  /** A decoupled request: its final-response timeout and how it ended. */
-  readonly stream?: { readonly timer: NodeJS.Timeout; readonly end: (end: StreamEnd) => void };
+/** A request the worker is working on; it is its own abort listener (no closure per request). */
+class Live {
+  constructor(
+    readonly key: number,
+    readonly request: InstanceRequest,
+    /** The worker that runs it: what the main thread tells about it goes there. */
+    readonly worker: Worker,
+    private readonly owner: LiveRequests,
+    /** A decoupled request: its final-response timeout and how it ended. */
+    readonly stream?: { readonly timer: NodeJS.Timeout; readonly end: (end: StreamEnd) => void },
+  ) {}
+
+  handleEvent(): void {
+    this.owner.end(this.key, Errors.cancelled());
+  }
 }
+
+const ONCE = { once: true } as const;
 
 /**
  * The requests a JavaScript model instance's worker is working on, by the instance's key for each:
@@ -34,10 +44,10 @@ export class LiveRequests {
 
   /** A request sent to `worker`; for a decoupled one (it has a sink), resolves when it ends. */
   add(key: number, request: InstanceRequest, worker: Worker): Promise<StreamEnd> | undefined {
-    const onAbort = request.signal && (() => this.end(key, Errors.cancelled()));
-    request.signal?.addEventListener('abort', onAbort!, { once: true });
     if (!request.responses) {
-      this.live.set(key, { request, worker, onAbort });
+      const live = new Live(key, request, worker, this);
+      this.live.set(key, live);
+      request.signal?.addEventListener('abort', live, ONCE);
       return undefined;
     }
     return new Promise<StreamEnd>((end) => {
@@ -52,7 +62,9 @@ export class LiveRequests {
           ),
         this.finalResponseTimeoutMs,
       );
-      this.live.set(key, { request, worker, onAbort, stream: { timer, end } });
+      const live = new Live(key, request, worker, this, { timer, end });
+      this.live.set(key, live);
+      request.signal?.addEventListener('abort', live, ONCE);
     });
   }
 
@@ -112,7 +124,7 @@ export class LiveRequests {
 
   private forget(key: number, live: Live): void {
     this.live.delete(key);
-    if (live.onAbort) live.request.signal!.removeEventListener('abort', live.onAbort);
+    live.request.signal?.removeEventListener('abort', live);
     if (live.stream) clearTimeout(live.stream.timer);
   }
 }
