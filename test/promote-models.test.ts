@@ -224,6 +224,26 @@ describe.each([
     expect(table).toMatch(/rollback\s+2\s+3\s+carol\s+latency regression/);
   });
 
+  it('creates a model the repository does not have from --config: version 1, then the config serving it (issue 35)', async () => {
+    const configFile = join(root, 'new.config.pbtxt');
+    await writeFile(configFile, CONFIG.replace('"ident"', '"fresh"'));
+    const { out, logs } = await cli(['promote', ...repoArgs, '--model', 'fresh', '--file', files['good.onnx']!, '--config', configFile]);
+    expect(out).toBe("promoted 'fresh': now serving version 1 (was none)\n");
+    expect((await backend.get('fresh/1/model.onnx'))!.equals(good)).toBe(true);
+    const written = (await backend.get('fresh/config.pbtxt'))!.toString();
+    expect(parseModelConfig(written)).toMatchObject({ name: 'fresh', max_batch_size: 8, version_policy: { specific: { versions: [1] } } });
+    expect(written.split('\n')[0]).toMatch(/^# batchwise-promotion: \{"action":"promote","version":1,"from":null,/);
+    const steps = logs.map((l) => l.msg);
+    expect(steps.indexOf('artifact is valid')).toBeLessThan(steps.indexOf('version uploaded; writing the config that serves it'));
+    // A config that names another model is refused before anything is written.
+    await writeFile(configFile, CONFIG);
+    await expect(cli(['promote', ...repoArgs, '--model', 'other', '--file', files['good.onnx']!, '--config', configFile])).rejects.toThrow(
+      /the new config names the model 'ident', not 'other'/,
+    );
+    expect(await backend.get('other/config.pbtxt')).toBeUndefined();
+    expect(await backend.get('other/1/model.onnx')).toBeUndefined();
+  });
+
   it('waits for the server to report the new version, sending the API key', async () => {
     let served = ['3'];
     const seenKeys: (string | undefined)[] = [];

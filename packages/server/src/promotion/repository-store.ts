@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { link, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -11,7 +11,7 @@ import type { ModelSource } from '../repository/model-source.ts';
 import { ProgressLog } from '../repository/progress.ts';
 import { RepositoryError } from '../repository/repository-error.ts';
 import { parseRepositoryLocation, type RepositoryLocation, type S3RepositoryLocation } from '../repository/repository-url.ts';
-import { createS3Client, type S3ClientOptions } from '../repository/s3-client.ts';
+import { createS3Client, isPreconditionFailed, type S3ClientOptions } from '../repository/s3-client.ts';
 import { S3ModelSource } from '../repository/s3-model-source.ts';
 import { etagIsContentMd5, unquoteEtag } from '../repository/snapshot.ts';
 
@@ -36,6 +36,12 @@ export interface RepositoryStore {
    * the new revision, for a further conditional rewrite.
    */
   replaceConfig(model: string, text: string, revision: string): Promise<string>;
+  /**
+   * Writes the config.pbtxt of a model that has none, in one step; refuses when one exists (S3:
+   * one PutObject with If-None-Match where the server honours it; local: a temp file hard-linked
+   * into place, which fails if the name exists). Resolves with its revision.
+   */
+  createConfig(model: string, text: string): Promise<string>;
   /**
    * Uploads `file` as `<model>/<version>/<fileName>`; refuses when the version exists.
    * Local: staged in a hidden folder and renamed into place. S3: one PutObject with
@@ -63,6 +69,10 @@ export function openRepositoryStore(location: string | RepositoryLocation, optio
   const parsed = typeof location === 'string' ? parseRepositoryLocation(location) : location;
   if (parsed.kind === 'local') return new LocalStore(parsed.path);
   return new S3Store(parsed, options);
+}
+
+function configAppeared(model: string): RepositoryError {
+  return new RepositoryError('INVALID', `config.pbtxt of '${model}' appeared while the model was being created; run the command again`);
 }
 
 async function hashFile(path: string): Promise<{ md5: Buffer; sha256: string; bytes: number }> {
@@ -129,6 +139,21 @@ class LocalStore implements RepositoryStore {
     const temp = join(this.location, model, `.config.pbtxt.${randomBytes(4).toString('hex')}`);
     await writeFile(temp, text);
     await rename(temp, path);
+    return (await this.readConfig(model))!.revision;
+  }
+
+  async createConfig(model: string, text: string): Promise<string> {
+    await mkdir(join(this.location, model), { recursive: true });
+    const temp = join(this.location, model, `.config.pbtxt.${randomBytes(4).toString('hex')}`);
+    await writeFile(temp, text);
+    try {
+      await link(temp, join(this.location, model, 'config.pbtxt'));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw configAppeared(model);
+      throw error;
+    } finally {
+      await rm(temp, { force: true });
+    }
     return (await this.readConfig(model))!.revision;
   }
 
@@ -228,6 +253,28 @@ class S3Store implements RepositoryStore {
         IfMatch: `"${revision}"`,
       }),
     );
+    return unquoteEtag(put.ETag) || (await this.readConfig(model))!.revision;
+  }
+
+  async createConfig(model: string, text: string): Promise<string> {
+    // S3-compatible servers without conditional writes ignore If-None-Match: look first as well.
+    if ((await this.readConfig(model)) !== undefined) throw configAppeared(model);
+    const body = Buffer.from(text, 'utf8');
+    const put = await this.client
+      .send(
+        new PutObjectCommand({
+          Bucket: this.target.bucket,
+          Key: this.key(model, 'config.pbtxt'),
+          Body: body,
+          ContentLength: body.length,
+          ContentMD5: createHash('md5').update(body).digest('base64'),
+          ContentType: 'text/plain; charset=utf-8',
+          IfNoneMatch: '*',
+        }),
+      )
+      .catch((error: unknown) => {
+        throw isPreconditionFailed(error) ? configAppeared(model) : error;
+      });
     return unquoteEtag(put.ETag) || (await this.readConfig(model))!.revision;
   }
 

@@ -26,7 +26,7 @@ export function createS3Client(location: S3RepositoryLocation, options: S3Client
     process.env.AWS_REGION ??
     process.env.AWS_DEFAULT_REGION ??
     (location.endpoint !== undefined ? 'us-east-1' : undefined);
-  return new S3Client({
+  const client = new S3Client({
     ...(region !== undefined && { region }),
     ...(location.endpoint !== undefined && { endpoint: location.endpoint }),
     forcePathStyle: location.forcePathStyle,
@@ -37,6 +37,37 @@ export function createS3Client(location: S3RepositoryLocation, options: S3Client
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
   });
+  // Outermost, around the SDK's retries and signing, where a missing credential surfaces.
+  client.middlewareStack.add(
+    (next) => async (args) => {
+      try {
+        return await next(args);
+      } catch (error) {
+        throw explainMissingCredentials(error, location);
+      }
+    },
+    { step: 'initialize', name: 'batchwiseCredentialsHint' },
+  );
+  return client;
+}
+
+/**
+ * The SDK's `Could not load credentials from any providers` names nothing to set. Said instead in
+ * one line: the variables or the profile, and for an S3-compatible endpoint the key pair it wants.
+ * The error keeps its name (CredentialsProviderError, which start-up retries as transient: a task
+ * role's credentials may come a moment later) and the SDK's error as its cause.
+ */
+export function explainMissingCredentials(error: unknown, location: S3RepositoryLocation): unknown {
+  const e = error as { name?: unknown; message?: unknown };
+  if (e?.name !== 'CredentialsProviderError' || typeof e.message !== 'string') return error;
+  const what =
+    location.endpoint !== undefined
+      ? `no credentials for ${location.url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to the access key pair ` +
+        `the S3-compatible server at ${location.endpoint} was started with (or AWS_PROFILE to a profile that holds it)`
+      : `no AWS credentials for ${location.url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (with AWS_SESSION_TOKEN ` +
+        'for temporary ones), or AWS_PROFILE to a profile of ~/.aws/config (after `aws sso login` for an SSO profile); ' +
+        'on ECS or EC2 the task or instance role provides them';
+  return Object.assign(new Error(`${what} (AWS SDK: ${e.message.split('\n')[0]})`, { cause: error }), { name: e.name });
 }
 
 /** S3 answered that the object (or bucket) does not exist. */

@@ -139,7 +139,8 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
       .requiredOption('--file <model.onnx>', 'the ONNX artifact')
       .option(
         '--config <config.pbtxt>',
-        'serve the new version with this config.pbtxt (e.g. from batchwise tune) instead of the current one',
+        'serve the new version with this config.pbtxt (e.g. from batchwise tune) instead of the current one; ' +
+          'a model the repository does not have yet is created with it (version 1)',
       )
       .action(async (flags: ChangeFlags & { file: string; config?: string }) => {
         const logger = loggerFor(flags);

@@ -82,7 +82,8 @@ export async function loadModel(store: RepositoryStore, model: string) {
   if (!stored) {
     throw new RepositoryError(
       'NOT_FOUND',
-      `model '${model}' has no config.pbtxt in ${store.location}; promotion needs the model's config (add ${model}/config.pbtxt first)`,
+      `model '${model}' has no config.pbtxt in ${store.location}; promotion needs the model's config ` +
+        `(add ${model}/config.pbtxt first, or create the model with \`models promote --config <config.pbtxt>\`)`,
     );
   }
   let parsed: ConfigWithHistory;
@@ -133,24 +134,33 @@ export async function uploadNextVersion(store: RepositoryStore, options: Promote
     logger.info({ model, serving: servingNow }, `pinned '${model}' to the versions it serves before uploading version ${version}`);
   }
   const fileName = parsed.config.default_model_filename || 'model.onnx';
-  const { bytes, sha256 } = await store.uploadVersion(model, version, fileName, options.file, logger).catch((error: Error) => {
+  const { bytes, sha256 } = await uploadVersion(store, options, version, fileName);
+  return { version, before, parsed, next, revision, bytes, sha256 };
+}
+
+function uploadVersion(store: RepositoryStore, options: PromoteOptions, version: number, fileName: string) {
+  const { model, file, logger } = options;
+  return store.uploadVersion(model, version, fileName, file, logger).catch((error: Error) => {
     throw new RepositoryError(
       error instanceof RepositoryError ? error.code : 'INVALID',
-      `uploading ${options.file} as version ${version} of '${model}' to ${store.location} failed: ${error.message}`,
+      `uploading ${file} as version ${version} of '${model}' to ${store.location} failed: ${error.message}`,
     );
   });
-  return { version, before, parsed, next, revision, bytes, sha256 };
 }
 
 /**
  * Validates the artifact against the model's config; pins the serving versions when the
  * config's policy would otherwise select the new one on sight; uploads it as version max+1
  * (complete before anything points to it); then rewrites config.pbtxt in one step to serve
- * exactly that version, recording the change in its history.
+ * exactly that version, recording the change in its history. A model the repository does not
+ * have yet is created when `configText` is given (see createModel).
  */
 export async function promoteModel(options: PromoteOptions): Promise<VersionChange> {
   const { logger, model } = options;
   const store = openRepositoryStore(options.repository, { logger, ...(options.s3 && { s3: options.s3 }) });
+  if (options.configText !== undefined && (await store.readConfig(model)) === undefined) {
+    return createModel(store, { ...options, configText: options.configText });
+  }
   const { version, before, parsed, next, revision, bytes, sha256 } = await uploadNextVersion(store, options);
   logger.info({ model, version, bytes, sha256 }, 'version uploaded; switching the serving version');
 
@@ -170,17 +180,63 @@ export async function promoteModel(options: PromoteOptions): Promise<VersionChan
   return { model, version, from: before, record };
 }
 
-/** The current file's history and header comments around a new config (--config). */
-function replacedConfig(current: ConfigWithHistory, text: string, model: string): ConfigWithHistory {
-  let config;
+/**
+ * `models promote --config` of a model that has no config.pbtxt and no version: validates the
+ * artifact against that config as any promotion does, uploads it as version 1, then creates
+ * config.pbtxt serving exactly it, the promotion its first history line (refused if a config
+ * appeared meanwhile). The version is whole before the config names it and a failed upload leaves
+ * nothing; a server polling at that moment may see version 1 without its config until the next poll.
+ */
+async function createModel(store: RepositoryStore, options: PromoteOptions & { readonly configText: string }): Promise<VersionChange> {
+  const { logger, model } = options;
+  const present = presentVersions((await store.source.list()).models.find((m) => m.name === model));
+  if (present.length > 0) {
+    throw new RepositoryError(
+      'INVALID',
+      `model '${model}' has version ${present.join(', ')} in ${store.location} but no config.pbtxt; promotion needs the model's ` +
+        `config in place first (add ${model}/config.pbtxt, then promote)`,
+    );
+  }
+  const next = newConfig(options.configText, model);
+  logger.info({ model, file: options.file }, `'${model}' is not in ${store.location}: creating it with the --config given`);
+  logger.info({ model, file: options.file }, 'validating artifact in ONNX Runtime against the model config');
+  const io = await validateArtifact(options.file, next.config, model);
+  logger.info({ model, inputs: io.inputs.map((t) => t.name), outputs: io.outputs.map((t) => t.name) }, 'artifact is valid');
+  const version = 1;
+  const { bytes, sha256 } = await uploadVersion(store, options, version, next.config.default_model_filename || 'model.onnx');
+  logger.info({ model, version, bytes, sha256 }, 'version uploaded; writing the config that serves it');
+  const record: PromotionRecord = {
+    action: 'promote',
+    version,
+    from: null,
+    at: new Date().toISOString(),
+    actor: options.actor || defaultActor(),
+    ...(options.message && { message: options.message }),
+    sha256,
+    bytes,
+  };
+  await store.createConfig(model, writeConfigWithHistory(next, version, [record]));
+  logger.info({ model, version, from: null }, `model '${model}' now serves version ${version}`);
+  return { model, version, from: null, record };
+}
+
+/** A new config (--config) as given, with its own header comments; history lines in it are ignored. */
+function newConfig(text: string, model: string): ConfigWithHistory {
+  let parsed: ConfigWithHistory;
   try {
-    config = readConfigWithHistory(text, 'the --config file').config;
+    parsed = readConfigWithHistory(text, 'the --config file');
   } catch (error) {
     throw new RepositoryError('INVALID', `the new config for '${model}' is not valid: ${(error as Error).message}`);
   }
+  const { config } = parsed;
   if (config.name && config.name !== model)
     throw new RepositoryError('INVALID', `the new config names the model '${config.name}', not '${model}'`);
-  return { ...current, config };
+  return { ...parsed, history: [] };
+}
+
+/** The current file's history and header comments around a new config (--config). */
+function replacedConfig(current: ConfigWithHistory, text: string, model: string): ConfigWithHistory {
+  return { ...current, config: newConfig(text, model).config };
 }
 
 /** Points the model back at the version that served before (or `toVersion`), in one step. */

@@ -19,9 +19,9 @@ export interface WaitOptions {
 }
 
 /**
- * Polls `GET <server>/v2/models/<model>` until its `versions` (the ready versions) are exactly
- * [version] — the new version serves and the old one has drained — `consecutive` times in a
- * row. Throws on timeout with the last answer seen.
+ * Polls `GET <server>/v2/models/<model>` every `intervalSeconds` until its `versions` (the ready
+ * versions) are exactly [version] — the new version serves and the old one has drained —
+ * `consecutive` times in a row. Throws on timeout with the last answer seen.
  */
 export async function waitForServedVersion(options: WaitOptions): Promise<void> {
   const { model, version, logger, headers = {} } = options;
@@ -32,6 +32,8 @@ export async function waitForServedVersion(options: WaitOptions): Promise<void> 
   let streak = 0;
   let last = 'no answer yet';
   let lastLogged = '';
+  /** The last answer listed the new version beside others (the old one still drains). */
+  let beside = false;
   logger.info({ url, model, version }, `waiting until the server reports version ${version} of '${model}'`);
   for (;;) {
     try {
@@ -41,6 +43,7 @@ export async function waitForServedVersion(options: WaitOptions): Promise<void> 
         const versions = ((JSON.parse(text) as { versions?: unknown[] }).versions ?? []).map(String);
         last = `versions [${versions.join(', ')}]`;
         streak = versions.length === 1 && versions[0] === String(version) ? streak + 1 : 0;
+        beside = versions.length > 1 && versions.includes(String(version));
       } else {
         last = `HTTP ${res.status}: ${text.slice(0, 200)}`;
         streak = 0;
@@ -57,10 +60,20 @@ export async function waitForServedVersion(options: WaitOptions): Promise<void> 
       logger.info({ model, version }, `server serves version ${version} of '${model}'`);
       return;
     }
-    if (last !== lastLogged) {
-      logger.info({ model, version, seen: last }, 'server does not report the new version yet');
-      lastLogged = last;
+    // Each answer that reports the version is said (a few, --wait-interval-secs apart), so that the
+    // wait after the first one is not mistaken for slow polling; others only when they change.
+    if (streak > 0) {
+      logger.info(
+        { model, version, seen: last, inARow: streak, needed },
+        `server reports version ${version} of '${model}' (${streak} of ${needed} answers in a row)`,
+      );
+    } else if (last !== lastLogged) {
+      logger.info(
+        { model, version, seen: last },
+        beside ? 'server reports the new version beside others that still serve' : 'server does not report the new version yet',
+      );
     }
+    lastLogged = last;
     if (Date.now() + intervalMs > deadline) {
       throw new Error(`timed out waiting for ${url} to report only version ${version} (last: ${last})`);
     }
