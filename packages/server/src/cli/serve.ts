@@ -1,9 +1,11 @@
+import { isatty } from 'node:tty';
 import { Command } from 'commander';
 import { pinoLevelFor } from '../logging/log-settings.ts';
-import { serveOptionsFrom } from '../options/index.ts';
+import { attributeOf, serveOptionsFrom } from '../options/index.ts';
 import { addServeFlags } from './declared-flags.ts';
 import { addFlagsWithoutEffect, flagsWithoutEffectGiven } from './triton-flags.ts';
 import { forceExit } from './force-exit.ts';
+import { explainPortInUse } from './port-in-use.ts';
 
 /** `batchwise serve`: its flags are declared in options/serve-flags.ts. */
 export function serveCommand(): Command {
@@ -25,7 +27,14 @@ export function serveCommand(): Command {
     for (const given of flagsWithoutEffectGiven(flags)) {
       logger.warn(given, `${given.flag} has no effect in Batchwise: ${given.reason}`);
     }
-    const starting = startServer({ ...options, logger });
+    // A port still held (the previous server in its shutdown grace, or another one) is said in one line.
+    const starting = startServer({ ...options, logger }).catch(async (error: unknown) => {
+      throw await explainPortInUse(error, options);
+    });
+    // The shutdown grace is for load balancers. A developer stopping the server in a terminal (stdin is
+    // one) has none, and restarting at once would find the ports still held: no grace then, unless
+    // --shutdown-grace-secs was given on the command line.
+    const interactive = isatty(0) && flags[attributeOf('--shutdown-grace-secs')] === undefined;
     // Signals are handled from here on, not once start-up has finished: models serve as soon as
     // they load, while start-up may still be loading others, and a SIGTERM's default action
     // would drop what they hold.
@@ -36,14 +45,20 @@ export function serveCommand(): Command {
         return forceExit(logger);
       }
       stopping = true;
-      logger.info({ signal }, 'shutting down: not ready, draining in-flight requests');
+      const graceMs = interactive ? 0 : options.shutdownGraceMs;
+      logger.info(
+        { signal, graceMs, ...(interactive && { interactive }) },
+        interactive
+          ? 'shutting down: stdin is a terminal, so without the shutdown grace (it is for load balancers); draining in-flight requests'
+          : 'shutting down: not ready, draining in-flight requests',
+      );
       const force = setTimeout(() => {
         logger.error('exit timeout reached with requests still in flight: forcing exit');
         forceExit(logger);
       }, options.exitTimeoutMs);
       force.unref();
       void starting
-        .then((server) => server.close({ graceMs: options.shutdownGraceMs, exitTimeoutMs: options.exitTimeoutMs }))
+        .then((server) => server.close({ graceMs, exitTimeoutMs: options.exitTimeoutMs }))
         .then(
           () => {
             logger.info('drained; exiting');

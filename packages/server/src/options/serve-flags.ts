@@ -500,7 +500,8 @@ export const SERVE_FLAGS = [
     sets: 'shutdownGraceMs',
     toOption: secondsToMs,
     meaning:
-      'on SIGTERM: readiness goes false at once, requests are still admitted this long (so the load balancer can deregister), then draining starts',
+      'on SIGTERM: readiness goes false at once, requests are still admitted this long (so the load balancer can deregister), then draining starts; ' +
+      'a stop from a terminal (stdin is one) skips it unless this flag is given',
   },
   {
     flag: '--http-keep-alive-timeout-secs',
