@@ -237,11 +237,7 @@ describe('from an empty bucket: create a model, serve it, promote a new version 
       "server reports version 3 of 'ident' (2 of 3 answers in a row)",
       "server serves version 3 of 'ident'",
     ]);
-    // One answer a second (--wait-interval-secs 1): not the 2 s apart that three answers in a row looked like.
-    for (let i = 1; i < answers.length; i++) {
-      const gapMs = answers[i]!.time! - answers[i - 1]!.time!;
-      expect(gapMs).toBeGreaterThanOrEqual(950);
-      expect(gapMs).toBeLessThan(3000);
-    }
+    // Every answer is said, each after a wait of --wait-interval-secs (no upper bound: a loaded machine answers late).
+    for (let i = 1; i < answers.length; i++) expect(answers[i]!.time! - answers[i - 1]!.time!).toBeGreaterThanOrEqual(950);
   });
 });
