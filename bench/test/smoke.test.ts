@@ -200,7 +200,7 @@ describe('bench scenarios (smoke)', () => {
       }
     }
     expect(result.checks.map((c) => c.target)).toEqual([
-      'rows_per_cpu_second_vs_in_process >= 0.7',
+      'rows_per_cpu_second_vs_in_process >= 0.8',
       'rows_per_second_vs_in_process >= 0.6',
     ]);
     expect(result.config).toContain('intra_op_thread_count');

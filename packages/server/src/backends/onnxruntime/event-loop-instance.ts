@@ -8,7 +8,6 @@ import type { ExecutionResult, InstanceOptions, ModelInstance } from '../backend
 import { ownBuffer } from './protocol.ts';
 import { ortSessionOptions } from './session-options.ts';
 import { runSession } from './session-run.ts';
-import { eventLoopBusy } from './event-loop-load.ts';
 
 /**
  * Per-model parameter: the longest, in microseconds, a run of a full batch may take for the
@@ -26,42 +25,29 @@ const COLD_RUN_MARGIN = 50;
 const WARM_RUN_MARGIN = 4;
 
 /**
- * An ONNX Runtime session on the main thread beside the instance's worker (issue 34). A run blocks
- * the event loop, so only a model whose every run is known to be short gets one: on the CPU, a small
- * file, every input and output of fixed size (a run's work then depends on the batch size alone), no
- * strings, one instance, and a run of its largest batch, timed at load in the worker (the median of
- * several), under `batchwise_event_loop_run_us` (500 by default; ONNX Runtime's own overhead of a run
- * is some tens of microseconds). For such a model the hand-off to a worker and back (two thread
- * wake-ups, about 100 us of CPU on these machines) costs more than the run itself, so a batch runs
- * here, unless the event loop is busy (event-loop-load.ts): then the worker takes it, and the other
- * core runs it while the loop serves the network. A native crash in ONNX Runtime ends the process
- * either way (docs/operations.md, Faults).
+ * An ONNX Runtime session on the main thread (issue 34). A run blocks the event loop, so only a model
+ * whose every run is known to be short gets one: on the CPU, a small file, every input and output
+ * of fixed size (a run's work then depends on the batch size alone), no strings, one instance, and a
+ * run of its largest batch, timed at load in the worker that loaded it (the median of several), under
+ * `batchwise_event_loop_run_us` (500 by default; ONNX Runtime's own overhead of a run is some tens of
+ * microseconds). For such a model the hand-off to a worker and back (two thread wake-ups, about
+ * 100 us of CPU on these machines) costs more than the run itself. It gives up nothing a worker gave:
+ * a native crash in ONNX Runtime ends the process either way (docs/operations.md, Faults).
  */
 class EventLoopInstance implements ModelInstance {
+  onFatal: ((error: Error) => void) | undefined;
   private closed = false;
   /** The run in progress (the scheduler gives an instance one batch at a time): close waits for it. */
   private running: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly session: ort.InferenceSession,
-    private readonly worker: ModelInstance,
+    private readonly modelName: string,
   ) {}
 
-  set onFatal(handler: ((error: Error) => void) | undefined) {
-    this.worker.onFatal = handler;
-  }
-
-  get onFatal(): ((error: Error) => void) | undefined {
-    return this.worker.onFatal;
-  }
-
-  get heapLimitBytes(): number | undefined {
-    return this.worker.heapLimitBytes;
-  }
-
   execute(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult> {
-    // Closed, the worker answers as it does once its version was unloaded.
-    if (this.closed || eventLoopBusy()) return this.worker.execute(inputs, outputNames);
+    // As a worker's instance answers once its version was unloaded.
+    if (this.closed) return Promise.reject(new Error(`model instance of '${this.modelName}' is closed (its version was unloaded)`));
     const run = this.run(inputs, outputNames);
     this.running = run.catch(() => undefined);
     return run;
@@ -80,12 +66,7 @@ class EventLoopInstance implements ModelInstance {
     if (this.closed) return;
     this.closed = true;
     await this.running;
-    await Promise.all([this.session.release(), this.worker.close()]);
-  }
-
-  /** Test hook: kills the worker thread, as worker instances do. */
-  crashForTesting(): Promise<number> {
-    return (this.worker as ModelInstance & { crashForTesting(): Promise<number> }).crashForTesting();
+    await this.session.release();
   }
 }
 
@@ -129,10 +110,10 @@ export async function timeFullBatch(
   return runsUs.sort((a, b) => a - b)[runsUs.length >> 1]!;
 }
 
-/** The instance on the event loop: a session of its own on the main thread, and `worker` for the batches that come while the loop is busy. */
-export async function createEventLoopInstance(options: InstanceOptions, worker: ModelInstance): Promise<ModelInstance> {
+/** The instance on the event loop: a session of its own on the main thread. */
+export async function createEventLoopInstance(options: InstanceOptions): Promise<ModelInstance> {
   const session = await ort.InferenceSession.create(options.modelPath, ortSessionOptions(options.sessionOptions, 'cpu', 0));
-  return new EventLoopInstance(session, worker);
+  return new EventLoopInstance(session, options.modelName);
 }
 
 function eventLoopRunLimitUs(config: ModelConfig): number {

@@ -146,7 +146,8 @@ async function createInstance(options: InstanceOptions, backendOptions: OnnxRunt
     const outputNames = io.outputs.map((o) => o.name);
     const runUs = await timeFullBatch(instance, candidate.batch, outputNames, candidate.limitUs);
     if (runUs <= candidate.limitUs) {
-      const onEventLoop = await createEventLoopInstance(options, instance);
+      const onEventLoop = await createEventLoopInstance(options);
+      await instance.close();
       return { instance: onEventLoop, io, executionProvider, eventLoopRunUs: Math.round(runUs) };
     }
   }
