@@ -1,4 +1,5 @@
-import type { ExecutionTimings, ModelInstance, RequestOutcome, StreamEnd } from '../backends/backend.ts';
+import type { ExecutionTimings, InstanceRequest, ModelInstance, RequestOutcome, StreamEnd } from '../backends/backend.ts';
+import type { Parameters as RequestParameters } from '../tensor/tensor.ts';
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
 import { Errors, toInferenceServerError, type InferenceServerError } from '../errors/errors.ts';
 import type { Tensor } from '../tensor/tensor.ts';
@@ -400,21 +401,25 @@ export class BatchingScheduler implements Scheduler {
     instance: ModelInstance,
     batch: readonly Waiting[],
   ): Promise<{ outcomes: RequestOutcome[]; timings: ExecutionTimings }> {
-    const result = await instance.executeRequests!(
-      batch.map(({ request }) => ({
-        ...(request.id !== undefined && { id: request.id }),
-        inputs: request.inputs,
-        outputNames: request.outputNames ?? this.context.outputNames,
-        parameters: request.parameters ?? {},
-        ...(request.signal && { signal: request.signal }),
-        ...(request.responses && { responses: request.responses }),
-        ...(request.trace && {
-          caller: { parentTraceId: request.trace.id, ...(request.trace.context && { traceContext: request.trace.context }) },
-        }),
-      })),
-    );
+    const result = await instance.executeRequests!(batch.map(({ request }) => this.instanceRequest(request)));
     const outcomes = result.responses.map((outcome) => ('error' in outcome ? { error: toInferenceServerError(outcome.error) } : outcome));
     return { outcomes, timings: result.timings };
+  }
+
+  /** What an instance that runs each request on its own gets of a request: optional fields only when present (no spread objects per request). */
+  private instanceRequest(request: QueuedRequest): InstanceRequest {
+    const sent: { -readonly [K in keyof InstanceRequest]: InstanceRequest[K] } = {
+      inputs: request.inputs,
+      outputNames: request.outputNames ?? this.context.outputNames,
+      parameters: request.parameters ?? NO_PARAMETERS,
+    };
+    if (request.id !== undefined) sent.id = request.id;
+    if (request.signal) sent.signal = request.signal;
+    if (request.responses) sent.responses = request.responses;
+    if (request.trace) {
+      sent.caller = { parentTraceId: request.trace.id, ...(request.trace.context && { traceContext: request.trace.context }) };
+    }
+    return sent;
   }
 
   private settle(
@@ -467,6 +472,7 @@ export class BatchingScheduler implements Scheduler {
 }
 
 const ONCE = { once: true } as const;
+const NO_PARAMETERS: RequestParameters = Object.freeze({});
 
 /**
  * A request in the queues until it is answered. It is its own abort listener (handleEvent), and it

@@ -30,6 +30,7 @@ import {
   unpack,
   type FromWorker,
   type ToWorker,
+  type WireRequest,
   type WireResponse,
   type WorkerInit,
 } from './protocol.ts';
@@ -215,14 +216,18 @@ class JsInstance implements ModelInstance {
     const worker = await this.worker.ready();
     const id = this.nextId++;
     const { buffer, slices } = packTensors(requests.map((r) => r.inputs));
-    const keys = requests.map(() => this.nextKey++);
-    const wire = requests.map((r, i) => ({
-      key: keys[i]!,
-      ...(r.id !== undefined && { id: r.id }),
-      inputs: slices[i]!,
-      outputNames: r.outputNames,
-      parameters: r.parameters,
-    }));
+    const keys: number[] = [];
+    const wire: WireRequest[] = [];
+    for (let i = 0; i < requests.length; i++) {
+      const r = requests[i]!;
+      const key = this.nextKey++;
+      keys.push(key);
+      wire.push(
+        r.id === undefined
+          ? { key, inputs: slices[i]!, outputNames: r.outputNames, parameters: r.parameters }
+          : { key, id: r.id, inputs: slices[i]!, outputNames: r.outputNames, parameters: r.parameters },
+      );
+    }
     return new Promise<RequestsResult>((resolve, reject) => {
       const timer = setTimeout(() => this.onTimeout(worker, id), this.timeoutMs);
       const ended = requests.map((r, i) => this.live.add(keys[i]!, r, worker));
