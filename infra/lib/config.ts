@@ -6,7 +6,7 @@ import type { BatchwiseStackProps } from './batchwise-stack.ts';
 import { DEFAULT_TRACE_RATE } from './tracing.ts';
 
 /**
- * Context keys the stack reads (`cdk synth -c key=value` or cdk.json "context").
+ * Context keys the stack reads (`cdk synth -c key=value`, infra/environments/<envName>.json, or cdk.json "context").
  * Values from the command line arrive as strings; cdk.json may hold numbers.
  */
 export const CONTEXT_KEYS = [
@@ -57,7 +57,19 @@ const RETIRED_KEYS: Readonly<Record<string, string>> = {
     'that autoscaling had chosen. Autoscaling owns it within minCapacity..maxCapacity; set minCapacity instead',
 };
 
-class ContextError extends Error {
+/**
+ * A setting that cannot be used as given (a context value, an environment file): bin/app.ts
+ * prints its message as one line and exits non-zero, without a stack trace, since it is the
+ * user's input and not a crash.
+ */
+export class ConfigurationError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigurationError';
+  }
+}
+
+class ContextError extends ConfigurationError {
   constructor(key: ContextKey, message: string) {
     super(`Context '${key}': ${message}`);
     this.name = 'ContextError';
@@ -102,16 +114,17 @@ function matching(node: Node, key: ContextKey, pattern: RegExp, what: string): s
   return value;
 }
 
+const ENV_NAME = /^[a-z][a-z0-9-]{0,19}$/;
 const CIDR = /^(\d{1,3}\.){3}\d{1,3}\/\d{1,2}$/;
 
 /** Context keys of our shape (plain lowerCamelCase), as opposed to CDK's `@aws-cdk/...`, `aws:cdk:...` or lookups. */
 const OUR_SHAPE = /^[a-z][A-Za-z0-9]*$/;
 
-function unknownKeyError(key: string, where: string): Error {
+function unknownKeyError(key: string, where: string): ConfigurationError {
   const retired = RETIRED_KEYS[key];
-  if (retired !== undefined) return new Error(`Context key '${key}' ${where} is no longer read: ${retired}.`);
+  if (retired !== undefined) return new ConfigurationError(`Context key '${key}' ${where} is no longer read: ${retired}.`);
   const suggestion = CONTEXT_KEYS.find((k) => k.toLowerCase() === key.toLowerCase()) ?? CONTEXT_KEYS.find((k) => editDistance(k, key) <= 2);
-  return new Error(
+  return new ConfigurationError(
     `Unknown context key '${key}' ${where}${suggestion ? ` (did you mean '${suggestion}'?)` : ''}. ` +
       `Known keys: ${CONTEXT_KEYS.join(', ')}.`,
   );
@@ -142,21 +155,22 @@ export const ENVIRONMENTS_DIR = new URL('../environments/', import.meta.url);
  */
 export function applyEnvironmentFile(node: Node, dir: URL | string = ENVIRONMENTS_DIR): string | undefined {
   const envName = node.tryGetContext('envName') ?? 'dev';
-  if (typeof envName !== 'string' || !/^[a-z][a-z0-9-]{0,19}$/.test(envName)) return undefined; // validated later
+  if (typeof envName !== 'string' || !ENV_NAME.test(envName)) return undefined; // validated later
   const file = join(dir instanceof URL ? fileURLToPath(dir) : dir, `${envName}.json`);
   if (!existsSync(file)) return undefined;
   let settings: unknown;
   try {
     settings = JSON.parse(readFileSync(file, 'utf8'));
   } catch (error) {
-    throw new Error(`${file}: not valid JSON (${(error as Error).message}).`);
+    throw new ConfigurationError(`${file}: not valid JSON (${(error as Error).message}).`);
   }
   if (typeof settings !== 'object' || settings === null || Array.isArray(settings)) {
-    throw new Error(`${file}: expected a JSON object of context keys and values.`);
+    throw new ConfigurationError(`${file}: expected a JSON object of context keys and values.`);
   }
   for (const [key, value] of Object.entries(settings)) {
     if (!(CONTEXT_KEYS as readonly string[]).includes(key)) throw unknownKeyError(key, `in ${file}`);
-    if (key === 'envName' && value !== envName) throw new Error(`${file}: envName is '${String(value)}', expected '${envName}'.`);
+    if (key === 'envName' && value !== envName)
+      throw new ConfigurationError(`${file}: envName is '${String(value)}', expected '${envName}'.`);
     if (node.tryGetContext(key) === undefined) node.setContext(key, value);
   }
   return file;
@@ -179,13 +193,17 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
     'an ACM certificate ARN',
   );
   if (certificateArn === undefined) {
+    // Where bin/app.ts reads lasting settings from (applyEnvironmentFile), not cdk.json.
+    const envName: unknown = node.tryGetContext('envName') ?? 'dev';
+    const file = typeof envName === 'string' && ENV_NAME.test(envName) ? envName : '<envName>';
     throw new ContextError(
       'certificateArn',
       'required: the ALB serves gRPC on :8001 over HTTPS and needs an ACM certificate. Pass it with ' +
-        "`-c certificateArn=arn:aws:acm:<region>:<account>:certificate/<id>` or set it in cdk.json's context.",
+        '`-c certificateArn=arn:aws:acm:<region>:<account>:certificate/<id>` or set "certificateArn" in ' +
+        `infra/environments/${file}.json.`,
     );
   }
-  const envName = matching(node, 'envName', /^[a-z][a-z0-9-]{0,19}$/, 'a lowercase name of up to 20 characters');
+  const envName = matching(node, 'envName', ENV_NAME, 'a lowercase name of up to 20 characters');
   const allowedIngressCidr = matching(node, 'allowedIngressCidr', CIDR, 'an IPv4 CIDR');
   if (allowedIngressCidr === undefined) {
     throw new ContextError(
