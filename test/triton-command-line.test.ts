@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BatchwiseClientError, GrpcClient, GrpcStatus } from '@batchwise/client';
 import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
+import { MAX_IN_FLIGHT_PER_STREAM } from '../packages/server/src/grpc/stream-infer.ts';
 import { EXAMPLES } from './support/repository.ts';
 
 describe('Triton command-line flags', () => {
@@ -50,6 +51,21 @@ describe('Triton command-line flags', () => {
           expect.stringMatching(/^--model-load-thread-count has no effect in Batchwise: models load concurrently/),
           expect.stringMatching(/^--backend-config has no effect in Batchwise/),
         ]),
+      );
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("--grpc-max-response-pool-size (Triton's L0_decoupled passes it) starts the server, with one warning saying why it has no effect", async () => {
+    const server = await startServerProcess(['--model-repository', repo, '--strict-readiness=false', '--grpc-max-response-pool-size', '8']);
+    try {
+      expect((await fetch(`${server.httpUrl}/v2/health/ready`)).status).toBe(200);
+      const warnings = server.logs.filter((l) => l['level'] === 40).map((l) => String(l['msg']));
+      const said = warnings.filter((w) => w.startsWith('--grpc-max-response-pool-size '));
+      expect(said).toHaveLength(1);
+      expect(said[0]).toMatch(
+        new RegExp(`^--grpc-max-response-pool-size has no effect in Batchwise: .*at most ${MAX_IN_FLIGHT_PER_STREAM} requests in flight`),
       );
     } finally {
       await server.stop();

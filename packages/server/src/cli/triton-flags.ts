@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { MAX_IN_FLIGHT_PER_STREAM } from '../grpc/stream-infer.ts';
 import { attributeOf } from '../options/index.ts';
 import { collect } from './flags.ts';
 
@@ -30,6 +31,14 @@ export const WITHOUT_EFFECT: readonly { readonly flag: string; readonly reason: 
   { flag: 'model-load-thread-count', reason: 'models load concurrently; their sessions are created in worker threads' },
   { flag: 'http-thread-count', reason: 'HTTP is served by the event loop; model runs are in worker threads (instance_group count)' },
   { flag: 'grpc-infer-allocation-pool-size', reason: 'gRPC messages are not pooled' },
+  {
+    // Triton's L0_decoupled passes it, and Triton's hardening guide advises it for decoupled streaming.
+    flag: 'grpc-max-response-pool-size',
+    reason:
+      'responses are not pooled, and what it guards against is bounded already: a ModelStreamInfer stream holds at most ' +
+      `${MAX_IN_FLIGHT_PER_STREAM} requests in flight ` +
+      'and takes no further response from a model while its client does not read; that bound is not configurable yet',
+  },
   {
     flag: 'pinned-memory-pool-byte-size',
     reason: 'ONNX Runtime manages its own host buffers; the memory budget (--memory-limit) bounds host memory',
