@@ -96,6 +96,40 @@ describe('text_generation against the same greedy loop in ONNX Runtime', () => {
     expect(executions).toBeLessThan(inferences);
   });
 
+  it('docs/examples.md gives the shapes of its metadata, and a gRPC stream with the shape it gives one request works ([1] does not)', async () => {
+    const docs = await readFile(new URL('../docs/examples.md', import.meta.url), 'utf8');
+    const rows = [...docs.matchAll(/^\| (input|output) `(\w+)` \| (\w+) \| `(\[[^\]]*\])` \| `(\[[^\]]*\])`/gm)];
+    const shown = rows.map(([, , name, datatype, metadata, one]) => ({ name, datatype, metadata, one }));
+    const metadata = await http.modelMetadata('text_generation');
+    const actual = [...metadata.inputs, ...metadata.outputs].map((t) => ({
+      name: t.name,
+      datatype: t.datatype,
+      metadata: JSON.stringify(t.shape),
+    }));
+    expect(shown.map(({ name, datatype, metadata }) => ({ name, datatype, metadata: JSON.stringify(JSON.parse(metadata!)) }))).toEqual(
+      actual,
+    );
+
+    const oneRequest = Object.fromEntries(shown.map((t) => [t.name, JSON.parse(t.one!) as number[]]));
+    const request = (shape: (name: string) => number[]) => ({
+      model: 'text_generation',
+      inputs: [
+        { name: 'text_input', datatype: 'BYTES' as const, shape: shape('text_input'), data: ['the '] },
+        { name: 'max_tokens', datatype: 'INT32' as const, shape: shape('max_tokens'), data: [2] },
+      ],
+    });
+    const tokens: string[] = [];
+    for await (const result of grpc.streamResponses(request((name) => oneRequest[name]!))) {
+      expect(result.outputs[0]!.shape).toEqual(oneRequest['text_output']);
+      tokens.push(Buffer.from((result.outputs[0]!.data as Uint8Array[])[0]!).toString());
+    }
+    expect(tokens).toEqual((await inProcess('the ')).slice(0, 2));
+    const refused = async () => {
+      for await (const _ of grpc.streamResponses(request(() => [1]))) void _;
+    };
+    await expect(refused()).rejects.toThrow(/Expected \[-1,1\]/);
+  });
+
   it('generate answers a one-token request; max_tokens 0 streams nothing', async () => {
     expect(await http.generate('text_generation', { text_input: 'the ', max_tokens: 1 })).toEqual({
       model_name: 'text_generation',
