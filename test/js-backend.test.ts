@@ -41,6 +41,20 @@ dynamic_batching { max_queue_delay_microseconds: 300000 }
 model_warmup [ { name: "zeros" batch_size: 2 inputs { key: "X" value: { data_type: TYPE_FP32 dims: [ 2 ] zero_data: true } } } ]
 `;
 
+/**
+ * The batcher whose batch goes only when full: it waits up to 30 s for 8 rows, with the adaptive
+ * delay off, so requests sent together meet in one execute call however late a loaded machine
+ * delivers them (a test sends exactly 8 rows; one that sends fewer waits the delay out).
+ */
+const FULL_BATCHER_CONFIG = `name: "full_batcher"
+backend: "js"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 2 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 2 ] }, { name: "N" data_type: TYPE_INT32 dims: [ 1 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 30000000 }
+parameters { key: "batchwise_adaptive_queue_delay" value: { string_value: "false" } }
+`;
+
 /** Misbehaves as the request's `mode` parameter says. */
 const FAULTY = `
 import { tensor } from '@batchwise/backend';
@@ -138,6 +152,7 @@ interface JsModelFiles {
 
 const JS_MODELS: JsModelFiles[] = [
   { name: 'batcher', config: BATCHER_CONFIG, files: { 'model.mjs': BATCHER } },
+  { name: 'full_batcher', config: FULL_BATCHER_CONFIG, files: { 'model.mjs': BATCHER } },
   { name: 'faulty', config: FAULTY_CONFIG, files: { 'model.mjs': FAULTY } },
   { name: 'caller', config: CALLER_CONFIG, files: { 'model.mjs': CALLER } },
   {
@@ -214,17 +229,19 @@ const x = (values: number[], rows = 1) => ({
 });
 
 describe('batch semantics', () => {
+  // full_batcher sends a batch only when its 8 rows are queued: the four requests (8 rows) meet in
+  // one execute call however far apart a loaded machine delivers them, not by a race with the delay.
   it('hands concurrent requests to one execute call, each with only its own rows, and counts the batch', async () => {
-    const before = (await http.modelStatistics('batcher'))[0]!;
+    const before = (await http.modelStatistics('full_batcher'))[0]!;
     const rows = [
       [1, 2],
       [3, 4, 5, 6],
       [7, 8],
-      [9, 10],
+      [9, 10, 11, 12, 13, 14, 15, 16],
     ];
     const clients = [http, grpc, http, grpc];
     const results = await Promise.all(
-      rows.map((values, i) => clients[i]!.infer({ model: 'batcher', id: `r${i}`, inputs: [x(values, values.length / 2)] })),
+      rows.map((values, i) => clients[i]!.infer({ model: 'full_batcher', id: `r${i}`, inputs: [x(values, values.length / 2)] })),
     );
     results.forEach((result, i) => {
       const byName = new Map(result.outputs.map((o) => [o.name, o]));
@@ -232,9 +249,9 @@ describe('batch semantics', () => {
       expect(byName.get('Y')!.shape).toEqual([rows[i]!.length / 2, 2]);
       expect(Array.from(byName.get('N')!.data as Int32Array)).toEqual(new Array(rows[i]!.length / 2).fill(4));
     });
-    const after = (await http.modelStatistics('batcher'))[0]!;
+    const after = (await http.modelStatistics('full_batcher'))[0]!;
     expect(after.execution_count - before.execution_count).toBe(1);
-    expect(after.inference_count - before.inference_count).toBe(5);
+    expect(after.inference_count - before.inference_count).toBe(8);
     expect(after.inference_stats.success.count - before.inference_stats.success.count).toBe(4);
   });
 
@@ -244,12 +261,13 @@ describe('batch semantics', () => {
   });
 
   it('fails only the request whose response is an error (INVALID_ARG: 400 over HTTP, 3 over gRPC)', async () => {
-    const before = (await http.modelStatistics('batcher'))[0]!;
+    // Two rows each: 8 rows, one full batch of full_batcher (see above).
+    const before = (await http.modelStatistics('full_batcher'))[0]!;
     const [good, badHttp, badGrpc, alsoGood] = await Promise.allSettled([
-      http.infer({ model: 'batcher', inputs: [x([1, 2])] }),
-      http.infer({ model: 'batcher', id: 'neg-http', inputs: [x([-1, 2])] }),
-      grpc.infer({ model: 'batcher', id: 'neg-grpc', inputs: [x([-1, 2])] }),
-      grpc.infer({ model: 'batcher', inputs: [x([5, 6])] }),
+      http.infer({ model: 'full_batcher', inputs: [x([1, 2, 3, 4], 2)] }),
+      http.infer({ model: 'full_batcher', id: 'neg-http', inputs: [x([-1, 2, 3, 4], 2)] }),
+      grpc.infer({ model: 'full_batcher', id: 'neg-grpc', inputs: [x([-1, 2, 3, 4], 2)] }),
+      grpc.infer({ model: 'full_batcher', inputs: [x([5, 6, 7, 8], 2)] }),
     ]);
     expect(good.status).toBe('fulfilled');
     expect(alsoGood.status).toBe('fulfilled');
@@ -257,11 +275,11 @@ describe('batch semantics', () => {
     expect((n.data as Int32Array)[0]).toBe(4);
     const httpError = (badHttp as PromiseRejectedResult).reason as BatchwiseClientError;
     expect(httpError.httpStatus).toBe(400);
-    expect(httpError.message).toContain("model 'batcher': negative input in request neg-http");
+    expect(httpError.message).toContain("model 'full_batcher': negative input in request neg-http");
     const grpcError = (badGrpc as PromiseRejectedResult).reason as BatchwiseClientError;
     expect(grpcError.grpcCode).toBe(3);
     expect(grpcError.message).toContain('negative input in request neg-grpc');
-    const after = (await http.modelStatistics('batcher'))[0]!;
+    const after = (await http.modelStatistics('full_batcher'))[0]!;
     expect(after.inference_stats.fail.count - before.inference_stats.fail.count).toBe(2);
     expect(after.inference_stats.success.count - before.inference_stats.success.count).toBe(2);
   });
