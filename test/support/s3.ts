@@ -13,6 +13,8 @@ export function useS3rverCredentials(): void {
 export interface TestS3 {
   readonly port: number;
   readonly client: S3Client;
+  /** Every request this S3 server received (other clients' as well as the test's), in order of arrival. */
+  readonly requests: readonly { readonly method: string; readonly url: string }[];
   /** s3://127.0.0.1:<port>/<bucket>/<prefix> */
   location(prefix: string): string;
   put(key: string, body: Uint8Array | string): Promise<unknown>;
@@ -24,6 +26,10 @@ export interface TestS3 {
 export async function startTestS3(directory: string, port = 0, bucket = S3_BUCKET): Promise<TestS3> {
   const server = new S3rver({ address: '127.0.0.1', port, silent: true, directory, configureBuckets: [{ name: bucket }] });
   const bound = ((await server.run()) as { port: number }).port;
+  const requests: { method: string; url: string }[] = [];
+  server.httpServer.on('request', (request: { method?: string; url?: string }) =>
+    requests.push({ method: request.method ?? '', url: request.url ?? '' }),
+  );
   const client = new S3Client({
     endpoint: `http://127.0.0.1:${bound}`,
     forcePathStyle: true,
@@ -35,6 +41,7 @@ export async function startTestS3(directory: string, port = 0, bucket = S3_BUCKE
   return {
     port: bound,
     client,
+    requests,
     location: (prefix) => `s3://127.0.0.1:${bound}/${bucket}/${prefix}`,
     put: (key, body) => client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body })),
     remove: (key) => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key })),
