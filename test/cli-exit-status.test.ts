@@ -4,7 +4,6 @@
  * command line runs through the compiled CLI, as the image runs it, against temporary
  * repositories of generated models and, for S3, s3rver.
  */
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
@@ -12,13 +11,12 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { identity, serializeModel } from '@batchwise/modelgen';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SERVER_CLIS } from '../packages/server/src/cli/server-process.ts';
 import { visibleGpuIds } from '../packages/server/src/backends/gpu-detect.ts';
 import { SERVER_VERSION } from '../packages/server/src/core/version.ts';
 import { makeRepository } from './support/repository.ts';
 import { startTestS3, type TestS3 } from './support/s3.ts';
+import { runCli, type CliRun } from './support/cli.ts';
 
-const ROOT = new URL('..', import.meta.url).pathname;
 const S3_ENV = { AWS_ACCESS_KEY_ID: 'S3RVER', AWS_SECRET_ACCESS_KEY: 'S3RVER', AWS_REGION: 'us-east-1' };
 
 /** Serves version 1 of two, so version 2 can be a canary. */
@@ -31,29 +29,8 @@ version_policy { specific { versions: [1] } }
 const MODEL = serializeModel(identity('FP32', [4]));
 const IDENT = [{ name: 'ident', model: identity('FP32', [4]), config: CONFIG, versions: [1, 2] }];
 
-interface Run {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
 /** `batchwise <args>` from the compiled CLI, as the image's entrypoint starts it. */
-function batchwise(args: readonly string[], env: Readonly<Record<string, string>> = {}): Promise<Run> {
-  const cli = SERVER_CLIS.compiled;
-  const child = spawn(process.execPath, [...cli.nodeArgs, cli.script, ...args], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => void (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const batchwise = runCli;
 
 /**
  * The lines on stderr that say why a command failed: commander's `error: ...` and the CLI's
@@ -69,7 +46,7 @@ function failureLines(stderr: string): string[] {
 }
 
 /** Exit status 1 and exactly one line on stderr naming the problem; stdout as given (by default nothing). */
-function expectFailure(run: Run, message: RegExp, stdout: RegExp = /^$/): void {
+function expectFailure(run: CliRun, message: RegExp, stdout: RegExp = /^$/): void {
   expect({ code: run.code, failure: failureLines(run.stderr) }, run.stderr).toEqual({ code: 1, failure: [expect.stringMatching(message)] });
   expect(run.stdout).toMatch(stdout);
 }
