@@ -83,7 +83,15 @@ export interface BatchingResult {
 
 /** The config of batching off or on (`max_queue_delay_microseconds` DELAY_US), THREADS intra-op threads. */
 export function batchingConfig(name: string, model: BatchingModel, batching: boolean): string {
-  return fp32Config(name, { width: model.width, maxBatchSize: MAX_BATCH_SIZE, batching, delayUs: DELAY_US, threads: THREADS });
+  return fp32Config(name, {
+    width: model.width,
+    maxBatchSize: MAX_BATCH_SIZE,
+    batching,
+    delayUs: DELAY_US,
+    threads: THREADS,
+    // The instance in its worker, as the full model always is: the smoke model is small enough for the event loop.
+    parameters: { batchwise_event_loop_run_us: '0' },
+  });
 }
 
 /** The MLP served with batching off and on, over a sweep of concurrencies. */
