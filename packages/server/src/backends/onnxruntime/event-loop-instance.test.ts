@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mlp, serializeModel, slowModel } from '@batchwise/modelgen';
+import { identity, mlp, serializeModel, slowModel } from '@batchwise/modelgen';
 import type { ModelConfig } from '../../config/model-config.ts';
 import type { InstanceOptions, ModelInstance } from '../backend.ts';
 import { onnxRuntimeBackend } from './onnxruntime-backend.ts';
@@ -67,6 +67,27 @@ describe('an ONNX instance on the event loop', () => {
     expect(await answer(instance, input, rows)).toEqual(expected);
     // Twice: the second run reuses nothing of the first.
     expect(await answer(instance, input, rows)).toEqual(expected);
+    await instance.close();
+  });
+
+  it('runs a model without batching (max_batch_size 0) on the event loop, answering as ONNX Runtime in-process', async () => {
+    const fixed = join(dir, 'identity.onnx');
+    await writeFile(fixed, serializeModel(identity('FP32', [3, WIDTH], { batch: false })));
+    const noBatch = config({ max_batch_size: 0 }, [3, WIDTH]);
+    const { instance, eventLoopRunUs } = await onnxRuntimeBackend.createInstance(options(fixed, noBatch));
+    expect(eventLoopRunUs).toBeGreaterThan(0);
+    const input = Float32Array.from({ length: 3 * WIDTH }, (_, i) => i / 7 - 1);
+    const { outputs } = await instance.execute(
+      [{ name: 'INPUT0', datatype: 'FP32', shape: [3, WIDTH], data: new Uint8Array(input.slice().buffer) }],
+      ['OUTPUT0'],
+    );
+    const session = await ort.InferenceSession.create(fixed);
+    const expected = (await session.run({ INPUT0: new ort.Tensor('float32', input, [3, WIDTH]) }))['OUTPUT0']!;
+    await session.release();
+    expect(outputs[0]!.shape).toEqual([3, WIDTH]);
+    expect(Array.from(new Float32Array(outputs[0]!.data.buffer, outputs[0]!.data.byteOffset, 3 * WIDTH))).toEqual(
+      Array.from(expected.data as Float32Array),
+    );
     await instance.close();
   });
 
