@@ -2,14 +2,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { InferenceService, MemoryReservation } from '../core/index.ts';
 import { answerInfer } from './infer-answer.ts';
+import { HEADER_LENGTH } from './infer-codec.ts';
+// Larger bodies go through fastify, whose preParsing counts a large JSON body's values while it arrives.
+import { COUNT_WHILE_RECEIVED_MIN_BYTES } from './json-admission.ts';
 import { errorAnswer } from './error-answer.ts';
 import { connectionOf, type Connection } from './connection-cancel.ts';
-
-/**
- * Bodies up to this are read here; larger ones go through fastify, whose preParsing counts a large
- * JSON body's values while it arrives (routes/infer.ts: COUNT_WHILE_RECEIVED_MIN_BYTES).
- */
-export const DIRECT_MAX_BODY_BYTES = 256 * 1024;
 
 /** fastify's maxParamLength: a longer model name or version is answered by its router (414). */
 const MAX_PARAM_LENGTH = 100;
@@ -48,7 +45,7 @@ export function serveInferDirectly(
   const headers = request.headers;
   if (headers['transfer-encoding'] !== undefined || headers['content-encoding'] !== undefined) return false;
   const length = Number(headers['content-length']);
-  if (!(length >= 0 && length <= DIRECT_MAX_BODY_BYTES && length <= options.maxBodyBytes)) return false;
+  if (!(length >= 0 && length <= COUNT_WHILE_RECEIVED_MIN_BYTES && length <= options.maxBodyBytes)) return false;
   const { modelName, modelVersion } = target;
   if (modelName.length > MAX_PARAM_LENGTH || (modelVersion?.length ?? 0) > MAX_PARAM_LENGTH) return false;
   if (options.closing() || !service.isModelReady(modelName, modelVersion) || service.isDecoupled(modelName, modelVersion)) return false;
@@ -59,7 +56,7 @@ export function serveInferDirectly(
       modelName,
       ...(modelVersion !== undefined && { modelVersion }),
       // A body in the binary extension usually asks for binary replies too; a JSON body's default is JSON.
-      repliesAsJson: headers['inference-header-content-length'] === undefined,
+      repliesAsJson: headers[HEADER_LENGTH] === undefined,
     });
   } catch (error) {
     answerError(service, request, response, error, options.logger);

@@ -3,12 +3,9 @@ import type { InferenceService, MemoryReservation } from '../core/index.ts';
 import { CANARY_KEY_HEADER } from '../core/index.ts';
 import type { JsonArrayCounter } from '../tensor/json-census.ts';
 import { sequenceCookie } from '../protocol/sequence-cookie.ts';
-import { decodeHttpInferRequest, encodeHttpInferResponse, outputsSentAsJson } from './infer-codec.ts';
+import { decodeHttpInferRequest, encodeHttpInferResponse, HEADER_LENGTH, outputsSentAsJson } from './infer-codec.ts';
 import { admitJsonBody } from './json-admission.ts';
 import { compressResponse, COMPRESSION_THRESHOLD_BYTES, negotiateResponseEncoding } from './response-compression.ts';
-
-/** Header names as fastify sends them, lower case, whichever path answers. */
-const HEADER_LENGTH = 'inference-header-content-length';
 
 /** What answers an infer request needs of it, from fastify's request or from Node's (direct-infer.ts). */
 export interface InferExchange {

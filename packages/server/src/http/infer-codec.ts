@@ -17,6 +17,8 @@ import { formatShape } from '../tensor/shape.ts';
 import type { Parameters } from '../tensor/tensor.ts';
 
 export const HEADER_LENGTH_HEADER = 'Inference-Header-Content-Length';
+/** The same header as Node's request headers and fastify's replies spell it. */
+export const HEADER_LENGTH = 'inference-header-content-length';
 
 type Json = Record<string, unknown>;
 

@@ -42,6 +42,13 @@ export function admitJsonBody(
 }
 
 /**
+ * Uncompressed bodies whose Content-Length is at most this are counted in one pass once complete
+ * (under a millisecond) rather than through a counting stream, which costs every request its setup;
+ * the direct infer path (direct-infer.ts) reads no larger body for the same reason.
+ */
+export const COUNT_WHILE_RECEIVED_MIN_BYTES = 256 * 1024;
+
+/**
  * Counts the values of a body's JSON while the body arrives, so that they are counted by the time
  * it is complete and a refusal follows its last byte at once, rather than after a pass over it
  * (a 40 MB body took up to a second on busy cores). `jsonBytes`: how much of the body is JSON (the

@@ -4,7 +4,8 @@ import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { InferenceService, MemoryReservation } from '../../core/index.ts';
 import { CANARY_KEY_HEADER, Errors, refusalDue, type ObjectiveRefusal } from '../../core/index.ts';
-import { countJsonWhileReceived } from '../json-admission.ts';
+import { COUNT_WHILE_RECEIVED_MIN_BYTES, countJsonWhileReceived } from '../json-admission.ts';
+import { HEADER_LENGTH } from '../infer-codec.ts';
 import type { JsonArrayCounter } from '../../tensor/json-census.ts';
 import { httpStatusOf } from '../status.ts';
 import { serveInferDirectly, type DirectInferOptions } from '../direct-infer.ts';
@@ -15,8 +16,6 @@ interface ModelParams {
   model: string;
   version?: string;
 }
-
-const HEADER_LENGTH = 'inference-header-content-length';
 
 /**
  * As Triton (the request object is created for a model before its body is parsed): a request
@@ -217,12 +216,6 @@ function countStreamedBody(request: FastifyRequest, payload: NodeJS.ReadableStre
   });
   return payload.pipe(counted);
 }
-
-/**
- * Uncompressed bodies whose Content-Length is at most this are counted in one pass once complete
- * (under a millisecond) rather than through a counting stream, which costs every request its setup.
- */
-const COUNT_WHILE_RECEIVED_MIN_BYTES = 256 * 1024;
 
 /** Counts the values of the body's JSON part as it arrives (json-admission.ts); a raw binary body (header length 0) has none, and a malformed header length is refused by the decoder. */
 function countJsonPart(request: FastifyRequest, payload: NodeJS.ReadableStream): NodeJS.ReadableStream {
