@@ -105,7 +105,8 @@ describe('a second start on a port still held', () => {
 /** `batchwise serve` in a pseudo-terminal; `type` writes to it as a keyboard would. */
 function serveInTerminal(args: readonly string[]) {
   const cli = SERVER_CLIS.compiled;
-  const command = [process.execPath, ...cli.nodeArgs, cli.script, 'serve', ...args].map((w) => `'${w}'`).join(' ');
+  // exec: `script` runs $SHELL -c, and a shell that waits (dash does) dies of the same Ctrl-C.
+  const command = `exec ${[process.execPath, ...cli.nodeArgs, cli.script, 'serve', ...args].map((w) => `'${w}'`).join(' ')}`;
   const child = spawn('script', ['-qec', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (d: Buffer) => void (output += d.toString()));
