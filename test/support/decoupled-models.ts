@@ -181,7 +181,7 @@ export const DECOUPLED_MODELS: readonly RepositoryModel[] = [
   { name: 'slow', config: SLOW_CONFIG, model: identity('FP32', [4]) },
 ];
 
-/** Models whose load is refused: a decoupled ONNX model, and an ensemble whose step is decoupled. */
+/** A model whose load is refused: a decoupled ONNX model. */
 export const REFUSED_MODELS: readonly RepositoryModel[] = [
   {
     name: 'decoupled_onnx',
@@ -192,15 +192,5 @@ input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 `,
     model: identity('FP32', [4]),
-  },
-  {
-    name: 'streaming_ensemble',
-    config: `name: "streaming_ensemble"
-platform: "ensemble"
-max_batch_size: 8
-input [ { name: "COUNT" data_type: TYPE_INT32 dims: [ 1 ] } ]
-output [ { name: "N" data_type: TYPE_INT32 dims: [ 1 ] } ]
-ensemble_scheduling { step [ { model_name: "streamer" model_version: -1 input_map { key: "COUNT" value: "COUNT" } output_map { key: "N" value: "N" } } ] }
-`,
   },
 ];

@@ -19,6 +19,7 @@ import { resolveServerOptions, type ServerOptions } from './options/index.ts';
 import { MODEL_REPOSITORY_KEY_ENV } from './options/environment.ts';
 import { createModelSource } from './repository/create-model-source.ts';
 import type { InferenceService } from './core/types.ts';
+import type { InferenceStream } from './core/response-stream.ts';
 import type { InferenceResponse } from './protocol/types.ts';
 import { createGrpcFrontend } from './grpc/server.ts';
 import { createHttpFrontend } from './http/http-frontend.ts';
@@ -106,6 +107,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       reserveMemory: (bytes) => memory.reserve(bytes, 0, 0),
       // Ensemble steps and in-server calls from JavaScript models go through the service built below.
       callModel: (request, call): Promise<InferenceResponse> => service.infer(request, call?.signal && { signal: call.signal }),
+      streamModel: (request, call): InferenceStream => service.inferStream(request, call?.signal && { signal: call.signal }),
       ...(rateLimiter && { rateLimiter }),
       ...(options.loadOnDemand && { onDemand: { timeoutMs: options.loadOnDemandTimeoutMs, retryMs: options.loadOnDemandRetryMs } }),
       memoryLimits: { hostBytes: modelMemoryLimitBytes, gpuBytesPerDevice: modelGpuMemoryLimitBytes },

@@ -1,16 +1,8 @@
 import { toInferenceServerError, type InferenceServerError } from '../errors/errors.ts';
 import type { MemoryGuard, MemoryReservation } from '../memory/memory-guard.ts';
-import type { InferenceResponse } from '../protocol/types.ts';
+import type { StreamEvent } from '../protocol/types.ts';
 
-/**
- * One event of a request's response stream (InferenceService.inferStream): a response, an error
- * response (the request goes on unless it is final), or the final flag alone (a decoupled model that
- * ends a request without a last response: Triton's empty final response).
- */
-export type StreamEvent =
-  | { readonly kind: 'response'; readonly response: InferenceResponse; readonly final: boolean }
-  | { readonly kind: 'error'; readonly error: InferenceServerError; readonly final: boolean }
-  | { readonly kind: 'final' };
+export type { StreamEvent };
 
 /**
  * A request's responses as its frontend takes them, in order. Iterating throws the request's error

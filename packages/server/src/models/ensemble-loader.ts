@@ -1,4 +1,5 @@
 import { describeStep, normalizeModelConfig, planEnsemble, validateDeclaredConfig, type EnsemblePlan } from '../config/index.ts';
+import { traceLineage } from '../config/ensemble-lineage.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import { isDecoupled } from '../config/transaction-policy.ts';
 import { Errors, toInferenceServerError } from '../errors/errors.ts';
@@ -23,17 +24,22 @@ export async function loadEnsembleVersion(
   options: LoaderOptions,
   registry: ModelRegistry,
 ): Promise<LoadedVersion> {
-  const config = normalizeModelConfig(written, { visibleGpuIds: options.gpuIds });
-  await checkConfigPaths(folder, config, version);
-  validateDeclaredConfig(config);
-  const plan = planEnsemble(config);
-  if (isDecoupled(config)) {
-    throw Errors.invalidArg(
-      `ensemble '${config.name}': model_transaction_policy { decoupled: true } is not supported for ensembles (docs/triton-compatibility.md)`,
-    );
-  }
-  checkAgainstSteps(config, plan, registry);
-  if (!options.callModel)
+  const normalized = normalizeModelConfig(written, { visibleGpuIds: options.gpuIds });
+  await checkConfigPaths(folder, normalized, version);
+  validateDeclaredConfig(normalized);
+  const plan = planEnsemble(normalized);
+  checkAgainstSteps(normalized, plan, registry);
+  const lineage = traceLineage(
+    normalized.name,
+    plan,
+    normalized.input.map((i) => i.name),
+    normalized.output.map((o) => o.name),
+    (step) => isDecoupled(registry.resolve(step.modelName, step.modelVersion).config),
+  );
+  // As Triton does, an ensemble is decoupled exactly when a step is, whatever its config says.
+  const config = { ...normalized, model_transaction_policy: { decoupled: lineage.decoupled } };
+  const { callModel, streamModel } = options;
+  if (!callModel || (lineage.decoupled && !streamModel))
     throw Errors.internal(`ensemble '${config.name}' cannot run its steps: the server gave the loader no request path`);
   const labels = await readLabels(folder, config);
   const inputs = inputSpecsOf(config, new Set());
@@ -53,7 +59,10 @@ export async function loadEnsembleVersion(
       plan,
       outputNames: outputs.map((o) => o.name),
       stats,
-      callModel: options.callModel,
+      callModel,
+      ...(lineage.decoupled && {
+        streaming: { lineage, streamModel: streamModel!, ...(options.reserveMemory && { reserveMemory: options.reserveMemory }) },
+      }),
     }),
     stats,
     executionProvider: '',
@@ -99,12 +108,6 @@ function checkAgainstSteps(config: ModelConfig, plan: EnsemblePlan, registry: Mo
       throw Errors.invalidArg(`${what}: the step's model is not available: ${toInferenceServerError(error).message}`);
     }
     if (model.ensemble) checkNotCyclic(name, step.modelName, registry, new Set([name]));
-    if (isDecoupled(model.config)) {
-      throw Errors.invalidArg(
-        `${what}: model '${step.modelName}' is decoupled (model_transaction_policy { decoupled: true }), and Batchwise runs ` +
-          'no decoupled model as an ensemble step: each step must answer with one response (docs/triton-compatibility.md)',
-      );
-    }
     if (model.config.sequence_batching) {
       throw Errors.invalidArg(
         `${what}: model '${step.modelName}' has sequence_batching, and Batchwise passes no sequence through an ensemble: ` +

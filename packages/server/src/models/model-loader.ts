@@ -16,7 +16,7 @@ import { modelFootprint } from '../memory/model-footprint.ts';
 import type { MemoryReservation } from '../memory/memory-guard.ts';
 import type { ModelMemoryHold, ModelResidency } from './model-residency.ts';
 import { Errors } from '../errors/errors.ts';
-import type { InferenceCall } from '../protocol/types.ts';
+import type { InferenceCall, InferenceStreamCall } from '../protocol/types.ts';
 import { warmUp } from './warmup.ts';
 import { chooseBackend, modelFileOf } from './backend-choice.ts';
 import type { LoadedVersion } from './loaded-version.ts';
@@ -38,6 +38,8 @@ export interface LoaderOptions {
    * the server once the service exists; undefined where nothing can be called (unit tests).
    */
   readonly callModel?: InferenceCall;
+  /** callModel as a stream of responses: an ensemble's decoupled steps go through it. */
+  readonly streamModel?: InferenceStreamCall;
   /** The server's rate limiter (--rate-limit=execution_count); absent when off. */
   readonly rateLimiter?: RateLimiter;
   /** What loaded versions take against --model-memory-limit: a load makes room there first (evicting). @default - no limit */

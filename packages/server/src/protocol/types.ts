@@ -3,6 +3,7 @@
  * every layer: a decoded request and its response, metadata, statistics, repository index
  * entries and shared memory references. Types only; nothing here imports a layer above.
  */
+import type { InferenceServerError } from '../errors/errors.ts';
 import type { Parameters, Tensor } from '../tensor/tensor.ts';
 
 /** A registered region as the status endpoints report it (Triton's field names). */
@@ -102,6 +103,23 @@ export interface InferenceResponse {
  * own scheduler and batching, statistics), so the caller gets outputs or the same typed errors.
  */
 export type InferenceCall = (request: InferenceRequest, options?: { readonly signal?: AbortSignal }) => Promise<InferenceResponse>;
+
+/**
+ * One event of a request's response stream (InferenceService.inferStream): a response, an error
+ * response (the request goes on unless it is final), or the final flag alone (a decoupled model that
+ * ends a request without a last response: Triton's empty final response).
+ */
+export type StreamEvent =
+  | { readonly kind: 'response'; readonly response: InferenceResponse; readonly final: boolean }
+  | { readonly kind: 'error'; readonly error: InferenceServerError; readonly final: boolean }
+  | { readonly kind: 'final' };
+
+/**
+ * An InferenceCall whose responses come as a stream, as the model sends them (a decoupled ensemble
+ * step). Iterating throws the request's refusal; a later failure is a final error event. The next
+ * event is taken only once the caller is done with the last one: a slow caller holds the model back.
+ */
+export type InferenceStreamCall = (request: InferenceRequest, options?: { readonly signal?: AbortSignal }) => AsyncIterable<StreamEvent>;
 
 /** Metadata, the repository index and statistics are shapes the client shares: @batchwise/protocol. */
 export type {

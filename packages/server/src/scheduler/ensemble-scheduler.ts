@@ -1,9 +1,11 @@
-import { describeStep, type EnsemblePlan, type EnsembleStep } from '../config/ensemble.ts';
-import { Errors, InferenceServerError, toInferenceServerError } from '../errors/errors.ts';
+import type { EnsemblePlan, EnsembleStep } from '../config/ensemble.ts';
+import { Errors } from '../errors/errors.ts';
 import type { VersionStatistics } from '../metrics/version-statistics.ts';
-import type { InferenceCall } from '../protocol/types.ts';
+import type { InferenceCall, InferenceResponse } from '../protocol/types.ts';
 import type { Parameters, Tensor } from '../tensor/tensor.ts';
 import type { RequestTrace } from '../trace/tracer.ts';
+import { streamEnsemble, type StreamingEnsemble } from './ensemble-stream.ts';
+import { stepFailure, stepParameters, stepRequest, storeStepOutputs } from './ensemble-step.ts';
 import type { QueuedRequest, Scheduler } from './scheduler.ts';
 
 export interface EnsembleContext {
@@ -14,6 +16,8 @@ export interface EnsembleContext {
   readonly stats: VersionStatistics;
   /** The server's request path: each step goes through its model's own validation and scheduler. */
   readonly callModel: InferenceCall;
+  /** Present when a step is decoupled (the ensemble is then decoupled): how its responses flow (ensemble-stream.ts). */
+  readonly streaming?: Omit<StreamingEnsemble, 'ensembleName' | 'outputNames' | 'callModel'>;
 }
 
 /**
@@ -23,13 +27,23 @@ export interface EnsembleContext {
  * ensemble requests together), with the request's priority and queue timeout. Tensors pass
  * from step to step as they are, with no encoding; the step model's scheduler copies them into
  * its batch, as it copies any request's inputs. The first step that fails fails the request
- * with that step's error code and a message naming the step; no further step starts.
+ * with that step's error code and a message naming the step; no further step starts. An ensemble
+ * with a decoupled step streams instead (ensemble-stream.ts), decided at load.
  */
 export class EnsembleScheduler implements Scheduler {
   private running = 0;
   private idleWaiters: (() => void)[] = [];
+  private readonly runRequest: (request: QueuedRequest) => Promise<Tensor[]>;
 
-  constructor(private readonly context: EnsembleContext) {}
+  constructor(private readonly context: EnsembleContext) {
+    const { streaming, ensembleName, outputNames, callModel } = context;
+    if (streaming) {
+      const ensemble: StreamingEnsemble = { ...streaming, ensembleName, outputNames, callModel };
+      this.runRequest = (request) => streamEnsemble(ensemble, request).then(() => []);
+    } else {
+      this.runRequest = (request) => this.run(request);
+    }
+  }
 
   get pendingCount(): number {
     return this.running;
@@ -41,7 +55,7 @@ export class EnsembleScheduler implements Scheduler {
     const startNs = process.hrtime.bigint();
     request.trace?.mark('COMPUTE_START', startNs);
     try {
-      const outputs = await this.run(request);
+      const outputs = await this.runRequest(request);
       const endNs = process.hrtime.bigint();
       request.trace?.mark('COMPUTE_END', endNs);
       const timings = { computeInputNs: 0, computeInferNs: Number(endNs - startNs), computeOutputNs: 0 };
@@ -81,10 +95,16 @@ export class EnsembleScheduler implements Scheduler {
           waiting.delete(step);
           inFlight++;
           this.runStep(step, tensors, parameters, request.trace, request.signal).then(
-            (outputs) => {
+            (response) => {
               inFlight--;
               if (failed) return;
-              step.outputs.forEach(({ ensembleTensor }, i) => tensors.set(ensembleTensor, { ...outputs[i]!, name: ensembleTensor }));
+              try {
+                storeStepOutputs(step, response, tensors);
+              } catch (error) {
+                failed = true;
+                reject(stepFailure(ensembleName, step, error));
+                return;
+              }
               launchReady();
             },
             (error: unknown) => {
@@ -109,45 +129,20 @@ export class EnsembleScheduler implements Scheduler {
     });
   }
 
-  /** One step: its model's inputs named as the model names them, its outputs in output_map order. */
+  /** One step: its model's inputs named as the model names them; its response, or its failure as the ensemble's. */
   private async runStep(
     step: EnsembleStep,
     tensors: ReadonlyMap<string, Tensor>,
     parameters: Parameters,
     trace: RequestTrace | undefined,
     signal: AbortSignal | undefined,
-  ): Promise<Tensor[]> {
+  ): Promise<InferenceResponse> {
     const { callModel, ensembleName } = this.context;
     try {
       // The ensemble request's cancellation cancels its steps (a queued step leaves its model's queue).
-      const response = await callModel(
-        {
-          modelName: step.modelName,
-          ...(step.modelVersion !== undefined && { modelVersion: step.modelVersion }),
-          inputs: step.inputs.map(({ stepTensor, ensembleTensor }) => ({ ...tensors.get(ensembleTensor)!, name: stepTensor })),
-          outputs: step.outputs.map(({ stepTensor }) => ({ name: stepTensor, parameters: {} })),
-          parameters,
-          ...(trace && { parentTraceId: trace.id }),
-          ...(trace?.context && { traceContext: trace.context }),
-        },
-        signal && { signal },
-      );
-      return step.outputs.map(({ stepTensor }) => {
-        const output = response.outputs.find((t) => t.name === stepTensor);
-        if (!output) throw Errors.internal(`model '${step.modelName}' produced no output '${stepTensor}'`);
-        return output;
-      });
+      return await callModel(stepRequest(step, tensors, parameters, trace), signal && { signal });
     } catch (error) {
-      const failure = toInferenceServerError(error);
-      throw new InferenceServerError(failure.code, `${describeStep(ensembleName, step)} failed: ${failure.message}`, { cause: error });
+      throw stepFailure(ensembleName, step, error);
     }
   }
-}
-
-/** The request's priority and queue timeout, which every step's request carries (0: the step model's default). */
-function stepParameters(request: QueuedRequest): Parameters {
-  return {
-    ...(request.priority > 0 && { priority: request.priority }),
-    ...(request.timeoutMicroseconds > 0 && { timeout: request.timeoutMicroseconds }),
-  };
 }
