@@ -1,8 +1,10 @@
 /**
- * The text_generation example (examples/model_repository/text_generation and next_token) on a real
- * server, differentially: the tokens it streams equal those of the same greedy loop run in-process
- * by ONNX Runtime on the committed next_token model, for one stream and for 8 at once (over HTTP
- * generate_stream and gRPC ModelStreamInfer), and the 8 streams' next-token calls batch together.
+ * The text_generation example on a real server, differentially: an ensemble (text_tokenizer, the
+ * decoupled token_generator calling next_token, text_detokenizer; examples/model_repository) whose
+ * tokens equal those of the same greedy loop run in-process by ONNX Runtime on the committed
+ * next_token model, for one stream and for 16 at once (over HTTP generate_stream and gRPC
+ * ModelStreamInfer); the 16 streams' next-token calls batch together, and so do their tokens in the
+ * detokenizer. text_generation_single, the same in one decoupled model, streams the same tokens.
  */
 import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -14,8 +16,8 @@ import { loadOrt, type OrtSession } from '@batchwise/modelgen/test-support/ort.t
 import { EXAMPLES } from './support/repository.ts';
 import { startTestServer } from './support/server.ts';
 
-const MODELS = ['next_token', 'text_generation'];
-const PROMPTS = ['the ', 'When a client', 'batch', 'a stream is', 'xyz', 'q', '', 'the model runs'];
+const MODELS = ['next_token', 'text_tokenizer', 'token_generator', 'text_detokenizer', 'text_generation', 'text_generation_single'];
+const PROMPTS = ['the ', 'When a client', 'batch', 'a stream is', 'xyz', 'q', '', 'the model runs'].flatMap((p) => [p, `${p}.`]);
 const TOKENS = 24;
 
 let dir: string;
@@ -54,17 +56,16 @@ async function inProcess(prompt: string): Promise<string[]> {
   return tokens;
 }
 
-async function overHttp(prompt: string): Promise<string[]> {
+async function overHttp(prompt: string, model = 'text_generation'): Promise<string[]> {
   const tokens: string[] = [];
-  for await (const r of http.generateStream('text_generation', { text_input: prompt, max_tokens: TOKENS }))
-    tokens.push(r['text_output'] as string);
+  for await (const r of http.generateStream(model, { text_input: prompt, max_tokens: TOKENS })) tokens.push(r['text_output'] as string);
   return tokens;
 }
 
-async function overGrpc(prompt: string): Promise<string[]> {
+async function overGrpc(prompt: string, model = 'text_generation'): Promise<string[]> {
   const tokens: string[] = [];
   const request = {
-    model: 'text_generation',
+    model,
     inputs: [
       { name: 'text_input', datatype: 'BYTES' as const, shape: [1, 1], data: [prompt] },
       { name: 'max_tokens', datatype: 'INT32' as const, shape: [1, 1], data: [TOKENS] },
@@ -75,7 +76,7 @@ async function overGrpc(prompt: string): Promise<string[]> {
   return tokens;
 }
 
-const nextTokenStats = async () => (await http.modelStatistics('next_token'))[0]!;
+const statsOf = async (model: string) => (await http.modelStatistics(model))[0]!;
 
 describe('text_generation against the same greedy loop in ONNX Runtime', () => {
   it('one stream', async () => {
@@ -84,16 +85,27 @@ describe('text_generation against the same greedy loop in ONNX Runtime', () => {
     expect(await overHttp(PROMPTS[0]!)).toEqual(expected);
   });
 
-  it('8 streams at once, whose next-token calls batch together', async () => {
+  it('16 streams at once, whose next-token calls and tokens batch together', async () => {
+    expect(PROMPTS).toHaveLength(16);
     const expected = await Promise.all(PROMPTS.map(inProcess));
-    const before = await nextTokenStats();
+    const before = { nextToken: await statsOf('next_token'), detokenizer: await statsOf('text_detokenizer') };
     const got = await Promise.all(PROMPTS.map((p, i) => (i % 2 === 0 ? overHttp(p) : overGrpc(p))));
     expect(got).toEqual(expected);
-    const after = await nextTokenStats();
-    const inferences = after.inference_count - before.inference_count;
-    const executions = after.execution_count - before.execution_count;
-    expect(inferences).toBe(PROMPTS.length * TOKENS);
-    expect(executions).toBeLessThan(inferences);
+    for (const [model, stats] of Object.entries(before)) {
+      const after = await statsOf(model === 'nextToken' ? 'next_token' : 'text_detokenizer');
+      const inferences = after.inference_count - stats.inference_count;
+      const executions = after.execution_count - stats.execution_count;
+      expect(inferences).toBe(PROMPTS.length * TOKENS);
+      expect(executions).toBeLessThan(inferences);
+    }
+  });
+
+  it('text_generation_single, the same in one decoupled model, streams the same tokens', async () => {
+    const expected = await Promise.all(PROMPTS.slice(0, 4).map(inProcess));
+    const got = await Promise.all(
+      PROMPTS.slice(0, 4).map((p, i) => (i % 2 === 0 ? overHttp(p, 'text_generation_single') : overGrpc(p, 'text_generation_single'))),
+    );
+    expect(got).toEqual(expected);
   });
 
   it('docs/examples.md gives the shapes of its metadata, and a gRPC stream with the shape it gives one request works ([1] does not)', async () => {
@@ -128,6 +140,21 @@ describe('text_generation against the same greedy loop in ONNX Runtime', () => {
       for await (const _ of grpc.streamResponses(request(() => [1]))) void _;
     };
     await expect(refused()).rejects.toThrow(/Expected \[-1,1\]/);
+  });
+
+  it('a bad max_tokens is the generator step’s error, named by the ensemble', async () => {
+    const events: unknown[] = [];
+    const response = await fetch(`${server.url}/v2/models/text_generation/generate_stream`, {
+      method: 'POST',
+      body: JSON.stringify({ text_input: 'the ', max_tokens: -1 }),
+    });
+    for (const event of (await response.text()).split('\n\n').filter(Boolean)) events.push(JSON.parse(event.slice('data: '.length)));
+    expect(events).toEqual([
+      {
+        error:
+          "ensemble 'text_generation' step 2 (model 'token_generator') failed: model 'token_generator': max_tokens must be 0 or more, got -1",
+      },
+    ]);
   });
 
   it('generate answers a one-token request; max_tokens 0 streams nothing', async () => {

@@ -342,9 +342,12 @@ instance_group [
 ];
 
 /**
- * Text generation whose streams batch together: text_generation, a decoupled JavaScript model,
- * decodes greedily by calling next_token (a character-level trigram model of a corpus shipped here)
- * once per token; concurrent streams' calls meet in next_token's dynamic batcher.
+ * Text generation whose streams batch together, as Triton users build it: text_generation, an ensemble
+ * of a JavaScript tokenizer (text_tokenizer), a decoupled JavaScript generator that decodes greedily by
+ * calling next_token (a character-level trigram model of a corpus shipped here) once per token
+ * (token_generator), and a JavaScript detokenizer (text_detokenizer). Concurrent streams' calls meet in
+ * next_token's dynamic batcher, and their tokens in the detokenizer's. text_generation_single does the
+ * same in one decoupled JavaScript model (text in, characters out), the ensemble's baseline in bench.
  */
 const TEXT_GENERATION: readonly ExampleModel[] = [
   {
@@ -360,9 +363,72 @@ const TEXT_GENERATION: readonly ExampleModel[] = [
     files: { 'corpus.txt': CORPUS },
   },
   {
-    name: 'text_generation',
+    name: 'text_tokenizer',
     config: configPbtxt({
-      name: 'text_generation',
+      name: 'text_tokenizer',
+      backend: 'js',
+      maxBatchSize: 16,
+      inputs: [{ name: 'text_input', datatype: 'BYTES', dims: [1] }],
+      outputs: [{ name: 'input_ids', datatype: 'INT64', dims: [-1] }],
+      maxQueueDelayMicroseconds: BATCHING_DELAY_MICROSECONDS,
+    }),
+    files: { '1/vocabulary.json': `${JSON.stringify(VOCABULARY)}\n` },
+    handWritten: ['1/model.mjs'],
+  },
+  {
+    name: 'token_generator',
+    config: configPbtxt({
+      name: 'token_generator',
+      backend: 'js',
+      decoupled: true,
+      maxBatchSize: 16,
+      inputs: [
+        { name: 'input_ids', datatype: 'INT64', dims: [-1] },
+        { name: 'max_tokens', datatype: 'INT32', dims: [1] },
+      ],
+      outputs: [{ name: 'output_ids', datatype: 'INT64', dims: [1] }],
+      maxQueueDelayMicroseconds: BATCHING_DELAY_MICROSECONDS,
+      parameters: { next_token_model: 'next_token', context_length: String(CONTEXT_LENGTH) },
+    }),
+    handWritten: ['1/model.mjs'],
+  },
+  {
+    name: 'text_detokenizer',
+    config: configPbtxt({
+      name: 'text_detokenizer',
+      backend: 'js',
+      maxBatchSize: 64,
+      inputs: [{ name: 'output_ids', datatype: 'INT64', dims: [1] }],
+      outputs: [{ name: 'text_output', datatype: 'BYTES', dims: [1] }],
+      maxQueueDelayMicroseconds: BATCHING_DELAY_MICROSECONDS,
+    }),
+    files: { '1/vocabulary.json': `${JSON.stringify(VOCABULARY)}\n` },
+    handWritten: ['1/model.mjs'],
+  },
+  {
+    name: 'text_generation',
+    config: ensembleConfigPbtxt(
+      {
+        name: 'text_generation',
+        maxBatchSize: 16,
+        inputs: [
+          { name: 'text_input', datatype: 'BYTES', dims: [1] },
+          { name: 'max_tokens', datatype: 'INT32', dims: [1] },
+        ],
+        outputs: [{ name: 'text_output', datatype: 'BYTES', dims: [1] }],
+      },
+      [
+        { model: 'text_tokenizer', inputs: { text_input: 'text_input' }, outputs: { input_ids: 'input_ids' } },
+        { model: 'token_generator', inputs: { input_ids: 'input_ids', max_tokens: 'max_tokens' }, outputs: { output_ids: 'output_ids' } },
+        { model: 'text_detokenizer', inputs: { output_ids: 'output_ids' }, outputs: { text_output: 'text_output' } },
+      ],
+    ),
+    files: { '1/.gitkeep': '' },
+  },
+  {
+    name: 'text_generation_single',
+    config: configPbtxt({
+      name: 'text_generation_single',
       backend: 'js',
       decoupled: true,
       maxBatchSize: 16,

@@ -155,7 +155,8 @@ class EnsembleStream {
     try {
       const response = await this.ensemble.callModel(this.stepRequest(step, set), { signal: this.cancel.signal });
       if (this.failure) return;
-      set.charge?.grow(storeStepOutputs(step, response, set.tensors));
+      const bytes = storeStepOutputs(step, response, set.tensors);
+      set.charge?.grow(bytes);
     } catch (error) {
       await this.failInTurn(set, stepFailure(this.ensemble.ensembleName, step, error));
     }

@@ -1,6 +1,7 @@
 /**
- * text_generation: a decoupled model (model_transaction_policy { decoupled: true }) that streams one
- * character per response. For each request it decodes greedily: it asks the next-token model (the
+ * text_generation_single: text_generation (the ensemble of text_tokenizer, token_generator and
+ * text_detokenizer) in one decoupled model (model_transaction_policy { decoupled: true }) that streams
+ * one character per response. For each request it decodes greedily: it asks the next-token model (the
  * `next_token_model` parameter, an ONNX model of this repository) for the logits of the next character
  * after the last two, sends the highest (the lowest id on ties), and goes on until `max_tokens`.
  * execute() starts every request of its batch and returns; the requests then stream on their own, and
@@ -11,7 +12,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { inferModel, ModelError, tensor } from '@batchwise/backend';
 
-export default class TextGeneration {
+export default class TextGenerationSingle {
   async initialize(args) {
     this.vocabulary = JSON.parse(await readFile(join(args.versionDir, 'vocabulary.json'), 'utf8'));
     this.space = this.vocabulary.indexOf(' ');
