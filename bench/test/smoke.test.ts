@@ -339,15 +339,18 @@ describe('bench scenarios (smoke)', () => {
     }
   });
 
-  it('streaming: 1 and 4 generate_stream clients each get every token of every stream, and next_token counts its batches', async () => {
+  it('streaming: 1 and 4 generate_stream clients of the single model and of the ensemble each get every token of every stream, and next_token and the detokenizer count their batches', async () => {
     const result = await runStreaming({ concurrencies: [1, 4], tokens: 8, durationMs: 300, log, name: 'smoke-streaming' });
-    expect(result.points.map((p) => p.concurrency)).toEqual([1, 4, 4, 1]);
+    const order = ['single 1', 'ensemble 1', 'single 4', 'ensemble 4'];
+    expect(result.points.map((p) => `${p.form} ${p.concurrency}`)).toEqual([...order, ...[...order].reverse()]);
     for (const p of result.points) {
       expect(p.errors, p.firstError).toBe(0);
       expect(p.tokens).toBe(p.streams * 8);
       expect(p.nextToken.avgBatchSize).toBeGreaterThanOrEqual(1);
+      if (p.form === 'ensemble') expect(p.detokenizer!.requests).toBe(p.tokens);
     }
     expect(result.ratio).toBeGreaterThan(0);
+    expect(result.ensembleRatio).toBeGreaterThan(0);
   });
 
   it('adaptive: three servers through quiet, steady and burst phases, with a check per target and a markdown report', async () => {
