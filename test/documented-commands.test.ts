@@ -116,6 +116,13 @@ function modelFromDocs(file: string, name: string): Record<string, string> {
   return { 'config.pbtxt': blocks[at]!.lines.join('\n'), '1/model.mjs': source.lines.join('\n') };
 }
 
+/** An ensemble as a doc writes it: its `name: "<model>"` config block, and the empty version folder. */
+function ensembleFromDocs(file: string, name: string): Record<string, string> {
+  const config = fencedBlocks(file, readFileSync(new URL(file, ROOT), 'utf8')).find((b) => b.lines[0] === `name: "${name}"`);
+  if (!config) throw new Error(`${file} no longer shows the config of '${name}'`);
+  return { 'config.pbtxt': config.lines.join('\n'), '1/.gitkeep': '' };
+}
+
 const onnx = (seed: number) => Buffer.from(serializeModel(mlp({ layers: 1, width: 16, seed })));
 
 /** The models the docs' commands name, by file under the repository folder. */
@@ -140,6 +147,7 @@ instance_group [ { kind: KIND_CPU count: 1 rate_limiter { resources [ { name: "g
   shout: modelFromDocs('docs/js-backend.md', 'shout'),
   tally: modelFromDocs('docs/js-backend.md', 'tally'),
   words: modelFromDocs('docs/js-backend.md', 'words'),
+  loud_words: ensembleFromDocs('docs/ensembles.md', 'loud_words'),
   doubler: modelFromDocs('packages/backend/README.md', 'doubler'),
 };
 const nextVersion = (model: string) => 1 + Math.max(...Object.keys(DOCS_REPOSITORY[model]!).map((f) => Number(f.split('/')[0]) || 0));
@@ -168,6 +176,7 @@ const RUNNING_SERVER: Record<string, string> = {
   shout: DOCS_REPOSITORY_SERVER,
   tally: DOCS_REPOSITORY_SERVER,
   words: DOCS_REPOSITORY_SERVER,
+  loud_words: DOCS_REPOSITORY_SERVER,
   doubler: DOCS_REPOSITORY_SERVER,
 };
 
