@@ -215,6 +215,13 @@ describe('errors midway', () => {
   });
 });
 
+describe('order', () => {
+  it("a request's responses keep the decoupled step's order when the step after it finishes them in another", async () => {
+    const answers = await streamAll([count(10, { descending_ms: 4, triton_enable_empty_final_response: true }, 'o', 'ordered_pipeline')]);
+    expect(answers.map((a) => valueOf(a, 'N')).filter((n) => n !== null)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  });
+});
+
 describe('batching', () => {
   it('the step after the decoupled one batches responses of concurrent requests: fewer executions than inferences', async () => {
     const before = await counts('relay');
@@ -301,7 +308,7 @@ describe('cancellation reaches every step, counted CANCELED once', () => {
 
 describe('a stalled reader', () => {
   it('holds the decoupled step back through the ensemble; what waits between steps is bounded and charged; then everything arrives', async () => {
-    const total = 64;
+    const total = 128;
     const bytes = 1 << 20;
     const sentBy = async () => (await log('patient_streamer')).sent;
     const before = await sentBy();

@@ -183,16 +183,19 @@ export const L0_DECOUPLED_MODELS: readonly RepositoryModel[] = [
 ];
 
 /**
- * `relay`: N and DATA on, one response per request, batching up to 8 (a `fail_at` parameter equal to N
- * fails that request; `delay_ms` waits before answering). `slow_int32`: an ONNX identity whose lone request
- * waits 10 s for company, so what reaches it stays queued until cancelled.
+ * `relay` (batching up to 8) and `relay_one` (one request an execution, two instances): N and DATA on,
+ * one response per request (a `fail_at` parameter equal to N fails that request; `delay_ms` waits before
+ * answering, `descending_ms` waits that many ms times 10 - N, so that later responses finish first).
+ * `slow_int32`: an ONNX identity whose lone request waits 10 s for company, so what reaches it stays
+ * queued until cancelled.
  */
 const RELAY = `
 import { ModelError, tensor } from '@batchwise/backend';
 export default {
   async execute(requests) {
-    const delay = requests[0].parameters.delay_ms;
+    const { delay_ms: delay, descending_ms: descending } = requests[0].parameters;
     if (delay) await new Promise((resolve) => setTimeout(resolve, delay));
+    if (descending) await new Promise((resolve) => setTimeout(resolve, descending * Math.max(0, 10 - requests[0].inputs.N.data[0])));
     return requests.map((r) => {
       const n = r.inputs.N.data[0];
       if (r.parameters.fail_at === n) return { error: new ModelError('relay refuses N = ' + n) };
@@ -202,14 +205,22 @@ export default {
 };
 `;
 
-const pipeline = (name: string, source: string) => `name: "${name}"
+const relayConfig = (name: string, maxBatchSize: number, extra: string) => `name: "${name}"
+backend: "js"
+max_batch_size: ${maxBatchSize}
+input [ ${tensor('N', 'TYPE_INT32', '1')}, ${tensor('DATA', 'TYPE_UINT8', '-1')} ]
+output [ ${tensor('N_OUT', 'TYPE_INT32', '1')}, ${tensor('DATA_OUT', 'TYPE_UINT8', '-1')} ]
+${extra}
+`;
+
+const pipeline = (name: string, source: string, relay = 'relay', maxBatchSize = 8) => `name: "${name}"
 platform: "ensemble"
-max_batch_size: 8
+max_batch_size: ${maxBatchSize}
 input [ ${tensor('COUNT', 'TYPE_INT32', '1')} ]
 output [ ${tensor('N', 'TYPE_INT32', '1')}, ${tensor('DATA', 'TYPE_UINT8', '-1')} ]
 ensemble_scheduling { step [
   { model_name: "${source}" model_version: -1 input_map { key: "COUNT" value: "COUNT" } output_map { key: "N" value: "n" } output_map { key: "DATA" value: "data" } },
-  { model_name: "relay" model_version: -1 input_map { key: "N" value: "n" } input_map { key: "DATA" value: "data" }
+  { model_name: "${relay}" model_version: -1 input_map { key: "N" value: "n" } input_map { key: "DATA" value: "data" }
     output_map { key: "N_OUT" value: "N" } output_map { key: "DATA_OUT" value: "DATA" } }
 ] }
 `;
@@ -218,13 +229,13 @@ export const PIPELINE_MODELS: readonly RepositoryModel[] = [
   ...DECOUPLED_MODELS.filter((m) => ['streamer', 'patient_streamer'].includes(m.name)),
   {
     name: 'relay',
-    config: `name: "relay"
-backend: "js"
-max_batch_size: 8
-input [ ${tensor('N', 'TYPE_INT32', '1')}, ${tensor('DATA', 'TYPE_UINT8', '-1')} ]
-output [ ${tensor('N_OUT', 'TYPE_INT32', '1')}, ${tensor('DATA_OUT', 'TYPE_UINT8', '-1')} ]
-dynamic_batching { max_queue_delay_microseconds: 2000 }
-`,
+    config: relayConfig('relay', 8, 'dynamic_batching { max_queue_delay_microseconds: 2000 }'),
+    files: { '1/model.mjs': RELAY },
+  },
+  // One request per execution on two instances: a later request may finish first.
+  {
+    name: 'relay_one',
+    config: relayConfig('relay_one', 1, 'instance_group [ { count: 2 kind: KIND_CPU } ]'),
     files: { '1/model.mjs': RELAY },
   },
   {
@@ -240,6 +251,8 @@ parameters { key: "batchwise_adaptive_queue_delay" value: { string_value: "false
   },
   /** streamer -> relay: N and DATA of each response. */
   { name: 'pipeline', config: pipeline('pipeline', 'streamer') },
+  /** streamer -> relay_one, whose two instances may finish a later response first. */
+  { name: 'ordered_pipeline', config: pipeline('ordered_pipeline', 'streamer', 'relay_one', 1) },
   /** The same with the patient streamer (the default final-response timeout), for the stalled reader. */
   { name: 'patient_pipeline', config: pipeline('patient_pipeline', 'patient_streamer') },
   /** patient_streamer -> slow_int32: each response of the streamer waits in slow_int32's queue. */
