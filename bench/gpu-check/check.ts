@@ -174,7 +174,9 @@ function runProbe(model: string, timeoutMs: number): Promise<{ ok: boolean; erro
 function adapterLines(log: string): { adapter: string[]; cpuPlacements: string[] } {
   const lines = log.split('\n').map((l) => l.replace(/\u001b\[[0-9;]*m/g, ''));
   return {
-    adapter: lines.filter((l) => /adapter|vulkan|nvidia|dawn|webgpu context|backend type|vendor/i.test(l)).slice(0, 40),
+    adapter: lines
+      .filter((l) => /adapter|vulkan|nvidia|dawn|webgpu context|backend type|vendor|vkCreateInstance|driver/i.test(l))
+      .slice(0, 40),
     cpuPlacements: lines.filter((l) => /CPUExecutionProvider|not assigned to the preferred/i.test(l)).slice(0, 20),
   };
 }
