@@ -2,6 +2,7 @@ import type { Worker } from 'node:worker_threads';
 import { Errors, toInferenceServerError } from '../../errors/errors.ts';
 import type { InstanceRequest, StreamEnd, StreamedResponse } from '../backend.ts';
 import { ACK_EVERY, type ToWorker } from './protocol.ts';
+import { listenedAbortController, offAbort, onAbort } from '../../protocol/abort-listeners.ts';
 
 /** Per-model parameter: milliseconds a decoupled request may stay open after its batch started before it ends with an error. */
 export const FINAL_RESPONSE_TIMEOUT_PARAMETER = 'batchwise_final_response_timeout_ms';
@@ -29,8 +30,6 @@ class Live {
   }
 }
 
-const ONCE = { once: true } as const;
-
 /**
  * The requests a JavaScript model instance's worker is working on, by the instance's key for each:
  * a cancelled one is ended in the worker (its signal aborts, its sends fail), and a decoupled one's
@@ -52,7 +51,7 @@ export class LiveRequests {
     if (!request.responses) {
       const live = new Live(key, request, worker, this);
       this.live.set(key, live);
-      request.signal?.addEventListener('abort', live, ONCE);
+      if (request.signal) onAbort(request.signal, live);
       return undefined;
     }
     return new Promise<StreamEnd>((end) => {
@@ -69,7 +68,7 @@ export class LiveRequests {
       );
       const live = new Live(key, request, worker, this, { timer, end });
       this.live.set(key, live);
-      request.signal?.addEventListener('abort', live, ONCE);
+      if (request.signal) onAbort(request.signal, live);
     });
   }
 
@@ -90,7 +89,7 @@ export class LiveRequests {
   callSignal(key: number): AbortSignal | undefined {
     const live = this.live.get(key);
     if (!live) return undefined;
-    live.calls ??= new AbortController();
+    live.calls ??= listenedAbortController();
     return live.calls.signal;
   }
 
@@ -143,7 +142,7 @@ export class LiveRequests {
 
   private forget(key: number, live: Live): void {
     this.live.delete(key);
-    live.request.signal?.removeEventListener('abort', live);
+    if (live.request.signal) offAbort(live.request.signal, live);
     if (live.stream) clearTimeout(live.stream.timer);
   }
 }
