@@ -36,6 +36,10 @@ if [ -z "${VK_DRIVER_FILES:-}" ]; then
     if [ -f "$icd" ]; then export VK_DRIVER_FILES="$icd"; break; fi
   done
 fi
+# The ICD names the driver's library (libGLX_nvidia.so.0) by name: where the driver is mounted outside ldconfig's paths, add them.
+for lib in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
+  [ -d "$lib" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$lib"
+done
 say "node $("$WORK/node" --version) in $WORK; VK_DRIVER_FILES=${VK_DRIVER_FILES:-<none found>}"
 
 "$WORK/node" "$WORK/app/check/check.js" --out "$OUT/gpu-check.md" --work "$WORK" "$@"
