@@ -129,11 +129,11 @@ function parseArgs(argv: readonly string[]): Args {
   };
 }
 
-/** The adapter probe's child: one WebGPU session on `model`, run once, with ONNX Runtime's log at info (it names the adapter). */
+/** The adapter probe's child: one WebGPU session on `model`, run once, with ONNX Runtime's log at verbose (the adapter, node placements). */
 async function probeAdapter(model: string): Promise<void> {
-  ort.env.logLevel = 'info';
+  ort.env.logLevel = 'verbose';
   try {
-    const session = await ort.InferenceSession.create(model, { executionProviders: ['webgpu'], logSeverityLevel: 1 });
+    const session = await ort.InferenceSession.create(model, { executionProviders: ['webgpu'], logSeverityLevel: 0 });
     const width = 64;
     await session.run({ INPUT0: new ort.Tensor('float32', new Float32Array(width), [1, width]) });
     await session.release();
@@ -409,7 +409,8 @@ async function main(args: Args): Promise<number> {
         if (wanted.every((w) => lines.some((l) => l.startsWith(`${w}{`)))) break;
         await new Promise((done) => setTimeout(done, 500));
       }
-      r.lines.push(...fenced(lines.join('\n') || '(no nv_gpu_* lines)'));
+      const providers = (await (await fetch(s.metricsUrl)).text()).split('\n').filter((l) => l.startsWith('batchwise_model_ready{'));
+      r.lines.push(...fenced([...lines, ...providers].join('\n') || '(no nv_gpu_* lines)'));
       const absent = wanted.filter((w) => !lines.some((l) => l.startsWith(`${w}{`)));
       r.summary = absent.length
         ? `absent: ${absent.join(', ')}`
