@@ -363,6 +363,7 @@ async function main(args: Args): Promise<number> {
     r.summary = `pid ${server.child.pid}, ${server.httpUrl}`;
   });
 
+  if (!serve.ok) await server?.stop();
   if (serve.ok && server) {
     const s = server;
     await report.step('(a) answers against ONNX Runtime CPU', 60_000, async (r) => {
