@@ -211,5 +211,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     process.stderr.write(`gpu:pack: ${error.message}\n`);
     process.exit(1);
   });
-  process.stdout.write(`packed ${out}: on the GPU host run \`bash ${out}/run.sh\` (results in $OUT/gpu-check.md)\n`);
+  process.stdout.write(
+    `packed ${out}: on the GPU host run \`bash ${relative(process.cwd(), out).startsWith('..') ? out : relative(process.cwd(), out)}/run.sh\` (results in $OUT/gpu-check.md)\n`,
+  );
 }
