@@ -159,7 +159,7 @@ instance_group [ { kind: KIND_CPU count: 1 rate_limiter { resources [ { name: "g
   },
   shout: modelFromDocs('docs/js-backend.md', 'shout'),
   tally: modelFromDocs('docs/js-backend.md', 'tally'),
-  words: modelFromDocs('docs/js-backend.md', 'words'),
+  words: modelFromDocs('docs/decoupled-models.md', 'words'),
   doubler: modelFromDocs('packages/backend/README.md', 'doubler'),
 };
 const nextVersion = (model: string) => 1 + Math.max(...Object.keys(DOCS_REPOSITORY[model]!).map((f) => Number(f.split('/')[0]) || 0));
