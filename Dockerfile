@@ -5,6 +5,7 @@
 # without CUDA, for models on the webgpu accelerator (docs/operations.md, "GPUs and CUDA").
 
 # ---- build: install the server's dependencies, compile it, cut a production-only tree ----
+# Node 22: the version Batchwise supports (README, `engines`, CI; test/node-version.test.ts).
 FROM node:22-bookworm AS build
 # Corepack fails signature checks for this pnpm line; npm installs it fine.
 RUN npm i -g pnpm@12.21.0

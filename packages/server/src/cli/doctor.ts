@@ -60,7 +60,7 @@ export function serverMemoryGauges(text: string | undefined): ServerMemoryGauges
     return match ? Number(match[1]) : undefined;
   };
   const budget = gauge('batchwise_memory_budget_bytes');
-  const rss = gauge('nv_cpu_memory_used_bytes');
+  const rss = gauge('batchwise_process_resident_memory_bytes');
   if (budget === undefined || rss === undefined) return undefined;
   return { budget, baseline: gauge('batchwise_memory_baseline_bytes'), accounted: gauge('batchwise_memory_accounted_bytes') ?? 0, rss };
 }
