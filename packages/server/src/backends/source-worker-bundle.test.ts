@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { bundleSourceWorker } from './source-worker-bundle.ts';
+import { bundleSourceWorker, execArgvWithoutTsx } from './source-worker-bundle.ts';
 
 /** A worker entry in TypeScript that imports a file of its own and @batchwise/backend, as worker.ts does. */
 const ENTRY = `
@@ -64,5 +64,26 @@ describe('the bundle a source-run server starts its worker threads from', () => 
   it('refuses sources that do not compile, naming the file and line', async () => {
     await writeFile(join(dir, 'answer.ts'), 'export function answer(): number {\n  return = 1;\n}\n');
     expect(() => bundleSourceWorker(entry, cache)).toThrow(/answer\.ts:2:/);
+  });
+});
+
+describe("the Node flags of a source-run server's worker threads", () => {
+  it("drop tsx's loader, in each form it takes, and keep every other flag", () => {
+    expect(execArgvWithoutTsx(['--import', 'tsx'])).toEqual([]);
+    expect(execArgvWithoutTsx(['--import=tsx', '--conditions=batchwise-dist'])).toEqual(['--conditions=batchwise-dist']);
+    // What the tsx command gives the node it starts.
+    const tsxCommand = [
+      '--require',
+      '/repo/node_modules/.pnpm/tsx@4.23.15/node_modules/tsx/dist/preflight.cjs',
+      '--import',
+      'file:///repo/node_modules/.pnpm/tsx@4.23.15/node_modules/tsx/dist/loader.mjs',
+      '--enable-source-maps',
+    ];
+    expect(execArgvWithoutTsx(tsxCommand)).toEqual(['--enable-source-maps']);
+  });
+
+  it('leave the flags to be inherited when there is no tsx among them', () => {
+    expect(execArgvWithoutTsx(['--import', './tsxlike.mjs', '--require', '/opt/tsx-tools/x.cjs'])).toBeUndefined();
+    expect(execArgvWithoutTsx([])).toBeUndefined();
   });
 });

@@ -101,6 +101,32 @@ function writeOnce(dir: string, files: readonly BundleFile[]): void {
   }
 }
 
+/** Node flags that load code before the entry, and a value naming tsx's package or a file in it. */
+const PRELOAD_FLAGS = new Set(['--import', '--require', '-r', '--loader', '--experimental-loader']);
+const TSX = /^tsx(\/|$)|[/\\]tsx[/\\]/;
+
+/**
+ * The process's Node flags less tsx's loader (`--import tsx`, or the `--require` and `--import` the
+ * tsx command adds), for threads started from a bundle: they need no TypeScript loader, and tsx's in
+ * each thread sends every import of the thread through its hooks (about a second of CPU per thread).
+ * Undefined when there is none to drop: the thread inherits the flags as usual.
+ */
+export function execArgvWithoutTsx(execArgv: readonly string[] = process.execArgv): string[] | undefined {
+  const kept: string[] = [];
+  for (let i = 0; i < execArgv.length; i++) {
+    const arg = execArgv[i]!;
+    const equals = arg.indexOf('=');
+    const flag = equals < 0 ? arg : arg.slice(0, equals);
+    const value = equals < 0 ? execArgv[i + 1] : arg.slice(equals + 1);
+    if (PRELOAD_FLAGS.has(flag) && value !== undefined && TSX.test(value)) {
+      if (equals < 0) i++;
+      continue;
+    }
+    kept.push(arg);
+  }
+  return kept.length < execArgv.length ? kept : undefined;
+}
+
 const bundled = new Map<string, URL>();
 
 /** The bundle of `entry` this process starts its threads from: built on the first call, then reused. */
