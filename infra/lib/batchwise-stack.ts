@@ -17,7 +17,7 @@ import { LoadBalancer } from './load-balancer.ts';
 import { ModelStore } from './model-store.ts';
 import { Network } from './network.ts';
 import { Notifications } from './notifications.ts';
-import { serverImageFromRepository } from './server-image.ts';
+import { SERVER_IMAGE_ENVIRONMENT, serverImageFromRepository, type ServerImageTarget } from './server-image.ts';
 import { COLLECTOR_MEMORY_MIB } from './tracing.ts';
 import type { TracingOptions } from './tracing.ts';
 
@@ -50,6 +50,13 @@ export interface BatchwiseStackProps extends StackProps, ManyModelsOptions {
   readonly modelPrefix?: string;
   /** @default - built from the repository's Dockerfile as an asset */
   readonly imageUri?: string;
+  /**
+   * Which of the Dockerfile's images: 'webgpu' (no CUDA; for models on the webgpu accelerator) sets
+   * the container's NVIDIA driver capabilities to include graphics. With imageUri, name the target
+   * that image was built from.
+   * @default 'cuda'
+   */
+  readonly serverImage?: ServerImageTarget;
   /** @default - no e-mail subscription */
   readonly alarmEmail?: string;
   /** @default 'al2023' */
@@ -146,7 +153,8 @@ export class BatchwiseStack extends Stack {
       rootVolumeGiB: manyModels.rootVolumeGiB,
     });
 
-    const image = props.imageUri ? imageFromUri(this, props.imageUri) : serverImageFromRepository();
+    const serverImage = props.serverImage ?? 'cuda';
+    const image = props.imageUri ? imageFromUri(this, props.imageUri) : serverImageFromRepository(undefined, serverImage);
 
     const inference = new InferenceService(this, 'Inference', {
       cluster: capacity.cluster,
@@ -154,6 +162,7 @@ export class BatchwiseStack extends Stack {
       modelStore,
       memory,
       image,
+      imageEnvironment: SERVER_IMAGE_ENVIRONMENT[serverImage],
       metricsServiceName,
       minCapacity,
       maxCapacity,

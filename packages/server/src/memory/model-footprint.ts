@@ -1,5 +1,5 @@
 import { stat } from 'node:fs/promises';
-import type { Backend } from '../backends/backend.ts';
+import type { Backend, InstanceDevice } from '../backends/backend.ts';
 import type { MemoryGuard } from './memory-guard.ts';
 
 /**
@@ -11,7 +11,7 @@ import type { MemoryGuard } from './memory-guard.ts';
  */
 export function withModelFootprints(backend: Backend, memory: MemoryGuard): Backend {
   return {
-    name: backend.name,
+    ...backend,
     async createInstance(options) {
       const bytes = options.device === 'cpu' ? (await stat(options.modelPath)).size : 0;
       const loaded = await backend.createInstance(options);
@@ -47,13 +47,13 @@ export interface ModelFootprint {
  */
 export function modelFootprint(
   weightsBytes: number,
-  instances: readonly { readonly device: 'cpu' | 'cuda'; readonly deviceId: number }[],
+  instances: readonly { readonly device: InstanceDevice; readonly deviceId: number }[],
   counted: boolean,
 ): ModelFootprint {
   if (!counted) return { hostBytes: 0, gpuBytes: new Map(), description: 'no ONNX Runtime sessions' };
   const cpu = instances.filter((i) => i.device === 'cpu').length;
   const gpuBytes = new Map<number, number>();
-  for (const i of instances) if (i.device === 'cuda') gpuBytes.set(i.deviceId, (gpuBytes.get(i.deviceId) ?? 0) + weightsBytes);
+  for (const i of instances) if (i.device === 'gpu') gpuBytes.set(i.deviceId, (gpuBytes.get(i.deviceId) ?? 0) + weightsBytes);
   const gpu = instances.length - cpu;
   const parts = [`${cpu} CPU instance${cpu === 1 ? '' : 's'}`, ...(gpu > 0 ? [`${gpu} GPU instance${gpu === 1 ? '' : 's'}`] : [])];
   return { hostBytes: weightsBytes * cpu, gpuBytes, description: `${weightsBytes} bytes of weights x ${parts.join(' and ')}` };

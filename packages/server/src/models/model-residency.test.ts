@@ -3,7 +3,7 @@ import { modelFootprint } from '../memory/model-footprint.ts';
 import { ModelResidency, type EvictionHost, type ModelMemoryHold } from './model-residency.ts';
 
 const cpu = (bytes: number) => modelFootprint(bytes, [{ device: 'cpu', deviceId: 0 }], true);
-const gpu = (bytes: number, deviceId: number) => modelFootprint(bytes, [{ device: 'cuda', deviceId }], true);
+const gpu = (bytes: number, deviceId: number) => modelFootprint(bytes, [{ device: 'gpu', deviceId }], true);
 
 interface FakeModel {
   lastUse: number;
