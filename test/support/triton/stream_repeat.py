@@ -2,7 +2,8 @@
 repeat_int32 as Triton's qa/L0_decoupled/decoupled_test.py does: requests with ids, the responses
 of each (OUT, IDX) and its triton_final_response flags, with and without empty final responses.
 Prints one JSON object: for each request id, its responses as [OUT, IDX, final] (an empty final
-response as [null, null, true]). Usage: stream_repeat.py HOST:PORT"""
+response as [null, null, true]). Usage: stream_repeat.py HOST:PORT [MODEL], MODEL repeat_int32 or an
+ensemble around it with the same tensors (L0_decoupled's simple_repeat, sequence_repeat)."""
 import json
 import queue
 import sys
@@ -12,6 +13,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 url = sys.argv[1]
+model = sys.argv[2] if len(sys.argv) > 2 else "repeat_int32"
 answers = queue.Queue()
 
 
@@ -30,7 +32,7 @@ def request(client, request_id, repeat, empty_final):
     inputs[2].set_data_from_numpy(np.array([0], dtype=np.uint32))
     outputs = [grpcclient.InferRequestedOutput("OUT"), grpcclient.InferRequestedOutput("IDX")]
     client.async_stream_infer(
-        model_name="repeat_int32",
+        model_name=model,
         inputs=inputs,
         request_id=request_id,
         outputs=outputs,

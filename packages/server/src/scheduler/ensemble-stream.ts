@@ -3,6 +3,7 @@ import type { EnsembleLineage } from '../config/ensemble-lineage.ts';
 import type { EnsembleStep } from '../config/ensemble.ts';
 import { Errors, toInferenceServerError, type InferenceServerError } from '../errors/errors.ts';
 import type { MemoryReservation } from '../memory/memory-guard.ts';
+import { listenedAbortController, offAbort, onAbort } from '../protocol/abort-listeners.ts';
 import type { InferenceCall, InferenceResponse, InferenceStreamCall } from '../protocol/types.ts';
 import type { Parameters, Tensor } from '../tensor/tensor.ts';
 import { stepFailure, stepParameters, stepRequest, storeStepOutputs } from './ensemble-step.ts';
@@ -62,8 +63,8 @@ interface TensorSet {
 
 class EnsembleStream {
   private failure: InferenceServerError | undefined;
-  /** Cancels every step of the request: its client went away, or a step failed. */
-  private readonly cancel = new AbortController();
+  /** Cancels every step of the request: its client went away, or a step failed. Its queued steps listen at a Set entry's cost. */
+  private readonly cancel = listenedAbortController();
   /** Step requests in flight and decoupled steps before their final flag (Triton's inflight_step_counter_). */
   private running = 0;
   /** Sets whose outputs are complete and whose response is not sent yet. */
@@ -84,15 +85,15 @@ class EnsembleStream {
 
   async run(): Promise<void> {
     const { signal } = this.request;
-    const cancelled = (): void => this.fail(Errors.cancelled());
-    if (signal?.aborted) cancelled();
-    else signal?.addEventListener('abort', cancelled, { once: true });
+    const cancelled = { handleEvent: (): void => this.fail(Errors.cancelled()) };
+    if (signal?.aborted) cancelled.handleEvent();
+    else if (signal) onAbort(signal, cancelled);
     try {
       const tensors = new Map<string, Tensor>();
       for (const input of this.request.inputs) tensors.set(input.name, input);
       await this.flow({ lineage: 0, tensors, turn: Promise.resolve(), charge: undefined, last: true });
     } finally {
-      signal?.removeEventListener('abort', cancelled);
+      if (signal) offAbort(signal, cancelled);
     }
     if (this.finalSent) return;
     if (this.failure) throw this.failure;
