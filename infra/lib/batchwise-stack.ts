@@ -104,6 +104,11 @@ export interface BatchwiseStackProps extends StackProps, ManyModelsOptions {
    * @default - one service for every model
    */
   readonly modelGroups?: readonly ModelGroup[];
+  /**
+   * With modelGroups: the account's "Rules per Application Load Balancer" quota, when AWS raised it.
+   * @default 100 (the default quota)
+   */
+  readonly albRuleQuota?: number;
 }
 
 /** Batchwise on ECS on GPU instances behind an ALB, with alarms, dashboard and CI access. */
@@ -200,7 +205,7 @@ export class BatchwiseStack extends Stack {
       // the model-repository API come first (priorities 1 and 2).
       let routes;
       try {
-        routes = planRoutes(props.modelGroups!, httpListenerProtocol === elbv2.ApplicationProtocol.HTTP ? 2 : 0);
+        routes = planRoutes(props.modelGroups!, httpListenerProtocol === elbv2.ApplicationProtocol.HTTP ? 2 : 0, props.albRuleQuota);
       } catch (error) {
         throw new Error(`modelGroups: ${(error as Error).message}`);
       }

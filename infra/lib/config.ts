@@ -49,6 +49,7 @@ export const CONTEXT_KEYS = [
   'modelCacheDiskGiB',
   'evictionsPerTaskPerMinute',
   'modelGroups',
+  'albRuleQuota',
 ] as const;
 
 export type ContextKey = (typeof CONTEXT_KEYS)[number];
@@ -269,6 +270,14 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
     if (value !== undefined && value <= 0) throw new ContextError(key as ContextKey, `must be > 0, got ${value}.`);
   }
   const modelGroups = groupsOf(node);
+  const albRuleQuota = int(node, 'albRuleQuota');
+  if (albRuleQuota !== undefined && albRuleQuota < 1) throw new ContextError('albRuleQuota', `must be >= 1, got ${albRuleQuota}.`);
+  if (albRuleQuota !== undefined && modelGroups === undefined) {
+    throw new ContextError(
+      'albRuleQuota',
+      'only applies with modelGroups (the routes of the groups are the rules it bounds): set it too, or drop it.',
+    );
+  }
   if (manyModels.evictionsPerTaskPerMinute !== undefined && loadOnDemand !== true && !modelGroups?.some((g) => g.loadOnDemand === true)) {
     throw new ContextError(
       'evictionsPerTaskPerMinute',
@@ -314,6 +323,7 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
     loadOnDemand,
     ...manyModels,
     modelGroups,
+    albRuleQuota,
   };
 }
 

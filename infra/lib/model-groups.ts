@@ -245,7 +245,11 @@ function pack(groups: readonly ModelGroup[], valuesOf: (entry: string) => string
  * the stack's own, e.g. the plain-HTTP refusals) or the target groups its limit. The default group
  * needs no rule: the listeners' default actions send it what no rule matches.
  */
-export function planRoutes(groups: readonly ModelGroup[], reservedRules: number): RoutePlan {
+export function planRoutes(
+  groups: readonly ModelGroup[],
+  reservedRules: number,
+  ruleQuota: number = ALB_LIMITS.rulesPerLoadBalancer,
+): RoutePlan {
   const routed = groups.filter((g) => g !== defaultGroupOf(groups));
   for (const group of routed) {
     for (const entry of group.models) {
@@ -260,12 +264,12 @@ export function planRoutes(groups: readonly ModelGroup[], reservedRules: number)
   }
   const plan = { http: pack(routed, pathValues), grpc: pack(routed, (entry) => [entry]) };
   const rules = plan.http.length + plan.grpc.length + reservedRules;
-  if (rules > ALB_LIMITS.rulesPerLoadBalancer) {
+  if (rules > ruleQuota) {
     throw new Error(
       `the groups need ${rules} listener rules (${plan.http.length} by path on :8000, ${plan.grpc.length} by header on :8001` +
         (reservedRules > 0 ? `, ${reservedRules} of the stack's own` : '') +
-        `), more than the ${ALB_LIMITS.rulesPerLoadBalancer} an Application Load Balancer allows (quota "Rules per Application ` +
-        `Load Balancer"; a rule holds ${ALB_LIMITS.conditionValuesPerRule} condition values: an exact model name takes 2 on :8000 ` +
+        `), more than the ${ruleQuota} an Application Load Balancer allows (quota "Rules per Application Load Balancer", ` +
+        `context albRuleQuota; a rule holds ${ALB_LIMITS.conditionValuesPerRule} condition values: an exact model name takes 2 on :8000 ` +
         'and 1 on :8001, a prefix 1 on each). Name models by prefixes (one value covers every model it starts), ' +
         "move models into the default group (it needs no rules), or split the groups across stacks: infra/docs/model-groups.md, 'Past the limits'.",
     );

@@ -283,6 +283,21 @@ describe('model groups: what synth refuses', () => {
     ).toThrow(
       /^modelGroups: the groups need 101 listener rules \(72 by path on :8000, 29 by header on :8001\), more than the 100 an Application Load Balancer allows .*infra\/docs\/model-groups\.md, 'Past the limits'\.$/,
     );
+    // A quota AWS raised is read from albRuleQuota; without groups it has nothing to bound.
+    const raised = () =>
+      synth({
+        ...REQUIRED,
+        imageUri: IMAGE_URI,
+        albRuleQuota: '150',
+        modelGroups: JSON.stringify([
+          { name: 'rest', models: ['*'] },
+          { name: 'many', models: names(143) },
+        ]),
+      });
+    expect(Object.keys(raised().template.findResources('AWS::ElasticLoadBalancingV2::ListenerRule'))).toHaveLength(101);
+    expect(() => synth({ ...REQUIRED, imageUri: IMAGE_URI, albRuleQuota: '150' })).toThrow(
+      "Context 'albRuleQuota': only applies with modelGroups",
+    );
     expect(
       groups([
         { name: 'rest', models: ['*'] },
