@@ -3,6 +3,7 @@
 # the allow-list in .dockerignore.
 
 # ---- build: install the server's dependencies, compile it, cut a production-only tree ----
+# Node 22: the version Batchwise supports (README, `engines`, CI; test/node-version.test.ts).
 FROM node:22-bookworm AS build
 # Corepack fails signature checks for this pnpm line; npm installs it fine.
 RUN npm i -g pnpm@12.21.0

@@ -383,6 +383,18 @@ describe('cancellation from every protocol, counted CANCELED', () => {
     expect(await counts('slow')).toMatchObject({ pending: 0, executions: slowBefore.executions });
   });
 
+  it("SSE closed: a call made with model code's own signal is cancelled when model code aborts it", async () => {
+    const slowBefore = await counts('slow');
+    for await (const first of http.generateStream('streamer', { COUNT: 0, mode: 'wait_abort', call: true, own_signal: true, id: 'own' })) {
+      expect(first['N']).toBe(0);
+      await waitFor(async () => (await metric('nv_inference_pending_request_count', 'slow')) === 1, 10_000, 'the call queued');
+      break;
+    }
+    await waitFor(async () => (await counts('slow')).canceled === slowBefore.canceled + 1, 10_000, 'the call CANCELED');
+    expect((await notes()).notes[0]).toBe("call CANCELLED: the call to model 'slow' was cancelled (its signal aborted)");
+    expect(await counts('slow')).toMatchObject({ pending: 0, executions: slowBefore.executions });
+  });
+
   it('gRPC stream cancelled: its running request sees its signal', async () => {
     const before = await counts('streamer');
     const stream = grpc.streamInfer();

@@ -1,7 +1,9 @@
 /**
  * The docs hold together: every relative link of README.md, docs/ and the packages' READMEs names a
  * file that exists, and a `#fragment` a heading of that file (GitHub's anchors); README.md stays an
- * entry page (at most 14 KB: what Batchwise is, the two commands, an example per capability, links).
+ * entry page (at most 14 KB: what Batchwise is, the two commands, an example per capability, links),
+ * and every page of docs/ one a reader takes in at one sitting (at most 25 KB: split a longer page by
+ * topic, or put reference detail in the code's comments).
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
@@ -10,6 +12,7 @@ import { fencedBlocks } from './support/doc-blocks.ts';
 
 const ROOT = new URL('../', import.meta.url).pathname;
 const README_MAX_BYTES = 14_000;
+const DOCS_PAGE_MAX_BYTES = 25_000;
 
 const FILES = [
   'README.md',
@@ -80,5 +83,15 @@ describe('the docs', () => {
 
   it(`README.md is an entry page of at most ${README_MAX_BYTES} bytes (the rest belongs in docs/)`, () => {
     expect(Buffer.byteLength(readFileSync(join(ROOT, 'README.md')))).toBeLessThanOrEqual(README_MAX_BYTES);
+  });
+
+  it(`every page of docs/ is at most ${DOCS_PAGE_MAX_BYTES} bytes`, () => {
+    const pages = FILES.filter((f) => f.startsWith('docs/'));
+    expect(pages.length).toBeGreaterThan(10);
+    const over = pages
+      .map((f) => ({ page: f, bytes: Buffer.byteLength(readFileSync(join(ROOT, f))) }))
+      .filter(({ bytes }) => bytes > DOCS_PAGE_MAX_BYTES)
+      .map(({ page, bytes }) => `${page}: ${bytes} bytes`);
+    expect(over).toEqual([]);
   });
 });

@@ -15,6 +15,7 @@
  * - Placeholders (`./models`, `s3://bucket/models`, `model.onnx`, ...) become what PLACEHOLDERS says;
  *   the models the docs name exist there, small and generated (DOCS_REPOSITORY).
  * - `tune` runs with the doc's flags plus TUNE_OVERRIDE: the docs' 10-minute budget is too long here.
+ * - A walkthrough page (WALKTHROUGHS) runs whole, in page order, each block a terminal of its own.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -64,8 +65,8 @@ const DOC_FILES = [
 // ---------------------------------------------------------------------------------------------
 // What the docs' placeholders become
 
-/** The ports the docs name. */
-const DOCUMENTED_PORTS = { http: 8000, grpc: 8001, metrics: 8002, otlp: 4318 } as const;
+/** The ports the docs name; s3 is s3rver's in the walkthrough (WALKTHROUGHS). */
+const DOCUMENTED_PORTS = { http: 8000, grpc: 8001, metrics: 8002, otlp: 4318, s3: 4568 } as const;
 type PortName = keyof typeof DOCUMENTED_PORTS;
 
 /**
@@ -108,6 +109,25 @@ const PLACEHOLDERS: readonly { readonly shown: string; readonly becomes: (w: Wor
 /** tune's flags appended to the documented ones (the later flag wins): two candidates, measured briefly. */
 const TUNE_OVERRIDE = '--budget 1m --max-candidates 2 --concurrency 1,2 --window-ms 500 --max-windows 1';
 
+/**
+ * Pages that are one walkthrough: their blocks run in page order, as a reader pastes them, each block
+ * in a terminal of its own whose `export`s hold for its later commands. A service (s3rver) or server
+ * starts in the background where the page starts it, and all stop after the last block. Every other
+ * command shows its output. The terminals start without AWS credentials (WALKTHROUGH_UNSET), so a
+ * page that forgets to export the key pair fails, and with TMPDIR in the block's workspace.
+ */
+const WALKTHROUGHS = ['docs/s3-walkthrough.md'];
+const WALKTHROUGH_UNSET = [
+  'AWS_ACCESS_KEY_ID',
+  'AWS_SECRET_ACCESS_KEY',
+  'AWS_SESSION_TOKEN',
+  'AWS_PROFILE',
+  'AWS_REGION',
+  'AWS_DEFAULT_REGION',
+];
+/** s3rver as the walkthrough starts it, from test/'s dependencies; `--port` appended when the documented port is taken. */
+const S3RVER = /^pnpm --filter @batchwise\/e2e exec s3rver\b/;
+
 const MLP_TENSORS = `input [{ name: "INPUT0" data_type: TYPE_FP32 dims: [16] }]
 output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [16] }]`;
 
@@ -143,7 +163,7 @@ instance_group [ { kind: KIND_CPU count: 1 rate_limiter { resources [ { name: "g
   },
   shout: modelFromDocs('docs/js-backend.md', 'shout'),
   tally: modelFromDocs('docs/js-backend.md', 'tally'),
-  words: modelFromDocs('docs/js-backend.md', 'words'),
+  words: modelFromDocs('docs/decoupled-models.md', 'words'),
   doubler: modelFromDocs('packages/backend/README.md', 'doubler'),
 };
 const nextVersion = (model: string) => 1 + Math.max(...Object.keys(DOCS_REPOSITORY[model]!).map((f) => Number(f.split('/')[0]) || 0));
@@ -175,7 +195,7 @@ const RUNNING_SERVER: Record<string, string> = {
   doubler: DOCS_REPOSITORY_SERVER,
 };
 
-type Kind = 'suite' | 'server' | 'cli' | 'curl' | 'helper';
+type Kind = 'suite' | 'server' | 'cli' | 'curl' | 'helper' | 'service' | 'export';
 
 /** The command that runs: without the install steps, which .ci/run did before this suite. */
 const withoutInstall = (text: string) => (text.startsWith(INSTALL) && text !== CI_COMMAND ? text.slice(INSTALL.length) : text);
@@ -187,6 +207,8 @@ function kindOf(text: string): Kind | undefined {
   if (/^pnpm batchwise \w/.test(command)) return 'cli';
   if (/^curl\b/.test(command)) return 'curl';
   if (/^(node -e|esbuild)\b/.test(command)) return 'helper'; // they make what the next command sends, or a model file
+  if (S3RVER.test(command)) return 'service'; // walkthroughs only
+  if (/^export \w+=\S*( \w+=\S*)*$/.test(command)) return 'export'; // walkthroughs only
   return undefined;
 }
 
@@ -373,6 +395,7 @@ function plan(blocks: readonly ShellBlock[]) {
   const sessions = new Map<string, Session>();
   const alone: ShellBlock[] = [];
   const notRun: ShellBlock[] = [];
+  const walkthroughs = new Map<string, ShellBlock[]>();
   const problems: string[] = [];
   const session = (server: string) => sessions.get(server) ?? sessions.set(server, { server, blocks: [] }).get(server)!;
   const serversInDocs = new Set<string>();
@@ -382,6 +405,20 @@ function plan(blocks: readonly ShellBlock[]) {
       continue;
     }
     const kinds = block.commands.map((c) => kindOf(c.text));
+    if (WALKTHROUGHS.includes(block.file)) {
+      walkthroughs.set(block.file, [...(walkthroughs.get(block.file) ?? []), block]);
+      block.commands.forEach((c, i) => {
+        if (kinds[i] === undefined || kinds[i] === 'suite')
+          problems.push(`${at(block, c)}: no way to run '${c.text.split('\n')[0]}' in a walkthrough`);
+        else if (!['server', 'service', 'export'].includes(kinds[i]!) && c.expected.length === 0)
+          problems.push(`${at(block, c)}: a walkthrough shows what '${c.text.split('\n')[0]}' prints`);
+      });
+      continue;
+    }
+    block.commands.forEach((c, i) => {
+      if (kinds[i] === 'service' || kinds[i] === 'export')
+        problems.push(`${at(block, c)}: '${c.text.split('\n')[0]}' runs only in a walkthrough page (WALKTHROUGHS)`);
+    });
     block.commands.forEach((c, i) => {
       if (kinds[i] === undefined)
         problems.push(`${at(block, c)}: no way to run '${c.text.split('\n')[0]}' here: add '# not run by the tests: <why>' to the block`);
@@ -411,7 +448,7 @@ function plan(blocks: readonly ShellBlock[]) {
     if (server !== DOCS_REPOSITORY_SERVER && !serversInDocs.has(server))
       problems.push(`'${server}' (RUNNING_SERVER) is started by no block`);
   }
-  return { sessions: [...sessions.values()], alone, notRun, problems };
+  return { sessions: [...sessions.values()], alone, notRun, walkthroughs, problems };
 }
 
 const BLOCKS = shellBlocks(ROOT.href, DOC_FILES);
@@ -475,16 +512,16 @@ const ENV = (): NodeJS.ProcessEnv => ({
 /** Process groups still running, killed after the tests whatever happened. */
 const groups = new Set<number>();
 
-function spawnBash(text: string, cwd: string): ChildProcess {
+function spawnBash(text: string, cwd: string, env: NodeJS.ProcessEnv = ENV()): ChildProcess {
   // Its own process group, so that a stop reaches pnpm, tsx and the server behind them.
-  const child = spawn('bash', ['-o', 'pipefail', '-c', text], { cwd, env: ENV(), detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('bash', ['-o', 'pipefail', '-c', text], { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   groups.add(child.pid!);
   child.once('exit', () => groups.delete(child.pid!));
   return child;
 }
 
-function runCommand(text: string, cwd: string, timeoutMs = 120_000): Promise<Ran> {
-  const child = spawnBash(text, cwd);
+function runCommand(text: string, cwd: string, timeoutMs = 120_000, env?: NodeJS.ProcessEnv): Promise<Ran> {
+  const child = spawnBash(text, cwd, env);
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', (d) => (stdout += d));
@@ -505,21 +542,26 @@ const portAnswers = (port: number) =>
       .listen(port, () => probe.close(() => resolve(false)));
   });
 
-async function startServer(text: string, cwd: string): Promise<RunningServer & { stop(): Promise<void> }> {
-  const child = spawnBash(text + PORT_FLAGS(), cwd);
+/** A command that runs until stopped, started in its own process group; resolves once `ready()`. */
+async function startInBackground(
+  text: string,
+  cwd: string,
+  env: NodeJS.ProcessEnv | undefined,
+  until: { readonly ready: () => Promise<boolean>; readonly port: number },
+): Promise<{ stop(): Promise<void> }> {
+  const child = spawnBash(text, cwd, env);
   let output = '';
   child.stdout!.on('data', (d) => (output = (output + d).slice(-20_000)));
   child.stderr!.on('data', (d) => (output = (output + d).slice(-20_000)));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let gone = false;
   void exited.then(() => (gone = true));
-  const httpUrl = `http://127.0.0.1:${ports.http}`;
   const ready = async () => {
     if (gone) throw new Error(`'${text}' exited before it was ready:\n${output}`);
-    return (await fetch(`${httpUrl}/v2/health/ready`).catch(() => undefined))?.status === 200;
+    return until.ready();
   };
   const stop = async () => {
-    // Ctrl-C, and again: the first starts the shutdown grace, the second ends it.
+    // Ctrl-C, and again: the first starts a server's shutdown grace, the second ends it.
     const signal = (s: NodeJS.Signals) => !gone && process.kill(-child.pid!, s);
     signal('SIGINT');
     await new Promise((r) => setTimeout(r, 200));
@@ -527,7 +569,7 @@ async function startServer(text: string, cwd: string): Promise<RunningServer & {
     const killer = setTimeout(() => signal('SIGKILL'), 15_000);
     await exited;
     clearTimeout(killer);
-    await waitFor(async () => !(await portAnswers(ports.http)), 15_000, `port ${ports.http} free again`);
+    await waitFor(async () => !(await portAnswers(until.port)), 15_000, `port ${until.port} free again`);
   };
   try {
     await waitFor(ready, 120_000, `'${text}' ready`);
@@ -535,7 +577,64 @@ async function startServer(text: string, cwd: string): Promise<RunningServer & {
     await stop();
     throw error;
   }
+  return { stop };
+}
+
+async function startServer(text: string, cwd: string, env?: NodeJS.ProcessEnv): Promise<RunningServer & { stop(): Promise<void> }> {
+  const httpUrl = `http://127.0.0.1:${ports.http}`;
+  const ready = async () => (await fetch(`${httpUrl}/v2/health/ready`).catch(() => undefined))?.status === 200;
+  const { stop } = await startInBackground(text + PORT_FLAGS(), cwd, env, { ready, port: ports.http });
   return { httpUrl, metricsUrl: `http://127.0.0.1:${ports.metrics}/metrics`, stop };
+}
+
+/** s3rver as a walkthrough starts it, on this run's s3 port; ready once it answers HTTP. */
+function startService(text: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ stop(): Promise<void> }> {
+  const moved = ports.s3 === DOCUMENTED_PORTS.s3 ? '' : ` --port ${ports.s3}`; // s3rver takes the last --port
+  const ready = async () => (await fetch(`http://127.0.0.1:${ports.s3}/`).catch(() => undefined)) !== undefined;
+  return startInBackground(text + moved, cwd, env, { ready, port: ports.s3 });
+}
+
+/** A walkthrough page, block after block in page order (WALKTHROUGHS). */
+async function runWalkthrough(blocks: readonly ShellBlock[], w: Workspace): Promise<void> {
+  const background: { stop(): Promise<void> }[] = [];
+  const tmp = join(w.dir, 'tmp');
+  await mkdir(tmp, { recursive: true });
+  try {
+    for (const block of blocks) {
+      // A terminal of its own: the machine's environment without AWS credentials, plus what it exports.
+      const env: NodeJS.ProcessEnv = { ...ENV(), TMPDIR: tmp };
+      for (const name of WALKTHROUGH_UNSET) delete env[name];
+      for (const command of block.commands) {
+        const text = w.bind(command.text);
+        const cwd = w.cwdOf(command.text);
+        const where = `${at(block, command)}: ${text}`;
+        switch (kindOf(command.text)) {
+          case 'export':
+            for (const assignment of words(text).slice(1)) {
+              const [name, ...value] = assignment.split('=');
+              env[name!] = value.join('=');
+            }
+            break;
+          case 'service':
+            background.push(await startService(text, cwd, env));
+            break;
+          case 'server':
+            background.push(await startServer(text, cwd, env));
+            break;
+          default: {
+            const ran = await runCommand(text, cwd, 180_000, env);
+            expect(ran.code, `${where}\nexited ${ran.code}\n${ran.stdout}\n${ran.stderr}\nexit status`).toBe(0);
+            expect(
+              missingOutput(command.expected, ran.stdout),
+              `${where}\nprinted\n${ran.stdout}\nlines the docs show that it did not print`,
+            ).toEqual([]);
+          }
+        }
+      }
+    }
+  } finally {
+    for (const running of background.reverse()) await running.stop();
+  }
 }
 
 /** Runs a block's commands but its server; `check` is the running test's expect (tests may run concurrently). */
@@ -581,7 +680,7 @@ beforeAll(async () => {
       await new Promise((r) => probe.close(r));
       return port;
     };
-    ports = { http: await free(), grpc: await free(), metrics: await free(), otlp: await free() };
+    ports = { http: await free(), grpc: await free(), metrics: await free(), otlp: await free(), s3: await free() };
     console.warn(`documented ports taken here; this run uses ${JSON.stringify(ports)}`);
   }
   otlp = createServer((request, response) => {
@@ -677,6 +776,17 @@ describe('the shell blocks of the docs', () => {
         await w.close();
       }
     }, 300_000);
+  }
+
+  for (const [file, blocks] of PLAN.walkthroughs) {
+    it(`${file}: its ${blocks.length} blocks in order, each in a terminal of its own`, async () => {
+      const w = await Workspace.create(blocks);
+      try {
+        await runWalkthrough(blocks, w);
+      } finally {
+        await w.close();
+      }
+    }, 600_000);
   }
 
   const runAlone = (block: ShellBlock) =>

@@ -63,7 +63,7 @@ describe('explicit model control', () => {
 
     expect((await postJson(`${server.url}/v2/repository/models/a/unload`, {})).status).toBe(200);
     expect((await fetch(`${server.url}/v2/models/a/ready`)).status).toBe(400);
-    expect((await index(server)).find((r) => r.name === 'a')).toMatchObject({ state: 'UNAVAILABLE', reason: 'unloaded' });
+    expect((await index(server)).find((r) => r.name === 'a')).toMatchObject({ version: '1', state: 'UNAVAILABLE', reason: 'unloaded' });
     expect((await fetch(`${server.url}/v2/health/ready`)).status).toBe(200);
   });
 
@@ -152,9 +152,35 @@ describe('repository index and refusals as Triton gives them', () => {
     expect(await grpc.repositoryIndex()).toEqual([a, { name: 'b', version: '', state: '', reason: '' }]);
     expect(await grpc.repositoryIndex({ ready: true })).toEqual([a]);
 
+    // After an unload the entry keeps its version, as Triton's does (core ModelLifeCycle: UNAVAILABLE, "unloaded").
     expect((await postJson(`${server.url}/v2/repository/models/a/unload`, {})).status).toBe(200);
-    expect(await index(server)).toEqual([{ name: 'a', state: 'UNAVAILABLE', reason: 'unloaded' }, { name: 'b' }]);
+    const unloaded = { name: 'a', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' };
+    expect(await index(server)).toEqual([unloaded, { name: 'b' }]);
+    expect(await grpc.repositoryIndex()).toEqual([unloaded, { name: 'b', version: '', state: '', reason: '' }]);
     expect((await postJson(`${server.url}/v2/repository/index`, { ready: true })).json).toEqual([]);
+    expect(await grpc.repositoryIndex({ ready: true })).toEqual([]);
+    // Loaded again, it is READY again, with no row left of the unload.
+    await grpc.loadModel('a');
+    expect(await index(server)).toEqual([a, { name: 'b' }]);
+  });
+
+  it('keeps a row for every version that served after an unload', async () => {
+    const { repo, server } = await start(
+      [{ name: 'v', model: identity('FP32', [4]), config: config('v', 'version_policy: { all { } }') }],
+      {
+        modelControlMode: 'explicit',
+        loadModels: ['v'],
+      },
+    );
+    await mkdir(join(repo.dir, 'v', '2'));
+    await writeFile(join(repo.dir, 'v', '2', 'model.onnx'), serializeModel(identity('FP32', [4])));
+    expect((await postJson(`${server.url}/v2/repository/models/v/load`, {})).status).toBe(200);
+    expect((await index(server)).map((r) => `${r.version} ${r.state}`)).toEqual(['1 READY', '2 READY']);
+    expect((await postJson(`${server.url}/v2/repository/models/v/unload`, {})).status).toBe(200);
+    expect(await index(server)).toEqual([
+      { name: 'v', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' },
+      { name: 'v', version: '2', state: 'UNAVAILABLE', reason: 'unloaded' },
+    ]);
   });
 
   it('accepts unload_dependents on any model over HTTP and gRPC, as Triton does; gRPC refuses a value that is not a bool_param', async () => {
@@ -170,7 +196,7 @@ describe('repository index and refusals as Triton gives them', () => {
     // A model that is not an ensemble has no dependents: only the model itself goes.
     expect((await postJson(`${server.url}/v2/repository/models/a/unload`, { parameters: { unload_dependents: true } })).status).toBe(200);
     expect(await index(server)).toEqual([
-      { name: 'a', state: 'UNAVAILABLE', reason: 'unloaded' },
+      { name: 'a', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' },
       { name: 'b', version: '1', state: 'READY', reason: '' },
     ]);
     const raw = (grpc as unknown as { client: Record<string, Function> }).client;

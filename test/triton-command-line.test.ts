@@ -141,11 +141,14 @@ describe('Triton command-line flags', () => {
         'grpc-http2-min-recv-ping-interval-without-data',
         'grpc-http2-max-ping-strikes',
         'metrics-config',
-        'allow-cpu-metrics',
       ]) {
         expect(warnings).toContainEqual(expect.stringMatching(new RegExp(`^--${flag} has no effect in Batchwise: \\S`)));
       }
-      expect(warnings.join('\n')).not.toMatch(/--(allow-gpu-metrics|metrics-interval-ms|grpc-max-connection-age|grpc-max-message-bytes) /);
+      expect(warnings.join('\n')).not.toMatch(
+        /--(allow-gpu-metrics|allow-cpu-metrics|metrics-interval-ms|grpc-max-connection-age|grpc-max-message-bytes) /,
+      );
+      // --allow-cpu-metrics false leaves Triton's CPU metrics out, as Triton does.
+      expect(await (await fetch(server.metricsUrl)).text()).not.toContain('nv_cpu_');
     } finally {
       session.destroy();
       await client.close();

@@ -1,7 +1,8 @@
 import { link, mkdir, rm, stat, writeFile, copyFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GrpcClient, HttpClient, type InferenceClient } from '@batchwise/client';
-import { writeModel, type IModelProto } from '@batchwise/modelgen';
+// Not the package's index, which brings esbuild: the GPU check bundles this file (bench/gpu-check).
+import { writeModel, type IModelProto } from '@batchwise/modelgen/graph-builder';
 import type { SendRequest } from '@batchwise/client/load';
 import { encodeFp32InferRequest, rawGrpcInfer } from './raw-grpc.ts';
 
@@ -57,7 +58,7 @@ export default {
 `;
 
 /**
- * A one-input FP32 config (INPUT0 -> OUTPUT0, `width` floats a row, one KIND_CPU instance).
+ * A one-input FP32 config (INPUT0 -> OUTPUT0, `width` floats a row, one instance: KIND_CPU unless `kind` says).
  * Batching on without `delayUs` is `dynamic_batching { }`, the server's default delay; `parameters`
  * are written as string parameters; `backend: "js"` for a JavaScript model.
  */
@@ -71,6 +72,10 @@ export function fp32Config(
     threads?: number;
     parameters?: Readonly<Record<string, string>>;
     backend?: 'js';
+    /** @default 'KIND_CPU' */
+    kind?: 'KIND_CPU' | 'KIND_GPU';
+    /** A gpu_execution_accelerator by name (`webgpu`), as Triton's optimization block names one. */
+    gpuAccelerator?: string;
   },
 ): string {
   return [
@@ -79,7 +84,10 @@ export function fp32Config(
     `max_batch_size: ${options.maxBatchSize}`,
     `input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ ${options.width} ] } ]`,
     `output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${options.width} ] } ]`,
-    `instance_group [ { kind: KIND_CPU count: 1 } ]`,
+    `instance_group [ { kind: ${options.kind ?? 'KIND_CPU'} count: 1 } ]`,
+    ...(options.gpuAccelerator
+      ? [`optimization { execution_accelerators { gpu_execution_accelerator [ { name: "${options.gpuAccelerator}" } ] } }`]
+      : []),
     // Batching is on by default in Batchwise: "off" has to be asked for.
     options.batching
       ? `dynamic_batching { ${options.delayUs === undefined ? '' : `max_queue_delay_microseconds: ${options.delayUs} `}}`

@@ -277,7 +277,7 @@ export class Alarms extends Construct {
         alarmDescription:
           'A task rolled a canary model version back: it was clearly worse than the stable version (error rate or p99). ' +
           'Unversioned requests go to the stable version; the task logs ("canary rolled back") say why, the Model ' +
-          'dimension names the model. See docs/operations.md, canary releases.',
+          'dimension names the model. See docs/canary-releases.md.',
         threshold: 1,
         evaluationPeriods: 1,
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
@@ -356,7 +356,7 @@ export class Alarms extends Construct {
           alarmDescription:
             `Tasks evict more than ${evictions} models per task per minute, in 3 of 5 minutes: the models in use do not fit ` +
             '--model-memory-limit, so requests keep waiting for loads of models evicted moments before. Raise the limit ' +
-            '(a larger instance type), run more tasks, or split the models across services. See docs/operations.md, sizing many models per host.',
+            '(a larger instance type), run more tasks, or split the models across services. See docs/many-models.md, sizing many models per host.',
           threshold: evictions,
           evaluationPeriods: 5,
           datapointsToAlarm: 3,

@@ -23,7 +23,7 @@ const MINUTE = Duration.minutes(1);
 
 /**
  * One CloudWatch dashboard with the signals the alarms watch and the panels of the Grafana
- * dashboard that the server's EMF metrics carry (docs/operations.md lists what only Prometheus has).
+ * dashboard that the server's EMF metrics carry (docs/metrics.md, "Dashboards", lists what only Prometheus has).
  */
 export class Dashboard extends Construct {
   readonly dashboard: cloudwatch.Dashboard;

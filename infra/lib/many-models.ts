@@ -4,7 +4,7 @@ import { SERVER_BUDGET_FRACTION } from './instance-types.ts';
 
 /**
  * Many models per task (issue 27): requests load the models they name, and the least recently used
- * are evicted to make room. docs/operations.md ("Sizing many models per host") explains the numbers.
+ * are evicted to make room. docs/many-models.md ("Sizing many models per host") explains the numbers.
  */
 export interface ManyModelsOptions {
   /**

@@ -45,9 +45,9 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
  * DATA, the final flag with the last, or alone with `flag_final`), `error_mid` (a response, an error
  * response, a response, final), `error_final` (an error response, final), `hang` (a response, and
  * never the final flag), `wait_abort` (a response, then waits for its signal; with `call` it first
- * calls the model `slow` with its signal), `after_final` (the final response, then one more send),
- * `batch` (one response: how many requests its execute() had), `log` (one response: what the model
- * noted, then the notes are cleared). Notes: sends refused, signals aborted, calls cancelled, sends done.
+ * calls the model `slow` with its signal, or with `own_signal` with a signal of its own aborted with
+ * it), `after_final` (the final response, then one more send), `batch` (one response: how many
+ * requests its execute() had), `log` (one response: what the model noted, then the notes are cleared). Notes: sends refused, signals aborted, calls cancelled, sends done.
  */
 const STREAMER = `
 import { inferModel, tensor } from '@batchwise/backend';
@@ -91,7 +91,10 @@ async function run(request, batch) {
       const aborted = new Promise((resolve) => request.signal.addEventListener('abort', resolve, { once: true }));
       if (p.call) {
         const input = tensor('INPUT0', 'FP32', [1, 4], [1, 2, 3, 4]);
-        await inferModel({ model: 'slow', inputs: [input], signal: request.signal }).then(
+        // own_signal: a signal of the model's own, aborted with the request's (the worker tells the server itself).
+        const own = new AbortController();
+        if (p.own_signal) request.signal.addEventListener('abort', () => own.abort(), { once: true });
+        await inferModel({ model: 'slow', inputs: [input], signal: p.own_signal ? own.signal : request.signal }).then(
           () => note('call answered'),
           (e) => note('call ' + e.code + ': ' + e.message),
         );

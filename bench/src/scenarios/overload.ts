@@ -72,7 +72,7 @@ export async function runOverload(options: {
     let running = true;
     const watcher = (async () => {
       while (running) {
-        peakRss = Math.max(peakRss, (await scrapeMetric(server.metricsUrl, 'nv_cpu_memory_used_bytes')) ?? 0);
+        peakRss = Math.max(peakRss, (await scrapeMetric(server.metricsUrl, 'batchwise_process_resident_memory_bytes')) ?? 0);
         if ((await fetch(`${server.httpUrl}/v2/health/ready`)).status !== 200) notReady++;
         await sleep(250);
       }

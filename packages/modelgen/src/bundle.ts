@@ -10,7 +10,7 @@ import { build } from 'esbuild';
  * CommonJS dependencies (pngjs) call `require('zlib')`; in an ES module bundle that needs a real
  * `require`, which esbuild's shim uses when one is in scope.
  */
-const REQUIRE_SHIM =
+export const REQUIRE_SHIM =
   "import { createRequire as __batchwiseCreateRequire } from 'node:module';\nconst require = __batchwiseCreateRequire(import.meta.url);";
 
 export async function bundleModel(sourceRoot: string, entry: string): Promise<string> {

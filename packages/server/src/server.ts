@@ -26,6 +26,7 @@ import { createHttpFrontend } from './http/http-frontend.ts';
 import { createMetricsEndpoint } from './metrics/metrics-endpoint.ts';
 import { ServerMetrics } from './metrics/server-metrics.ts';
 import { EmfWriter } from './metrics/emf-writer.ts';
+import { startCpuMonitor } from './metrics/cpu-monitor.ts';
 import { startGpuMonitor } from './metrics/gpu-monitor.ts';
 import { MemoryGuard } from './memory/memory-guard.ts';
 import { withModelFootprints } from './memory/model-footprint.ts';
@@ -148,6 +149,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
   emf?.start();
   const stopGpuMonitor =
     options.gpuMetrics && visibleGpuIds().length > 0 ? startGpuMonitor(metrics, logger, options.metricsIntervalMs) : undefined;
+  const stopCpuMonitor = options.cpuMetrics ? await startCpuMonitor(metrics, logger, options.metricsIntervalMs) : undefined;
 
   let http: FastifyInstance | undefined;
   let grpc: ReturnType<typeof createGrpcFrontend> | undefined;
@@ -226,6 +228,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       await tracer.close();
       await emf?.stop();
       stopGpuMonitor?.();
+      stopCpuMonitor?.();
     },
   };
 

@@ -1,4 +1,10 @@
-export { startServerProcess, type ServerProcess, type StartServerOptions } from '../src/cli/server-process.ts';
+export {
+  EPHEMERAL_PORT_FLAGS,
+  spawnServer,
+  startServerProcess,
+  type ServerProcess,
+  type StartServerOptions,
+} from '../src/cli/server-process.ts';
 
 /** Reads one gauge or counter (without labels) from a Prometheus text page. */
 export async function scrapeMetric(metricsUrl: string, name: string): Promise<number | undefined> {

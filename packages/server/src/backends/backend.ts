@@ -1,3 +1,4 @@
+import type { GpuProvider } from '../config/execution-accelerators.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import type { ModelIO } from '../config/model-io.ts';
 import type { InferenceCall, TraceContext } from '../protocol/types.ts';
@@ -85,13 +86,17 @@ export interface ModelInstance {
   readonly heapLimitBytes?: number;
 }
 
+/** Where an instance runs: KIND_CPU on the CPU, KIND_GPU on the GPU providers of its settings (`gpuProviders`). */
+export type InstanceDevice = 'cpu' | 'gpu';
+
 export interface InstanceOptions {
   readonly modelName: string;
   readonly modelPath: string;
-  /** 'cpu' or 'cuda'; GPU honesty is decided by the backend (see execution-provider.ts). */
-  readonly device: 'cpu' | 'cuda';
+  /** GPU honesty is the backend's: a 'gpu' instance runs on its GPU providers or fails to load, saying why. */
+  readonly device: InstanceDevice;
+  /** The GPU, numbered as CUDA numbers the GPUs this process sees (backends/gpu-detect.ts); 0 on the CPU. */
   readonly deviceId: number;
-  /** Opt-in: a KIND_GPU model that cannot get CUDA runs on CPU with a warning instead of failing. */
+  /** Opt-in: a KIND_GPU model whose GPU providers cannot be created runs on CPU with a warning instead of failing. */
   readonly allowCpuFallback: boolean;
   readonly sessionOptions: SessionSettings;
   /** What a backend running user code needs to know of its model (the JavaScript backend); others ignore it. */
@@ -121,8 +126,12 @@ export interface SessionSettings {
   readonly graphOptimizationLevel?: 'disabled' | 'basic' | 'extended' | 'all';
   readonly enableCpuMemArena?: boolean;
   readonly enableMemPattern?: boolean;
-  /** CUDA arena limit (Triton's gpu_mem_limit); see docs/operations.md, "GPUs and CUDA", for what onnxruntime-node applies. */
-  readonly gpuMemLimitBytes?: number;
+  /**
+   * The execution providers of a KIND_GPU instance, in order (config/execution-accelerators.ts);
+   * DEFAULT_GPU_PROVIDERS when absent. What onnxruntime-node passes on of their options:
+   * docs/operations.md, "GPUs and CUDA".
+   */
+  readonly gpuProviders?: readonly GpuProvider[];
   /**
    * ONNX Runtime session config entries (onnxruntime_session_options_config_keys.h), from the
    * parameters whose key starts with `session.`, as Triton's onnxruntime backend passes
@@ -130,6 +139,9 @@ export interface SessionSettings {
    */
   readonly sessionConfigEntries?: Readonly<Record<string, string>>;
 }
+
+/** A KIND_GPU instance of a model that names no accelerator: ONNX Runtime's CUDA provider, as in Triton. */
+export const DEFAULT_GPU_PROVIDERS: readonly GpuProvider[] = [{ name: 'cuda', options: {}, sources: {} }];
 
 export interface LoadedInstance {
   readonly instance: ModelInstance;
@@ -147,4 +159,6 @@ export interface Backend {
   /** Its model files are code the server runs (the JavaScript backend): a load request may bring them only with the operator's opt-in. */
   readonly runsModelCode?: boolean;
   createInstance(options: InstanceOptions): Promise<LoadedInstance>;
+  /** Settings the config asks for that this backend cannot apply, by config parameter, in words (for the model's metadata). */
+  unappliedSettings?(settings: SessionSettings): Record<string, string>;
 }

@@ -1,3 +1,5 @@
+import { gpuProvidersOf } from '../config/execution-accelerators.ts';
+import { ConfigFieldError } from '../config/field-error.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import { Errors } from '../errors/errors.ts';
 import type { SessionSettings } from './backend.ts';
@@ -8,14 +10,11 @@ import type { SessionSettings } from './backend.ts';
  */
 export function sessionSettingsFromConfig(config: ModelConfig): SessionSettings {
   const param = (key: string): string | undefined => config.parameters?.[key]?.string_value;
-  const cudaAccelerator = config.optimization?.execution_accelerators?.gpu_execution_accelerator?.find((a) => a.name === 'cuda');
-  const gpuMemLimit = cudaAccelerator?.parameters?.['gpu_mem_limit'] ?? param('gpu_mem_limit');
   const intra = integerParam(config.name, 'intra_op_thread_count', param('intra_op_thread_count'));
   const inter = integerParam(config.name, 'inter_op_thread_count', param('inter_op_thread_count'));
   const executionMode = integerParam(config.name, 'execution_mode', param('execution_mode'));
   const arena = booleanParam(config.name, 'enable_mem_arena', param('enable_mem_arena'));
   const pattern = booleanParam(config.name, 'enable_mem_pattern', param('enable_mem_pattern'));
-  const limit = integerParam(config.name, 'gpu_mem_limit', gpuMemLimit);
   const level = config.optimization?.graph?.level;
   const entries = Object.entries(config.parameters ?? {}).flatMap(([key, value]) =>
     key.startsWith(SESSION_CONFIG_PREFIX) && value.string_value !== undefined ? [[key, value.string_value] as const] : [],
@@ -28,9 +27,21 @@ export function sessionSettingsFromConfig(config: ModelConfig): SessionSettings 
     ...(level !== undefined && { graphOptimizationLevel: graphLevel(level) }),
     ...(arena !== undefined && { enableCpuMemArena: arena }),
     ...(pattern !== undefined && { enableMemPattern: pattern }),
-    ...(limit !== undefined && { gpuMemLimitBytes: limit }),
     ...(entries.length > 0 && { sessionConfigEntries: Object.fromEntries(entries) }),
+    ...gpuProvidersNamingModel(config),
   };
+}
+
+/** A config that came as JSON (a load request) has no file positions: its errors name the model and the field. */
+function gpuProvidersNamingModel(config: ModelConfig): Pick<SessionSettings, 'gpuProviders'> {
+  try {
+    const providers = gpuProvidersOf(config);
+    const isDefault = providers.length === 1 && providers[0]!.name === 'cuda' && Object.keys(providers[0]!.options).length === 0;
+    return isDefault ? {} : { gpuProviders: providers };
+  } catch (error) {
+    if (error instanceof ConfigFieldError) throw Errors.invalidArg(`model '${config.name}': ${error.message}`);
+    throw error;
+  }
 }
 
 /** Parameters whose key starts with this are ONNX Runtime session config entries, passed as they are. */

@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { visibleGpuIds } from '../backends/gpu-detect.ts';
+import { probeExecutionProvider } from '../backends/onnxruntime/provider-probe.ts';
+import { vulkanMissing, vulkanSetup } from '../backends/vulkan-detect.ts';
 import { runDoctor } from './doctor.ts';
+
+const webgpuUsable = (await probeExecutionProvider('webgpu')).usable;
+const tensorrtUsable = (await probeExecutionProvider('tensorrt')).usable;
 
 /** No server answers here (port 1 is privileged): another test's server on the default :8002 must not change these checks. */
 const NO_SERVER = 'http://127.0.0.1:1/metrics';
@@ -11,6 +16,21 @@ describe('batchwise doctor', () => {
     const failed = checks.filter((c) => c.required && !c.ok).map((c) => c.name);
     expect(failed).toEqual(['gpu-visible', 'cuda-execution-provider']);
     expect(checks.find((c) => c.name === 'cuda-execution-provider')?.detail).toMatch(/ONNXRUNTIME_NODE_INSTALL=cuda12/);
+  });
+
+  it.skipIf(webgpuUsable)('reports CUDA, TensorRT and a Vulkan adapter apart, each with what is missing', async () => {
+    const checks = await runDoctor({ expectGpu: false, expectWebgpu: true, amiFamily: 'al2023', json: false }, NO_SERVER);
+    expect(checks.filter((c) => c.required && !c.ok).map((c) => c.name)).toEqual(['webgpu-vulkan-adapter']);
+    const webgpu = checks.find((c) => c.name === 'webgpu-vulkan-adapter')!;
+    expect(webgpu.detail).toMatch(/requires a Vulkan GPU adapter/);
+    expect(webgpu.detail).toContain(vulkanMissing(vulkanSetup()) ?? 'gave no adapter WebGPU supports');
+    if (!tensorrtUsable) {
+      expect(checks.find((c) => c.name === 'tensorrt-execution-provider')).toMatchObject({ ok: false, required: false });
+      expect(checks.find((c) => c.name === 'tensorrt-execution-provider')!.detail).toMatch(
+        /TensorRT execution provider, which could not be used/,
+      );
+    }
+    expect(checks.find((c) => c.name === 'cuda-execution-provider')).toMatchObject({ required: false });
   });
 
   it('passes on a CPU host when no GPU is expected, and checks the memory budget', async () => {

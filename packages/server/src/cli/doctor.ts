@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
 import { pino } from 'pino';
 import { visibleGpus } from '../backends/gpu-detect.ts';
+import { driverNames, vulkanSetup } from '../backends/vulkan-detect.ts';
 import { cgroupMemoryLimitBytes, resolveMemoryBudgetBytes } from '../memory/memory-budget.ts';
 import { MODEL_REPOSITORY_KEY_ENV } from '../options/environment.ts';
 import { parseBool, parseHttpUrl } from './flags.ts';
@@ -20,6 +21,8 @@ export interface Check {
 
 interface DoctorFlags {
   expectGpu: boolean;
+  /** Fail unless a WebGPU session opens on a Vulkan GPU adapter (the webgpu accelerator, the webgpu image). */
+  expectWebgpu?: boolean;
   region?: string;
   amiFamily: keyof typeof GPU_AMI_PARAMETERS;
   modelRepository?: string;
@@ -57,7 +60,7 @@ export function serverMemoryGauges(text: string | undefined): ServerMemoryGauges
     return match ? Number(match[1]) : undefined;
   };
   const budget = gauge('batchwise_memory_budget_bytes');
-  const rss = gauge('nv_cpu_memory_used_bytes');
+  const rss = gauge('batchwise_process_resident_memory_bytes');
   if (budget === undefined || rss === undefined) return undefined;
   return { budget, baseline: gauge('batchwise_memory_baseline_bytes'), accounted: gauge('batchwise_memory_accounted_bytes') ?? 0, rss };
 }
@@ -123,7 +126,7 @@ function modelControlCheck(url: string, metricsText: string | undefined): Check 
 }
 
 /**
- * Preflight for operators: GPU and CUDA provider, memory budget, a running server's model-control
+ * Preflight for operators: GPU, the CUDA and TensorRT providers and a Vulkan adapter for WebGPU, memory budget, a running server's model-control
  * API, and with AWS access the AMI and bucket. `defaultServerMetricsUrl`: where to look for a
  * running server when --server-metrics is not given (tests point it where none answers, so a
  * server on this host's :8002 cannot change them). ONNX Runtime and the AWS SDK load only here,
@@ -142,13 +145,25 @@ export async function runDoctor(flags: DoctorFlags, defaultServerMetricsUrl: str
         ? `GPU devices visible: ${gpus.map((g) => `CUDA ${g.cudaOrdinal} = host ${g.hostDevice}`).join(', ')}`
         : 'no /dev/nvidiaN device is visible to this process (is the task given a GPU, is the NVIDIA runtime in use?)',
   });
-  const cuda = await probeExecutionProvider('cuda', gpus[0]?.cudaOrdinal ?? 0);
-  checks.push({
-    name: 'cuda-execution-provider',
-    ok: cuda.usable,
-    required: flags.expectGpu,
-    detail: cuda.usable ? 'a session on the CUDA execution provider opened and ran' : (cuda.reason ?? 'unusable'),
-  });
+  const gpuProvider = async (provider: 'cuda' | 'tensorrt' | 'webgpu', name: string, required: boolean, where: string) => {
+    const probe = await probeExecutionProvider(provider, gpus[0]?.cudaOrdinal ?? 0);
+    checks.push({
+      name,
+      ok: probe.usable,
+      required,
+      detail: probe.usable ? `a session on ${where} opened and ran` : (probe.reason ?? 'unusable'),
+    });
+  };
+  await gpuProvider('cuda', 'cuda-execution-provider', flags.expectGpu, 'the CUDA execution provider');
+  // Only a model with the tensorrt accelerator needs it: informative.
+  await gpuProvider('tensorrt', 'tensorrt-execution-provider', false, 'the TensorRT execution provider');
+  const vulkan = vulkanSetup();
+  await gpuProvider(
+    'webgpu',
+    'webgpu-vulkan-adapter',
+    flags.expectWebgpu ?? false,
+    `the WebGPU execution provider (Vulkan loader ${vulkan.loader}, driver(s) ${driverNames(vulkan)})`,
+  );
   const cpu = await probeExecutionProvider('cpu');
   checks.push({ name: 'cpu-execution-provider', ok: cpu.usable, required: true, detail: cpu.usable ? 'ok' : (cpu.reason ?? 'unusable') });
 
@@ -199,9 +214,15 @@ async function repositoryCheck(location: string, region: string | undefined): Pr
 export function doctorCommand(): Command {
   return new Command('doctor')
     .description(
-      "Check that this host or container can serve: GPU and CUDA provider, memory budget, a running server's model-control API (a warning when it answers without a key on an address others reach), and (with AWS access) the GPU AMI and the model bucket. Exits 1 when a required check fails.",
+      "Check that this host or container can serve: GPU, the CUDA and TensorRT providers and a Vulkan GPU adapter (WebGPU), each with what is missing, memory budget, a running server's model-control API (a warning when it answers without a key on an address others reach), and (with AWS access) the GPU AMI and the model bucket. Exits 1 when a required check fails.",
     )
     .option('--expect-gpu [bool]', 'fail unless a GPU is visible and the CUDA execution provider works', parseBool, false)
+    .option(
+      '--expect-webgpu [bool]',
+      'fail unless a WebGPU session opens on a Vulkan GPU adapter (the webgpu accelerator and image)',
+      parseBool,
+      false,
+    )
     .option('--region <region>', 'AWS region: resolve the ECS GPU AMI from its SSM public parameter')
     .addOption(new Option('--ami-family <family>', 'the GPU AMI family').choices(Object.keys(GPU_AMI_PARAMETERS)).default('al2023'))
     .option('--model-repository <location>', 'check that the model repository (a folder or s3:// location) lists model folders')
@@ -218,7 +239,7 @@ export function doctorCommand(): Command {
       if (flags.json) {
         process.stdout.write(`${JSON.stringify({ ok: failed.length === 0, checks }, null, 2)}\n`);
       } else {
-        for (const c of checks) process.stdout.write(`${c.ok ? 'ok  ' : c.required ? 'FAIL' : 'warn'}  ${c.name.padEnd(24)} ${c.detail}\n`);
+        for (const c of checks) process.stdout.write(`${c.ok ? 'ok  ' : c.required ? 'FAIL' : 'warn'}  ${c.name.padEnd(28)} ${c.detail}\n`);
         process.stdout.write(failed.length === 0 ? 'all required checks passed\n' : `${failed.length} required check(s) failed\n`);
       }
       if (failed.length > 0) {

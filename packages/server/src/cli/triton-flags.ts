@@ -27,7 +27,6 @@ export const WITHOUT_EFFECT: readonly { readonly flag: string; readonly reason: 
     reason:
       "Triton's counters and summaries settings do not apply: Batchwise always exports Triton's counters plus its own latency histograms",
   },
-  { flag: 'allow-cpu-metrics', reason: 'nv_cpu_memory_used_bytes is read at each scrape and is always exported with --allow-metrics' },
   { flag: 'model-load-thread-count', reason: 'models load concurrently; their sessions are created in worker threads' },
   { flag: 'http-thread-count', reason: 'HTTP is served by the event loop; model runs are in worker threads (instance_group count)' },
   { flag: 'grpc-infer-allocation-pool-size', reason: 'gRPC messages are not pooled' },

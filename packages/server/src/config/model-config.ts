@@ -140,6 +140,8 @@ export interface ModelSequenceInitialState {
 export interface ModelOptimizationPolicy {
   graph?: { level?: number };
   priority?: string;
+  /** Triton's CUDA settings; `graphs` turns on the CUDA provider's CUDA graphs (config/execution-accelerators.ts). */
+  cuda?: { graphs?: boolean; [field: string]: unknown };
   execution_accelerators?: {
     gpu_execution_accelerator?: { name: string; parameters?: Record<string, string> }[];
     cpu_execution_accelerator?: { name: string; parameters?: Record<string, string> }[];

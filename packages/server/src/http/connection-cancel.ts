@@ -1,5 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import type { Socket } from 'node:net';
+import { listenedAbortController } from '../protocol/abort-listeners.ts';
 
 /**
  * What the HTTP frontend keeps per connection rather than per request (issue 34): one AbortSignal,
@@ -19,7 +20,7 @@ const connections = new WeakMap<Socket, Connection>();
 export function connectionOf(socket: Socket): Connection {
   let connection = connections.get(socket);
   if (connection) return connection;
-  const cancel = new AbortController();
+  const cancel = listenedAbortController();
   // Pipelined requests each listen while in flight: no warning past ten.
   setMaxListeners(0, cancel.signal);
   const created: Connection = { signal: cancel.signal, onClose: new Set() };

@@ -51,7 +51,7 @@ const HEAP_SAMPLE_MS = 100;
  * less a stable baseline (the process at rest plus the models' footprints). Resident memory
  * is not used for admission: after a burst the allocator keeps memory that requests freed (RSS
  * rarely shrinks), and that memory is reused by the next requests, so an RSS test would refuse
- * everything for minutes while nothing is held. RSS stays a gauge (nv_cpu_memory_used_bytes).
+ * everything for minutes while nothing is held. RSS stays a gauge (batchwise_process_resident_memory_bytes).
  *
  * What the JavaScript runtime adds under load is part of the baseline, because V8 does hand it
  * back: the young generation grows from about 1 MiB at rest to its limit (32 MiB by default on

@@ -1,5 +1,5 @@
 import { stat } from 'node:fs/promises';
-import type { Backend } from '../backends/backend.ts';
+import type { Backend, InstanceDevice } from '../backends/backend.ts';
 import type { MemoryGuard } from './memory-guard.ts';
 
 /**
@@ -16,7 +16,7 @@ export const INSTANCE_WORKER_BYTES = 12 * 1024 * 1024;
  * the event loop, and a CPU session's own copy of the weights (ONNX Runtime only: a JavaScript
  * model's code is not weights).
  */
-function instanceHostBytes(weightsBytes: number, device: 'cpu' | 'cuda', sessionWeights: boolean, onEventLoop: boolean): number {
+function instanceHostBytes(weightsBytes: number, device: InstanceDevice, sessionWeights: boolean, onEventLoop: boolean): number {
   return (onEventLoop ? 0 : INSTANCE_WORKER_BYTES) + (sessionWeights && device === 'cpu' ? weightsBytes : 0);
 }
 
@@ -52,7 +52,7 @@ export function withModelFootprints(backend: Backend, memory: MemoryGuard, sessi
 export interface ModelFootprint {
   /** Host memory: a worker thread per instance, and the weights once per CPU instance of ONNX Runtime, bytes. */
   readonly hostBytes: number;
-  /** Device memory by GPU (CUDA device ordinal): the weights once per instance on it, bytes. */
+  /** Device memory by GPU (device ordinal): the weights once per instance on it, bytes. */
   readonly gpuBytes: ReadonlyMap<number, number>;
   /** The figures behind it, for messages: `4194304 bytes of weights x 2 CPU instances, and 2 worker threads of 12582912 bytes`. */
   readonly description: string;
@@ -67,14 +67,14 @@ export interface ModelFootprint {
  */
 export function modelFootprint(
   weightsBytes: number,
-  instances: readonly { readonly device: 'cpu' | 'cuda'; readonly deviceId: number }[],
+  instances: readonly { readonly device: InstanceDevice; readonly deviceId: number }[],
   sessionWeights: boolean,
 ): ModelFootprint {
   const gpuBytes = new Map<number, number>();
   let hostBytes = 0;
   for (const i of instances) {
     hostBytes += instanceHostBytes(weightsBytes, i.device, sessionWeights, false);
-    if (sessionWeights && i.device === 'cuda') gpuBytes.set(i.deviceId, (gpuBytes.get(i.deviceId) ?? 0) + weightsBytes);
+    if (sessionWeights && i.device === 'gpu') gpuBytes.set(i.deviceId, (gpuBytes.get(i.deviceId) ?? 0) + weightsBytes);
   }
   const cpu = instances.filter((i) => i.device === 'cpu').length;
   const gpu = instances.length - cpu;

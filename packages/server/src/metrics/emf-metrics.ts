@@ -116,7 +116,7 @@ export const EMF_METRICS = {
     unit: 'Count',
     description:
       'Canary versions a task stopped sending unversioned requests to in the interval, because they were worse than ' +
-      'the stable version (batchwise_canary_rollbacks_total; see docs/operations.md, canary releases).',
+      'the stable version (batchwise_canary_rollbacks_total; see docs/canary-releases.md).',
   },
   // Many models per host (issue 27): on the service line only.
   modelLoads: {

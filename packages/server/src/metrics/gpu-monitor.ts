@@ -7,30 +7,46 @@ export interface GpuReading {
   readonly utilization: number;
   readonly memoryUsedBytes: number;
   readonly memoryTotalBytes: number;
+  /** Undefined where nvidia-smi has no power reading ([N/A]: power management not supported). */
+  readonly powerUsageWatts: number | undefined;
+  readonly powerLimitWatts: number | undefined;
 }
 
-const QUERY = ['--query-gpu=uuid,utilization.gpu,memory.used,memory.total', '--format=csv,noheader,nounits'];
+/**
+ * power.draw is the board's draw (averaged over a second on Ampere and newer) and power.limit the
+ * power management limit: NVML's power usage and management limit, which Triton reads through DCGM.
+ * nvidia-smi has no energy counter (no field of --query-gpu or -q gives one, driver 580), so Triton's
+ * nv_energy_consumption is not exported.
+ */
+const QUERY = ['--query-gpu=uuid,utilization.gpu,memory.used,memory.total,power.draw,power.limit', '--format=csv,noheader,nounits'];
 const MiB = 1024 * 1024;
 
-/** Parses `nvidia-smi --query-gpu=uuid,utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits`. */
+const watts = (field: string | undefined): number | undefined => {
+  const value = field === undefined || field === '' ? NaN : Number(field);
+  return Number.isFinite(value) ? value : undefined;
+};
+
+/** Parses what nvidia-smi prints for QUERY: one line per GPU. */
 export function parseNvidiaSmi(output: string): GpuReading[] {
   return output
     .split('\n')
     .map((line) => line.split(',').map((f) => f.trim()))
-    .filter((f) => f.length === 4 && f[0] !== '')
-    .map(([uuid, utilization, used, total]) => ({
+    .filter((f) => f.length === 6 && f[0] !== '')
+    .map(([uuid, utilization, used, total, draw, limit]) => ({
       uuid: uuid!,
       utilization: Number(utilization) / 100,
       memoryUsedBytes: Number(used) * MiB,
       memoryTotalBytes: Number(total) * MiB,
+      powerUsageWatts: watts(draw),
+      powerLimitWatts: watts(limit),
     }))
     .filter((r) => Number.isFinite(r.utilization) && Number.isFinite(r.memoryUsedBytes));
 }
 
 /**
- * Triton's GPU gauges (nv_gpu_utilization, nv_gpu_memory_used_bytes, nv_gpu_memory_total_bytes)
- * from nvidia-smi, which the NVIDIA container runtime provides wherever a GPU is visible.
- * Without it the gauges stay absent; nothing is made up.
+ * Triton's GPU gauges (nv_gpu_utilization, nv_gpu_memory_used_bytes, nv_gpu_memory_total_bytes,
+ * nv_gpu_power_usage, nv_gpu_power_limit) from nvidia-smi, which the NVIDIA container runtime
+ * provides wherever a GPU is visible. Without it the gauges stay absent; nothing is made up.
  */
 export function startGpuMonitor(metrics: ServerMetrics, logger: Logger, intervalMs: number): () => void {
   let stopped = false;
@@ -47,6 +63,8 @@ export function startGpuMonitor(metrics: ServerMetrics, logger: Logger, interval
         metrics.gpuUtilization.labels({ gpu_uuid: r.uuid }).set(r.utilization);
         metrics.gpuMemoryUsedBytes.labels({ gpu_uuid: r.uuid }).set(r.memoryUsedBytes);
         metrics.gpuMemoryTotalBytes.labels({ gpu_uuid: r.uuid }).set(r.memoryTotalBytes);
+        if (r.powerUsageWatts !== undefined) metrics.gpuPowerUsage.labels({ gpu_uuid: r.uuid }).set(r.powerUsageWatts);
+        if (r.powerLimitWatts !== undefined) metrics.gpuPowerLimit.labels({ gpu_uuid: r.uuid }).set(r.powerLimitWatts);
       }
     });
   poll();

@@ -126,14 +126,15 @@ export class ServerMetrics {
     labelNames: MODEL_LABELS,
     registers: [this.registry],
   });
-  readonly cpuMemoryUsedBytes = new Gauge({
-    name: 'nv_cpu_memory_used_bytes',
-    help: 'CPU memory used by the server process (resident set size), bytes',
-    registers: [this.registry],
-    collect() {
-      this.set(process.memoryUsage.rss());
-    },
-  });
+  // Triton's CPU metrics, set by metrics/cpu-monitor.ts, which registers them where /proc can be read.
+  // The server process's own resident memory is batchwise_process_resident_memory_bytes.
+  readonly cpuUtilization = new Gauge({ name: 'nv_cpu_utilization', help: 'CPU utilization rate [0.0 - 1.0]', registers: [] });
+  readonly cpuMemoryTotalBytes = new Gauge({ name: 'nv_cpu_memory_total_bytes', help: 'CPU total memory (RAM), in bytes', registers: [] });
+  readonly cpuMemoryUsedBytes = new Gauge({ name: 'nv_cpu_memory_used_bytes', help: 'CPU used memory (RAM), in bytes', registers: [] });
+  exportCpuMetrics(): void {
+    if (this.registry.getSingleMetric('nv_cpu_utilization')) return;
+    for (const gauge of [this.cpuUtilization, this.cpuMemoryTotalBytes, this.cpuMemoryUsedBytes]) this.registry.registerMetric(gauge);
+  }
 
   readonly requestDurationSeconds = this.versionHistogram(
     'batchwise_inference_request_duration_seconds',
@@ -289,6 +290,18 @@ export class ServerMetrics {
     labelNames: ['gpu_uuid'],
     registers: [this.registry],
   });
+  readonly gpuPowerUsage = new Gauge({
+    name: 'nv_gpu_power_usage',
+    help: 'GPU power usage in watts',
+    labelNames: ['gpu_uuid'],
+    registers: [this.registry],
+  });
+  readonly gpuPowerLimit = new Gauge({
+    name: 'nv_gpu_power_limit',
+    help: 'GPU power management limit in watts',
+    labelNames: ['gpu_uuid'],
+    registers: [this.registry],
+  });
   readonly memoryBudgetBytes = new Gauge({
     name: 'batchwise_memory_budget_bytes',
     help: 'Host memory the server allows itself (--memory-limit); 0 when unlimited',
@@ -302,7 +315,7 @@ export class ServerMetrics {
       name: 'batchwise_memory_accounted_bytes',
       help:
         'Host memory charged to requests in flight, estimated at admission (bodies, batch copies, outputs and replies); ' +
-        'admission keeps it under budget minus baseline. Resident memory is nv_cpu_memory_used_bytes, bytes',
+        'admission keeps it under budget minus baseline. Resident memory is batchwise_process_resident_memory_bytes, bytes',
       registers: [this.registry],
       collect() {
         if (metrics.readAccounted) this.set(metrics.readAccounted());

@@ -20,6 +20,11 @@ export interface ModelEntry {
   wanted: boolean;
   serving: Map<string, ServingVersion>;
   failedVersions: Map<string, string>;
+  /**
+   * The versions that served until the model was unloaded (or evicted, or left the repository),
+   * ascending: the index keeps a row for each, as Triton's does, until the model is loaded again.
+   */
+  unloadedVersions: readonly string[];
   /** What each failed version was loaded from: not retried until it changes. */
   failedFingerprints: Map<string, string>;
   /** Where it was last found; undefined until then. */
@@ -57,6 +62,7 @@ export function newModelEntry(name: string): ModelEntry {
     wanted: false,
     serving: new Map(),
     failedVersions: new Map(),
+    unloadedVersions: [],
     failedFingerprints: new Map(),
     listed: undefined,
     selected: [],

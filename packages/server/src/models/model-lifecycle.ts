@@ -86,6 +86,7 @@ export class ModelLifecycle {
     const started = process.hrtime.bigint();
     entry.listed = listed;
     entry.wanted = true;
+    entry.unloadedVersions = [];
     let folder: ModelFolder;
     let written: ModelConfig | undefined;
     let wanted: number[];
@@ -303,6 +304,7 @@ export class ModelLifecycle {
   markFailed(name: string, reason: string): void {
     const entry = this.table.entryFor(name);
     entry.wanted = true;
+    entry.unloadedVersions = [];
     this.recordFailure(entry, reason);
   }
 
@@ -340,6 +342,7 @@ export class ModelLifecycle {
 
   private detach(entry: ModelEntry, reason: string): { drained: Promise<void> } {
     const retired = [...entry.serving.values()].map((s) => s.loaded);
+    entry.unloadedVersions = retired.map((v) => v.version).sort((a, b) => Number(a) - Number(b));
     entry.serving = new Map();
     entry.failedVersions = new Map();
     entry.failedFingerprints = new Map();

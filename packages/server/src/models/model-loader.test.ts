@@ -64,21 +64,21 @@ describe('instance placement on the visible GPUs', () => {
 
   it('puts count instances of a KIND_GPU group without gpus on every visible GPU, and shows them in the config', async () => {
     const { loaded, asked } = await load('every_gpu', 'instance_group [ { kind: KIND_GPU count: 2 } ]');
-    expect(asked.sort()).toEqual(['cuda:0', 'cuda:0', 'cuda:1', 'cuda:1', 'cuda:2', 'cuda:2']);
+    expect(asked.sort()).toEqual(['gpu:0', 'gpu:0', 'gpu:1', 'gpu:1', 'gpu:2', 'gpu:2']);
     expect(loaded.instances).toHaveLength(6);
     expect(loaded.config.instance_group).toEqual([{ name: 'every_gpu_0', kind: 'KIND_GPU', count: 2, gpus: [0, 1, 2] }]);
   });
 
   it('honours CUDA_VISIBLE_DEVICES and the gpus a group lists', async () => {
     const narrowed = await load('narrowed', 'instance_group [ { kind: KIND_GPU } ]', '2');
-    expect(narrowed.asked).toEqual(['cuda:0']);
+    expect(narrowed.asked).toEqual(['gpu:0']);
     const listed = await load('listed', 'instance_group [ { kind: KIND_GPU gpus: [ 1 ] } ]');
-    expect(listed.asked).toEqual(['cuda:1']);
+    expect(listed.asked).toEqual(['gpu:1']);
   });
 
   it('resolves the implicit group to the GPUs too, and to one CPU instance without any', async () => {
     const gpu = await load('implicit_gpu', '');
-    expect(gpu.asked.sort()).toEqual(['cuda:0', 'cuda:1', 'cuda:2']);
+    expect(gpu.asked.sort()).toEqual(['gpu:0', 'gpu:1', 'gpu:2']);
     expect(gpu.loaded.config.instance_group).toEqual([{ name: 'implicit_gpu', kind: 'KIND_GPU', count: 1, gpus: [0, 1, 2] }]);
     const cpu = await load('implicit_cpu', '', '');
     expect(cpu.asked).toEqual(['cpu:0']);

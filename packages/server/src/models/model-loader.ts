@@ -1,7 +1,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { Backend, LoadedInstance, ModelInstance } from '../backends/backend.ts';
+import type { Backend, InstanceDevice, LoadedInstance, ModelInstance } from '../backends/backend.ts';
 import { sessionSettingsFromConfig } from '../backends/session-settings.ts';
 import { autoCompleteModelConfig, configPaths, normalizeModelConfig, parseModelConfig, validateModelConfig } from '../config/index.ts';
 import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.ts';
@@ -146,7 +146,7 @@ async function openVersion(
         modelDir: folder.dir,
         versionDir: join(folder.dir, String(version)),
         instanceName: placement.instanceName,
-        kind: placement.device === 'cuda' ? 'KIND_GPU' : 'KIND_CPU',
+        kind: placement.device === 'gpu' ? 'KIND_GPU' : 'KIND_CPU',
       },
       ...(options.callModel && { callModel: options.callModel }),
     });
@@ -179,19 +179,9 @@ async function openVersion(
         'KIND_GPU model runs on CPU (--allow-cpu-fallback)',
       );
     }
-    const unapplied: Record<string, string> = {};
-    if (settings.gpuMemLimitBytes !== undefined) {
-      unapplied['gpu_mem_limit'] =
-        `${settings.gpuMemLimitBytes} bytes not applied: onnxruntime-node 1.30 passes only the device id to the CUDA execution provider`;
-      options.logger.warn({ model: folder.name, version }, unapplied['gpu_mem_limit']);
-    }
-    const loaded = assemble(folder.name, String(version), config, created, options, {
-      unapplied,
-      labels,
-      gate,
-      warmupRuns,
-      initialStateFiles,
-    });
+    const unapplied = backend.unappliedSettings?.(settings) ?? {};
+    for (const [parameter, why] of Object.entries(unapplied)) options.logger.warn({ model: folder.name, version, parameter }, why);
+    const loaded = assemble(folder.name, String(version), config, created, options, { unapplied, labels, gate, warmupRuns, initialStateFiles });
     return { loaded, onEventLoop: created.filter((c) => c.eventLoopRunUs !== undefined).length };
   } catch (error) {
     gate?.close();
@@ -236,7 +226,7 @@ function checkFootprint(model: string, version: number, footprint: ModelFootprin
 }
 
 interface Placement {
-  readonly device: 'cpu' | 'cuda';
+  readonly device: InstanceDevice;
   readonly deviceId: number;
   /** The group's name and the instance's index in it, as Triton names instances. */
   readonly instanceName: string;
@@ -267,7 +257,7 @@ function instancePlacements(groups: readonly ModelInstanceGroup[]): Placement[] 
       let index = 0;
       for (const deviceId of ids) {
         for (let i = 0; i < count; i++) {
-          placements.push({ device: 'cuda', deviceId, instanceName: `${group.name}_${index++}`, rateLimiter: group.rate_limiter });
+          placements.push({ device: 'gpu', deviceId, instanceName: `${group.name}_${index++}`, rateLimiter: group.rate_limiter });
         }
       }
     } else {

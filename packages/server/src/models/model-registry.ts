@@ -184,7 +184,11 @@ export class ModelTable implements ModelRegistry {
         if (!entry.serving.has(version)) rows.push({ name: entry.name, version, state: 'UNAVAILABLE', reason: noted(reason) });
       }
       if (entry.serving.size === 0 && entry.failedVersions.size === 0) {
-        rows.push({ name: entry.name, state: entry.state, reason: noted(entry.reason ?? '') });
+        // Unloaded: a row per version that served, as Triton's (version, UNAVAILABLE, "unloaded").
+        const versions = entry.unloadedVersions.length > 0 ? entry.unloadedVersions : [undefined];
+        for (const version of versions) {
+          rows.push({ name: entry.name, ...(version !== undefined && { version }), state: entry.state, reason: noted(entry.reason ?? '') });
+        }
       } else if (entry.serving.size > 0 && entry.reason && entry.failedVersions.size === 0) {
         // A config that no longer parses: the old version serves on, and the index says why nothing newer does.
         rows.push({ name: entry.name, state: 'UNAVAILABLE', reason: entry.reason });

@@ -155,7 +155,7 @@ describe('modelFootprint: what a version counts against --model-memory-limit', (
   });
 
   it('keeps GPU weights on the GPU and a JavaScript model at its workers, and gives a worker back per instance on the event loop', () => {
-    const onGpu = modelFootprint(1000, [{ device: 'cuda', deviceId: 1 }], true);
+    const onGpu = modelFootprint(1000, [{ device: 'gpu', deviceId: 1 }], true);
     expect(onGpu.hostBytes).toBe(INSTANCE_WORKER_BYTES);
     expect([...onGpu.gpuBytes]).toEqual([[1, 1000]]);
     const js = modelFootprint(1000, [{ device: 'cpu', deviceId: 0 }], false);

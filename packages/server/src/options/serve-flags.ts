@@ -186,13 +186,22 @@ export const SERVE_FLAGS = [
     meaning: 'export nv_gpu_* metrics (polled from nvidia-smi) when a GPU is visible',
   },
   {
+    flag: '--allow-cpu-metrics',
+    value: '[bool]',
+    kind: 'bool',
+    default: true,
+    sets: 'cpuMetrics',
+    triton: true,
+    meaning: "export Triton's nv_cpu_utilization, nv_cpu_memory_total_bytes and nv_cpu_memory_used_bytes (the host's, from /proc)",
+  },
+  {
     flag: '--metrics-interval-ms',
     value: '<ms>',
     kind: 'positive-integer',
     default: 5000,
     sets: 'metricsIntervalMs',
     triton: true,
-    meaning: 'how often GPU metrics are polled (Triton: 2000)',
+    meaning: 'how often GPU and CPU metrics are polled (Triton: 2000)',
   },
   {
     flag: '--strict-model-config',

@@ -66,7 +66,9 @@ export interface ServerOptions {
   readonly grpcMaxConnectionAgeGraceMs?: number;
   /** Triton's --allow-gpu-metrics: poll nvidia-smi for nv_gpu_* when a GPU is visible. */
   readonly gpuMetrics?: boolean;
-  /** Triton's --metrics-interval-ms: how often GPU metrics are polled. */
+  /** Triton's --allow-cpu-metrics: poll /proc for nv_cpu_* (Linux). */
+  readonly cpuMetrics?: boolean;
+  /** Triton's --metrics-interval-ms: how often GPU and CPU metrics are polled. */
   readonly metricsIntervalMs?: number;
   /** Triton's `--cache-config` values: `local,size=<bytes>` turns the response cache on. */
   readonly cacheConfig?: readonly string[];

@@ -13,6 +13,7 @@ import { PriorityQueues, type Waiting } from './priority-queues.ts';
 import type { ObjectiveRefusal, QueuedRequest, Scheduler, SchedulerContext } from './scheduler.ts';
 import { markCompute } from '../trace/tracer.ts';
 import { ObjectiveBatcher } from './objective-batcher.ts';
+import { offAbort, onAbort } from '../protocol/abort-listeners.ts';
 
 /**
  * Queues of one model version and the instances that serve them. With dynamic batching,
@@ -149,7 +150,7 @@ export class BatchingScheduler implements Scheduler {
     return new Promise<Tensor[]>((resolve, reject) => {
       const waiting = new QueuedWaiting(request, level, resolve, reject, this);
       // A client that goes away takes its queued request out of the queue at once.
-      request.signal?.addEventListener('abort', waiting, ONCE);
+      if (request.signal) onAbort(request.signal, waiting);
       const timeoutUs = level.timeoutMicroseconds(request);
       if (timeoutUs > 0) {
         const remainingNs = request.arrivalNs + BigInt(timeoutUs) * 1000n - this.clock.nowNs();
@@ -471,7 +472,6 @@ export class BatchingScheduler implements Scheduler {
   }
 }
 
-const ONCE = { once: true } as const;
 const NO_PARAMETERS: RequestParameters = Object.freeze({});
 
 /**
@@ -494,12 +494,12 @@ class QueuedWaiting implements Waiting {
   ) {}
 
   resolve(outputs: Tensor[]): void {
-    this.request.signal?.removeEventListener('abort', this);
+    if (this.request.signal) offAbort(this.request.signal, this);
     this.settleResolve(outputs);
   }
 
   reject(error: Error): void {
-    this.request.signal?.removeEventListener('abort', this);
+    if (this.request.signal) offAbort(this.request.signal, this);
     this.settleReject(error);
   }
 

@@ -311,10 +311,18 @@ class JsInstance implements ModelInstance {
     const call = message.request;
     let answer: ToWorker;
     let transfer: ArrayBuffer[] = [];
-    const cancel = new AbortController();
-    this.calls.set(message.callId, cancel);
+    // A call made with its request's signal ends with that request (one signal for all its calls); another, by call-cancel.
+    let signal: AbortSignal | undefined;
+    if (message.requestKey === undefined) {
+      const cancel = new AbortController();
+      this.calls.set(message.callId, cancel);
+      signal = cancel.signal;
+    } else {
+      signal = this.live.callSignal(message.requestKey);
+    }
     try {
       if (!this.callModel) throw Errors.unavailable('calls to other models are not available in this server');
+      if (!signal) throw Errors.cancelled();
       const request: InferenceRequest = {
         modelName: call.model,
         ...(call.version !== undefined && { modelVersion: call.version }),
@@ -323,7 +331,7 @@ class JsInstance implements ModelInstance {
         parameters: call.parameters ?? {},
         ...this.callerOf(message.executeId),
       };
-      const response = await this.callModel(request, { signal: cancel.signal });
+      const response = await this.callModel(request, { signal });
       const { buffer, slices } = packTensors([response.outputs]);
       answer = {
         type: 'call-result',

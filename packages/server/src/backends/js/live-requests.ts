@@ -1,7 +1,8 @@
 import type { Worker } from 'node:worker_threads';
 import { Errors, toInferenceServerError } from '../../errors/errors.ts';
 import type { InstanceRequest, StreamEnd, StreamedResponse } from '../backend.ts';
-import type { ToWorker } from './protocol.ts';
+import { ACK_EVERY, type ToWorker } from './protocol.ts';
+import { listenedAbortController, offAbort, onAbort } from '../../protocol/abort-listeners.ts';
 
 /** Per-model parameter: milliseconds a decoupled request may stay open after its batch started before it ends with an error. */
 export const FINAL_RESPONSE_TIMEOUT_PARAMETER = 'batchwise_final_response_timeout_ms';
@@ -19,17 +20,20 @@ class Live {
     readonly stream?: { readonly timer: NodeJS.Timeout; readonly end: (end: StreamEnd) => void },
   ) {}
 
+  /** A decoupled request's responses taken for sending and not yet acknowledged to the worker. */
+  unacknowledged = 0;
+  /** Cancels the calls model code made with the request's signal, when the request ends before its model is done. */
+  calls: AbortController | undefined;
+
   handleEvent(): void {
     this.owner.end(this.key, Errors.cancelled());
   }
 }
 
-const ONCE = { once: true } as const;
-
 /**
  * The requests a JavaScript model instance's worker is working on, by the instance's key for each:
  * a cancelled one is ended in the worker (its signal aborts, its sends fail), and a decoupled one's
- * responses go to its sink, each acknowledged to the worker once taken for sending, until its final
+ * responses go to its sink, acknowledged to the worker ACK_EVERY at a time as they are taken for sending, until its final
  * response, its timeout, its cancellation or its instance's failure ends it.
  */
 export class LiveRequests {
@@ -47,7 +51,7 @@ export class LiveRequests {
     if (!request.responses) {
       const live = new Live(key, request, worker, this);
       this.live.set(key, live);
-      request.signal?.addEventListener('abort', live, ONCE);
+      if (request.signal) onAbort(request.signal, live);
       return undefined;
     }
     return new Promise<StreamEnd>((end) => {
@@ -64,7 +68,7 @@ export class LiveRequests {
       );
       const live = new Live(key, request, worker, this, { timer, end });
       this.live.set(key, live);
-      request.signal?.addEventListener('abort', live, ONCE);
+      if (request.signal) onAbort(request.signal, live);
     });
   }
 
@@ -76,6 +80,17 @@ export class LiveRequests {
   /** The request of `key` (the outputs it asked for, its batch size), while it is live. */
   requestOf(key: number): InstanceRequest | undefined {
     return this.live.get(key)?.request;
+  }
+
+  /**
+   * The signal of the calls model code makes with the request's own signal: one for all of them,
+   * aborted when the request ends unfinished. Undefined once the request is over.
+   */
+  callSignal(key: number): AbortSignal | undefined {
+    const live = this.live.get(key);
+    if (!live) return undefined;
+    live.calls ??= listenedAbortController();
+    return live.calls.signal;
   }
 
   /** A response the model sent for a decoupled request; the final one ends it. */
@@ -97,7 +112,9 @@ export class LiveRequests {
       return;
     }
     void taken.then(() => {
-      if (this.live.get(key) === live) this.tell(live.worker, { type: 'ack', key });
+      if (this.live.get(key) !== live || ++live.unacknowledged < ACK_EVERY) return;
+      live.unacknowledged = 0;
+      this.tell(live.worker, { type: 'ack', key, count: ACK_EVERY });
     });
   }
 
@@ -113,6 +130,7 @@ export class LiveRequests {
     if (!live) return;
     this.forget(key, live);
     const e = toInferenceServerError(error);
+    live.calls?.abort(e);
     this.tell(live.worker, { type: 'end', key, code: e.code, message: e.message });
     live.stream?.end({ error: e });
   }
@@ -124,7 +142,7 @@ export class LiveRequests {
 
   private forget(key: number, live: Live): void {
     this.live.delete(key);
-    live.request.signal?.removeEventListener('abort', live);
+    if (live.request.signal) offAbort(live.request.signal, live);
     if (live.stream) clearTimeout(live.stream.timer);
   }
 }

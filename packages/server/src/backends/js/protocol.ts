@@ -60,8 +60,8 @@ export type ToWorker =
   | { readonly type: 'call-failed'; readonly callId: number; readonly code: string; readonly message: string }
   /** The request ended before its model finished with it (cancelled, or a decoupled request's timeout): abort its signal, close its sender. */
   | { readonly type: 'end'; readonly key: number; readonly code: string; readonly message: string }
-  /** One response of a decoupled request was taken for sending: its sender may send one more without waiting. */
-  | { readonly type: 'ack'; readonly key: number }
+  /** `count` more responses of the request were taken for sending. */
+  | { readonly type: 'ack'; readonly key: number; readonly count: number }
   | { readonly type: 'close' };
 
 export type FromWorker =
@@ -80,6 +80,11 @@ export type FromWorker =
       readonly callId: number;
       /** The execute() during which model code made the call, if any. */
       readonly executeId?: number;
+      /**
+       * The request whose signal the call was given, if it was one: the main thread cancels the call with
+       * that request, and no call-cancel follows. A call given another signal is cancelled by call-cancel.
+       */
+      readonly requestKey?: number;
       readonly buffer: ArrayBuffer;
       readonly request: WireCall;
     }
@@ -99,6 +104,12 @@ export type FromWorker =
  * past them waits for an acknowledgement, so a slow reader holds back the model, not the server's memory.
  */
 export const MAX_UNSENT_RESPONSES = 8;
+
+/**
+ * Responses the main thread takes before it acknowledges them, in one message: a message each costs
+ * the worker a wake-up per token. Half the window, so a model whose reader keeps up never waits.
+ */
+export const ACK_EVERY = MAX_UNSENT_RESPONSES / 2;
 
 /** A tensor in the server's byte layout, ready to pack. */
 export interface ByteTensor {

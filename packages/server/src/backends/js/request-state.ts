@@ -11,6 +11,7 @@ import { MAX_UNSENT_RESPONSES, type ByteTensor } from './protocol.ts';
 export type ByteResponse = { readonly outputs: ByteTensor[] } | { readonly error: { readonly message: string; readonly code?: string } };
 
 interface State {
+  readonly key: number;
   /** Made when model code first reads the request's signal: most never do, and an AbortController costs each request. */
   controller: AbortController | undefined;
   /** Why the main thread ended the request (its signal's reason). */
@@ -22,6 +23,14 @@ interface State {
   unsent: number;
   /** Sends waiting for an acknowledgement. */
   readonly waiting: { resolve(): void; reject(error: Error): void }[];
+}
+
+/** Each request's signal, once model code read it, and its key. */
+const keyOfSignal = new WeakMap<AbortSignal, number>();
+
+/** The key of the request `signal` belongs to, when it is a request's own signal. */
+export function requestKeyOf(signal: AbortSignal): number | undefined {
+  return keyOfSignal.get(signal);
 }
 
 export class RequestStates {
@@ -44,7 +53,7 @@ export class RequestStates {
 
   /** A request of the batch as model code sees it: its own fields, its signal, and its sender in a decoupled model. */
   open(key: number, fields: RequestFields): ModelRequest {
-    const state: State = { controller: undefined, endedBy: undefined, id: fields.id, closedBy: undefined, unsent: 0, waiting: [] };
+    const state: State = { key, controller: undefined, endedBy: undefined, id: fields.id, closedBy: undefined, unsent: 0, waiting: [] };
     this.states.set(key, state);
     return new OpenRequest(fields, state, this.decoupled ? this.sender(key, state) : undefined);
   }
@@ -69,12 +78,12 @@ export class RequestStates {
     state.controller?.abort(why);
   }
 
-  /** One response of the request was taken for sending. */
-  ack(key: number): void {
+  /** `count` responses of the request were taken for sending: as many waiting sends go on. */
+  ack(key: number, count: number): void {
     const state = this.states.get(key);
     if (!state) return;
-    state.unsent--;
-    state.waiting.shift()?.resolve();
+    state.unsent -= count;
+    for (const waiter of state.waiting.splice(0, count)) waiter.resolve();
   }
 
   private describe(state: State): string {
@@ -144,6 +153,7 @@ class OpenRequest implements ModelRequest {
     const state = this.#state;
     if (!state.controller) {
       state.controller = new AbortController();
+      keyOfSignal.set(state.controller.signal, state.key);
       if (state.endedBy) state.controller.abort(state.endedBy);
     }
     return state.controller.signal;

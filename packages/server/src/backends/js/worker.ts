@@ -11,7 +11,7 @@ import { isErrorCode, MODEL_CALLER, ModelCallError } from '@batchwise/backend';
 import { registerBackendResolution } from './resolve-hook.ts';
 import type { FromWorker, ToWorker, WireRequest, WireResponse, WorkerInit } from './protocol.ts';
 import { packResponses, packTensors, unpack } from './protocol.ts';
-import { RequestStates } from './request-state.ts';
+import { requestKeyOf, RequestStates } from './request-state.ts';
 import { toByteTensor, toModelTensor } from './worker-tensors.ts';
 
 const port = parentPort!;
@@ -82,10 +82,12 @@ const calls = new Map<number, { resolve(result: unknown): void; reject(error: Er
     if (signal?.aborted) return reject(cancelled());
     const { buffer, slices } = packTensors([request.inputs.map((t) => toByteTensor(t))]);
     const callId = nextCallId++;
-    // An aborted signal cancels the call in the server too: a queued call leaves its model's queue.
+    // An aborted signal cancels the call in the server too: a queued call leaves its model's queue. A
+    // request's own signal aborts because the main thread ended the request, and it cancels the call then.
+    const requestKey = signal && requestKeyOf(signal);
     const onAbort = () => {
       calls.delete(callId);
-      send({ type: 'call-cancel', callId });
+      if (requestKey === undefined) send({ type: 'call-cancel', callId });
       reject(cancelled());
     };
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -95,6 +97,7 @@ const calls = new Map<number, { resolve(result: unknown): void; reject(error: Er
         type: 'call',
         callId,
         ...(runningExecuteId !== undefined && { executeId: runningExecuteId }),
+        ...(requestKey !== undefined && { requestKey }),
         buffer,
         request: {
           model: request.model,
@@ -228,7 +231,7 @@ async function main(): Promise<void> {
         states.end(message.key, message.code, message.message);
         return;
       case 'ack':
-        states.ack(message.key);
+        states.ack(message.key, message.count);
         return;
       case 'close':
         void Promise.resolve()

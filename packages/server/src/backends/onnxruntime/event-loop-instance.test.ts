@@ -5,7 +5,7 @@ import ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identity, mlp, serializeModel, slowModel } from '@batchwise/modelgen';
 import type { ModelConfig } from '../../config/model-config.ts';
-import type { InstanceOptions, ModelInstance } from '../backend.ts';
+import type { InstanceDevice, InstanceOptions, ModelInstance } from '../backend.ts';
 import { onnxRuntimeBackend } from './onnxruntime-backend.ts';
 
 const WIDTH = 8;
@@ -20,7 +20,7 @@ function config(overrides: Partial<ModelConfig> = {}, dims = [WIDTH]): ModelConf
   };
 }
 
-function options(modelPath: string, modelConfig: ModelConfig, device: 'cpu' | 'cuda' = 'cpu'): InstanceOptions {
+function options(modelPath: string, modelConfig: ModelConfig, device: InstanceDevice = 'cpu'): InstanceOptions {
   return {
     modelName: 'm',
     modelPath,

@@ -6,6 +6,8 @@ import { spawnWorkerThread, SupervisedWorker, waitUntilLoaded } from '../worker-
 import type { FromWorker, ToWorker, WireTensor, WorkerInit } from './protocol.ts';
 import { ownBuffer, transferListOf } from './protocol.ts';
 import { createEventLoopInstance, eventLoopCandidate, timeFullBatch } from './event-loop-instance.ts';
+import { unappliedProviderOptions } from './session-options.ts';
+import { Errors } from '../../errors/errors.ts';
 
 export interface OnnxRuntimeBackendOptions {
   /**
@@ -123,12 +125,21 @@ export function createOnnxRuntimeBackend(backendOptions: OnnxRuntimeBackendOptio
   return {
     name: 'onnxruntime',
     createInstance: (options) => createInstance(options, backendOptions),
+    unappliedSettings: unappliedProviderOptions,
   };
 }
 
 export const onnxRuntimeBackend: Backend = createOnnxRuntimeBackend();
 
 async function createInstance(options: InstanceOptions, backendOptions: OnnxRuntimeBackendOptions): Promise<LoadedInstance> {
+  const webgpu = options.sessionOptions.gpuProviders?.some((p) => p.name === 'webgpu');
+  if (options.device === 'gpu' && webgpu && options.deviceId !== 0) {
+    // onnxruntime-node 1.30 takes no device for WebGPU: Dawn picks the adapter, whatever GPU was asked for.
+    throw Errors.invalidArg(
+      `model '${options.modelName}': the webgpu accelerator cannot place an instance on GPU ${options.deviceId}: ` +
+        'ONNX Runtime for Node.js lets WebGPU choose its own adapter; give the instance group gpus: [ 0 ], or each container one GPU',
+    );
+  }
   const init: WorkerInit = {
     modelPath: options.modelPath,
     device: options.device,

@@ -5,11 +5,11 @@
  */
 import type { ModelIO } from '../../config/model-io.ts';
 import type { DataType } from '../../tensor/datatype.ts';
-import type { ExecutionTimings, SessionSettings } from '../backend.ts';
+import type { ExecutionTimings, InstanceDevice, SessionSettings } from '../backend.ts';
 
 export interface WorkerInit {
   readonly modelPath: string;
-  readonly device: 'cpu' | 'cuda';
+  readonly device: InstanceDevice;
   readonly deviceId: number;
   readonly allowCpuFallback: boolean;
   readonly settings: SessionSettings;

@@ -1,9 +1,10 @@
 import type { InferenceSession } from 'onnxruntime-node';
-import type { SessionSettings } from '../backend.ts';
+import type { GpuProvider, GpuProviderName } from '../../config/execution-accelerators.ts';
+import { DEFAULT_GPU_PROVIDERS, type InstanceDevice, type SessionSettings } from '../backend.ts';
 
 /** onnxruntime-node session options from backend-neutral settings and the chosen device. */
-export function ortSessionOptions(settings: SessionSettings, device: 'cpu' | 'cuda', deviceId: number): InferenceSession.SessionOptions {
-  const providers: InferenceSession.ExecutionProviderConfig[] = device === 'cuda' ? [{ name: 'cuda', deviceId }] : ['cpu'];
+export function ortSessionOptions(settings: SessionSettings, device: InstanceDevice, deviceId: number): InferenceSession.SessionOptions {
+  const providers = device === 'gpu' ? providersOf(settings).map((p) => ortProvider(p, deviceId)) : ['cpu'];
   return {
     executionProviders: providers,
     ...(settings.intraOpThreads !== undefined && { intraOpNumThreads: settings.intraOpThreads }),
@@ -50,21 +51,73 @@ function configEntriesAsExtra(entries: Readonly<Record<string, string>>): Record
   return extra;
 }
 
-export const PROVIDER_NAME = { cpu: 'CPUExecutionProvider', cuda: 'CUDAExecutionProvider' } as const;
+/** ONNX Runtime's names of the providers, as a session reports them. */
+export const PROVIDER_NAME: Readonly<Record<GpuProviderName | 'cpu', string>> = {
+  cpu: 'CPUExecutionProvider',
+  cuda: 'CUDAExecutionProvider',
+  tensorrt: 'TensorrtExecutionProvider',
+  webgpu: 'WebGpuExecutionProvider',
+};
 
-/** The message a KIND_GPU model fails to load with when CUDA cannot be used. */
-export function cudaUnavailableMessage(reason: string): string {
-  return (
-    `KIND_GPU requires the CUDA execution provider, which could not be used: ${firstLine(reason)}. ` +
-    'Run on a host with an NVIDIA GPU and onnxruntime-node installed with its CUDA libraries ' +
-    '(ONNXRUNTIME_NODE_INSTALL=cuda12), or set instance_group kind: KIND_CPU, or start with ' +
-    '--allow-cpu-fallback to run it on the CPU knowingly'
-  );
+/** What a session of this device runs on, in ONNX Runtime's names: `TensorrtExecutionProvider,CUDAExecutionProvider`. */
+export function providerNames(settings: SessionSettings, device: InstanceDevice): string {
+  return device === 'gpu'
+    ? providersOf(settings)
+        .map((p) => PROVIDER_NAME[p.name])
+        .join(',')
+    : PROVIDER_NAME.cpu;
 }
 
-function firstLine(text: string): string {
-  // ORT appends ANSI-coloured log lines to its messages; keep the readable part.
-  const clean = text.replace(/\u001b\[[0-9;]*m/g, '');
-  const libraryError = /Failed to load library [^\n]*/.exec(clean);
-  return (libraryError?.[0] ?? clean.split('\n')[0] ?? clean).trim();
+/**
+ * Which of a session's GPU providers ONNX Runtime could not create, from its error: it names the
+ * provider it failed to append (`OrtSessionOptionsAppendExecutionProvider_TensorRT: ...`), and
+ * WebGPU fails for want of an adapter.
+ */
+export function failedProvider(settings: SessionSettings, ortMessage: string): GpuProviderName {
+  const providers = providersOf(settings).map((p) => p.name);
+  const named = providers.find((name) => (name === 'webgpu' ? /webgpu/i : name === 'cuda' ? /cuda/i : /tensorrt/i).test(ortMessage));
+  return named ?? providers[0]!;
+}
+
+function providersOf(settings: SessionSettings): readonly GpuProvider[] {
+  return settings.gpuProviders ?? DEFAULT_GPU_PROVIDERS;
+}
+
+/**
+ * One provider as onnxruntime-node 1.30 takes it (js/node/src/session_options_helper.cc): CUDA and
+ * TensorRT get the device id and nothing else (see unappliedProviderOptions); WebGPU gets its
+ * options and no device (Dawn picks the adapter: model-loader allows it GPU 0 only).
+ */
+function ortProvider(provider: GpuProvider, deviceId: number): InferenceSession.ExecutionProviderConfig {
+  if (provider.name !== 'webgpu') return { name: provider.name, deviceId };
+  const options: Record<string, string | boolean | string[]> = {};
+  for (const [key, value] of Object.entries(provider.options)) {
+    if (key === 'enableRobustness') options[key] = value === '1';
+    else if (key === 'forceCpuNodeNames')
+      options[key] = value
+        .split(',')
+        .map((name) => name.trim())
+        .filter((name) => name !== '');
+    else options[key] = value;
+  }
+  return { name: 'webgpu', ...options };
+}
+
+/**
+ * The provider options a config sets that onnxruntime-node 1.30 cannot pass on: its binding
+ * gives the CUDA and TensorRT providers only a device id. By the config parameter that set each,
+ * in words, for the model's metadata and a warning at load.
+ */
+export function unappliedProviderOptions(settings: SessionSettings): Record<string, string> {
+  const unapplied: Record<string, string> = {};
+  for (const provider of providersOf(settings)) {
+    if (provider.name === 'webgpu') continue;
+    for (const [option, value] of Object.entries(provider.options)) {
+      const source = provider.sources[option] ?? option;
+      unapplied[source] =
+        `${option}=${value} not applied: onnxruntime-node 1.30 passes only the device id to the ` +
+        `${provider.name === 'cuda' ? 'CUDA' : 'TensorRT'} execution provider`;
+    }
+  }
+  return unapplied;
 }

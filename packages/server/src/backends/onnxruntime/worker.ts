@@ -7,7 +7,8 @@ import ort from 'onnxruntime-node';
 import type { FromWorker, ToWorker, WireTensor, WorkerInit } from './protocol.ts';
 import { transferListOf } from './protocol.ts';
 import { runSession, tensorInfo } from './session-run.ts';
-import { cudaUnavailableMessage, ortSessionOptions, PROVIDER_NAME } from './session-options.ts';
+import { gpuUnavailableMessage } from './provider-failure.ts';
+import { failedProvider, ortSessionOptions, providerNames } from './session-options.ts';
 
 const port = parentPort!;
 const init = workerData as WorkerInit;
@@ -21,16 +22,17 @@ async function openSession(): Promise<void> {
     session = await ort.InferenceSession.create(init.modelPath, ortSessionOptions(init.settings, device, init.deviceId));
   } catch (error) {
     const message = (error as Error).message;
-    if (device !== 'cuda') throw error;
-    if (!init.allowCpuFallback) throw new Error(cudaUnavailableMessage(message));
-    fallbackReason = cudaUnavailableMessage(message);
+    if (device !== 'gpu') throw error;
+    const unavailable = gpuUnavailableMessage(failedProvider(init.settings, message), message);
+    if (!init.allowCpuFallback) throw new Error(unavailable);
+    fallbackReason = unavailable;
     device = 'cpu';
     session = await ort.InferenceSession.create(init.modelPath, ortSessionOptions(init.settings, device, 0));
   }
   send({
     type: 'loaded',
     io: { inputs: session.inputMetadata.map(tensorInfo), outputs: session.outputMetadata.map(tensorInfo) },
-    executionProvider: PROVIDER_NAME[device],
+    executionProvider: providerNames(init.settings, device),
     ...(fallbackReason !== undefined && { fallbackReason }),
   });
   port.on('message', (message: ToWorker) => {

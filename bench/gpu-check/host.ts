@@ -1,0 +1,68 @@
+/** What the GPU check reads off its host: nvidia-smi, the Vulkan loader and ICD, the GPU device files. */
+import { execFile } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** A command's output, or the reason it gave none; never throws. */
+export function runTool(command: string, args: readonly string[], timeoutMs = 15_000): Promise<{ ok: boolean; text: string }> {
+  return new Promise((resolve) =>
+    execFile(command, args, { timeout: timeoutMs, maxBuffer: 4 * 2 ** 20 }, (error, stdout, stderr) =>
+      resolve(
+        error
+          ? { ok: false, text: `${error.message.split('\n')[0]}${stderr ? `\n${stderr}` : ''}`.trim() }
+          : { ok: true, text: stdout.trim() },
+      ),
+    ),
+  );
+}
+
+/** `nvidia-smi --query-gpu=memory.used` of the first GPU, bytes; undefined without nvidia-smi. */
+export async function gpuMemoryUsedBytes(): Promise<number | undefined> {
+  const r = await runTool('nvidia-smi', ['--query-gpu=memory.used', '--format=csv,noheader,nounits']);
+  const mib = Number(r.text.split('\n')[0]);
+  return r.ok && Number.isFinite(mib) ? mib * 2 ** 20 : undefined;
+}
+
+/** GPU memory of one process as nvidia-smi lists its compute apps, bytes; undefined when it is not listed. */
+export async function processGpuMemoryBytes(pid: number): Promise<number | undefined> {
+  const r = await runTool('nvidia-smi', ['--query-compute-apps=pid,used_memory', '--format=csv,noheader,nounits']);
+  for (const line of r.ok ? r.text.split('\n') : []) {
+    const [p, used] = line.split(',').map((f) => f.trim());
+    if (Number(p) === pid && Number.isFinite(Number(used))) return Number(used) * 2 ** 20;
+  }
+  return undefined;
+}
+
+/** Where a shared library would be found: LD_LIBRARY_PATH's folders, then ldconfig's cache. */
+async function findLibrary(name: string): Promise<string | undefined> {
+  for (const dir of (process.env['LD_LIBRARY_PATH'] ?? '').split(':').filter(Boolean))
+    if (existsSync(join(dir, name))) return join(dir, name);
+  const cache = await runTool('ldconfig', ['-p']);
+  return cache.text
+    .split('\n')
+    .find((line) => line.includes(name))
+    ?.split('=>')[1]
+    ?.trim();
+}
+
+/**
+ * What a WebGPU adapter on Vulkan needs that this host lacks, in words: the names in the message
+ * the check fails with when ONNX Runtime finds no adapter.
+ */
+export async function missingForVulkan(): Promise<string[]> {
+  const missing: string[] = [];
+  let devices: string[] = [];
+  try {
+    devices = readdirSync('/dev').filter((f) => /^nvidia\d+$/.test(f));
+  } catch {
+    // no /dev to read: counted as no device below
+  }
+  if (devices.length === 0) missing.push('an NVIDIA GPU (no /dev/nvidia<N> device file)');
+  if (!(await runTool('nvidia-smi', ['-L'])).ok) missing.push('the NVIDIA driver (nvidia-smi does not run)');
+  if (!(await findLibrary('libvulkan.so.1')))
+    missing.push('the Vulkan loader libvulkan.so.1 (Debian libvulkan1: the pack brings it, run.sh unpacks it)');
+  const icd = process.env['VK_DRIVER_FILES'];
+  if (!icd) missing.push("the NVIDIA driver's Vulkan ICD (no nvidia_icd.json found; set VK_DRIVER_FILES to it)");
+  else if (!existsSync(icd)) missing.push(`the Vulkan ICD file VK_DRIVER_FILES names (${icd} does not exist)`);
+  return missing;
+}
