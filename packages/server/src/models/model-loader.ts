@@ -181,7 +181,13 @@ async function openVersion(
     }
     const unapplied = backend.unappliedSettings?.(settings) ?? {};
     for (const [parameter, why] of Object.entries(unapplied)) options.logger.warn({ model: folder.name, version, parameter }, why);
-    const loaded = assemble(folder.name, String(version), config, created, options, { unapplied, labels, gate, warmupRuns, initialStateFiles });
+    const loaded = assemble(folder.name, String(version), config, created, options, {
+      unapplied,
+      labels,
+      gate,
+      warmupRuns,
+      initialStateFiles,
+    });
     return { loaded, onEventLoop: created.filter((c) => c.eventLoopRunUs !== undefined).length };
   } catch (error) {
     gate?.close();
