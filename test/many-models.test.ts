@@ -363,16 +363,18 @@ describe('memory under --model-memory-limit (a process of its own)', () => {
 
   it('stays within the limit plus the runtime’s own share while 8 models take turns in room for 3', async () => {
     const rest = await rss('VmRSS');
-    // The runtime's share, measured: what the first model adds beyond its weights and its worker
-    // (ONNX Runtime's libraries and threads), and what each further one adds beyond the two, which the
-    // limit counts (a session's buffers).
+    // The runtime's share, measured: what the first model adds beyond its weights (ONNX Runtime's
+    // libraries and threads, its worker), and what each further one adds beyond its weights and its
+    // worker, which the limit counts (a session's buffers).
     await infer('w0');
     const one = (await rss('VmRSS')) - rest;
     await infer('w1');
     const perInstance = (await rss('VmRSS')) - rest - one - weights - INSTANCE_WORKER_BYTES;
     for (let round = 0; round < 2; round++) for (const name of names) await infer(name);
     const peak = (await rss('VmHWM')) - rest;
-    const share = one - weights - INSTANCE_WORKER_BYTES + 3 * Math.max(0, perInstance);
+    // The first model's growth keeps its worker in the share: a worker's memory freed by an eviction is not
+    // always given back to the system before the next load's worker starts (the peak holds both).
+    const share = one - weights + 3 * Math.max(0, perInstance);
     expect(await metric(server, 'batchwise_model_evictions_total')).toBeGreaterThanOrEqual(13);
     expect(
       peak,
