@@ -228,13 +228,13 @@ export class BatchwiseStack extends Stack {
       });
       for (const g of groups) if (g !== fallback) g.service.addMonitoring({ ...shared, oomKills: { metric: made.alarms.oomKillsMetric } });
       new CfnOutput(this, 'ModelGroups', {
-        description: 'Each model group: its models, ECS service, EMF ServiceName and dashboard',
+        // Not the models: a long list would pass an output's size (the environment file has them).
+        description: 'Each model group: its ECS service, EMF ServiceName and dashboard, and which is the default',
         value: this.toJsonString(
           Object.fromEntries(
             groups.map((g) => [
               g.group.name,
               {
-                models: g.group.models,
                 default: g === fallback,
                 service: g.service.parts.inference.service.serviceName,
                 metricsServiceName: g.metricsServiceName,

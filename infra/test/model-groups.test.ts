@@ -180,7 +180,7 @@ describe('model groups: a two-group stack', () => {
     ).toEqual(['batchwise-dev-text', 'batchwise-dev-vision']);
     const outputs = t().findOutputs('*');
     expect(outputs['MetricsServiceNames']!.Value).toBe('batchwise-dev-text,batchwise-dev-vision');
-    expect(JSON.stringify(outputs['ModelGroups']!.Value)).toContain('yolo-*');
+    expect(JSON.stringify(outputs['ModelGroups']!.Value)).toContain('batchwise-dev-vision');
     expect(outputs['ServiceName']).toBeUndefined();
   });
 
