@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1.7
-# Batchwise server image for ECS GPU instances. Build context: the repository root, narrowed by
-# the allow-list in .dockerignore.
+# Batchwise server images for ECS GPU instances. Build context: the repository root, narrowed by
+# the allow-list in .dockerignore. Two targets: `cuda` (the default, last) for models on the CUDA
+# and TensorRT providers, and `webgpu` (docker build --target webgpu), Node and the Vulkan loader
+# without CUDA, for models on the webgpu accelerator (docs/operations.md, "GPUs and CUDA").
 
 # ---- build: install the server's dependencies, compile it, cut a production-only tree ----
 # Node 22: the version Batchwise supports (README, `engines`, CI; test/node-version.test.ts).
@@ -26,25 +28,52 @@ RUN pnpm exec tsc -b packages/server
 # which carry no node_modules of ours, find it.
 RUN --mount=type=cache,id=pnpm-store,target=/root/.local/share/pnpm/store \
     pnpm --filter @batchwise/server --prod deploy /out/packages/server
-# CUDA 12 execution provider libraries (libonnxruntime_providers_cuda.so, ...) from NuGet.
+# onnxruntime-node ships its native binaries for every platform; the images are linux/amd64
+# (infra's asset platform): darwin, win32 and linux/arm64 are some 245 MB of neither.
+RUN cd "$(readlink -f /out/packages/server/node_modules/onnxruntime-node)/bin/napi-v6" \
+ && rm -rf darwin win32 linux/arm64 \
+ && ls linux/x64/libonnxruntime.so.1
+
+# ---- build-cuda: the tree plus the CUDA 12 execution provider libraries (libonnxruntime_providers_cuda.so, ...) from NuGet ----
+FROM build AS build-cuda
 RUN cd "$(readlink -f /out/packages/server/node_modules/onnxruntime-node)" \
  && ONNXRUNTIME_NODE_INSTALL=cuda12 node script/install \
  && ls bin/napi-v6/linux/x64/libonnxruntime_providers_cuda.so
 
 FROM node:22-bookworm-slim AS node
 
+# ---- webgpu: Node 22 and the Vulkan loader, no CUDA or cuDNN ----
+# libonnxruntime.so.1 of onnxruntime-node carries the WebGPU execution provider (Dawn on Vulkan);
+# the host's NVIDIA driver brings the Vulkan driver, which the NVIDIA container runtime mounts
+# (nvidia_icd.json, libGLX_nvidia) only when the driver capabilities include graphics.
+FROM node:22-bookworm-slim AS webgpu
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libvulkan1 \
+ && rm -rf /var/lib/apt/lists/*
+RUN groupadd --gid 10001 batchwise \
+ && useradd --uid 10001 --gid 10001 --create-home --home-dir /home/batchwise --shell /usr/sbin/nologin batchwise
+WORKDIR /app
+COPY --from=build --chown=root:root /out /app
+ENV NODE_ENV=production
+ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics
+USER 10001:10001
+EXPOSE 8000 8001 8002
+ENTRYPOINT ["node", "--conditions=batchwise-dist", "packages/server/dist/cli/main.js"]
+# Local use: docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics -v "$PWD/models:/models" -p 8000-8002:8000-8002 <image>
+CMD ["serve", "--model-repository", "/models"]
+
 # ---- runtime: CUDA 12 + cuDNN 9 runtime libraries, Node 22, no build tools ----
 # onnxruntime-node 1.30's cuda12 package is built against CUDA 12.x and cuDNN 9 and loads
 # libcudart.so.12, libcublas(Lt).so.12, libcufft.so.11, libcurand.so.10 and libcudnn.so.9:
 # the cudnn-runtime flavour has exactly these. 12.8 needs an NVIDIA driver >= 570 on the host,
 # which the current ECS-Optimized GPU AMIs ship (check `nvidia-smi` when pinning an old AMI).
-FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu22.04
+FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu22.04 AS cuda
 # Official Node binaries need glibc >= 2.28 and a recent libstdc++; Ubuntu 22.04 has both.
 COPY --from=node /usr/local/bin/node /usr/local/bin/node
 RUN groupadd --gid 10001 batchwise \
  && useradd --uid 10001 --gid 10001 --create-home --home-dir /home/batchwise --shell /usr/sbin/nologin batchwise
 WORKDIR /app
-COPY --from=build --chown=root:root /out /app
+COPY --from=build-cuda --chown=root:root /out /app
 ENV NODE_ENV=production
 # Same numeric user as the ECS task definition's `user` (infra/lib/inference-service.ts).
 USER 10001:10001

@@ -15,7 +15,10 @@ import { GrpcClient, HttpClient, type InferResult } from '@batchwise/client';
 import { EPHEMERAL_PORT_FLAGS, spawnServer, type ServerProcess } from '../packages/server/src/cli/server-process.ts';
 import { BLUE, RED, png } from '../examples/test-support/images.ts';
 import { SENTENCES } from '../examples/test-support/sentences.ts';
-import { buildImageTree, planImage, REPOSITORY_ROOT, type ImageTree } from './support/image-tree.ts';
+import { mlp } from '@batchwise/modelgen';
+import { buildImageTree, imageTargets, planImage, REPOSITORY_ROOT, type ImagePlan, type ImageTree } from './support/image-tree.ts';
+import { makeRepository } from './support/repository.ts';
+import { probeExecutionProvider } from '../packages/server/src/backends/onnxruntime/provider-probe.ts';
 import { EXAMPLES } from './support/repository.ts';
 import { startTestS3, type TestS3 } from './support/s3.ts';
 import { IMAGE_URI, REQUIRED, only, synth } from '../infra/test/synth.ts';
@@ -44,6 +47,38 @@ describe('the Dockerfile replay', () => {
     const lineNumber = changed.split('\n').indexOf(line) + 1;
     expect(() => planImage(changed)).toThrow(`Dockerfile:${lineNumber} `);
     expect(() => planImage(changed)).toThrow(named);
+  });
+});
+
+/** What a plan does to the tree, without where in the file: two targets that do the same build the same tree. */
+const treeSteps = (plan: ImagePlan): Record<string, string>[] =>
+  plan.steps.flatMap((step): Record<string, string>[] => {
+    if (step.kind === 'run') return [{ run: step.command, in: step.workdir }];
+    if (step.kind === 'copy-context') return [{ context: step.destination }];
+    if (step.kind === 'copy-stage') return [{ copy: step.source, to: step.destination }];
+    return [];
+  });
+
+describe('the image targets', () => {
+  const cuda = planImage(DOCKERFILE);
+  const webgpu = planImage(DOCKERFILE, 'webgpu');
+
+  it('builds the CUDA image by default, and a webgpu image beside it', () => {
+    expect(imageTargets(DOCKERFILE)).toEqual(['webgpu', 'cuda']);
+    expect(planImage(DOCKERFILE, 'cuda')).toEqual(cuda);
+  });
+
+  it('makes the webgpu image of the same tree as the CUDA image, without the CUDA provider libraries', () => {
+    expect(treeSteps(webgpu)).toEqual(treeSteps(cuda));
+    const skipped = (plan: ImagePlan) => plan.steps.flatMap((s) => (s.kind === 'skip' ? [s.text] : []));
+    expect(skipped(cuda).some((text) => text.includes('ONNXRUNTIME_NODE_INSTALL=cuda12'))).toBe(true);
+    expect(skipped(webgpu).some((text) => text.includes('ONNXRUNTIME_NODE_INSTALL=cuda12'))).toBe(false);
+    expect(skipped(webgpu).some((text) => text.includes('libvulkan1'))).toBe(true);
+    const { env: webgpuEnv, ...webgpuStart } = webgpu.runtime;
+    const { env: cudaEnv, ...cudaStart } = cuda.runtime;
+    expect(webgpuStart).toEqual(cudaStart);
+    // The NVIDIA container runtime mounts the Vulkan driver only with the graphics capability.
+    expect(webgpuEnv).toEqual({ ...cudaEnv, NVIDIA_DRIVER_CAPABILITIES: 'compute,utility,graphics' });
   });
 });
 
@@ -180,6 +215,75 @@ describe("the image's runtime tree, started as the image starts it", () => {
     grpc?.close();
     [http, grpc] = [undefined, undefined];
     expect(await server.stop()).toBe(0);
+  });
+});
+
+describe("the webgpu image's runtime tree, started as that image starts with its ECS task's environment", () => {
+  // Both images are one tree (the image targets, above): here it starts as the webgpu image does.
+  const plan = planImage(DOCKERFILE, 'webgpu');
+  let webgpuUsable = false;
+  let repo: Awaited<ReturnType<typeof makeRepository>>;
+  let server: ServerProcess | undefined;
+
+  beforeAll(async () => {
+    webgpuUsable = (await probeExecutionProvider('webgpu')).usable;
+    repo = await makeRepository([
+      {
+        name: 'on_webgpu',
+        model: mlp({ layers: 2, width: 32, inputSize: 8 }),
+        config: `name: "on_webgpu"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 8 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 32 ] } ]
+instance_group [ { kind: KIND_GPU gpus: [ 0 ] } ]
+optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "webgpu" } ] } }`,
+      },
+    ]);
+    cpSync(join(EXAMPLES, 'simple'), join(repo.dir, 'simple'), { recursive: true });
+    const container = only(synth({ ...REQUIRED, imageUri: IMAGE_URI, serverImage: 'webgpu' }).template, 'AWS::ECS::TaskDefinition').props
+      .ContainerDefinitions[0];
+    const taskEnv = Object.fromEntries(
+      (container.Environment as { Name: string; Value: unknown }[])
+        .filter((e) => typeof e.Value === 'string')
+        .map((e) => [e.Name, e.Value as string]),
+    );
+    expect(taskEnv['NVIDIA_DRIVER_CAPABILITIES']).toBe('compute,utility,graphics');
+    const { entrypoint, cmd, workdir, env } = plan.runtime;
+    const argv = [...entrypoint.slice(1), ...cmd.map((arg) => (arg === MODELS_MOUNT ? repo.dir : arg)), ...EPHEMERAL_PORT_FLAGS];
+    server = await spawnServer(argv, { ...env, ...taskEnv }, { cwd: tree.inImage(workdir) });
+  }, 600_000);
+
+  afterAll(async () => {
+    if (server && server.child.exitCode === null) await server.stop();
+    await repo?.remove();
+  });
+
+  it('serves, and runs the webgpu model on a Vulkan GPU or refuses it, naming what the host lacks', async () => {
+    expect((await fetch(`${server!.httpUrl}/v2/models/simple/ready`)).status).toBe(200);
+    if (webgpuUsable) {
+      const meta = (await (await fetch(`${server!.httpUrl}/v2/models/on_webgpu`)).json()) as { parameters: Record<string, unknown> };
+      expect(meta.parameters['execution_provider']).toBe('WebGpuExecutionProvider');
+      return;
+    }
+    const index = (await (await fetch(`${server!.httpUrl}/v2/repository/index`, { method: 'POST', body: '{}' })).json()) as {
+      name: string;
+      reason?: string;
+    }[];
+    expect(index.find((row) => row.name === 'on_webgpu')?.reason).toMatch(/webgpu accelerator requires a Vulkan GPU adapter/);
+  });
+
+  it("says what the host lacks for WebGPU through the tree's `doctor --expect-webgpu`", () => {
+    const [, ...nodeArgs] = plan.runtime.entrypoint;
+    const doctor = spawnSync(
+      process.execPath,
+      [...nodeArgs, 'doctor', '--expect-webgpu', '--server-metrics', 'http://127.0.0.1:1/metrics'],
+      {
+        cwd: tree.inImage(plan.runtime.workdir),
+        env: { ...process.env, ...plan.runtime.env },
+        encoding: 'utf8',
+      },
+    );
+    expect(doctor.stdout).toMatch(new RegExp(`^${webgpuUsable ? 'ok  ' : 'FAIL'} +webgpu-vulkan-adapter `, 'm'));
   });
 });
 

@@ -1,5 +1,5 @@
 /**
- * `pnpm bench <scenario...> [options]`: batching | limit | efficiency | overhead | builds | grpc | objective-overload | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | sequences | streaming | tune | wrk-check | all.
+ * `pnpm bench <scenario...> [options]`: batching | limit | efficiency | overhead | builds | startup | grpc | objective-overload | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | sequences | streaming | tune | wrk-check | all.
  * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg and .md.
  * `pnpm bench` builds first (`pnpm build`) and runs the compiled server unless BATCHWISE_SERVER_CLI says otherwise.
  */
@@ -16,6 +16,7 @@ import { runManyElements } from './scenarios/many-elements.ts';
 import { runOverload } from './scenarios/overload.ts';
 import { runRateLimit } from './scenarios/rate-limit.ts';
 import { runShutdown } from './scenarios/shutdown.ts';
+import { runStartup } from './scenarios/startup.ts';
 import { runTracing } from './scenarios/tracing.ts';
 import { runTune } from './scenarios/tune.ts';
 import { runAdaptive } from './scenarios/adaptive.ts';
@@ -46,6 +47,12 @@ scenarios (several run in order; 'all' runs every one):
              rotated and reversed from round to round, windows of --window-ms (750) ms: server CPU per
              request, p50, req/s, ratios over the same round's echo, medians over rounds, and each
              build's CPU per request over the build given before it (not part of 'all')
+  startup    examples/model_repository from spawn to ready (the log line "model repository loaded"):
+             \`pnpm start\` (the sources through tsx) and the compiled server, each cold (every compile
+             cache emptied: tsx's, under a TMPDIR of the scenario's, and the server package's
+             node_modules/.cache) and warm; wall and CPU seconds, medians of --rounds (3) rounds over
+             --checkouts (<dir>,<dir>; this one by default, each installed and built), interleaved
+             (not part of 'all'; it empties the checkouts' caches: run it alone)
   grpc       gRPC (grpc-js client, and a lean pre-encoded node:http2 one) vs HTTP binary
              on the tiny model; gRPC vs HTTP binary on the batching model (c=16)
   objective-overload
@@ -98,6 +105,7 @@ options:
   --protocol=http-binary   http-binary, http-json, grpc, grpc-raw; comma-separated for several (batching)
   --window-ms=2000         measurement window; --max-windows=6; --tolerance=0.1
   --builds=<dir>,<dir>     builds: the checkouts to compare; --rounds=4: how many interleaved rounds
+  --checkouts=<dir>,<dir>  startup: the checkouts to compare (this one by default); --rounds=3
   --static-config <path>   adaptive: the static config to compare (e.g. batchwise tune's
                            recommended.config.pbtxt); without it a fixed 1 ms delay
   --phase-ms=20000         adaptive: length of each phase
@@ -125,6 +133,7 @@ const VALUE_OPTIONS = new Set(
   [
     'static-config',
     'builds',
+    'checkouts',
     'rounds',
     'concurrency',
     'rate',
@@ -256,6 +265,13 @@ const scenarios: Record<string, () => Promise<unknown>> = {
         : { warmupMs: 250, windowMs: Number(option('window-ms') ?? 750), minWindows: 2, maxWindows: 2, tolerance: 1 },
       log,
       name: `${prefix}builds`,
+    }),
+  startup: () =>
+    runStartup({
+      checkouts: option('checkouts')?.split(',').filter(Boolean) ?? [new URL('../..', import.meta.url).pathname],
+      rounds: Number(option('rounds') ?? (smoke ? 1 : 3)),
+      log,
+      name: `${prefix}startup`,
     }),
   ensemble: () => runEnsemble({ concurrencies: [1, 16], tinyConcurrency: 16, windows, log, name: `${prefix}ensemble` }),
   grpc: async () => {

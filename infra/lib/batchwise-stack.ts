@@ -17,7 +17,7 @@ import { ModelRouting } from './model-routing.ts';
 import { ModelStore } from './model-store.ts';
 import { Network } from './network.ts';
 import { Notifications } from './notifications.ts';
-import { serverImageFromRepository } from './server-image.ts';
+import { SERVER_IMAGE_ENVIRONMENT, serverImageFromRepository, type ServerImageTarget } from './server-image.ts';
 import { addMonitoring, addServing, planServing } from './serving-group.ts';
 import type { ServingEnvironment, ServingSettings } from './serving-group.ts';
 import type { TracingOptions } from './tracing.ts';
@@ -51,6 +51,13 @@ export interface BatchwiseStackProps extends StackProps, ManyModelsOptions {
   readonly modelPrefix?: string;
   /** @default - built from the repository's Dockerfile as an asset */
   readonly imageUri?: string;
+  /**
+   * Which of the Dockerfile's images: 'webgpu' (no CUDA; for models on the webgpu accelerator) sets
+   * the container's NVIDIA driver capabilities to include graphics. With imageUri, name the target
+   * that image was built from.
+   * @default 'cuda'
+   */
+  readonly serverImage?: ServerImageTarget;
   /** @default - no e-mail subscription */
   readonly alarmEmail?: string;
   /** @default 'al2023' */
@@ -148,13 +155,15 @@ export class BatchwiseStack extends Stack {
     const stack = this;
     let image: ecs.ContainerImage | undefined;
     let scraper: ec2.ISecurityGroup | undefined;
+    const serverImage = props.serverImage ?? 'cuda';
     const environment: ServingEnvironment = {
       vpc: network.vpc,
       notificationTopic: notifications.topic,
       modelStore,
       get image() {
-        return (image ??= props.imageUri ? imageFromUri(stack, props.imageUri) : serverImageFromRepository());
+        return (image ??= props.imageUri ? imageFromUri(stack, props.imageUri) : serverImageFromRepository(undefined, serverImage));
       },
+      imageEnvironment: SERVER_IMAGE_ENVIRONMENT[serverImage],
       amiVariant: props.amiVariant,
       amiId: props.amiId,
       healthCheckGracePeriod:

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Node } from 'constructs';
 import type { BatchwiseStackProps } from './batchwise-stack.ts';
+import { SERVER_IMAGE_TARGETS } from './server-image.ts';
 import { DEFAULT_TRACE_RATE } from './tracing.ts';
 import { parseModelGroups } from './model-groups.ts';
 import type { ModelGroup } from './model-groups.ts';
@@ -23,6 +24,7 @@ export const CONTEXT_KEYS = [
   'modelBucketName',
   'modelPrefix',
   'imageUri',
+  'serverImage',
   'alarmEmail',
   'amiVariant',
   'amiId',
@@ -297,6 +299,7 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
     modelBucketName: matching(node, 'modelBucketName', /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'an S3 bucket name'),
     modelPrefix: str(node, 'modelPrefix'),
     imageUri: str(node, 'imageUri'),
+    serverImage: oneOf(node, 'serverImage', SERVER_IMAGE_TARGETS),
     alarmEmail: matching(node, 'alarmEmail', /^[^@\s]+@[^@\s]+\.[^@\s]+$/, 'an e-mail address'),
     amiVariant: oneOf(node, 'amiVariant', ['al2023', 'al2'] as const),
     amiId: matching(node, 'amiId', /^ami-[0-9a-f]{8,17}$/, 'an AMI id (ami-0123456789abcdef0)'),

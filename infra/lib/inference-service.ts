@@ -29,6 +29,11 @@ export interface InferenceServiceProps {
    * The container image. Use `ContainerImage.fromAsset` for the repository's Dockerfile.
    */
   readonly image: ecs.ContainerImage;
+  /**
+   * Environment variables the image needs (server-image.ts SERVER_IMAGE_ENVIRONMENT), beside AWS_REGION; no secrets.
+   * @default - none
+   */
+  readonly imageEnvironment?: Readonly<Record<string, string>>;
   /** Value of the `ServiceName` dimension the server writes with its EMF metrics. */
   readonly metricsServiceName: string;
   /**
@@ -182,7 +187,7 @@ export class InferenceService extends Construct {
       memoryLimitMiB: props.memory.hardLimitMiB,
       memoryReservationMiB: props.memory.reservationMiB,
       user: CONTAINER_USER,
-      environment: { AWS_REGION: Aws.REGION },
+      environment: { ...props.imageEnvironment, AWS_REGION: Aws.REGION },
       secrets: {
         [MODEL_REPOSITORY_KEY_ENV]: ecs.Secret.fromSecretsManager(props.modelStore.repositoryKey),
       },
@@ -222,7 +227,8 @@ export class InferenceService extends Construct {
     Validations.of(this.taskDefinition).acknowledge({
       id: 'AwsSolutions-ECS2',
       reason:
-        'The only plain environment variable is AWS_REGION (the ECS agent on EC2 does not set it for the AWS SDK); ' +
+        'The plain environment variables are AWS_REGION (the ECS agent on EC2 does not set it for the AWS SDK) and the ' +
+        "image's own (the webgpu image's NVIDIA_DRIVER_CAPABILITIES), which hold no secret; " +
         'the model-repository API key comes from Secrets Manager as an ECS secret.' +
         (props.tracing
           ? ` The tracing collector sidecar's are AWS_REGION and, with the built-in configuration, ${COLLECTOR_CONFIG_ENV}, which holds no secret.`

@@ -15,7 +15,26 @@ export const REPOSITORY_ROOT = fileURLToPath(new URL('../../', import.meta.url))
  */
 export const SERVER_IMAGE_ASSET: DockerImageAssetOptions = { file: 'Dockerfile', platform: Platform.LINUX_AMD64 };
 
+/**
+ * The Dockerfile's images: `cuda` (its last stage, the default) for models on the CUDA and
+ * TensorRT providers; `webgpu`, Node and the Vulkan loader without CUDA, for models on the webgpu
+ * accelerator.
+ */
+export type ServerImageTarget = 'cuda' | 'webgpu';
+export const SERVER_IMAGE_TARGETS: readonly ServerImageTarget[] = ['cuda', 'webgpu'];
+
+/**
+ * What the container needs beside the image, by target: the NVIDIA container runtime mounts the
+ * host driver's Vulkan driver (nvidia_icd.json, libGLX_nvidia) only when the container's driver
+ * capabilities include graphics; the CUDA image's base sets compute,utility itself.
+ */
+export const SERVER_IMAGE_ENVIRONMENT: Readonly<Record<ServerImageTarget, Readonly<Record<string, string>>>> = {
+  cuda: {},
+  webgpu: { NVIDIA_DRIVER_CAPABILITIES: 'compute,utility,graphics' },
+};
+
 /** The server image built from the repository at `directory` (the repository root by default). */
-export function serverImageFromRepository(directory: string = REPOSITORY_ROOT): ecs.AssetImage {
-  return ecs.ContainerImage.fromAsset(directory, SERVER_IMAGE_ASSET);
+export function serverImageFromRepository(directory: string = REPOSITORY_ROOT, target: ServerImageTarget = 'cuda'): ecs.AssetImage {
+  // The CUDA image is the Dockerfile's default (last) stage: naming no target keeps its asset hash.
+  return ecs.ContainerImage.fromAsset(directory, target === 'cuda' ? SERVER_IMAGE_ASSET : { ...SERVER_IMAGE_ASSET, target });
 }

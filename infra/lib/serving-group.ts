@@ -79,6 +79,8 @@ export interface ServingEnvironment {
   readonly notificationTopic: sns.ITopic;
   readonly modelStore: ModelStore;
   readonly image: ecs.ContainerImage;
+  /** Environment variables the image needs (server-image.ts SERVER_IMAGE_ENVIRONMENT). @default - none */
+  readonly imageEnvironment?: Readonly<Record<string, string>>;
   readonly amiVariant?: GpuAmiVariant;
   readonly amiId?: string;
   readonly healthCheckGracePeriod?: Duration;
@@ -124,6 +126,7 @@ export function addServing(
     modelStore: environment.modelStore,
     memory,
     image: environment.image,
+    imageEnvironment: environment.imageEnvironment,
     metricsServiceName,
     minCapacity: settings.minCapacity,
     maxCapacity: settings.maxCapacity,

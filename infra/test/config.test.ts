@@ -57,6 +57,7 @@ describe('context validation', () => {
     expect(build({ enableExecuteCommand: 'yes' })).toThrow(/Context 'enableExecuteCommand': expected true or false/);
     expect(build({ wafRateLimitPer5Minutes: '5' })).toThrow(/Context 'wafRateLimitPer5Minutes': must lie within 10\.\.2000000000/);
     expect(build({ amiVariant: 'ubuntu' })).toThrow(/Context 'amiVariant': expected one of al2023, al2/);
+    expect(build({ serverImage: 'rocm' })).toThrow(/Context 'serverImage': expected one of cuda, webgpu, got 'rocm'/);
     expect(build({ amiId: 'latest' })).toThrow(/Context 'amiId'/);
     expect(build({ httpListenerProtocol: 'TCP' })).toThrow(/Context 'httpListenerProtocol'/);
     expect(build({ githubRepo: 'batchwise' })).toThrow(/Context 'githubRepo'/);

@@ -33,7 +33,7 @@ export interface ImagePlan {
   readonly steps: readonly ReplayStep[];
   /** The image's own top folders (WORKDIRs, stage copies): a RUN may name paths under these only. */
   readonly imageFolders: readonly string[];
-  /** The last stage: the image that runs. */
+  /** The target stage (by default the last): the image that runs. */
   readonly runtime: {
     readonly workdir: string;
     readonly env: Readonly<Record<string, string>>;
@@ -52,6 +52,11 @@ const NOT_REPLAYED: readonly { readonly pattern: RegExp; readonly reason: string
     pattern: /ONNXRUNTIME_NODE_INSTALL=cuda12 node script\/install/,
     reason:
       "fetches onnxruntime-node's CUDA 12 execution provider from NuGet, which is not reachable here; only GPU hosts load it (the CPU provider ships in the npm package)",
+  },
+  {
+    pattern: /apt-get install -y --no-install-recommends libvulkan1\b/,
+    reason:
+      "installs Debian's Vulkan loader into the webgpu image; the tree runs without one, as a host without a GPU does (a webgpu model fails to load, naming the loader: test/gpu-accelerators.test.ts)",
   },
   {
     pattern: /^groupadd .*&& useradd /,
@@ -75,45 +80,114 @@ function jsonArray(instruction: Instruction): string[] {
   return strings.map((s) => s.getJSONValue());
 }
 
-/** Reads the Dockerfile into a plan; throws naming the first instruction it cannot replay. */
-export function planImage(dockerfileText: string): ImagePlan {
-  const steps: ReplayStep[] = [];
-  const stages: string[] = [];
-  let stage = '';
-  let workdir = '/';
-  let env: Record<string, string> = {};
-  let entrypoint: string[] = [];
-  let cmd: string[] = [];
-  let exposedPorts: number[] = [];
-  const imageFolders = new Set<string>();
+/** One stage of the Dockerfile as read: its steps, what it needs of other stages, and its image settings. */
+interface StagePlan {
+  readonly name: string;
+  /** Stages this one starts from or copies from. */
+  readonly needs: Set<string>;
+  readonly steps: ReplayStep[];
+  readonly runs: { instruction: Instruction; command: string }[];
+  readonly folders: Set<string>;
+  workdir: string;
+  env: Record<string, string>;
+  entrypoint: string[];
+  cmd: string[];
+  exposedPorts: number[];
+}
+
+/**
+ * Reads the Dockerfile into the plan of one target (a stage name; by default the last stage, what
+ * `docker build` builds): the steps of that stage and of the stages it needs, in the file's order,
+ * as BuildKit builds them. Throws naming the first instruction, of any stage, it cannot replay.
+ */
+export function planImage(dockerfileText: string, target?: string): ImagePlan {
+  const stages = readStages(dockerfileText);
+  const last = stages.at(-1)!;
+  const chosen = target === undefined ? last : stages.find((s) => s.name === target);
+  if (!chosen) throw new Error(`the Dockerfile has no stage '${target}' (stages: ${stages.map((s) => s.name).join(', ')})`);
+  // The image's own folders (WORKDIRs, stage copies) over the whole file, as a stage's RUN may write
+  // where a later stage copies from.
   const topFolder = (path: string) => `/${path.split('/')[1]}`;
-  const runs: { instruction: Instruction; command: string }[] = [];
+  const imageFolders = new Set(stages.flatMap((s) => [...s.folders]));
+  // Replayed RUNs write under the tree's root: a path outside the image's own folders would be this
+  // machine's. Checked for every stage, so that no target escapes the check.
+  for (const { instruction, command } of stages.flatMap((s) => s.runs)) {
+    for (const [, , path] of command.matchAll(ABSOLUTE_PATH)) {
+      if (!imageFolders.has(topFolder(path!))) {
+        fail(instruction, `names ${path}, outside the image's folders (${[...imageFolders].join(', ')}) that the test maps into its tree`);
+      }
+    }
+  }
+  const included = stagesFor(stages, chosen.name);
+  const { workdir, env, entrypoint, cmd, exposedPorts } = chosen;
+  return {
+    steps: included.flatMap((s) => s.steps),
+    imageFolders: [...imageFolders],
+    runtime: { workdir, env, entrypoint, cmd, exposedPorts },
+  };
+}
+
+/** The stage `name` and those it needs, in the file's order. */
+function stagesFor(stages: readonly StagePlan[], name: string): StagePlan[] {
+  const needed = new Set<string>();
+  const visit = (stage: string) => {
+    if (needed.has(stage)) return;
+    needed.add(stage);
+    for (const other of stages.find((s) => s.name === stage)?.needs ?? []) visit(other);
+  };
+  visit(name);
+  return stages.filter((s) => needed.has(s.name));
+}
+
+/** The stages an image can be built from: those that start the server (an ENTRYPOINT), in the file's order. */
+export function imageTargets(dockerfileText: string): string[] {
+  return readStages(dockerfileText)
+    .filter((s) => s.entrypoint.length > 0)
+    .map((s) => s.name);
+}
+
+function readStages(dockerfileText: string): StagePlan[] {
+  const stages: StagePlan[] = [];
+  let current: StagePlan | undefined;
+  const topFolder = (path: string) => `/${path.split('/')[1]}`;
   for (const instruction of DockerfileParser.parse(dockerfileText).getInstructions()) {
     const line = instruction.getRange().start.line + 1;
     const args = instruction.getArguments().map((a) => a.getValue());
     const flags =
       'getFlags' in instruction ? (instruction as unknown as { getFlags(): { toString(): string }[] }).getFlags().map(String) : [];
     const text = instruction.getArgumentsContent() ?? '';
+    if (instruction.getKeyword() === 'FROM') {
+      const name = args[1]?.toUpperCase() === 'AS' ? args[2]! : `stage-${stages.length}`;
+      // FROM <an earlier stage> starts from that stage's files and settings.
+      const base = stages.find((s) => s.name === args[0]);
+      current = {
+        name,
+        needs: new Set(base ? [base.name] : []),
+        steps: [],
+        runs: [],
+        folders: new Set(base?.folders),
+        workdir: base?.workdir ?? '/',
+        env: { ...base?.env },
+        entrypoint: [...(base?.entrypoint ?? [])],
+        cmd: [...(base?.cmd ?? [])],
+        exposedPorts: [...(base?.exposedPorts ?? [])],
+      };
+      stages.push(current);
+      continue;
+    }
+    if (!current) fail(instruction, 'comes before the first FROM');
+    const stage = current.name;
+    const steps = current.steps;
     switch (instruction.getKeyword()) {
-      case 'FROM': {
-        stage = args[1]?.toUpperCase() === 'AS' ? args[2]! : `stage-${stages.length}`;
-        stages.push(stage);
-        workdir = '/';
-        env = {};
-        entrypoint = [];
-        cmd = [];
-        exposedPorts = [];
-        break;
-      }
       case 'WORKDIR':
-        workdir = args[0]!.startsWith('/') ? args[0]! : join(workdir, args[0]!);
-        imageFolders.add(topFolder(workdir));
+        current.workdir = args[0]!.startsWith('/') ? args[0]! : join(current.workdir, args[0]!);
+        current.folders.add(topFolder(current.workdir));
         break;
       case 'ENV':
         for (const pair of args) {
           const [key, ...value] = pair.split('=');
           if (value.length === 0) fail(instruction, 'only ENV key=value is replayed');
-          env[key!] = value.join('=');
+          current.env[key!] = value.join('=');
         }
         break;
       case 'RUN': {
@@ -124,8 +198,8 @@ export function planImage(dockerfileText: string): ImagePlan {
         if (pnpm) steps.push({ kind: 'check-pnpm', line, stage, version: pnpm[1]! });
         else if (skip) steps.push({ kind: 'skip', line, stage, text, reason: skip.reason });
         else {
-          steps.push({ kind: 'run', line, stage, command: text, workdir });
-          runs.push({ instruction, command: text });
+          steps.push({ kind: 'run', line, stage, command: text, workdir: current.workdir });
+          current.runs.push({ instruction, command: text });
         }
         break;
       }
@@ -135,15 +209,16 @@ export function planImage(dockerfileText: string): ImagePlan {
         if (other) fail(instruction, `the flag ${other} is not replayed`);
         if (args.length !== 2) fail(instruction, 'only COPY <source> <destination> is replayed');
         const [source, destination] = args as [string, string];
-        const target = destination.startsWith('/') ? destination : join(workdir, destination);
+        const target = destination.startsWith('/') ? destination : join(current.workdir, destination);
         if (from === undefined) {
           if (source !== '.') fail(instruction, 'only COPY . <destination> of the build context is replayed');
           steps.push({ kind: 'copy-context', line, stage, destination: target });
         } else if (STAGE_SOURCES[from] !== undefined) {
           steps.push({ kind: 'skip', line, stage, text, reason: STAGE_SOURCES[from] });
-        } else if (stages.includes(from)) {
+        } else if (stages.some((s) => s.name === from)) {
           steps.push({ kind: 'copy-stage', line, stage, from, source, destination: target });
-          imageFolders.add(topFolder(source)).add(topFolder(target));
+          current.needs.add(from);
+          current.folders.add(topFolder(source)).add(topFolder(target));
         } else fail(instruction, `copies from '${from}', a stage or image this test does not know`);
         break;
       }
@@ -152,13 +227,13 @@ export function planImage(dockerfileText: string): ImagePlan {
         steps.push({ kind: 'skip', line, stage, text, reason: "the tree runs as this machine's user" });
         break;
       case 'EXPOSE':
-        exposedPorts = args.map(Number);
+        current.exposedPorts = args.map(Number);
         break;
       case 'ENTRYPOINT':
-        entrypoint = jsonArray(instruction);
+        current.entrypoint = jsonArray(instruction);
         break;
       case 'CMD':
-        cmd = jsonArray(instruction);
+        current.cmd = jsonArray(instruction);
         break;
       default:
         fail(
@@ -167,15 +242,8 @@ export function planImage(dockerfileText: string): ImagePlan {
         );
     }
   }
-  // Replayed RUNs write under the tree's root: a path outside the image's own folders would be this machine's.
-  for (const { instruction, command } of runs) {
-    for (const [, , path] of command.matchAll(ABSOLUTE_PATH)) {
-      if (!imageFolders.has(topFolder(path!))) {
-        fail(instruction, `names ${path}, outside the image's folders (${[...imageFolders].join(', ')}) that the test maps into its tree`);
-      }
-    }
-  }
-  return { steps, imageFolders: [...imageFolders], runtime: { workdir, env, entrypoint, cmd, exposedPorts } };
+  if (stages.length === 0) throw new Error('the Dockerfile has no FROM');
+  return stages;
 }
 
 /** An absolute path in a shell command: at the start, after blanks, quotes or `=`. */
@@ -207,8 +275,13 @@ export function stageContext(destination: string, repositoryRoot: string = REPOS
  * Builds the tree under `root` (a folder outside the workspace, so that nothing resolves into the
  * checkout): stage the context, then each step of the plan in order. `log` gets one line a step.
  */
-export function buildImageTree(root: string, log: (line: string) => void, repositoryRoot: string = REPOSITORY_ROOT): ImageTree {
-  const plan = planImage(readFileSync(join(repositoryRoot, 'Dockerfile'), 'utf8'));
+export function buildImageTree(
+  root: string,
+  log: (line: string) => void,
+  repositoryRoot: string = REPOSITORY_ROOT,
+  target?: string,
+): ImageTree {
+  const plan = planImage(readFileSync(join(repositoryRoot, 'Dockerfile'), 'utf8'), target);
   const inImage = (path: string) => join(root, path);
   const context = join(root, '.context');
   stageContext(context, repositoryRoot);

@@ -165,7 +165,7 @@ function threadCount(pid: number): number {
 }
 
 /** A process and its descendants (/proc/<pid>/task/<tid>/children). */
-function processTree(pid: number): number[] {
+export function processTree(pid: number): number[] {
   const children: number[] = [];
   try {
     for (const tid of readdirSync(`/proc/${pid}/task`)) {

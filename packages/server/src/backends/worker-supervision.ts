@@ -1,19 +1,22 @@
 import { Worker } from 'node:worker_threads';
+import { execArgvWithoutTsx, sourceWorkerUrl } from './source-worker-bundle.ts';
 
 const RUNNING_FROM_SOURCE = import.meta.url.endsWith('.ts');
 
 /**
- * Starts a backend's worker thread: `worker.js` beside `backendDir` in a compiled build, or
- * `worker.ts` through tsx (tsx-worker.mjs) when the server runs from source. `heapLimitBytes`
- * bounds its old-generation heap, so code that outgrows it kills its own worker
- * (ERR_WORKER_OUT_OF_MEMORY) instead of the process.
+ * Starts a backend's worker thread: `worker.js` beside `backendDir` in a compiled build, or, when
+ * the server runs from source, the bundle of `worker.ts` built once per process, without tsx's
+ * loader (source-worker-bundle.ts). `heapLimitBytes` bounds its old-generation heap, so code that outgrows
+ * it kills its own worker (ERR_WORKER_OUT_OF_MEMORY) instead of the process.
  */
 export function spawnWorkerThread(backendDir: URL, workerData: object, heapLimitBytes: number | undefined): Worker {
   const resourceLimits =
     heapLimitBytes !== undefined ? { maxOldGenerationSizeMb: Math.max(16, Math.floor(heapLimitBytes / 2 ** 20)) } : undefined;
   if (RUNNING_FROM_SOURCE) {
-    return new Worker(new URL('./tsx-worker.mjs', import.meta.url), {
-      workerData: { ...workerData, tsEntry: new URL('./worker.ts', backendDir).href },
+    const execArgv = execArgvWithoutTsx();
+    return new Worker(sourceWorkerUrl(new URL('./worker.ts', backendDir)), {
+      workerData,
+      ...(execArgv && { execArgv }),
       ...(resourceLimits && { resourceLimits }),
     });
   }
