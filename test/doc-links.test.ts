@@ -24,6 +24,9 @@ const FILES = [
     .filter((f) => existsSync(join(ROOT, f))),
   'bench/README.md',
   'infra/README.md',
+  ...readdirSync(join(ROOT, 'infra/docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `infra/docs/${f}`),
 ];
 
 /** The markdown outside fenced blocks and inline code, where links are links. */

@@ -1,6 +1,6 @@
 /**
  * What ships is what is tested (issue 26): every shell block of README.md, docs/ and the packages',
- * bench's and infra's READMEs runs here as written, with bash, or says in the block why it cannot
+ * bench's and infra's READMEs (and infra/docs/) runs here as written, with bash, or says in the block why it cannot
  * (`# not run by the tests: <why>`). A block this test does not know how to run, and that says
  * nothing, fails it; so does a command that exits non-zero, prints other output than the docs show
  * (see test/support/doc-blocks.ts for how shown output compares), or does not have its effect.
@@ -56,6 +56,10 @@ const DOC_FILES = [
   ...readmesUnder('packages/'),
   'bench/README.md',
   'infra/README.md',
+  ...readdirSync(new URL('infra/docs/', ROOT))
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `infra/docs/${f}`),
 ];
 
 // ---------------------------------------------------------------------------------------------

@@ -21,8 +21,11 @@ export interface AlarmsProps {
   readonly service: ecs.Ec2Service;
   readonly httpTargetGroup: elbv2.ApplicationTargetGroup;
   readonly grpcTargetGroup: elbv2.ApplicationTargetGroup;
-  /** The load balancer in front of both target groups (its own 5xx: no healthy target, timeouts). */
-  readonly loadBalancer: elbv2.IApplicationLoadBalancer;
+  /**
+   * The load balancer in front of both target groups (its own 5xx: no healthy target, timeouts).
+   * @default - no alarm on it (with model groups, the default group's Alarms has the one alarm)
+   */
+  readonly loadBalancer?: elbv2.IApplicationLoadBalancer;
   /** `ServiceName` dimension of the server's EMF metrics. */
   readonly metricsServiceName: string;
   /** Container hard limit, MiB: the memory alarm fires near it. */
@@ -30,10 +33,12 @@ export interface AlarmsProps {
   /** Memory of the task's GPU, MiB. */
   readonly gpuMemoryMiB: number;
   /**
-   * Name of the log group that records OOM events; EventBridge requires the
-   * `/aws/events/` prefix for log group targets.
+   * OOM kills of the cluster's tasks: `logGroupName` makes the EventBridge rule, the log group that
+   * records the events (EventBridge requires the `/aws/events/` prefix for log group targets), the
+   * metric and its alarm; `metric` is that metric, made by another Alarms of the same cluster (model
+   * groups share one), shown on this one's dashboard.
    */
-  readonly oomLogGroupName: string;
+  readonly oomKills: { readonly logGroupName: string } | { readonly metric: cloudwatch.Metric };
   /**
    * The service's health check grace period: a new task may fail the target group's health
    * check this long (model download, CUDA initialisation, warm-up) without being broken.
@@ -82,7 +87,8 @@ const MINUTE = Duration.minutes(1);
 export class Alarms extends Construct {
   readonly alarms: Record<string, cloudwatch.Alarm> = {};
   readonly oomKillsMetric: cloudwatch.Metric;
-  readonly oomRule: events.Rule;
+  /** The rule that records the cluster's OOM kills, when this Alarms made it. */
+  readonly oomRule?: events.Rule;
   /** Threshold of the GPU memory alarm, bytes. */
   readonly gpuMemoryThresholdBytes: number;
   /** Model evictions per task per minute as the eviction thrash alarm reads them, and its threshold (with evictionsPerTaskPerMinute). */
@@ -102,8 +108,9 @@ export class Alarms extends Construct {
     if (!(Number.isInteger(minRequests) && minRequests >= 0)) {
       throw new Error(`Alarms: latencyMinRequestsPerMinute must be an integer >= 0, got ${minRequests}.`);
     }
-    if (!props.oomLogGroupName.startsWith('/aws/events/')) {
-      throw new Error(`Alarms: oomLogGroupName must start with /aws/events/ (EventBridge requirement), got ${props.oomLogGroupName}.`);
+    const oom = props.oomKills;
+    if ('logGroupName' in oom && !oom.logGroupName.startsWith('/aws/events/')) {
+      throw new Error(`Alarms: oomKills.logGroupName must start with /aws/events/ (EventBridge requirement), got ${oom.logGroupName}.`);
     }
     const action = new cwActions.SnsAction(props.topic);
     const add = (key: string, alarm: cloudwatch.Alarm): void => {
@@ -112,68 +119,22 @@ export class Alarms extends Construct {
       this.alarms[key] = alarm;
     };
 
-    // OOM kills. EventBridge cannot emit metrics, so matching events land in a log group
-    // and a metric filter counts them: no Lambda involved.
-    const oomLogGroup = new logs.LogGroup(this, 'OomEvents', {
-      logGroupName: props.oomLogGroupName,
-      retention: logs.RetentionDays.THREE_MONTHS,
-      removalPolicy: RemovalPolicy.DESTROY,
-    });
-    // A native resource policy instead of the events-targets helper, which installs a Lambda.
-    new logs.ResourcePolicy(this, 'OomEventsPolicy', {
-      policyStatements: [
-        new iam.PolicyStatement({
-          principals: [new iam.ServicePrincipal('events.amazonaws.com'), new iam.ServicePrincipal('delivery.logs.amazonaws.com')],
-          actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
-          resources: [oomLogGroup.logGroupArn],
+    if ('metric' in oom) this.oomKillsMetric = oom.metric;
+    else {
+      const recorded = this.recordOomKills(props.cluster, oom.logGroupName);
+      this.oomRule = recorded.rule;
+      this.oomKillsMetric = recorded.metric;
+      add(
+        'oomKills',
+        this.oomKillsMetric.createAlarm(this, 'OomKillsAlarm', {
+          alarmDescription: 'A Batchwise container was OOM-killed (host memory hard limit) or SIGKILLed (exit 137).',
+          threshold: 1,
+          evaluationPeriods: 1,
+          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
         }),
-      ],
-    });
-    const oomLogGroupTargetArn = Stack.of(this).formatArn({
-      service: 'logs',
-      resource: 'log-group',
-      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
-      resourceName: oomLogGroup.logGroupName,
-    });
-    this.oomRule = new events.Rule(this, 'OomKillRule', {
-      description: 'ECS task stopped with a container OOM-killed (OutOfMemoryError or exit code 137)',
-      eventPattern: {
-        source: ['aws.ecs'],
-        detailType: ['ECS Task State Change'],
-        detail: {
-          clusterArn: [props.cluster.clusterArn],
-          lastStatus: ['STOPPED'],
-          $or: [{ containers: { reason: [{ prefix: 'OutOfMemoryError' }] } }, { containers: { exitCode: [137] } }],
-        },
-      },
-      targets: [{ bind: () => ({ id: 'OomLogGroup', arn: oomLogGroupTargetArn }) }],
-    });
-    this.oomKillsMetric = new cloudwatch.Metric({
-      namespace: INFRA_METRICS_NAMESPACE,
-      metricName: OOM_KILLS_METRIC,
-      dimensionsMap: { ClusterArn: props.cluster.clusterArn },
-      statistic: 'Sum',
-      period: MINUTE,
-    });
-    new logs.MetricFilter(this, 'OomKillsFilter', {
-      logGroup: oomLogGroup,
-      filterPattern: logs.FilterPattern.exists('$.detail.clusterArn'),
-      metricNamespace: INFRA_METRICS_NAMESPACE,
-      metricName: OOM_KILLS_METRIC,
-      metricValue: '1',
-      dimensions: { ClusterArn: '$.detail.clusterArn' },
-      unit: cloudwatch.Unit.COUNT,
-    });
-    add(
-      'oomKills',
-      this.oomKillsMetric.createAlarm(this, 'OomKillsAlarm', {
-        alarmDescription: 'A Batchwise container was OOM-killed (host memory hard limit) or SIGKILLed (exit 137).',
-        threshold: 1,
-        evaluationPeriods: 1,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }),
-    );
+      );
+    }
 
     // Container Insights writes one datapoint per task; Maximum is the fullest task.
     const memoryUtilized = new cloudwatch.Metric({
@@ -275,23 +236,7 @@ export class Alarms extends Construct {
       );
     }
 
-    // 5xx the load balancer itself answers (502 bad gateway, 503 no healthy target, 504 timeout):
-    // the tasks never see these requests, so neither the target 5xx nor the server's metrics do.
-    const elb5xx = props.loadBalancer.metrics.httpCodeElb(elbv2.HttpCodeElb.ELB_5XX_COUNT, { statistic: 'Sum', period: MINUTE });
-    const lbRequests = props.loadBalancer.metrics.requestCount({ statistic: 'Sum', period: MINUTE });
-    add(
-      'loadBalancer5xx',
-      percentOf(elb5xx, lbRequests, 'ALB 5xx %').createAlarm(this, 'LoadBalancer5xxAlarm', {
-        alarmDescription:
-          `The load balancer itself answered more than ${errorPercent}% of requests with 5xx (502, 503 no healthy ` +
-          'target, 504 timeout) in 2 of 3 minutes.',
-        threshold: errorPercent,
-        evaluationPeriods: 3,
-        datapointsToAlarm: 2,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }),
-    );
+    if (props.loadBalancer) this.alarmOnLoadBalancer5xx(props.loadBalancer, errorPercent, add);
 
     const server = (spec: ServerMetricSpec): cloudwatch.Metric => serverMetric(spec, props.metricsServiceName);
     // Every task writes the service-wide EMF line every 10 s, RequestCount included even when 0:
@@ -435,6 +380,90 @@ export class Alarms extends Construct {
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }),
     );
+  }
+
+  /**
+   * 5xx the load balancer itself answers (502 bad gateway, 503 no healthy target, 504 timeout): the
+   * tasks never see these requests, so neither the target 5xx nor the server's metrics do.
+   */
+  private alarmOnLoadBalancer5xx(
+    loadBalancer: elbv2.IApplicationLoadBalancer,
+    errorPercent: number,
+    add: (key: string, alarm: cloudwatch.Alarm) => void,
+  ): void {
+    const elb5xx = loadBalancer.metrics.httpCodeElb(elbv2.HttpCodeElb.ELB_5XX_COUNT, { statistic: 'Sum', period: MINUTE });
+    const lbRequests = loadBalancer.metrics.requestCount({ statistic: 'Sum', period: MINUTE });
+    add(
+      'loadBalancer5xx',
+      percentOf(elb5xx, lbRequests, 'ALB 5xx %').createAlarm(this, 'LoadBalancer5xxAlarm', {
+        alarmDescription:
+          `The load balancer itself answered more than ${errorPercent}% of requests with 5xx (502, 503 no healthy ` +
+          'target, 504 timeout) in 2 of 3 minutes.',
+        threshold: errorPercent,
+        evaluationPeriods: 3,
+        datapointsToAlarm: 2,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+    );
+  }
+
+  /**
+   * OOM kills. EventBridge cannot emit metrics, so matching events land in a log group and a metric
+   * filter counts them: no Lambda involved.
+   */
+  private recordOomKills(cluster: ecs.ICluster, logGroupName: string): { rule: events.Rule; metric: cloudwatch.Metric } {
+    const oomLogGroup = new logs.LogGroup(this, 'OomEvents', {
+      logGroupName,
+      retention: logs.RetentionDays.THREE_MONTHS,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    // A native resource policy instead of the events-targets helper, which installs a Lambda.
+    new logs.ResourcePolicy(this, 'OomEventsPolicy', {
+      policyStatements: [
+        new iam.PolicyStatement({
+          principals: [new iam.ServicePrincipal('events.amazonaws.com'), new iam.ServicePrincipal('delivery.logs.amazonaws.com')],
+          actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+          resources: [oomLogGroup.logGroupArn],
+        }),
+      ],
+    });
+    const oomLogGroupTargetArn = Stack.of(this).formatArn({
+      service: 'logs',
+      resource: 'log-group',
+      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+      resourceName: oomLogGroup.logGroupName,
+    });
+    const rule = new events.Rule(this, 'OomKillRule', {
+      description: 'ECS task stopped with a container OOM-killed (OutOfMemoryError or exit code 137)',
+      eventPattern: {
+        source: ['aws.ecs'],
+        detailType: ['ECS Task State Change'],
+        detail: {
+          clusterArn: [cluster.clusterArn],
+          lastStatus: ['STOPPED'],
+          $or: [{ containers: { reason: [{ prefix: 'OutOfMemoryError' }] } }, { containers: { exitCode: [137] } }],
+        },
+      },
+      targets: [{ bind: () => ({ id: 'OomLogGroup', arn: oomLogGroupTargetArn }) }],
+    });
+    const metric = new cloudwatch.Metric({
+      namespace: INFRA_METRICS_NAMESPACE,
+      metricName: OOM_KILLS_METRIC,
+      dimensionsMap: { ClusterArn: cluster.clusterArn },
+      statistic: 'Sum',
+      period: MINUTE,
+    });
+    new logs.MetricFilter(this, 'OomKillsFilter', {
+      logGroup: oomLogGroup,
+      filterPattern: logs.FilterPattern.exists('$.detail.clusterArn'),
+      metricNamespace: INFRA_METRICS_NAMESPACE,
+      metricName: OOM_KILLS_METRIC,
+      metricValue: '1',
+      dimensions: { ClusterArn: '$.detail.clusterArn' },
+      unit: cloudwatch.Unit.COUNT,
+    });
+    return { rule, metric };
   }
 }
 

@@ -1,24 +1,25 @@
 import { CfnOutput, Duration, Stack } from 'aws-cdk-lib';
 import type { StackProps } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import type * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
 import type { Construct } from 'constructs';
 import { AccessLogs } from './access-logs.ts';
-import { Alarms } from './alarms.ts';
 import { CiAccess } from './ci-access.ts';
-import { Dashboard } from './dashboard.ts';
-import { GpuCapacity } from './gpu-capacity.ts';
 import type { GpuAmiVariant } from './gpu-capacity.ts';
-import { InferenceService, imageFromUri, SERVER_PORTS } from './inference-service.ts';
-import { GPU_INSTANCE_TYPES, taskMemoryFor } from './instance-types.ts';
-import { DEFAULT_EVICTIONS_PER_TASK_PER_MINUTE, hardLimitForModelsMiB, planManyModels } from './many-models.ts';
+import { imageFromUri, SERVER_PORTS } from './inference-service.ts';
 import type { ManyModelsOptions } from './many-models.ts';
 import { LoadBalancer } from './load-balancer.ts';
+import { ModelGroupService } from './model-group.ts';
+import { defaultGroupOf, modelFilterFlags, planRoutes } from './model-groups.ts';
+import type { ModelGroup } from './model-groups.ts';
+import { ModelRouting } from './model-routing.ts';
 import { ModelStore } from './model-store.ts';
 import { Network } from './network.ts';
 import { Notifications } from './notifications.ts';
 import { SERVER_IMAGE_ENVIRONMENT, serverImageFromRepository, type ServerImageTarget } from './server-image.ts';
-import { COLLECTOR_MEMORY_MIB } from './tracing.ts';
+import { addMonitoring, addServing, planServing } from './serving-group.ts';
+import type { ServingEnvironment, ServingSettings } from './serving-group.ts';
 import type { TracingOptions } from './tracing.ts';
 
 export interface BatchwiseStackProps extends StackProps, ManyModelsOptions {
@@ -103,6 +104,18 @@ export interface BatchwiseStackProps extends StackProps, ManyModelsOptions {
    * @default - no tracing
    */
   readonly tracing?: TracingOptions;
+  /**
+   * Model groups (model-groups.ts): the repository's models split across services, each group its own
+   * capacity, service, target groups, alarms and dashboard, the load balancer routing each model to
+   * its group. The settings above are every group's defaults.
+   * @default - one service for every model
+   */
+  readonly modelGroups?: readonly ModelGroup[];
+  /**
+   * With modelGroups: the account's "Rules per Application Load Balancer" quota, when AWS raised it.
+   * @default 100 (the default quota)
+   */
+  readonly albRuleQuota?: number;
 }
 
 /** Batchwise on ECS on GPU instances behind an ALB, with alarms, dashboard and CI access. */
@@ -110,26 +123,23 @@ export class BatchwiseStack extends Stack {
   constructor(scope: Construct, id: string, props: BatchwiseStackProps) {
     super(scope, id, props);
     const envName = props.envName ?? 'dev';
-    const instanceType = props.instanceType ?? 'g4dn.xlarge';
-    // Outside the table, a model memory limit sizes the task: the models and the server's own reserve.
-    const sizedForModels =
-      GPU_INSTANCE_TYPES[instanceType] === undefined && props.memoryLimitMiB === undefined && props.modelMemoryLimitMiB !== undefined
-        ? hardLimitForModelsMiB(props.modelMemoryLimitMiB)
-        : undefined;
-    const memory = taskMemoryFor(instanceType, {
-      memoryLimitMiB: props.memoryLimitMiB ?? sizedForModels,
+    const minCapacity = props.minCapacity ?? 1;
+    const settings: ServingSettings = {
+      instanceType: props.instanceType ?? 'g4dn.xlarge',
+      memoryLimitMiB: props.memoryLimitMiB,
       memoryReservationMiB: props.memoryReservationMiB,
       gpuMemoryMiB: props.gpuMemoryMiB,
-      sidecarMemoryMiB: props.tracing ? COLLECTOR_MEMORY_MIB : undefined,
-    });
-    const manyModels = planManyModels(memory, props);
-    if (props.evictionsPerTaskPerMinute !== undefined && !manyModels.loadOnDemand) {
-      throw new Error(
-        'evictionsPerTaskPerMinute only applies with loadOnDemand (models are evicted only then): set loadOnDemand too, or drop it.',
-      );
-    }
-    const minCapacity = props.minCapacity ?? 1;
-    const maxCapacity = props.maxCapacity ?? 4;
+      minCapacity,
+      maxCapacity: props.maxCapacity ?? 4,
+      targetPendingRequestsPerTask: props.targetPendingRequestsPerTask,
+      evictionsPerTaskPerMinute: props.evictionsPerTaskPerMinute,
+      tracing: props.tracing,
+      loadOnDemand: props.loadOnDemand,
+      modelMemoryLimitMiB: props.modelMemoryLimitMiB,
+      modelGpuMemoryLimitMiB: props.modelGpuMemoryLimitMiB,
+      modelCacheDiskGiB: props.modelCacheDiskGiB,
+    };
+    const plan = props.modelGroups ? undefined : planServing(settings);
     const metricsServiceName = `batchwise-${envName}`;
 
     const accessLogs = new AccessLogs(this, 'AccessLogs');
@@ -140,81 +150,114 @@ export class BatchwiseStack extends Stack {
       prefix: props.modelPrefix,
       accessLogsBucket: accessLogs.bucket,
     });
-
-    // One task per GPU; a rolling deploy (maxHealthyPercent 200) briefly needs twice the GPUs.
-    const capacity = new GpuCapacity(this, 'GpuCapacity', {
+    // The image and the scraper's group are imported when the first service reads them, after its
+    // capacity, where the single service always imported them: the order of constructs is the template's.
+    const stack = this;
+    let image: ecs.ContainerImage | undefined;
+    let scraper: ec2.ISecurityGroup | undefined;
+    const serverImage = props.serverImage ?? 'cuda';
+    const environment: ServingEnvironment = {
       vpc: network.vpc,
-      instanceType,
-      minInstances: Math.ceil(minCapacity / memory.gpuCount),
-      maxInstances: Math.ceil((2 * maxCapacity) / memory.gpuCount),
+      notificationTopic: notifications.topic,
+      modelStore,
+      get image() {
+        return (image ??= props.imageUri ? imageFromUri(stack, props.imageUri) : serverImageFromRepository(undefined, serverImage));
+      },
+      imageEnvironment: SERVER_IMAGE_ENVIRONMENT[serverImage],
       amiVariant: props.amiVariant,
       amiId: props.amiId,
-      notificationTopic: notifications.topic,
-      rootVolumeGiB: manyModels.rootVolumeGiB,
-    });
-
-    const serverImage = props.serverImage ?? 'cuda';
-    const image = props.imageUri ? imageFromUri(this, props.imageUri) : serverImageFromRepository(undefined, serverImage);
-
-    const inference = new InferenceService(this, 'Inference', {
-      cluster: capacity.cluster,
-      capacityProvider: capacity.capacityProvider,
-      modelStore,
-      memory,
-      image,
-      imageEnvironment: SERVER_IMAGE_ENVIRONMENT[serverImage],
-      metricsServiceName,
-      minCapacity,
-      maxCapacity,
-      targetPendingRequestsPerTask: props.targetPendingRequestsPerTask,
       healthCheckGracePeriod:
         props.healthCheckGracePeriodSeconds === undefined ? undefined : Duration.seconds(props.healthCheckGracePeriodSeconds),
       metricsScraperCidr: props.metricsScraperCidr,
-      metricsScraperSecurityGroup: props.metricsScraperSecurityGroupId
-        ? ec2.SecurityGroup.fromSecurityGroupId(this, 'MetricsScraper', props.metricsScraperSecurityGroupId)
-        : undefined,
+      get metricsScraperSecurityGroup() {
+        const id = props.metricsScraperSecurityGroupId;
+        return id === undefined ? undefined : (scraper ??= ec2.SecurityGroup.fromSecurityGroupId(stack, 'MetricsScraper', id));
+      },
       enableExecuteCommand: props.enableExecuteCommand,
-      tracing: props.tracing,
-      serveFlags: manyModels.serveFlags,
-    });
-
-    const lb = new LoadBalancer(this, 'LoadBalancer', {
+    };
+    const httpListenerProtocol = props.httpListenerProtocol === 'HTTP' ? elbv2.ApplicationProtocol.HTTP : elbv2.ApplicationProtocol.HTTPS;
+    const loadBalancerProps = {
       vpc: network.vpc,
-      service: inference.service,
       certificateArn: props.certificateArn,
-      httpListenerProtocol: props.httpListenerProtocol === 'HTTP' ? elbv2.ApplicationProtocol.HTTP : elbv2.ApplicationProtocol.HTTPS,
+      httpListenerProtocol,
       allowedIngressCidr: props.allowedIngressCidr,
       wafRateLimitPer5Minutes: props.wafRateLimitPer5Minutes,
       accessLogsBucket: accessLogs.bucket,
-    });
-
-    const alarms = new Alarms(this, 'Alarms', {
+    };
+    const shared = {
       topic: notifications.topic,
-      cluster: capacity.cluster,
-      service: inference.service,
-      httpTargetGroup: lb.httpTargetGroup,
-      grpcTargetGroup: lb.grpcTargetGroup,
-      loadBalancer: lb.loadBalancer,
-      metricsServiceName,
-      memoryHardLimitMiB: memory.hardLimitMiB,
-      gpuMemoryMiB: memory.gpuMemoryMiB,
-      oomLogGroupName: `/aws/events/batchwise-${envName}-oom-kills`,
-      healthCheckGracePeriod: inference.healthCheckGracePeriod,
       latencyP99Threshold: props.latencyP99AlarmMs === undefined ? undefined : Duration.millis(props.latencyP99AlarmMs),
-      evictionsPerTaskPerMinute: manyModels.loadOnDemand
-        ? (props.evictionsPerTaskPerMinute ?? DEFAULT_EVICTIONS_PER_TASK_PER_MINUTE)
-        : undefined,
-    });
-    const dashboard = new Dashboard(this, 'Dashboard', {
-      dashboardName: `batchwise-${envName}`,
-      cluster: capacity.cluster,
-      service: inference.service,
-      httpTargetGroup: lb.httpTargetGroup,
-      grpcTargetGroup: lb.grpcTargetGroup,
-      metricsServiceName,
-      alarms,
-      memoryHardLimitMiB: memory.hardLimitMiB,
-    });
+    };
+    const oomLogGroupName = `/aws/events/batchwise-${envName}-oom-kills`;
+
+    let cluster: ecs.ICluster;
+    let lb: LoadBalancer;
+    /** The single service's outputs (with model groups, the ModelGroups output says the same per group). */
+    let single: { dashboardName: string; serviceName: string } | undefined;
+    if (plan) {
+      // One service for every model: its constructs at the stack's top level, as they always were.
+      const parts = addServing(this, environment, settings, plan, metricsServiceName);
+      cluster = parts.capacity.cluster;
+      lb = new LoadBalancer(this, 'LoadBalancer', { ...loadBalancerProps, service: parts.inference.service });
+      const { dashboard } = addMonitoring(
+        this,
+        parts,
+        plan,
+        settings,
+        { http: lb.httpTargetGroup, grpc: lb.grpcTargetGroup },
+        { metricsServiceName, dashboardName: `batchwise-${envName}` },
+        { ...shared, oomKills: { logGroupName: oomLogGroupName }, loadBalancer: lb.loadBalancer },
+      );
+      single = { dashboardName: dashboard.dashboard.dashboardName, serviceName: parts.inference.service.serviceName };
+    } else {
+      // Checked against the ALB's limits before anything is built. The plain-HTTP listener's refusals of
+      // the model-repository API come first (priorities 1 and 2).
+      let routes;
+      try {
+        routes = planRoutes(props.modelGroups!, httpListenerProtocol === elbv2.ApplicationProtocol.HTTP ? 2 : 0, props.albRuleQuota);
+      } catch (error) {
+        throw new Error(`modelGroups: ${(error as Error).message}`);
+      }
+      const groups = this.addModelGroups(props.modelGroups!, settings, environment, envName);
+      const fallbackGroup = defaultGroupOf(props.modelGroups!);
+      const fallback = groups.find((g) => g.group === fallbackGroup)!;
+      cluster = groups[0]!.service.parts.capacity.cluster;
+      lb = new LoadBalancer(this, 'LoadBalancer', { ...loadBalancerProps, targetGroups: fallback.service.targetGroups });
+      new ModelRouting(this, 'ModelRouting', {
+        httpListener: lb.httpListener,
+        grpcListener: lb.grpcListener,
+        plan: routes,
+        targetGroups: new Map(groups.map((g) => [g.group.name, g.service.targetGroups])),
+      });
+      // The cluster's OOM kills and the load balancer's own 5xx are alarmed once, with the default group.
+      const made = fallback.service.addMonitoring({
+        ...shared,
+        oomKills: { logGroupName: oomLogGroupName },
+        loadBalancer: lb.loadBalancer,
+      });
+      for (const g of groups) if (g !== fallback) g.service.addMonitoring({ ...shared, oomKills: { metric: made.alarms.oomKillsMetric } });
+      new CfnOutput(this, 'ModelGroups', {
+        // Not the models: a long list would pass an output's size (the environment file has them).
+        description: 'Each model group: its ECS service, EMF ServiceName and dashboard, and which is the default',
+        value: this.toJsonString(
+          Object.fromEntries(
+            groups.map((g) => [
+              g.group.name,
+              {
+                default: g === fallback,
+                service: g.service.parts.inference.service.serviceName,
+                metricsServiceName: g.metricsServiceName,
+                dashboard: g.dashboardName,
+              },
+            ]),
+          ),
+        ),
+      });
+      new CfnOutput(this, 'MetricsServiceNames', {
+        description: "The groups' EMF ServiceNames, for the promotion workflow's BATCHWISE_SERVICE_NAME",
+        value: groups.map((g) => g.metricsServiceName).join(','),
+      });
+    }
 
     const ci = props.githubRepo
       ? new CiAccess(this, 'CiAccess', {
@@ -236,9 +279,64 @@ export class BatchwiseStack extends Stack {
     new CfnOutput(this, 'ModelRepositoryUri', { value: modelStore.repositoryUri });
     new CfnOutput(this, 'RepositoryKeySecretArn', { value: modelStore.repositoryKey.secretArn });
     new CfnOutput(this, 'AlarmTopicArn', { value: notifications.topic.topicArn });
-    new CfnOutput(this, 'DashboardName', { value: dashboard.dashboard.dashboardName });
-    new CfnOutput(this, 'ClusterName', { value: capacity.cluster.clusterName });
-    new CfnOutput(this, 'ServiceName', { value: inference.service.serviceName });
+    if (single) new CfnOutput(this, 'DashboardName', { value: single.dashboardName });
+    new CfnOutput(this, 'ClusterName', { value: cluster.clusterName });
+    if (single) new CfnOutput(this, 'ServiceName', { value: single.serviceName });
     if (ci) new CfnOutput(this, 'CiRoleArn', { value: ci.role.roleArn });
+  }
+
+  /**
+   * One service per model group, in the order given; each group's settings are the stack's where it
+   * has none of its own (the memory overrides only while it keeps the stack's instance type). They
+   * share the cluster the first group's capacity makes.
+   */
+  private addModelGroups(
+    modelGroups: readonly ModelGroup[],
+    stack: ServingSettings,
+    environment: ServingEnvironment,
+    envName: string,
+  ): { group: ModelGroup; service: ModelGroupService; metricsServiceName: string; dashboardName: string }[] {
+    let cluster: ecs.Cluster | undefined;
+    return modelGroups.map((group) => {
+      const ownType = group.instanceType !== undefined && group.instanceType !== stack.instanceType;
+      const minCapacity = group.minCapacity ?? stack.minCapacity;
+      const loadOnDemand = group.loadOnDemand ?? stack.loadOnDemand;
+      const settings: ServingSettings = {
+        ...stack,
+        instanceType: group.instanceType ?? stack.instanceType,
+        ...(ownType && { memoryLimitMiB: undefined, memoryReservationMiB: undefined, gpuMemoryMiB: undefined }),
+        minCapacity,
+        maxCapacity: group.maxCapacity ?? Math.max(stack.maxCapacity, minCapacity),
+        targetPendingRequestsPerTask: group.targetPendingRequestsPerTask ?? stack.targetPendingRequestsPerTask,
+        loadOnDemand,
+        modelMemoryLimitMiB: group.modelMemoryLimitMiB ?? stack.modelMemoryLimitMiB,
+        evictionsPerTaskPerMinute: loadOnDemand ? stack.evictionsPerTaskPerMinute : undefined,
+        serveFlags: modelFilterFlags(group),
+      };
+      if (settings.minCapacity > settings.maxCapacity) {
+        throw new Error(
+          `modelGroups: group '${group.name}': minCapacity (${settings.minCapacity}) must not exceed maxCapacity (${settings.maxCapacity}).`,
+        );
+      }
+      let plan;
+      try {
+        plan = planServing(settings);
+      } catch (error) {
+        throw new Error(`modelGroups: group '${group.name}': ${(error as Error).message}`);
+      }
+      const metricsServiceName = `batchwise-${envName}-${group.name}`;
+      const dashboardName = `batchwise-${envName}-${group.name}`;
+      const service = new ModelGroupService(this, `ModelGroup-${group.name}`, {
+        group,
+        environment,
+        settings,
+        plan,
+        metricsServiceName,
+        dashboardName,
+        cluster,
+      });
+      cluster ??= service.parts.capacity.cluster;
+      return { group, service, metricsServiceName, dashboardName };
+    });
   }
 }

@@ -5,6 +5,8 @@ import type { Node } from 'constructs';
 import type { BatchwiseStackProps } from './batchwise-stack.ts';
 import { SERVER_IMAGE_TARGETS } from './server-image.ts';
 import { DEFAULT_TRACE_RATE } from './tracing.ts';
+import { parseModelGroups } from './model-groups.ts';
+import type { ModelGroup } from './model-groups.ts';
 
 /**
  * Context keys the stack reads (`cdk synth -c key=value`, infra/environments/<envName>.json, or cdk.json "context").
@@ -48,6 +50,8 @@ export const CONTEXT_KEYS = [
   'modelGpuMemoryLimitMiB',
   'modelCacheDiskGiB',
   'evictionsPerTaskPerMinute',
+  'modelGroups',
+  'albRuleQuota',
 ] as const;
 
 export type ContextKey = (typeof CONTEXT_KEYS)[number];
@@ -267,10 +271,19 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
   for (const [key, value] of Object.entries(manyModels)) {
     if (value !== undefined && value <= 0) throw new ContextError(key as ContextKey, `must be > 0, got ${value}.`);
   }
-  if (manyModels.evictionsPerTaskPerMinute !== undefined && loadOnDemand !== true) {
+  const modelGroups = groupsOf(node);
+  const albRuleQuota = int(node, 'albRuleQuota');
+  if (albRuleQuota !== undefined && albRuleQuota < 1) throw new ContextError('albRuleQuota', `must be >= 1, got ${albRuleQuota}.`);
+  if (albRuleQuota !== undefined && modelGroups === undefined) {
+    throw new ContextError(
+      'albRuleQuota',
+      'only applies with modelGroups (the routes of the groups are the rules it bounds): set it too, or drop it.',
+    );
+  }
+  if (manyModels.evictionsPerTaskPerMinute !== undefined && loadOnDemand !== true && !modelGroups?.some((g) => g.loadOnDemand === true)) {
     throw new ContextError(
       'evictionsPerTaskPerMinute',
-      'only applies with loadOnDemand=true (models are evicted only then): set it too, or drop it.',
+      'only applies with loadOnDemand=true (models are evicted only then), for the stack or a model group: set it too, or drop it.',
     );
   }
 
@@ -312,5 +325,18 @@ export function stackPropsFromContext(node: Node): BatchwiseStackProps {
     tracing: tracing === 'xray' ? { rate: traceRate ?? DEFAULT_TRACE_RATE, collectorConfigParameterName: otelCollectorConfig } : undefined,
     loadOnDemand,
     ...manyModels,
+    modelGroups,
+    albRuleQuota,
   };
+}
+
+/** `modelGroups`: a JSON list in an environment file, or its text with `-c` (model-groups.ts checks it). */
+function groupsOf(node: Node): ModelGroup[] | undefined {
+  const value: unknown = node.tryGetContext('modelGroups');
+  if (value === undefined || value === null || value === '') return undefined;
+  try {
+    return parseModelGroups(value);
+  } catch (error) {
+    throw new ContextError('modelGroups', (error as Error).message);
+  }
 }

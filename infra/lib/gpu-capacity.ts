@@ -19,6 +19,12 @@ export const GPU_AMI_PARAMETERS: Readonly<Record<GpuAmiVariant, string>> = {
 export interface GpuCapacityProps {
   readonly vpc: ec2.IVpc;
   /**
+   * The cluster to add this capacity to (model groups share one); it keeps its own default capacity
+   * provider strategy.
+   * @default - a new cluster with Container Insights, this capacity its default
+   */
+  readonly cluster?: ecs.Cluster;
+  /**
    * EC2 instance type; must have NVIDIA GPUs.
    * @default 'g4dn.xlarge'
    */
@@ -63,7 +69,7 @@ export const SSM_MANAGED_INSTANCE_POLICY = 'AmazonSSMManagedInstanceCore';
 
 const AMI_ID_PATTERN = /^ami-[0-9a-f]{8,17}$/;
 
-/** ECS cluster with Container Insights and an Auto Scaling group of GPU instances as its capacity provider. */
+/** ECS cluster with Container Insights and an Auto Scaling group of GPU instances as its capacity provider (or one more of them). */
 export class GpuCapacity extends Construct {
   readonly cluster: ecs.Cluster;
   readonly autoScalingGroup: autoscaling.AutoScalingGroup;
@@ -87,10 +93,12 @@ export class GpuCapacity extends Construct {
       throw new Error(`maxInstances (${props.maxInstances}) must be >= 1 and >= minInstances (${props.minInstances}).`);
     }
 
-    this.cluster = new ecs.Cluster(this, 'Cluster', {
-      vpc: props.vpc,
-      containerInsightsV2: ecs.ContainerInsights.ENABLED,
-    });
+    this.cluster =
+      props.cluster ??
+      new ecs.Cluster(this, 'Cluster', {
+        vpc: props.vpc,
+        containerInsightsV2: ecs.ContainerInsights.ENABLED,
+      });
 
     const machineImage = props.amiId
       ? new PinnedLinuxImage(props.amiId)
@@ -201,6 +209,8 @@ export class GpuCapacity extends Construct {
           'StartTelemetrySession carry an ecs:cluster condition on this cluster.',
       },
     );
-    this.cluster.addDefaultCapacityProviderStrategy([{ capacityProvider: this.capacityProvider.capacityProviderName, weight: 1 }]);
+    if (!props.cluster) {
+      this.cluster.addDefaultCapacityProviderStrategy([{ capacityProvider: this.capacityProvider.capacityProviderName, weight: 1 }]);
+    }
   }
 }

@@ -8,10 +8,32 @@ import { CONTAINER_NAME, SERVER_PORTS } from './inference-service.ts';
 import { MODEL_REPOSITORY_KEY_HEADER, SEQUENCE_COOKIE } from './server-metrics.ts';
 import { WebAcl } from './web-acl.ts';
 
-export interface LoadBalancerProps {
+/** A service's target groups, one per listener: its container `server` receives HTTP on 8000 and gRPC on 8001. */
+export interface ServiceTargetGroupsProps {
   readonly vpc: ec2.IVpc;
-  /** The ECS service whose container `server` receives HTTP on 8000 and gRPC on 8001. */
   readonly service: ecs.Ec2Service;
+  /**
+   * Time a deregistering task keeps receiving in-flight requests; below the container stopTimeout.
+   * @default Duration.seconds(60)
+   */
+  readonly deregistrationDelay?: Duration;
+  /**
+   * How long the ALB keeps sending a client's HTTP requests to the task that answered a request of its
+   * sequence (application-cookie stickiness on the server's `batchwise-sequence` cookie), counted from
+   * the last such reply. Between 1 second and 7 days, the ALB's range.
+   * @default Duration.hours(1)
+   */
+  readonly sequenceStickiness?: Duration;
+}
+
+export interface LoadBalancerProps extends Omit<ServiceTargetGroupsProps, 'service'> {
+  /**
+   * The ECS service the listeners send everything to: the load balancer makes its target groups.
+   * Give this or `targetGroups`.
+   */
+  readonly service?: ecs.Ec2Service;
+  /** Target groups made elsewhere (serviceTargetGroups) that the listeners send what no rule matches to. */
+  readonly targetGroups?: { readonly http: elbv2.ApplicationTargetGroup; readonly grpc: elbv2.ApplicationTargetGroup };
   /** ACM certificate for the HTTPS listeners (gRPC on an ALB needs HTTPS). */
   readonly certificateArn: string;
   /**
@@ -33,18 +55,6 @@ export interface LoadBalancerProps {
   readonly wafRateLimitPer5Minutes?: number;
   /** Bucket that receives ALB access logs (under `alb/`). */
   readonly accessLogsBucket: s3.IBucket;
-  /**
-   * Time a deregistering task keeps receiving in-flight requests; below the container stopTimeout.
-   * @default Duration.seconds(60)
-   */
-  readonly deregistrationDelay?: Duration;
-  /**
-   * How long the ALB keeps sending a client's HTTP requests to the task that answered a request of its
-   * sequence (application-cookie stickiness on the server's `batchwise-sequence` cookie), counted from
-   * the last such reply. Between 1 second and 7 days, the ALB's range.
-   * @default Duration.hours(1)
-   */
-  readonly sequenceStickiness?: Duration;
 }
 
 const ACM_ARN_PATTERN = /^arn:aws[a-z-]*:acm:([a-z0-9-]+):\d{12}:certificate\/[A-Za-z0-9-]+$/;
@@ -81,6 +91,59 @@ function checkCertificateRegion(scope: Construct, certificateArn: string): void 
 }
 
 /**
+ * A service's two target groups, made in `scope` as `HttpTargetGroup` and `GrpcTargetGroup`: IP
+ * targets (awsvpc), least outstanding requests, readiness health checks, and on HTTP the sequence
+ * cookie's stickiness.
+ */
+export function serviceTargetGroups(
+  scope: Construct,
+  props: ServiceTargetGroupsProps,
+): { http: elbv2.ApplicationTargetGroup; grpc: elbv2.ApplicationTargetGroup } {
+  const deregistrationDelay = props.deregistrationDelay ?? Duration.seconds(60);
+  const sequenceStickiness = props.sequenceStickiness ?? Duration.hours(1);
+  const stickinessSeconds = sequenceStickiness.toSeconds();
+  if (stickinessSeconds < 1 || stickinessSeconds > Duration.days(7).toSeconds()) {
+    throw new Error(
+      `sequenceStickiness is ${sequenceStickiness.toHumanString()}: an ALB keeps a cookie's stickiness between 1 second and 7 days`,
+    );
+  }
+  const common = {
+    vpc: props.vpc,
+    targetType: elbv2.TargetType.IP,
+    protocol: elbv2.ApplicationProtocol.HTTP,
+    deregistrationDelay,
+    // Batches make request cost uneven; send new work to the least busy task.
+    loadBalancingAlgorithmType: elbv2.TargetGroupLoadBalancingAlgorithmType.LEAST_OUTSTANDING_REQUESTS,
+  };
+  const healthCheckTiming = {
+    interval: Duration.seconds(15),
+    timeout: Duration.seconds(5),
+    healthyThresholdCount: 2,
+    unhealthyThresholdCount: 3,
+  };
+  const http = new elbv2.ApplicationTargetGroup(scope, 'HttpTargetGroup', {
+    ...common,
+    port: SERVER_PORTS.http,
+    // A stateful model's sequence lives on one task: the server sets its cookie on a sequence's replies, the ALB then keeps
+    // the client's requests on that task (clients must send back the ALB's AWSALBAPP-* cookies). Other requests are not
+    // sticky. gRPC needs none: a ModelStreamInfer stream stays on one task.
+    stickinessCookieName: SEQUENCE_COOKIE,
+    stickinessCookieDuration: sequenceStickiness,
+    healthCheck: { ...healthCheckTiming, path: '/v2/health/ready', healthyHttpCodes: '200' },
+  });
+  const grpc = new elbv2.ApplicationTargetGroup(scope, 'GrpcTargetGroup', {
+    ...common,
+    port: SERVER_PORTS.grpc,
+    protocolVersion: elbv2.ApplicationProtocolVersion.GRPC,
+    // The ALB default is /AWS.ALB/healthcheck expecting 12 (UNIMPLEMENTED).
+    healthCheck: { ...healthCheckTiming, path: '/grpc.health.v1.Health/Check', healthyGrpcCodes: '0' },
+  });
+  http.addTarget(props.service.loadBalancerTarget({ containerName: CONTAINER_NAME, containerPort: SERVER_PORTS.http }));
+  grpc.addTarget(props.service.loadBalancerTarget({ containerName: CONTAINER_NAME, containerPort: SERVER_PORTS.grpc }));
+  return { http, grpc };
+}
+
+/**
  * Internet-facing ALB: :8000 (HTTP or HTTPS) to the REST port, :8001 HTTPS to the gRPC port
  * with a GRPC target group. The metrics port 8002 is never exposed.
  */
@@ -102,14 +165,9 @@ export class LoadBalancer extends Construct {
     checkCertificateRegion(this, props.certificateArn);
     const httpProtocol = props.httpListenerProtocol ?? elbv2.ApplicationProtocol.HTTPS;
     const ingressCidr = props.allowedIngressCidr;
-    const deregistrationDelay = props.deregistrationDelay ?? Duration.seconds(60);
     const certificates = [elbv2.ListenerCertificate.fromArn(props.certificateArn)];
-    const sequenceStickiness = props.sequenceStickiness ?? Duration.hours(1);
-    const stickinessSeconds = sequenceStickiness.toSeconds();
-    if (stickinessSeconds < 1 || stickinessSeconds > Duration.days(7).toSeconds()) {
-      throw new Error(
-        `sequenceStickiness is ${sequenceStickiness.toHumanString()}: an ALB keeps a cookie's stickiness between 1 second and 7 days`,
-      );
+    if ((props.service === undefined) === (props.targetGroups === undefined)) {
+      throw new Error('LoadBalancer: give either the service or the target groups its listeners send to.');
     }
 
     const securityGroup = new ec2.SecurityGroup(this, 'SecurityGroup', {
@@ -150,40 +208,9 @@ export class LoadBalancer extends Construct {
       this.loadBalancer.logAccessLogs(props.accessLogsBucket, 'alb');
     }
 
-    const common = {
-      vpc: props.vpc,
-      targetType: elbv2.TargetType.IP,
-      protocol: elbv2.ApplicationProtocol.HTTP,
-      deregistrationDelay,
-      // Batches make request cost uneven; send new work to the least busy task.
-      loadBalancingAlgorithmType: elbv2.TargetGroupLoadBalancingAlgorithmType.LEAST_OUTSTANDING_REQUESTS,
-    };
-    const healthCheckTiming = {
-      interval: Duration.seconds(15),
-      timeout: Duration.seconds(5),
-      healthyThresholdCount: 2,
-      unhealthyThresholdCount: 3,
-    };
-
-    this.httpTargetGroup = new elbv2.ApplicationTargetGroup(this, 'HttpTargetGroup', {
-      ...common,
-      port: SERVER_PORTS.http,
-      // A stateful model's sequence lives on one task: the server sets its cookie on a sequence's replies, the ALB then keeps
-      // the client's requests on that task (clients must send back the ALB's AWSALBAPP-* cookies). Other requests are not
-      // sticky. gRPC needs none: a ModelStreamInfer stream stays on one task.
-      stickinessCookieName: SEQUENCE_COOKIE,
-      stickinessCookieDuration: sequenceStickiness,
-      healthCheck: { ...healthCheckTiming, path: '/v2/health/ready', healthyHttpCodes: '200' },
-    });
-    this.grpcTargetGroup = new elbv2.ApplicationTargetGroup(this, 'GrpcTargetGroup', {
-      ...common,
-      port: SERVER_PORTS.grpc,
-      protocolVersion: elbv2.ApplicationProtocolVersion.GRPC,
-      // The ALB default is /AWS.ALB/healthcheck expecting 12 (UNIMPLEMENTED).
-      healthCheck: { ...healthCheckTiming, path: '/grpc.health.v1.Health/Check', healthyGrpcCodes: '0' },
-    });
-    this.httpTargetGroup.addTarget(props.service.loadBalancerTarget({ containerName: CONTAINER_NAME, containerPort: SERVER_PORTS.http }));
-    this.grpcTargetGroup.addTarget(props.service.loadBalancerTarget({ containerName: CONTAINER_NAME, containerPort: SERVER_PORTS.grpc }));
+    const targets = props.targetGroups ?? serviceTargetGroups(this, { ...props, service: props.service! });
+    this.httpTargetGroup = targets.http;
+    this.grpcTargetGroup = targets.grpc;
 
     this.httpListener = this.loadBalancer.addListener('Http', {
       port: SERVER_PORTS.http,

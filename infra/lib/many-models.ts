@@ -33,9 +33,10 @@ export interface ManyModelsOptions {
 
 /**
  * What the server keeps for itself beside the models within its budget, MiB: the process at rest,
- * ONNX Runtime's and CUDA's libraries and contexts, each instance's worker thread (15-20 MiB) and the
- * requests in flight. Measured on the 2-core development machine: 100 MiB at rest, 60 MiB more once
- * ONNX Runtime runs, 15-20 MiB per CPU instance beyond its weights (test/many-models.test.ts).
+ * ONNX Runtime's and CUDA's libraries and contexts, each instance's session buffers and the requests
+ * in flight (the model memory limit counts each instance's worker thread itself). Measured on the
+ * 2-core development machine: 100 MiB at rest, 60 MiB more once ONNX Runtime runs, about 3 MiB per
+ * CPU instance beyond its weights and worker (test/many-models.test.ts).
  */
 export const SERVER_RUNTIME_RESERVE_MIB = 2048;
 /** The GPU memory models may take by default: the rest is CUDA's context, ONNX Runtime's arena and activations. */

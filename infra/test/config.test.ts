@@ -1,9 +1,9 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { describe, expect, it } from 'vitest';
-import { applyEnvironmentFile, ENVIRONMENTS_DIR, stackPropsFromContext } from '../lib/config.ts';
+import { applyEnvironmentFile, CONTEXT_KEYS, ENVIRONMENTS_DIR, stackPropsFromContext } from '../lib/config.ts';
 import { CERTIFICATE_ARN, IMAGE_URI, REQUIRED, buildApp } from './synth.ts';
 import { GPU_INSTANCE_TYPES, hostHeadroomMiB, taskMemoryFor } from '../lib/instance-types.ts';
 import { EMF_METRICS } from '../../packages/server/src/metrics/emf-metrics.ts';
@@ -165,5 +165,13 @@ describe('server metrics contract', () => {
       expect(['Sum', 'Average', 'Maximum', 'p99']).toContain(spec.statistic);
     }
     expect(SERVER_METRICS.requestLatency.statistic).toBe('p99');
+  });
+});
+
+describe('the context reference (infra/docs/context.md)', () => {
+  it('has a row for every context key the stack reads, and none for a key it does not', () => {
+    const page = readFileSync(new URL('../docs/context.md', import.meta.url), 'utf8');
+    const documented = [...page.matchAll(/^\| `(\w+)`(?: \/ `(\w+)`)? \|/gm)].flatMap((m) => m.slice(1).filter(Boolean));
+    expect([...documented].sort()).toEqual([...CONTEXT_KEYS].sort());
   });
 });

@@ -46,4 +46,20 @@ describe('cdk synth with a setting it cannot use', () => {
       'natGateways must be 1 or 2 (private subnets need egress), got 3.',
     ]);
   });
+
+  it('says in one line when model groups need more listener rules than an ALB allows', () => {
+    const many = Array.from({ length: 143 }, (_, i) => `model-${i}`);
+    const groups = JSON.stringify([
+      { name: 'rest', models: ['*'] },
+      { name: 'many', models: many },
+    ]);
+    const { status, stderr } = cdkSynth(`certificateArn=${CERTIFICATE_ARN}`, `allowedIngressCidr=${INGRESS_CIDR}`, `modelGroups=${groups}`);
+    expect(status).not.toBe(0);
+    expectNoStackTrace(stderr);
+    const lines = stderr.split('\n').filter((line) => line.includes('listener rules'));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(
+      /^modelGroups: the groups need 101 listener rules \(72 by path on :8000, 29 by header on :8001\), more than the 100 /,
+    );
+  });
 });

@@ -13,6 +13,7 @@ import { parseCacheConfigFlags, ResponseCache } from './cache/response-cache.ts'
 import { parseTraceConfigFlags } from './trace/trace-config-flags.ts';
 import { Tracer } from './trace/tracer.ts';
 import { ModelManager } from './models/model-manager.ts';
+import { parseModelFilter } from './models/model-filter.ts';
 import { RateLimiter } from './scheduler/rate-limiter.ts';
 import { parseRateLimitResourceFlags } from './scheduler/rate-limit-flags.ts';
 import { resolveServerOptions, type ServerOptions } from './options/index.ts';
@@ -79,6 +80,8 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
   const modelMemoryLimitBytes = byteCountFlag('--model-memory-limit', options.modelMemoryLimit);
   const modelGpuMemoryLimitBytes = byteCountFlag('--model-gpu-memory-limit', options.modelGpuMemoryLimit);
   const cacheDiskLimitBytes = byteCountFlag('--model-cache-disk-limit', options.modelCacheDiskLimit);
+  const modelFilter = parseModelFilter(options.modelFilter);
+  if (modelFilter) logger.info({ modelFilter: modelFilter.description }, 'serving only the models of --model-filter');
   // Models loaded for requests come and go: the S3 cache keeps their versions until its disk limit needs room.
   const cacheSpace = options.loadOnDemand || cacheDiskLimitBytes !== undefined ? new CacheSpace(cacheDiskLimitBytes, logger) : undefined;
   if (modelMemoryLimitBytes !== undefined && modelMemoryLimitBytes > memoryBudgetBytes) {
@@ -95,8 +98,8 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       maxLoadFileBytes: options.modelLoadFilesMaxBytes,
       allowCodeOverrides: options.allowCodeOverrides,
       backends: [
-        withModelFootprints(createOnnxRuntimeBackend({ workerHeapLimitBytes }), memory),
-        createJsBackend({ workerHeapLimitBytes }),
+        withModelFootprints(createOnnxRuntimeBackend({ workerHeapLimitBytes }), memory, true),
+        withModelFootprints(createJsBackend({ workerHeapLimitBytes }), memory, false),
       ],
       metrics,
       logger,
@@ -112,6 +115,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       ...(rateLimiter && { rateLimiter }),
       ...(options.loadOnDemand && { onDemand: { timeoutMs: options.loadOnDemandTimeoutMs, retryMs: options.loadOnDemandRetryMs } }),
       memoryLimits: { hostBytes: modelMemoryLimitBytes, gpuBytesPerDevice: modelGpuMemoryLimitBytes },
+      ...(modelFilter && { modelFilter }),
     },
   );
   metrics.observeResidency(() => ({

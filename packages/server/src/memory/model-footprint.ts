@@ -3,19 +3,38 @@ import type { Backend, InstanceDevice } from '../backends/backend.ts';
 import type { MemoryGuard } from './memory-guard.ts';
 
 /**
- * The backend, with each model instance's host-memory footprint counted in the memory
- * guard's baseline while it is open: a CPU instance holds its own copy of the weights (about
- * the model file's size), a CUDA instance keeps them in device memory. The same estimate
- * model-loader.ts checks before a version loads; what it misses for the models loaded at
- * start-up is measured by MemoryGuard.settle().
+ * Host memory a model instance's worker thread takes of its own, beyond the session's weights: its
+ * V8 isolate and heap, its stack, Node's per-thread state and its message channel. Measured on the
+ * 2-core development machine (Node 20, onnxruntime-node 1.30) as 9 to 12 MiB for each further
+ * instance of 2x256 MLPs in workers, against 0.5 MiB for the same models run on the event loop
+ * (issue 37). An instance on the event loop (event-loop-instance.ts) has no worker and gives it back.
  */
-export function withModelFootprints(backend: Backend, memory: MemoryGuard): Backend {
+export const INSTANCE_WORKER_BYTES = 12 * 1024 * 1024;
+
+/**
+ * What one open instance holds in host memory by this estimate: its worker thread unless it runs on
+ * the event loop, and a CPU session's own copy of the weights (ONNX Runtime only: a JavaScript
+ * model's code is not weights).
+ */
+function instanceHostBytes(weightsBytes: number, device: InstanceDevice, sessionWeights: boolean, onEventLoop: boolean): number {
+  return (onEventLoop ? 0 : INSTANCE_WORKER_BYTES) + (sessionWeights && device === 'cpu' ? weightsBytes : 0);
+}
+
+/**
+ * The backend, with each model instance's host-memory footprint counted in the memory guard's
+ * baseline while it is open (instanceHostBytes): the same estimate model-loader.ts checks before a
+ * version loads; what it misses for the models loaded at start-up is measured by MemoryGuard.settle().
+ * `sessionWeights`: the backend's CPU instances hold a copy of the model file (ONNX Runtime's do).
+ */
+export function withModelFootprints(backend: Backend, memory: MemoryGuard, sessionWeights: boolean): Backend {
   return {
     ...backend,
     async createInstance(options) {
-      const bytes = options.device === 'cpu' ? (await stat(options.modelPath)).size : 0;
+      const weightsBytes = sessionWeights && options.device === 'cpu' ? (await stat(options.modelPath)).size : 0;
       const loaded = await backend.createInstance(options);
-      const release = memory.holdAtRest(bytes);
+      const release = memory.holdAtRest(
+        instanceHostBytes(weightsBytes, options.device, sessionWeights, loaded.eventLoopRunUs !== undefined),
+      );
       const close = loaded.instance.close.bind(loaded.instance);
       loaded.instance.close = async () => {
         try {
@@ -31,30 +50,42 @@ export function withModelFootprints(backend: Backend, memory: MemoryGuard): Back
 
 /** What one model version's instances take, as the memory guard counts them (withModelFootprints). */
 export interface ModelFootprint {
-  /** Host memory: the weights once per CPU instance, bytes. */
+  /** Host memory: a worker thread per instance, and the weights once per CPU instance of ONNX Runtime, bytes. */
   readonly hostBytes: number;
-  /** Device memory by GPU (CUDA device ordinal): the weights once per instance on it, bytes. */
+  /** Device memory by GPU (device ordinal): the weights once per instance on it, bytes. */
   readonly gpuBytes: ReadonlyMap<number, number>;
-  /** The figures behind it, for messages: `4194304 bytes of weights x 2 CPU instances`. */
+  /** The figures behind it, for messages: `4194304 bytes of weights x 2 CPU instances, and 2 worker threads of 12582912 bytes`. */
   readonly description: string;
 }
 
 /**
- * The footprint of a version whose instances open `weightsBytes` of model file on these devices:
- * the estimate withModelFootprints holds in the memory guard's baseline (a CPU session keeps its own
- * copy of the weights), and on a GPU the weights in device memory. Only ONNX Runtime sessions are
- * counted, as the guard counts them: a JavaScript model's code is not weights.
+ * The footprint of a version whose instances open `weightsBytes` of model file on these devices,
+ * before they open: the estimate withModelFootprints holds in the memory guard's baseline, every
+ * instance in a worker thread (one that lands on the event loop gives its worker's share back once
+ * open: workerShareOf), and on a GPU the weights in device memory. `sessionWeights`: ONNX Runtime
+ * sessions, whose weights are counted; a JavaScript model's code is not weights.
  */
 export function modelFootprint(
   weightsBytes: number,
   instances: readonly { readonly device: InstanceDevice; readonly deviceId: number }[],
-  counted: boolean,
+  sessionWeights: boolean,
 ): ModelFootprint {
-  if (!counted) return { hostBytes: 0, gpuBytes: new Map(), description: 'no ONNX Runtime sessions' };
-  const cpu = instances.filter((i) => i.device === 'cpu').length;
   const gpuBytes = new Map<number, number>();
-  for (const i of instances) if (i.device === 'gpu') gpuBytes.set(i.deviceId, (gpuBytes.get(i.deviceId) ?? 0) + weightsBytes);
+  let hostBytes = 0;
+  for (const i of instances) {
+    hostBytes += instanceHostBytes(weightsBytes, i.device, sessionWeights, false);
+    if (sessionWeights && i.device === 'gpu') gpuBytes.set(i.deviceId, (gpuBytes.get(i.deviceId) ?? 0) + weightsBytes);
+  }
+  const cpu = instances.filter((i) => i.device === 'cpu').length;
   const gpu = instances.length - cpu;
-  const parts = [`${cpu} CPU instance${cpu === 1 ? '' : 's'}`, ...(gpu > 0 ? [`${gpu} GPU instance${gpu === 1 ? '' : 's'}`] : [])];
-  return { hostBytes: weightsBytes * cpu, gpuBytes, description: `${weightsBytes} bytes of weights x ${parts.join(' and ')}` };
+  const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
+  const workers = `${plural(instances.length, 'worker thread')} of ${INSTANCE_WORKER_BYTES} bytes`;
+  if (!sessionWeights) return { hostBytes, gpuBytes, description: `no ONNX Runtime sessions, ${workers}` };
+  const parts = [plural(cpu, 'CPU instance'), ...(gpu > 0 ? [plural(gpu, 'GPU instance')] : [])];
+  return { hostBytes, gpuBytes, description: `${weightsBytes} bytes of weights x ${parts.join(' and ')}, and ${workers}` };
+}
+
+/** Host bytes a version gives back once open, for its instances that run on the event loop (no worker thread). */
+export function workerShareOf(instancesOnEventLoop: number): number {
+  return instancesOnEventLoop * INSTANCE_WORKER_BYTES;
 }

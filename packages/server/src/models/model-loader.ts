@@ -12,7 +12,7 @@ import { fileErrorText, folderOf, resolveInModelFolder } from '../repository/mod
 import { createScheduler, latencyObjectiveNs, type WarmupRun } from '../scheduler/index.ts';
 import type { ExecutionGate, InstanceClaim, RateLimiter } from '../scheduler/rate-limiter.ts';
 import { stringHeapCapacityBytes } from '../memory/element-cost.ts';
-import { modelFootprint } from '../memory/model-footprint.ts';
+import { modelFootprint, workerShareOf, type ModelFootprint } from '../memory/model-footprint.ts';
 import type { MemoryReservation } from '../memory/memory-guard.ts';
 import type { ModelMemoryHold, ModelResidency } from './model-residency.ts';
 import { Errors } from '../errors/errors.ts';
@@ -87,11 +87,22 @@ export async function loadVersion(
   const hold = await options.residency?.reserve(folder.name, String(version), footprint);
   if (options.residency) phase('room', roomStarted);
   try {
-    checkFootprint(folder.name, version, weightsBytes, placements, options);
+    checkFootprint(folder.name, version, footprint, options);
     const sessionStarted = performance.now();
-    const loaded = await openVersion(folder, written, version, options, { base, backend, modelPath, labels, settings, placements });
+    const { loaded, onEventLoop } = await openVersion(folder, written, version, options, {
+      base,
+      backend,
+      modelPath,
+      labels,
+      settings,
+      placements,
+    });
     phase('session', sessionStarted);
-    if (hold) releaseWhenClosed(loaded.instances, hold);
+    if (hold) {
+      // An instance on the event loop closed the worker it loaded in: its share of the footprint is free again.
+      hold.giveBack(workerShareOf(onEventLoop));
+      releaseWhenClosed(loaded.instances, hold);
+    }
     return loaded;
   } catch (error) {
     hold?.release();
@@ -109,14 +120,17 @@ interface VersionPlan {
   readonly placements: readonly Placement[];
 }
 
-/** Opens the instances (the first, then config completion and validation, then the rest) and warms them up. */
+/**
+ * Opens the instances (the first, then config completion and validation, then the rest) and warms
+ * them up; says how many of them run on the event loop (no worker thread).
+ */
 async function openVersion(
   folder: ModelFolder,
   written: ModelConfig | undefined,
   version: number,
   options: LoaderOptions,
   { base, backend, modelPath, labels, settings, placements }: VersionPlan,
-): Promise<LoadedVersion> {
+): Promise<{ loaded: LoadedVersion; onEventLoop: number }> {
   const normalizeOptions = { visibleGpuIds: options.gpuIds };
   // Before any instance starts: a config asking for more than the command line gives fails here.
   const gate = options.rateLimiter?.register(folder.name, String(version), placements.map(claimOf));
@@ -169,7 +183,14 @@ async function openVersion(
     }
     const unapplied = backend.unappliedSettings?.(settings) ?? {};
     for (const [parameter, why] of Object.entries(unapplied)) options.logger.warn({ model: folder.name, version, parameter }, why);
-    return assemble(folder.name, String(version), config, created, options, { unapplied, labels, gate, warmupRuns, initialStateFiles });
+    const loaded = assemble(folder.name, String(version), config, created, options, {
+      unapplied,
+      labels,
+      gate,
+      warmupRuns,
+      initialStateFiles,
+    });
+    return { loaded, onEventLoop: created.filter((c) => c.eventLoopRunUs !== undefined).length };
   } catch (error) {
     gate?.close();
     await Promise.all(created.map((c) => c.instance.close()));
@@ -197,19 +218,16 @@ function releaseWhenClosed(instances: readonly ModelInstance[], hold: ModelMemor
 }
 
 /**
- * Each CPU session holds its own copy of the weights, so a version needs about its file size
- * per CPU instance (GPU instances keep theirs in device memory). A version that would not fit
- * in what the memory budget has left fails to load with the figures, rather than starving the
- * models already serving.
+ * A version needs its footprint of host memory (modelFootprint: each CPU session's copy of the
+ * weights, each instance's worker thread). A version that would not fit in what the memory budget
+ * has left fails to load with the figures, rather than starving the models already serving.
  */
-function checkFootprint(model: string, version: number, fileBytes: number, placements: readonly Placement[], options: LoaderOptions): void {
+function checkFootprint(model: string, version: number, footprint: ModelFootprint, options: LoaderOptions): void {
   if (!options.freeMemoryBytes) return;
-  const cpuInstances = placements.filter((p) => p.device === 'cpu').length;
-  const estimate = fileBytes * cpuInstances;
   const free = options.freeMemoryBytes();
-  if (estimate > free) {
+  if (footprint.hostBytes > free) {
     throw Errors.invalidArg(
-      `model '${model}' version ${version} needs about ${estimate} bytes of host memory (${fileBytes} bytes of weights x ${cpuInstances} CPU instances) ` +
+      `model '${model}' version ${version} needs about ${footprint.hostBytes} bytes of host memory (${footprint.description}) ` +
         `but only ${Math.max(0, free)} bytes of the memory budget (--memory-limit) are free`,
     );
   }

@@ -20,6 +20,7 @@ import type { LoadedVersion } from './loaded-version.ts';
 import type { ModelEntry } from './model-entry.ts';
 import { ModelResidency } from './model-residency.ts';
 import { OnDemandLoads, type OnDemandOptions } from './on-demand-loads.ts';
+import { MODEL_FILTER_FLAG, type ModelFilter } from './model-filter.ts';
 
 export type ModelControlMode = 'none' | 'poll' | 'explicit';
 
@@ -41,6 +42,8 @@ export interface ModelManagerOptions extends LoaderOptions {
   readonly onDemand?: OnDemandOptions;
   /** --model-memory-limit and --model-gpu-memory-limit (per GPU), bytes. @default no limits */
   readonly memoryLimits?: { readonly hostBytes?: number; readonly gpuBytesPerDevice?: number };
+  /** --model-filter: the only models of the repositories this server serves. @default every model */
+  readonly modelFilter?: ModelFilter;
 }
 
 /** What loaded models take, for the metrics. */
@@ -83,7 +86,12 @@ export class ModelManager implements ModelControl {
     sources: readonly ModelSource[],
     private readonly options: ModelManagerOptions,
   ) {
-    this.repositories = new RepositoryScan(sources);
+    const filter = options.modelFilter;
+    const outside = filter && options.startupModels.find((name) => name !== '*' && !filter.admits(name));
+    if (outside !== undefined) {
+      throw new Error(`--load-model '${outside}' is outside ${MODEL_FILTER_FLAG} (${filter!.description}): it would never load`);
+    }
+    this.repositories = new RepositoryScan(sources, filter);
     this.canary = new CanaryControl({
       metrics: options.metrics,
       logger: options.logger,
@@ -210,6 +218,11 @@ export class ModelManager implements ModelControl {
   async load(name: string, parameters: LoadParameters = {}): Promise<void> {
     if (this.options.controlMode !== 'explicit') throw Errors.unavailable(NOT_ALLOWED);
     checkNameToLoad(name);
+    if (!this.repositories.admits(name)) {
+      throw Errors.invalidArg(
+        `failed to load '${name}': this server serves only the models of ${MODEL_FILTER_FLAG} (${this.options.modelFilter!.description})`,
+      );
+    }
     const request = modelLoadRequestOf(parameters, this.options.maxLoadFileBytes ?? DEFAULT_FILE_OVERRIDE_MAX_BYTES);
     const override = request.config === undefined ? undefined : configFromJson(name, request.config);
     let listed: ListedModel;
@@ -288,11 +301,16 @@ export class ModelManager implements ModelControl {
   }
 
   awaitsLoad(name: string): boolean {
-    return this.onDemand !== undefined && this.repositories.found.has(name) && !this.table.isModelReady(name);
+    if (this.onDemand === undefined || this.table.isModelReady(name) || !this.repositories.admits(name)) return false;
+    // A name the last listing did not have may be a model added since: the request looks for it (loadForRequest).
+    return this.repositories.found.has(name) || !this.table.isKnown(name);
   }
 
   async loadForRequest(name: string, timeoutMs?: number): Promise<void> {
     if (!this.onDemand) throw Errors.modelNotReady(name, this.table.unreadyReason(name));
+    // Found by the last listing, or by one look for it alone now; a name no repository has is left to
+    // answer as unknown, without a load or a failure on record.
+    if (!(await this.repositories.find(name))) return;
     await this.onDemand.waitFor(name, timeoutMs);
   }
 
@@ -311,9 +329,9 @@ export class ModelManager implements ModelControl {
   }
 
   /** One load of the model for requests (OnDemandLoads shares it between them); resolves with why it failed. */
-  private loadForRequestNow(name: string): Promise<string | undefined> {
-    const listed = this.repositories.found.get(name);
-    if (!listed) return Promise.resolve(`model '${name}' was not found in any model repository`);
+  private async loadForRequestNow(name: string): Promise<string | undefined> {
+    const listed = await this.repositories.find(name);
+    if (!listed) return `model '${name}' was not found in any model repository`;
     const entry = this.table.entryFor(name);
     // A model pinned at start-up or by a load request stays pinned when a request retries its load.
     if (!entry.wanted) entry.onDemand = true;

@@ -14,6 +14,7 @@ const source = (location: string, names: string[]): ModelSource => ({
   kind: 'local',
   location,
   listModels: async () => names.map(listed),
+  findModel: async (name) => (names.includes(name) ? listed(name) : undefined),
   list: () => Promise.reject(new Error('not used')),
 });
 const version = (modelName: string, v: string) => ({ modelName, version: v, config: { name: modelName } }) as unknown as LoadedVersion;

@@ -1,9 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import { modelFootprint } from '../memory/model-footprint.ts';
+import { INSTANCE_WORKER_BYTES, modelFootprint, workerShareOf, type ModelFootprint } from '../memory/model-footprint.ts';
 import { ModelResidency, type EvictionHost, type ModelMemoryHold } from './model-residency.ts';
 
-const cpu = (bytes: number) => modelFootprint(bytes, [{ device: 'cpu', deviceId: 0 }], true);
-const gpu = (bytes: number, deviceId: number) => modelFootprint(bytes, [{ device: 'gpu', deviceId }], true);
+/** Footprints of these sizes (the residency's arithmetic, not modelFootprint's estimate, is under test here). */
+const cpu = (bytes: number): ModelFootprint => ({
+  hostBytes: bytes,
+  gpuBytes: new Map(),
+  description: `${bytes} bytes of weights x 1 CPU instance`,
+});
+const gpu = (bytes: number, deviceId: number): ModelFootprint => ({
+  hostBytes: 0,
+  gpuBytes: new Map([[deviceId, bytes]]),
+  description: `${bytes} bytes of weights x 0 CPU instances and 1 GPU instance`,
+});
 
 interface FakeModel {
   lastUse: number;
@@ -114,5 +123,47 @@ describe('ModelResidency', () => {
       [0, 80],
       [1, 50],
     ]);
+  });
+
+  it('takes back what a version gives back once open, and no more than it holds', async () => {
+    const models: Record<string, FakeModel> = {};
+    const residency = new ModelResidency({ hostBytes: 300, roomWaitMs: 1000 }, fakeHost(models));
+    const hold = await residency.reserve('m', '1', cpu(200));
+    hold.giveBack(50);
+    expect(residency.hostBytes).toBe(150);
+    // The room given back takes another model without an eviction.
+    await load(residency, models, 'other', 150);
+    hold.giveBack(1000);
+    expect(residency.hostBytes).toBe(150);
+    hold.release();
+    expect(residency.hostBytes).toBe(150);
+  });
+});
+
+describe('modelFootprint: what a version counts against --model-memory-limit', () => {
+  it("counts each instance's worker thread beside each CPU session's weights", () => {
+    const two = modelFootprint(
+      1000,
+      [
+        { device: 'cpu', deviceId: 0 },
+        { device: 'cpu', deviceId: 0 },
+      ],
+      true,
+    );
+    expect(two.hostBytes).toBe(2 * 1000 + 2 * INSTANCE_WORKER_BYTES);
+    expect(two.description).toBe(`1000 bytes of weights x 2 CPU instances, and 2 worker threads of ${INSTANCE_WORKER_BYTES} bytes`);
+  });
+
+  it('keeps GPU weights on the GPU and a JavaScript model at its workers, and gives a worker back per instance on the event loop', () => {
+    const onGpu = modelFootprint(1000, [{ device: 'gpu', deviceId: 1 }], true);
+    expect(onGpu.hostBytes).toBe(INSTANCE_WORKER_BYTES);
+    expect([...onGpu.gpuBytes]).toEqual([[1, 1000]]);
+    const js = modelFootprint(1000, [{ device: 'cpu', deviceId: 0 }], false);
+    expect(js).toEqual({
+      hostBytes: INSTANCE_WORKER_BYTES,
+      gpuBytes: new Map(),
+      description: `no ONNX Runtime sessions, 1 worker thread of ${INSTANCE_WORKER_BYTES} bytes`,
+    });
+    expect(workerShareOf(2)).toBe(2 * INSTANCE_WORKER_BYTES);
   });
 });

@@ -32,6 +32,8 @@ export interface EvictionHost {
 
 /** Memory held for one version from the start of its load until its instances have closed. */
 export interface ModelMemoryHold {
+  /** Gives part of the host memory back (what the version turned out not to need); at most what is held. */
+  giveBack(hostBytes: number): void;
   /** Gives it back; later calls do nothing. */
   release(): void;
 }
@@ -134,15 +136,24 @@ export class ModelResidency {
   private hold(model: string, footprint: ModelFootprint): ModelMemoryHold {
     let own = this.byModel.get(model);
     if (!own) this.byModel.set(model, (own = { host: 0, gpu: new Map() }));
-    addInto(this.held, footprint, 1);
-    addInto(own, footprint, 1);
+    const mine: Held = { host: footprint.hostBytes, gpu: new Map(footprint.gpuBytes) };
+    const counted = { hostBytes: mine.host, gpuBytes: mine.gpu };
+    addInto(this.held, counted, 1);
+    addInto(own, counted, 1);
     let released = false;
     return {
+      giveBack: (hostBytes) => {
+        const bytes = released ? 0 : Math.min(Math.max(0, hostBytes), mine.host);
+        mine.host -= bytes;
+        this.held.host -= bytes;
+        own.host -= bytes;
+      },
       release: () => {
         if (released) return;
         released = true;
-        addInto(this.held, footprint, -1);
-        addInto(own, footprint, -1);
+        const left = { hostBytes: mine.host, gpuBytes: mine.gpu };
+        addInto(this.held, left, -1);
+        addInto(own, left, -1);
         if (own.host === 0 && [...own.gpu.values()].every((b) => b === 0)) this.byModel.delete(model);
       },
     };

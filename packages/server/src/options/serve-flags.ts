@@ -262,6 +262,15 @@ export const SERVE_FLAGS = [
       "explicit mode, or any mode with --load-on-demand: a model to load at start-up ('*' for all), never evicted; repeat for several",
   },
   {
+    flag: '--model-filter',
+    value: '<names>',
+    kind: 'list',
+    default: [],
+    sets: 'modelFilter',
+    meaning:
+      "serve only these models of the repositories: names and prefixes ending in * (resnet50,bert-*), comma-separated or repeated; any other model is never loaded and answers as unknown, and the repository index lists only these (a fleet's groups share one repository this way)",
+  },
+  {
     flag: '--load-on-demand',
     value: '[bool]',
     kind: 'bool',

@@ -23,6 +23,8 @@ export interface ServerOptions {
   readonly repositoryPollSecs?: number;
   /** explicit mode: models to load at start-up ('*' = all). */
   readonly loadModels?: readonly string[];
+  /** --model-filter: the models (names, prefixes ending in *) this server serves of its repositories. @default every model */
+  readonly modelFilter?: readonly string[];
   /** Requests load the models they name that are not loaded (and wait), in every control mode. */
   readonly loadOnDemand?: boolean;
   /** How long a request waits for its model to load, ms (its own timeout bounds it instead). */

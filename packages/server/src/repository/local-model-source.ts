@@ -21,12 +21,21 @@ export class LocalModelSource implements ModelSource {
       .filter((e) => e.isDirectory() && !e.name.startsWith('.'))
       .map((e) => e.name)
       .sort()
-      .map((name) => ({
-        name,
-        localize: () => readModelFolder(join(this.location, name), name),
-        prune: async () => undefined,
-        modelRelative: (message: string) => modelRelativeMessage(message, name, childForms(repository, name)),
-      }));
+      .map((name) => this.listed(name, repository));
+  }
+
+  async findModel(name: string): Promise<ListedModel | undefined> {
+    const found = await stat(join(this.location, name)).catch(() => undefined);
+    return found?.isDirectory() ? this.listed(name, await folderForms(this.location)) : undefined;
+  }
+
+  private listed(name: string, repository: readonly string[]): ListedModel {
+    return {
+      name,
+      localize: () => readModelFolder(join(this.location, name), name),
+      prune: async () => undefined,
+      modelRelative: (message: string) => modelRelativeMessage(message, name, childForms(repository, name)),
+    };
   }
 
   async list(): Promise<RepositorySnapshot> {

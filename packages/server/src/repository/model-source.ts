@@ -37,6 +37,12 @@ export interface ModelSource {
   /** One look at the repository's model folders, nothing downloaded (S3: one ListObjectsV2 pass). */
   listModels(): Promise<ListedModel[]>;
   /**
+   * One look for one model folder, for a request naming a model the last listing did not have
+   * (--load-on-demand); undefined when the repository has none of that name (S3: one ListObjectsV2
+   * under its prefix). `name` is a valid folder name (checkModelName).
+   */
+  findModel(name: string): Promise<ListedModel | undefined>;
+  /**
    * One look at every file of the repository, with sizes and fingerprints (keys, sizes and
    * ETags; a local file's mtime stands in for an ETag): what promotion reads versions from.
    */

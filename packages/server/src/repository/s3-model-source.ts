@@ -73,7 +73,16 @@ export class S3ModelSource implements ModelSource {
   async listModels(): Promise<ListedModel[]> {
     const snapshot = await this.list();
     const cache = await folderForms(this.options.cacheDir);
-    return snapshot.models.map((listing) => ({
+    return snapshot.models.map((listing) => this.listed(listing, cache));
+  }
+
+  async findModel(name: string): Promise<ListedModel | undefined> {
+    const listing = await this.listing.listModel(name);
+    return listing && this.listed(listing, await folderForms(this.options.cacheDir));
+  }
+
+  private listed(listing: ModelListing, cache: readonly string[]): ListedModel {
+    return {
       name: listing.name,
       localize: () => this.localizeSelected(listing),
       prune: (keep: readonly number[], loaded?: readonly number[]) => this.prune(listing.name, keep, loaded),
@@ -84,7 +93,7 @@ export class S3ModelSource implements ModelSource {
           `s3://${this.target.bucket}/${this.target.prefix}${listing.name}`,
           `${this.location.replace(/\/+$/, '')}/${listing.name}`,
         ]),
-    }));
+    };
   }
 
   /** config.pbtxt of a model, or undefined when it has none. */

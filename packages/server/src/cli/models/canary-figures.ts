@@ -56,10 +56,12 @@ export function metricsEndpointSource(urls: readonly string[], fetchTimeoutMs = 
 
 /**
  * CloudWatch (the EMF metrics of every task): the servers' own verdicts, CanaryRollbacks summed
- * over [ServiceName, Model] since the step began. EMF lines carry no version dimension, so the
- * per-version comparison is the one each task made; the figures here stay empty.
+ * over [ServiceName, Model] since the step began, over every ServiceName given (a stack's model
+ * groups each write their own; only the group serving the model has its series). EMF lines carry no
+ * version dimension, so the per-version comparison is the one each task made; the figures here stay
+ * empty.
  */
-export function cloudWatchSource(options: { region: string; serviceName: string; client?: CloudWatchClient }): FiguresSource {
+export function cloudWatchSource(options: { region: string; serviceNames: readonly string[]; client?: CloudWatchClient }): FiguresSource {
   const client = options.client ?? new CloudWatchClient({ region: options.region });
   return {
     cumulative: false,
@@ -71,26 +73,24 @@ export function cloudWatchSource(options: { region: string; serviceName: string;
         new GetMetricDataCommand({
           StartTime: start,
           EndTime: end,
-          MetricDataQueries: [
-            {
-              Id: 'rollbacks',
-              MetricStat: {
-                Metric: {
-                  Namespace: EMF_NAMESPACE,
-                  MetricName: EMF_METRICS.canaryRollbacks.name,
-                  Dimensions: [
-                    { Name: EMF_DIMENSIONS.serviceName, Value: options.serviceName },
-                    { Name: EMF_DIMENSIONS.model, Value: model },
-                  ],
-                },
-                Period: 60,
-                Stat: 'Sum',
+          MetricDataQueries: options.serviceNames.map((serviceName, i) => ({
+            Id: `rollbacks${i}`,
+            MetricStat: {
+              Metric: {
+                Namespace: EMF_NAMESPACE,
+                MetricName: EMF_METRICS.canaryRollbacks.name,
+                Dimensions: [
+                  { Name: EMF_DIMENSIONS.serviceName, Value: serviceName },
+                  { Name: EMF_DIMENSIONS.model, Value: model },
+                ],
               },
+              Period: 60,
+              Stat: 'Sum',
             },
-          ],
+          })),
         }),
       );
-      const values = result.MetricDataResults?.find((r) => r.Id === 'rollbacks')?.Values ?? [];
+      const values = (result.MetricDataResults ?? []).flatMap((r) => r.Values ?? []);
       return { stable: NO_FIGURES, canary: NO_FIGURES, rollbacks: values.reduce((t, v) => t + v, 0) };
     },
   };

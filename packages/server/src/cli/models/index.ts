@@ -205,8 +205,8 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
         ),
       )
       .option(
-        '--service-name <name>',
-        'the ServiceName dimension of the EMF metrics (--cloudwatch-service-name of the servers)',
+        '--service-name <names>',
+        "the ServiceName dimension of the EMF metrics (--cloudwatch-service-name of the servers); comma-separated for a stack's model groups (its MetricsServiceNames output): the model's rollbacks are summed over them",
         'batchwise',
       )
       .addOption(new Option('--stickiness <source>', 'where a stickiness key comes from').choices(['header', 'parameter', 'none']))
@@ -263,7 +263,13 @@ export function modelsCommand(io: ModelsCommandIO = {}): Command {
         }
         const source =
           flags.region !== undefined
-            ? cloudWatchSource({ region: flags.region, serviceName: flags.serviceName })
+            ? cloudWatchSource({
+                region: flags.region,
+                serviceNames: flags.serviceName
+                  .split(',')
+                  .map((name) => name.trim())
+                  .filter(Boolean),
+              })
             : metricsEndpointSource(flags.metricsUrl!);
         const change = await runCanarySteps({
           ...base,
