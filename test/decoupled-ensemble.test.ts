@@ -244,9 +244,9 @@ describe('cancellation reaches every step, counted CANCELED once', () => {
     const before = { ensemble: await counts('queued_pipeline'), streamer: await counts(PATIENT), slow: await counts('slow_int32') };
     await log(PATIENT);
     await cancel();
-    await waitFor(async () => (await counts('queued_pipeline')).canceled === before.ensemble.canceled + 1, 10_000, 'the ensemble CANCELED');
-    await waitFor(async () => (await counts(PATIENT)).canceled === before.streamer.canceled + 1, 10_000, 'the decoupled step CANCELED');
-    await waitFor(async () => (await counts('slow_int32')).canceled === before.slow.canceled + 1, 10_000, 'the queued step CANCELED');
+    await waitFor(async () => (await counts('queued_pipeline')).canceled === before.ensemble.canceled + 1, 30_000, 'the ensemble CANCELED');
+    await waitFor(async () => (await counts(PATIENT)).canceled === before.streamer.canceled + 1, 30_000, 'the decoupled step CANCELED');
+    await waitFor(async () => (await counts('slow_int32')).canceled === before.slow.canceled + 1, 30_000, 'the queued step CANCELED');
     const after = { ensemble: await counts('queued_pipeline'), slow: await counts('slow_int32') };
     expect(after.ensemble).toMatchObject({ failures: before.ensemble.failures + 1, pending: 0 });
     expect(after.slow).toMatchObject({ pending: 0, executions: before.slow.executions });
@@ -257,7 +257,7 @@ describe('cancellation reaches every step, counted CANCELED once', () => {
     ]);
   }
   const queued = () =>
-    waitFor(async () => (await metric('nv_inference_pending_request_count', 'slow_int32')) === 1, 10_000, 'the step queued');
+    waitFor(async () => (await metric('nv_inference_pending_request_count', 'slow_int32')) === 1, 30_000, 'the step queued');
 
   it('HTTP generate_stream closed', async () => {
     await cancelled(async () => {
