@@ -27,7 +27,8 @@ describe('batchwise doctor', () => {
       // ORT's log line: "\x1b[1;31m<time> [E:onnxruntime:onnxruntime-node, provider_bridge_ort.cc:...] ... Failed to load library ..."
       expect(run.stderr).not.toMatch(/onnxruntime|provider_bridge|\u001b\[/);
       expect(run.stdout).not.toMatch(/provider_bridge|\u001b\[/);
-      const cuda = run.stdout.split('\n').filter((line) => line.includes('libonnxruntime_providers_shared.so'));
+      // The TensorRT row names the same missing library: the CUDA provider's own row says it once.
+      const cuda = run.stdout.split('\n').filter((line) => /^\S+ +cuda-execution-provider /.test(line));
       expect(cuda).toEqual([
         expect.stringMatching(
           /^(warn|FAIL) +cuda-execution-provider +KIND_GPU requires the CUDA execution provider, which could not be used: .*onnxruntime-node was installed without its CUDA provider: .* has no libonnxruntime_providers_shared\.so/,

@@ -222,7 +222,9 @@ instance_group [ { kind: KIND_CPU count: 16 } ]`;
       const { json } = await postJson(`${server.url}/v2/repository/index`, {});
       const row = json.find((r: { name: string }) => r.name === 'big');
       expect(row.state).toBe('UNAVAILABLE');
-      expect(row.reason).toMatch(/needs about \d+ bytes of host memory .* x 16 CPU instances\) but only \d+ bytes of the memory budget/);
+      expect(row.reason).toMatch(
+        /needs about \d+ bytes of host memory .* x 16 CPU instances, and 16 worker threads of \d+ bytes\) but only \d+ bytes of the memory budget/,
+      );
       expect((await fetch(`${server.url}/v2/models/small/ready`)).status).toBe(200);
     } finally {
       await server.close();

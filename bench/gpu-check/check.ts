@@ -22,6 +22,7 @@ import { measure, type WindowOptions } from '@batchwise/client/load';
 import { mlp } from '@batchwise/modelgen/models';
 import { writeModel } from '@batchwise/modelgen/graph-builder';
 import { mulberry32, uniformFloat32 } from '@batchwise/modelgen/prng';
+import { INSTANCE_WORKER_BYTES } from '@batchwise/server/test-support/model-footprint.ts';
 import { EPHEMERAL_PORT_FLAGS, spawnServer, type ServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { addModel, fp32Config, inferRequest } from '../src/workload.ts';
 import { gpuMemoryUsedBytes, missingForVulkan, processGpuMemoryBytes, runTool } from './host.ts';
@@ -477,8 +478,10 @@ async function main(args: Args): Promise<number> {
       });
     }
     const one = new Float32Array(width);
-    // Room for one model's weights, not two: loading the second must evict the first.
-    const roomy = Math.floor(modelBytes * 1.5);
+    // What the limit counts of a model: on the GPU its weights; on the CPU its worker thread too.
+    const counted = args.rehearse ? modelBytes + INSTANCE_WORKER_BYTES : modelBytes;
+    // Room for one model, not two: loading the second must evict the first.
+    const roomy = Math.floor(counted * 1.5);
     const evicting = await startServer(args, limitRepo, ['--load-on-demand', limitFlag, String(roomy)]);
     try {
       const base = await gpuMemoryUsedBytes();
@@ -489,7 +492,7 @@ async function main(args: Args): Promise<number> {
       const withB = await gpuMemoryUsedBytes();
       const index = (await getJson(`${evicting.httpUrl.replace(/\/$/, '')}/v2/repository/index`)) as unknown;
       const evicted = evicting.logs.filter((l) => String(l['msg']).startsWith('model evicted'));
-      r.lines.push(`Limit ${roomy} bytes (1.5 x ${modelBytes} bytes of weights), --load-on-demand:`);
+      r.lines.push(`Limit ${roomy} bytes (1.5 x ${counted} bytes counted of a model), --load-on-demand:`);
       r.lines.push(
         `- GPU memory used: ${base} before, ${withA} with gpu_a (+${(withA ?? 0) - (base ?? 0)}), ${withB} after gpu_b's load (+${(withB ?? 0) - (base ?? 0)} from the start)`,
       );
@@ -504,15 +507,15 @@ async function main(args: Args): Promise<number> {
     } finally {
       await evicting.stop();
     }
-    const tight = Math.floor(modelBytes / 2);
+    const tight = Math.floor(counted / 2);
     const refusing = await startServer(args, limitRepo, ['--load-on-demand', limitFlag, String(tight)]);
     try {
       const refusal = await inferJson(refusing.httpUrl, 'gpu_a', one, width).then(
         () => undefined,
         (error: Error) => error.message,
       );
-      r.lines.push('', `Limit ${tight} bytes (half the weights): ${refusal ?? 'gpu_a loaded and answered'}`);
-      if (!refusal?.includes(limitFlag)) throw new Error(`a limit of half gpu_a's weights did not refuse it: ${refusal ?? 'it answered'}`);
+      r.lines.push('', `Limit ${tight} bytes (half of what a model counts): ${refusal ?? 'gpu_a loaded and answered'}`);
+      if (!refusal?.includes(limitFlag)) throw new Error(`a limit of half gpu_a's count did not refuse it: ${refusal ?? 'it answered'}`);
     } finally {
       await refusing.stop();
     }

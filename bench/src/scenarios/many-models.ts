@@ -2,6 +2,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { HttpClient } from '@batchwise/client';
 import { summarize, type LatencySummary } from '@batchwise/client/load';
 import { mlp, mulberry32 } from '@batchwise/modelgen';
+import { INSTANCE_WORKER_BYTES } from '@batchwise/server/test-support/model-footprint.ts';
 import { startServerProcess, type ServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { environment, table, writeResult } from '../report.ts';
 import { benchRepository, cachedModel, fp32Config, type RepositoryEntry } from '../workload.ts';
@@ -89,10 +90,12 @@ export async function runManyModels(options: ManyModelsOptions): Promise<ManyMod
   }
   const repo = await benchRepository('many-models', entries);
   const weights = (await stat(files[0]!)).size;
-  const limit = Math.floor((weights * options.models) / MANY_MODELS.overLimit);
+  // What the limit counts of a model: its weights and its instance's worker thread.
+  const footprint = weights + INSTANCE_WORKER_BYTES;
+  const limit = Math.floor((footprint * options.models) / MANY_MODELS.overLimit);
   log(
-    `${options.models} models of ${(weights / 2 ** 20).toFixed(1)} MiB (${((weights * options.models) / 2 ** 20).toFixed(0)} MiB together), ` +
-      `--model-memory-limit ${(limit / 2 ** 20).toFixed(1)} MiB (${Math.floor(limit / weights)} models); ${options.clients} clients, Zipf(${MANY_MODELS.zipf}), ${options.durationMs / 1000} s each`,
+    `${options.models} models of ${(weights / 2 ** 20).toFixed(1)} MiB and a worker (${((footprint * options.models) / 2 ** 20).toFixed(0)} MiB together), ` +
+      `--model-memory-limit ${(limit / 2 ** 20).toFixed(1)} MiB (${Math.floor(limit / footprint)} models); ${options.clients} clients, Zipf(${MANY_MODELS.zipf}), ${options.durationMs / 1000} s each`,
   );
   const configs = [
     { config: 'on-demand', args: ['--load-on-demand', '--model-memory-limit', String(limit)], unloadAfter: false },

@@ -13,11 +13,22 @@ export function arbitraryModelConfig(options: { maxLength?: number } = {}): fc.A
   const type = modelConfigType();
   return arbitraryMessage(type, maxLength).map((config) => ({
     ...config,
+    ...withoutAccelerators(config.optimization),
     name: (config.name as string | undefined) ?? '',
     max_batch_size: (config.max_batch_size as number | undefined) ?? 0,
     input: (config.input as ModelConfig['input'] | undefined) ?? [],
     output: (config.output as ModelConfig['output'] | undefined) ?? [],
   }));
+}
+
+/**
+ * The parser checks execution accelerators' names and parameters against what ONNX Runtime for
+ * Node.js has (config/execution-accelerators.ts, tested there): arbitrary ones are left out.
+ */
+function withoutAccelerators(optimization: unknown): { optimization?: Record<string, unknown> } {
+  if (typeof optimization !== 'object' || optimization === null) return {};
+  const { execution_accelerators: _, ...rest } = optimization as Record<string, unknown>;
+  return { optimization: rest };
 }
 
 function arbitraryMessage(type: protobuf.Type, maxLength: number): fc.Arbitrary<Record<string, unknown>> {

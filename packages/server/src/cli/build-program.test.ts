@@ -31,6 +31,7 @@ const VALUES: Readonly<Record<string, string>> = {
   '<n>': '3',
   '<name>': 'simple',
   '<name>:<count>[:<device>]': 'R1:2',
+  '<names>': 'simple,text_*',
   '<path>': 'examples/model_repository',
   '<percent>': '20',
   '<port>': '8080',
