@@ -19,7 +19,7 @@ import { RepositoryScan } from './repository-scan.ts';
 import type { LoadedVersion } from './loaded-version.ts';
 import type { ModelEntry } from './model-entry.ts';
 import { ModelResidency } from './model-residency.ts';
-import { OnDemandLoads, type OnDemandOptions } from './on-demand-loads.ts';
+import { OnDemandLoads, UNLOADED_REASON, type OnDemandOptions } from './on-demand-loads.ts';
 import { MODEL_FILTER_FLAG, type ModelFilter } from './model-filter.ts';
 
 export type ModelControlMode = 'none' | 'poll' | 'explicit';
@@ -286,7 +286,7 @@ export class ModelManager implements ModelControl {
     const entry = this.table.get(name);
     if (!entry) throw Errors.invalidArg(`failed to unload '${name}', no version is available`);
     const steps = new Set([...entry.serving.values()].flatMap((s) => s.loaded.ensemble?.steps.map((step) => step.modelName) ?? []));
-    const { drained } = await this.lifecycle.unload(entry, 'unloaded');
+    const { drained } = await this.lifecycle.unload(entry, UNLOADED_REASON);
     const unloads = [drained];
     if (options.unloadDependents) {
       const stillUsed = new Set(this.table.loadedVersions().flatMap((v) => v.ensemble?.steps.map((step) => step.modelName) ?? []));

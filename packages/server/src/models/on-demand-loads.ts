@@ -17,6 +17,9 @@ export interface OnDemandHost {
   observeWait(seconds: number): void;
 }
 
+/** The reason a model unloaded by a request (POST .../unload) is unready. */
+export const UNLOADED_REASON = 'unloaded';
+
 /** The longest back-off between tries of a model that keeps failing to load. */
 export const MAX_RETRY_MS = 10 * 60_000;
 
@@ -92,7 +95,7 @@ export class OnDemandLoads {
     load = this.host
       .load(name)
       .then(
-        (failure) => failure ?? this.host.unready(name),
+        (failure) => failure ?? this.unreadyAfterLoad(name),
         (error: unknown) => (error instanceof Error ? error.message : String(error)),
       )
       .then((failure) => {
@@ -102,6 +105,15 @@ export class OnDemandLoads {
       .finally(() => this.loading.delete(name));
     this.loading.set(name, load);
     return load;
+  }
+
+  /**
+   * Why a model whose load succeeded cannot serve: a failure to back off from, unless a request
+   * unloaded it meanwhile, which is no fault of the load (the requests waiting load it again).
+   */
+  private unreadyAfterLoad(name: string): string | undefined {
+    const reason = this.host.unready(name);
+    return reason === UNLOADED_REASON ? undefined : reason;
   }
 
   private recordFailure(name: string, reason: string): void {
