@@ -239,42 +239,32 @@ class S3Store implements RepositoryStore {
   }
 
   async replaceConfig(model: string, text: string, revision: string): Promise<string> {
-    const body = Buffer.from(text, 'utf8');
-    const put = await this.client.send(
-      new PutObjectCommand({
-        Bucket: this.target.bucket,
-        Key: this.key(model, 'config.pbtxt'),
-        Body: body,
-        ContentLength: body.length,
-        ContentMD5: createHash('md5').update(body).digest('base64'),
-        ContentType: 'text/plain; charset=utf-8',
-        // Conditional write (S3 since 2024): a concurrent promotion makes this fail instead of
-        // silently losing one of the two. Servers without conditional writes ignore it.
-        IfMatch: `"${revision}"`,
-      }),
-    );
+    // Conditional write (S3 since 2024): a concurrent promotion makes this fail instead of
+    // silently losing one of the two. Servers without conditional writes ignore it.
+    const put = await this.client.send(this.putConfig(model, text, { IfMatch: `"${revision}"` }));
     return unquoteEtag(put.ETag) || (await this.readConfig(model))!.revision;
+  }
+
+  /** The PUT of a model's config.pbtxt, on the condition given. */
+  private putConfig(model: string, text: string, condition: { IfMatch: string } | { IfNoneMatch: '*' }): PutObjectCommand {
+    const body = Buffer.from(text, 'utf8');
+    return new PutObjectCommand({
+      Bucket: this.target.bucket,
+      Key: this.key(model, 'config.pbtxt'),
+      Body: body,
+      ContentLength: body.length,
+      ContentMD5: createHash('md5').update(body).digest('base64'),
+      ContentType: 'text/plain; charset=utf-8',
+      ...condition,
+    });
   }
 
   async createConfig(model: string, text: string): Promise<string> {
     // S3-compatible servers without conditional writes ignore If-None-Match: look first as well.
     if ((await this.readConfig(model)) !== undefined) throw configAppeared(model);
-    const body = Buffer.from(text, 'utf8');
-    const put = await this.client
-      .send(
-        new PutObjectCommand({
-          Bucket: this.target.bucket,
-          Key: this.key(model, 'config.pbtxt'),
-          Body: body,
-          ContentLength: body.length,
-          ContentMD5: createHash('md5').update(body).digest('base64'),
-          ContentType: 'text/plain; charset=utf-8',
-          IfNoneMatch: '*',
-        }),
-      )
-      .catch((error: unknown) => {
-        throw isPreconditionFailed(error) ? configAppeared(model) : error;
-      });
+    const put = await this.client.send(this.putConfig(model, text, { IfNoneMatch: '*' })).catch((error: unknown) => {
+      throw isPreconditionFailed(error) ? configAppeared(model) : error;
+    });
     return unquoteEtag(put.ETag) || (await this.readConfig(model))!.revision;
   }
 
