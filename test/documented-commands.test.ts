@@ -106,8 +106,12 @@ const PLACEHOLDERS: readonly { readonly shown: string; readonly becomes: (w: Wor
   { shown: 'model.onnx', becomes: (w) => join(w.work, 'model.onnx') },
 ];
 
-/** tune's flags appended to the documented ones (the later flag wins): two candidates, measured briefly. */
-const TUNE_OVERRIDE = '--budget 1m --max-candidates 2 --concurrency 1,2 --window-ms 500 --max-windows 1';
+/**
+ * tune's flags appended to the documented ones (the later flag wins): two candidates, measured briefly,
+ * and an objective that a saturated 2-core CI host meets (the docs' 50ms was missed there by 1 ms of p99
+ * in a 500 ms window, while the server's own p99 was 10-25 ms): the command running is what is tested.
+ */
+const TUNE_OVERRIDE = '--budget 1m --max-candidates 2 --concurrency 1,2 --window-ms 500 --max-windows 1 --latency-objective 2s';
 
 /**
  * Pages that are one walkthrough: their blocks run in page order, as a reader pastes them, each block
