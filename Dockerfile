@@ -45,7 +45,8 @@ FROM node:22-bookworm-slim AS node
 # ---- webgpu: Node 22 and the Vulkan loader, no CUDA or cuDNN ----
 # libonnxruntime.so.1 of onnxruntime-node carries the WebGPU execution provider (Dawn on Vulkan);
 # the host's NVIDIA driver brings the Vulkan driver, which the NVIDIA container runtime mounts
-# (nvidia_icd.json, libGLX_nvidia) only when the driver capabilities include graphics.
+# (nvidia_icd.json, libGLX_nvidia, libEGL_nvidia) only when the driver capabilities include graphics.
+# Without a display the server uses libEGL_nvidia (docs/gpu-accelerators.md, "Without a display").
 FROM node:22-bookworm-slim AS webgpu
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libvulkan1 \

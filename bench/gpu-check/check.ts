@@ -22,6 +22,7 @@ import { measure, type WindowOptions } from '@batchwise/client/load';
 import { mlp } from '@batchwise/modelgen/models';
 import { writeModel } from '@batchwise/modelgen/graph-builder';
 import { mulberry32, uniformFloat32 } from '@batchwise/modelgen/prng';
+import { useHeadlessVulkanDrivers } from '@batchwise/server/backends/headless-vulkan.ts';
 import { INSTANCE_WORKER_BYTES } from '@batchwise/server/test-support/model-footprint.ts';
 import { EPHEMERAL_PORT_FLAGS, spawnServer, type ServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { addModel, fp32Config, inferRequest } from '../src/workload.ts';
@@ -273,6 +274,10 @@ async function main(args: Args): Promise<number> {
   if (args.rehearse)
     report.facts.push('- REHEARSAL on the CPU (--rehearse-on-cpu): KIND_CPU models, --model-memory-limit; not a GPU result');
   report.facts.push(`- tolerance against ONNX Runtime's CPU run: |gpu - cpu| <= ${ATOL} + ${RTOL} * |cpu| (FP32)`);
+  // As `serve` does; the probe and the server inherit VK_DRIVER_FILES from here.
+  const headless = useHeadlessVulkanDrivers();
+  if (headless)
+    report.facts.push(`- no display: the NVIDIA Vulkan driver through ${headless.library}, not ${headless.replaces}'s GLX library`);
   report.facts.push(
     `- VK_DRIVER_FILES=${process.env['VK_DRIVER_FILES'] ?? '(unset)'}; LD_LIBRARY_PATH=${process.env['LD_LIBRARY_PATH'] ?? '(unset)'}`,
   );

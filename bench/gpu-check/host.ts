@@ -1,7 +1,8 @@
 /** What the GPU check reads off its host: nvidia-smi, the Vulkan loader and ICD, the GPU device files. */
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { readdirSync } from 'node:fs';
+import { glxDriverWithoutDisplay } from '@batchwise/server/backends/headless-vulkan.ts';
+import { vulkanMissing, vulkanSetup } from '@batchwise/server/backends/vulkan-detect.ts';
 
 /** A command's output, or the reason it gave none; never throws. */
 export function runTool(command: string, args: readonly string[], timeoutMs = 15_000): Promise<{ ok: boolean; text: string }> {
@@ -33,18 +34,6 @@ export async function processGpuMemoryBytes(pid: number): Promise<number | undef
   return undefined;
 }
 
-/** Where a shared library would be found: LD_LIBRARY_PATH's folders, then ldconfig's cache. */
-async function findLibrary(name: string): Promise<string | undefined> {
-  for (const dir of (process.env['LD_LIBRARY_PATH'] ?? '').split(':').filter(Boolean))
-    if (existsSync(join(dir, name))) return join(dir, name);
-  const cache = await runTool('ldconfig', ['-p']);
-  return cache.text
-    .split('\n')
-    .find((line) => line.includes(name))
-    ?.split('=>')[1]
-    ?.trim();
-}
-
 /**
  * What a WebGPU adapter on Vulkan needs that this host lacks, in words: the names in the message
  * the check fails with when ONNX Runtime finds no adapter.
@@ -59,10 +48,10 @@ export async function missingForVulkan(): Promise<string[]> {
   }
   if (devices.length === 0) missing.push('an NVIDIA GPU (no /dev/nvidia<N> device file)');
   if (!(await runTool('nvidia-smi', ['-L'])).ok) missing.push('the NVIDIA driver (nvidia-smi does not run)');
-  if (!(await findLibrary('libvulkan.so.1')))
-    missing.push('the Vulkan loader libvulkan.so.1 (Debian libvulkan1: the pack brings it, run.sh unpacks it)');
-  const icd = process.env['VK_DRIVER_FILES'];
-  if (!icd) missing.push("the NVIDIA driver's Vulkan ICD (no nvidia_icd.json found; set VK_DRIVER_FILES to it)");
-  else if (!existsSync(icd)) missing.push(`the Vulkan ICD file VK_DRIVER_FILES names (${icd} does not exist)`);
+  const setup = vulkanSetup();
+  const vulkan = vulkanMissing(setup);
+  if (vulkan) missing.push(vulkan);
+  const headless = glxDriverWithoutDisplay();
+  if (headless) missing.push(headless);
   return missing;
 }

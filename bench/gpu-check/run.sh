@@ -2,8 +2,7 @@
 # The GPU check from its pack (bench/gpu-check/pack.ts), on a host with an NVIDIA driver and no Node:
 #   bash .gpu-pack/run.sh            results in $OUT/gpu-check.md (or the pack's out/ when OUT is unset)
 # Unpacks Node and libonnxruntime.so.1 into a folder of /tmp, the Vulkan loader (Debian's libvulkan1)
-# beside them, names the NVIDIA driver's Vulkan ICD in VK_DRIVER_FILES and runs the check with that
-# Node. Arguments go to the check (check.ts: --quick, --timeout-secs N).
+# beside them, and runs the check with that Node. Arguments go to the check (check.ts: --quick, --timeout-secs N).
 set -u
 PACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 OUT="${OUT:-$PACK/out}"
@@ -31,16 +30,16 @@ else
   say "the pack has no Vulkan loader (libvulkan1_amd64.deb); using the host's, if any"
 fi
 
-if [ -z "${VK_DRIVER_FILES:-}" ]; then
-  for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
-    if [ -f "$icd" ]; then export VK_DRIVER_FILES="$icd"; break; fi
-  done
-fi
-# The ICD names the driver's library (libGLX_nvidia.so.0) by name: where the driver is mounted outside ldconfig's paths, add them.
+# The ICD names the driver's library by name: where the driver is mounted outside ldconfig's paths, add them.
 for lib in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
   [ -d "$lib" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$lib"
 done
-say "node $("$WORK/node" --version) in $WORK; VK_DRIVER_FILES=${VK_DRIVER_FILES:-<none found>}"
+# A driver mounted under /usr/local/nvidia keeps its Vulkan manifest in share/vulkan/icd.d there: searched too.
+# Without a display the check (as `batchwise serve`) uses the driver through libEGL_nvidia.so.0 (headless-vulkan.ts).
+if [ -z "${VK_DRIVER_FILES:-}" ] && [ -d /usr/local/nvidia/share/vulkan/icd.d ]; then
+  export XDG_DATA_DIRS="/usr/local/nvidia/share:${XDG_DATA_DIRS:-/usr/local/share:/usr/share}"
+fi
+say "node $("$WORK/node" --version) in $WORK; VK_DRIVER_FILES=${VK_DRIVER_FILES:-<unset>} XDG_DATA_DIRS=${XDG_DATA_DIRS:-<unset>}"
 
 "$WORK/node" "$WORK/app/check/check.js" --out "$OUT/gpu-check.md" --work "$WORK" "$@"
 status=$?

@@ -49,7 +49,7 @@ describe('the GPU check pack', () => {
     const run = runCheck(out, '--quick');
     expect(run.status, run.stderr).toBe(2);
     expect(run.stderr).toContain(`${NO_ADAPTER}: ONNX Runtime's WebGPU provider could not start`);
-    expect(run.stderr).toMatch(/Missing: .*Vulkan ICD/);
+    expect(run.stderr).toMatch(/Missing: .*no Vulkan driver: no driver manifest \(ICD .json\)/);
     const report = readFileSync(join(out, 'gpu-check.md'), 'utf8');
     expect(report).toMatch(/\| GPU adapter \(WebGPU on Vulkan\) \| FAILED \|.*no GPU adapter/);
     // The run stops at the adapter: no server was started for a GPU that is not there.

@@ -25,8 +25,8 @@ export const SERVER_IMAGE_TARGETS: readonly ServerImageTarget[] = ['cuda', 'webg
 
 /**
  * What the container needs beside the image, by target: the NVIDIA container runtime mounts the
- * host driver's Vulkan driver (nvidia_icd.json, libGLX_nvidia) only when the container's driver
- * capabilities include graphics; the CUDA image's base sets compute,utility itself.
+ * host driver's Vulkan driver (nvidia_icd.json, libGLX_nvidia, libEGL_nvidia: the server uses the
+ * EGL one without a display) only when the container's driver capabilities include graphics; the CUDA image's base sets compute,utility itself.
  */
 export const SERVER_IMAGE_ENVIRONMENT: Readonly<Record<ServerImageTarget, Readonly<Record<string, string>>>> = {
   cuda: {},

@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
 import { pino } from 'pino';
 import { visibleGpus } from '../backends/gpu-detect.ts';
+import { useHeadlessVulkanDrivers } from '../backends/headless-vulkan.ts';
 import { driverNames, vulkanSetup } from '../backends/vulkan-detect.ts';
 import { cgroupMemoryLimitBytes, resolveMemoryBudgetBytes } from '../memory/memory-budget.ts';
 import { MODEL_REPOSITORY_KEY_ENV } from '../options/environment.ts';
@@ -157,12 +158,15 @@ export async function runDoctor(flags: DoctorFlags, defaultServerMetricsUrl: str
   await gpuProvider('cuda', 'cuda-execution-provider', flags.expectGpu, 'the CUDA execution provider');
   // Only a model with the tensorrt accelerator needs it: informative.
   await gpuProvider('tensorrt', 'tensorrt-execution-provider', false, 'the TensorRT execution provider');
+  // As `serve` does: on a host without a display, the NVIDIA driver through its EGL library.
+  const headless = useHeadlessVulkanDrivers();
   const vulkan = vulkanSetup();
   await gpuProvider(
     'webgpu',
     'webgpu-vulkan-adapter',
     flags.expectWebgpu ?? false,
-    `the WebGPU execution provider (Vulkan loader ${vulkan.loader}, driver(s) ${driverNames(vulkan)})`,
+    `the WebGPU execution provider (Vulkan loader ${vulkan.loader}, driver(s) ${driverNames(vulkan)}` +
+      `${headless ? `: ${headless.library}, for ${headless.replaces} without a display` : ''})`,
   );
   const cpu = await probeExecutionProvider('cpu');
   checks.push({ name: 'cpu-execution-provider', ok: cpu.usable, required: true, detail: cpu.usable ? 'ok' : (cpu.reason ?? 'unusable') });

@@ -1,5 +1,6 @@
 import { isatty } from 'node:tty';
 import { Command } from 'commander';
+import { useHeadlessVulkanDrivers } from '../backends/headless-vulkan.ts';
 import { pinoLevelFor } from '../logging/log-settings.ts';
 import { attributeOf, serveOptionsFrom } from '../options/index.ts';
 import { addServeFlags } from './declared-flags.ts';
@@ -24,6 +25,21 @@ export function serveCommand(): Command {
         log_error: options.logError,
       }),
     );
+    let headless: ReturnType<typeof useHeadlessVulkanDrivers>;
+    try {
+      headless = useHeadlessVulkanDrivers();
+    } catch (error) {
+      logger.warn(
+        { err: (error as Error).message },
+        'Vulkan: could not write the headless NVIDIA driver manifest; WebGPU may find no adapter',
+      );
+    }
+    if (headless) {
+      logger.info(
+        { replaces: headless.replaces, library: headless.library, VK_DRIVER_FILES: process.env['VK_DRIVER_FILES'] },
+        'Vulkan: no display, so the NVIDIA driver is used through its EGL library, not the GLX one its manifest names',
+      );
+    }
     for (const given of flagsWithoutEffectGiven(flags)) {
       logger.warn(given, `${given.flag} has no effect in Batchwise: ${given.reason}`);
     }

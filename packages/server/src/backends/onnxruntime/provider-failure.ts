@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { GpuProviderName } from '../../config/execution-accelerators.ts';
+import { glxDriverWithoutDisplay } from '../headless-vulkan.ts';
 import { findSharedLibrary } from '../library-search.ts';
 import { driverNames, vulkanMissing, vulkanSetup } from '../vulkan-detect.ts';
 
@@ -40,7 +41,10 @@ export function gpuUnavailableMessage(provider: GpuProviderName, ortMessage: str
     }
     case 'webgpu': {
       const setup = vulkanSetup();
-      const missing = vulkanMissing(setup) ?? `Vulkan driver(s) ${driverNames(setup)} gave no adapter WebGPU supports (${reason})`;
+      const missing =
+        vulkanMissing(setup) ??
+        glxDriverWithoutDisplay() ??
+        `Vulkan driver(s) ${driverNames(setup)} gave no adapter WebGPU supports (${reason})`;
       return (
         `KIND_GPU with the webgpu accelerator requires a Vulkan GPU adapter for ONNX Runtime's WebGPU execution provider: ${missing}. ` +
         `Run on a host with a GPU and its Vulkan driver (an NVIDIA driver brings one), ${OTHERWISE}`
