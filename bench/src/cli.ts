@@ -1,5 +1,5 @@
 /**
- * `pnpm bench <scenario...> [options]`: batching | limit | efficiency | overhead | builds | startup | grpc | objective-overload | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | sequences | streaming | tune | wrk-check | all.
+ * `pnpm bench <scenario...> [options]`: batching | limit | efficiency | overhead | builds | startup | grpc | objective-overload | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | sequences | streaming | handoff | tune | wrk-check | all.
  * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg and .md.
  * `pnpm bench` builds first (`pnpm build`) and runs the compiled server unless BATCHWISE_SERVER_CLI says otherwise.
  */
@@ -23,6 +23,7 @@ import { runAdaptive } from './scenarios/adaptive.ts';
 import { MANY_MODELS, runManyModels } from './scenarios/many-models.ts';
 import { runSequences, SEQUENCES } from './scenarios/sequences.ts';
 import { runStreaming, STREAMING } from './scenarios/streaming.ts';
+import { runHandoff } from './scenarios/handoff.ts';
 import { PROTOCOLS, type Protocol } from './workload.ts';
 
 const USAGE = `usage: pnpm bench <scenario...> [options]
@@ -84,6 +85,9 @@ scenarios (several run in order; 'all' runs every one):
   sequences  a recurrent cell whose state the server keeps (implicit state), 64 interleaved sequences of
              20 steps over HTTP binary, the direct strategy against oldest: throughput, p50/p99 of a
              step, mean batch (issue 28; not part of 'all')
+  handoff    a round trip to a worker thread and back with no server: Atomics.wait in both threads
+             (the floor of two wake-ups), Atomics.waitAsync on both event loops, and the JavaScript
+             backend's MessagePort messages; wall and CPU per round trip (issue 34)
   streaming  the text_generation example as one decoupled JavaScript model and as Triton's ensemble
              (tokenizer -> decoupled generator -> detokenizer), each calling the next_token ONNX model
              per token, over HTTP generate_stream, 1 and 16 concurrent streams of 64 tokens for
@@ -238,6 +242,7 @@ const scenarios: Record<string, () => Promise<unknown>> = {
     });
     if (runs[0]!.failed > 0) process.exitCode = 1;
   },
+  handoff: () => runHandoff({ roundTrips: smoke ? 200 : 20_000, rounds: smoke ? 1 : 5, log, name: `${prefix}handoff` }),
   streaming: () =>
     runStreaming({
       concurrencies: smoke ? [1, 4] : STREAMING.concurrencies,

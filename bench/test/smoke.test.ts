@@ -14,6 +14,7 @@ import { runAdaptive } from '../src/scenarios/adaptive.ts';
 import { runManyModels } from '../src/scenarios/many-models.ts';
 import { runSequences } from '../src/scenarios/sequences.ts';
 import { runStreaming } from '../src/scenarios/streaming.ts';
+import { runHandoff } from '../src/scenarios/handoff.ts';
 import { readFile } from 'node:fs/promises';
 import { HttpClient } from '@batchwise/client';
 import { fp32InferRequest } from '../src/lean-http.ts';
@@ -357,6 +358,15 @@ describe('bench scenarios (smoke)', () => {
     }
     expect(result.ratio).toBeGreaterThan(0);
     expect(result.ensembleRatio).toBeGreaterThan(0);
+  });
+
+  it('handoff: each transport makes its round trips to a worker thread and back, timed', async () => {
+    const rows = await runHandoff({ roundTrips: 200, rounds: 1, log, name: 'smoke-handoff' });
+    expect(rows.map((r) => r.transport)).toEqual(['futex', 'waitAsync', 'postMessage']);
+    for (const row of rows) {
+      expect(row.wallUs).toBeGreaterThan(0);
+      expect(row.cpuUs).toBeGreaterThan(0);
+    }
   });
 
   it('adaptive: three servers through quiet, steady and burst phases, with a check per target and a markdown report', async () => {

@@ -1,9 +1,9 @@
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { HttpClient } from '@batchwise/client';
 import { summarize } from '@batchwise/client/load';
 import { startServerProcess, type ServerProcess } from '@batchwise/server/test-support/server-process.ts';
+import { LeanSseClient } from '../lean-sse.ts';
 import { environment, ratioCheck, reportScenario } from '../report.ts';
 import { breakdown, readStats, type ServerBreakdown } from '../server-stats.ts';
 import { EXAMPLE_REPOSITORY } from './ensemble.ts';
@@ -190,7 +190,9 @@ async function drive(
   tokens: number,
   durationMs: number,
 ): Promise<StreamingPoint> {
-  const client = new HttpClient({ url: server.httpUrl, connections: concurrency });
+  const { hostname, port } = new URL(server.httpUrl);
+  const client = new LeanSseClient(Number(port), hostname);
+  const path = `/v2/models/${FORMS[form]}/generate_stream`;
   const firstToken: number[] = [];
   const between: number[] = [];
   let streams = 0;
@@ -205,19 +207,16 @@ async function drive(
     await Promise.all(
       Array.from({ length: concurrency }, async (_, c) => {
         for (let i = 0; performance.now() < deadline; i++) {
-          const sent = performance.now();
-          let last = sent;
+          let last = performance.now();
           let count = 0;
           try {
-            for await (const _event of client.generateStream(FORMS[form], {
-              text_input: PROMPTS[(c + i) % PROMPTS.length],
-              max_tokens: tokens,
-            })) {
+            const body = JSON.stringify({ text_input: PROMPTS[(c + i) % PROMPTS.length], max_tokens: tokens });
+            await client.stream(path, body, () => {
               const now = performance.now();
               (count === 0 ? firstToken : between).push(now - last);
               last = now;
               count++;
-            }
+            });
             if (count !== tokens) throw new Error(`a stream gave ${count} tokens, not ${tokens}`);
           } catch (error) {
             errors++;
@@ -229,7 +228,7 @@ async function drive(
       }),
     );
   } finally {
-    await client.close();
+    client.close();
   }
   const seconds = (performance.now() - start) / 1000;
   const after = await readStats(server.httpUrl, 'next_token');
