@@ -1,8 +1,13 @@
 # syntax=docker/dockerfile:1.7
 # Batchwise server images for ECS GPU instances. Build context: the repository root, narrowed by
-# the allow-list in .dockerignore. Two targets: `cuda` (the default, last) for models on the CUDA
-# and TensorRT providers, and `webgpu` (docker build --target webgpu), Node and the Vulkan loader
-# without CUDA, for models on the webgpu accelerator (docs/operations.md, "GPUs and CUDA").
+# the allow-list in .dockerignore. Two images, chosen by the SERVER_IMAGE build argument: `cuda`
+# (the default) for models on the CUDA and TensorRT providers, and `webgpu`
+# (docker build --build-arg SERVER_IMAGE=webgpu .), Node and the Vulkan loader without CUDA, for
+# models on the webgpu accelerator (docs/operations.md, "GPUs and CUDA"). Either is a base stage of
+# the last stage, `server`, which holds the one EXPOSE, ENTRYPOINT and CMD.
+
+# The stage the server image starts from: cuda or webgpu (checked in the server stage, below).
+ARG SERVER_IMAGE=cuda
 
 # ---- build: install the server's dependencies, compile it, cut a production-only tree ----
 # Node 22: the version Batchwise supports (README, `engines`, CI; test/node-version.test.ts).
@@ -58,12 +63,8 @@ COPY --from=build --chown=root:root /out /app
 ENV NODE_ENV=production
 ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics
 USER 10001:10001
-EXPOSE 8000 8001 8002
-ENTRYPOINT ["node", "--conditions=batchwise-dist", "packages/server/dist/cli/main.js"]
-# Local use: docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics -v "$PWD/models:/models" -p 8000-8002:8000-8002 <image>
-CMD ["serve", "--model-repository", "/models"]
 
-# ---- runtime: CUDA 12 + cuDNN 9 runtime libraries, Node 22, no build tools ----
+# ---- cuda: CUDA 12 + cuDNN 9 runtime libraries, Node 22, no build tools ----
 # onnxruntime-node 1.30's cuda12 package is built against CUDA 12.x and cuDNN 9 and loads
 # libcudart.so.12, libcublas(Lt).so.12, libcufft.so.11, libcurand.so.10 and libcudnn.so.9:
 # the cudnn-runtime flavour has exactly these. 12.8 needs an NVIDIA driver >= 570 on the host,
@@ -78,6 +79,14 @@ COPY --from=build-cuda --chown=root:root /out /app
 ENV NODE_ENV=production
 # Same numeric user as the ECS task definition's `user` (infra/lib/inference-service.ts).
 USER 10001:10001
+
+# ---- server: the image that runs, on the stage SERVER_IMAGE names (BuildKit resolves a stage name in FROM) ----
+# Any other value is taken as an image reference: an unknown name fails pulling it ("pull access
+# denied ... repository does not exist"); an image that exists, or another stage of this file,
+# fails at the check below, which names the two accepted values.
+FROM ${SERVER_IMAGE} AS server
+ARG SERVER_IMAGE
+RUN case "$SERVER_IMAGE" in cuda|webgpu) ;; *) echo "SERVER_IMAGE must be cuda or webgpu, got '$SERVER_IMAGE'" >&2; exit 1 ;; esac
 EXPOSE 8000 8001 8002
 # The workspace packages export their TypeScript sources by default (tests, tsx); Node does not
 # strip types under node_modules, so the image takes their compiled dist through the
@@ -85,4 +94,5 @@ EXPOSE 8000 8001 8002
 # this tree as the steps above do and starts it with this ENTRYPOINT and CMD.
 ENTRYPOINT ["node", "--conditions=batchwise-dist", "packages/server/dist/cli/main.js"]
 # Local use: docker run --gpus all -v "$PWD/examples/model_repository:/models" -p 8000-8002:8000-8002 <image>
+# Local use (webgpu): docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics -v "$PWD/models:/models" -p 8000-8002:8000-8002 <image>
 CMD ["serve", "--model-repository", "/models"]

@@ -16,7 +16,8 @@ import { EPHEMERAL_PORT_FLAGS, spawnServer, type ServerProcess } from '../packag
 import { BLUE, RED, png } from '../examples/test-support/images.ts';
 import { SENTENCES } from '../examples/test-support/sentences.ts';
 import { mlp } from '@batchwise/modelgen';
-import { buildImageTree, imageTargets, planImage, REPOSITORY_ROOT, type ImagePlan, type ImageTree } from './support/image-tree.ts';
+import { DockerfileParser } from 'dockerfile-ast';
+import { buildImageTree, globalArgs, planImage, REPOSITORY_ROOT, type ImagePlan, type ImageTree } from './support/image-tree.ts';
 import { makeRepository } from './support/repository.ts';
 import { probeExecutionProvider } from '../packages/server/src/backends/onnxruntime/provider-probe.ts';
 import { EXAMPLES } from './support/repository.ts';
@@ -42,6 +43,9 @@ describe('the Dockerfile replay', () => {
     ['RUN cp /app/x /opt/x', "names /opt/x, outside the image's folders"],
     ['COPY --from=tools /bin/x /bin/x', "copies from 'tools'"],
     ['ENTRYPOINT node packages/server/dist/cli/main.js', 'exec (JSON array) form'],
+    ['FROM ${BASE_IMAGE} AS other', 'names $BASE_IMAGE, which no ARG before the first FROM declares'],
+    ['FROM ${SERVER_IMAGE:-cuda} AS other', 'only $NAME and ${NAME}'],
+    ['ARG --help', 'only ARG NAME and ARG NAME=default'],
   ])('fails naming a step it would not replay: %s', (line, named) => {
     const changed = DOCKERFILE.replace(/^ENTRYPOINT /m, `${line}\nENTRYPOINT `);
     const lineNumber = changed.split('\n').indexOf(line) + 1;
@@ -50,7 +54,7 @@ describe('the Dockerfile replay', () => {
   });
 });
 
-/** What a plan does to the tree, without where in the file: two targets that do the same build the same tree. */
+/** What a plan does to the tree, without where in the file: two images that do the same build the same tree. */
 const treeSteps = (plan: ImagePlan): Record<string, string>[] =>
   plan.steps.flatMap((step): Record<string, string>[] => {
     if (step.kind === 'run') return [{ run: step.command, in: step.workdir }];
@@ -59,13 +63,65 @@ const treeSteps = (plan: ImagePlan): Record<string, string>[] =>
     return [];
   });
 
-describe('the image targets', () => {
+describe('the server images, chosen by the SERVER_IMAGE build argument', () => {
   const cuda = planImage(DOCKERFILE);
-  const webgpu = planImage(DOCKERFILE, 'webgpu');
+  const webgpu = planImage(DOCKERFILE, { SERVER_IMAGE: 'webgpu' });
 
-  it('builds the CUDA image by default, and a webgpu image beside it', () => {
-    expect(imageTargets(DOCKERFILE)).toEqual(['webgpu', 'cuda']);
-    expect(planImage(DOCKERFILE, 'cuda')).toEqual(cuda);
+  it('has one EXPOSE, ENTRYPOINT and CMD, in the last stage, which starts from the stage SERVER_IMAGE names', () => {
+    const instructions = DockerfileParser.parse(DOCKERFILE).getInstructions();
+    const lines = (keyword: string) => instructions.filter((i) => i.getKeyword() === keyword).map((i) => i.getRange().start.line);
+    for (const keyword of ['EXPOSE', 'ENTRYPOINT', 'CMD']) expect(lines(keyword), keyword).toHaveLength(1);
+    const lastFrom = lines('FROM').at(-1)!;
+    expect(lines('ENTRYPOINT')[0]).toBeGreaterThan(lastFrom);
+    expect(instructions.find((i) => i.getRange().start.line === lastFrom)!.getArgumentsContent()).toBe('${SERVER_IMAGE} AS server');
+    expect(cuda.stages.at(-1)).toEqual({ name: 'server', from: 'cuda' });
+    expect(webgpu.stages.at(-1)).toEqual({ name: 'server', from: 'webgpu' });
+  });
+
+  it('builds the CUDA image by default, and the webgpu image with SERVER_IMAGE=webgpu', () => {
+    expect(globalArgs(DOCKERFILE)).toEqual({ SERVER_IMAGE: 'cuda' });
+    expect(planImage(DOCKERFILE, { SERVER_IMAGE: 'cuda' })).toEqual(cuda);
+    // `node` gives the CUDA image its Node binary, which the replay does not copy (the tree runs on this machine's).
+    expect(cuda.stages.map((s) => s.name)).toEqual(['build', 'build-cuda', 'cuda', 'server']);
+    expect(cuda.stages.find((s) => s.name === 'cuda')!.from).toMatch(/^nvidia\/cuda:/);
+    expect(webgpu.stages).toEqual([
+      { name: 'build', from: 'node:22-bookworm' },
+      { name: 'webgpu', from: 'node:22-bookworm-slim' },
+      { name: 'server', from: 'webgpu' },
+    ]);
+  });
+
+  it('refuses a SERVER_IMAGE that is no stage, naming the stages, and a build argument no ARG declares', () => {
+    const serverFrom = DOCKERFILE.split('\n').findIndex((line) => line.startsWith('FROM ${SERVER_IMAGE}')) + 1;
+    expect(() => planImage(DOCKERFILE, { SERVER_IMAGE: 'rocm' })).toThrow(`Dockerfile:${serverFrom} `);
+    expect(() => planImage(DOCKERFILE, { SERVER_IMAGE: 'rocm' })).toThrow(
+      "${SERVER_IMAGE} is 'rocm', which is no stage of this Dockerfile (stages: build, build-cuda, node, webgpu, cuda)",
+    );
+    expect(() => planImage(DOCKERFILE, { SERVER_IMAGES: 'webgpu' })).toThrow(
+      'no ARG of the Dockerfile declares the build argument SERVER_IMAGES',
+    );
+  });
+
+  it("stops an image built on another stage of the file at the server stage's check", () => {
+    // SERVER_IMAGE=node plans (node is a stage), as Docker would build it: the server stage's RUN refuses it.
+    for (const [value, status] of [
+      ['node', 1],
+      ['build', 1],
+      ['cuda', 0],
+      ['webgpu', 0],
+    ] as const) {
+      const checks = planImage(DOCKERFILE, { SERVER_IMAGE: value }).steps.filter((s) => s.kind === 'run' && s.stage === 'server');
+      expect(checks).toHaveLength(1);
+      const check = checks[0]! as Extract<ImagePlan['steps'][number], { kind: 'run' }>;
+      // As Docker runs a RUN: /bin/sh -c, with the stage's ARGs in its environment.
+      const result = spawnSync('/bin/sh', ['-c', check.command], {
+        env: { PATH: process.env['PATH'], ...check.env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        encoding: 'utf8',
+      });
+      expect(result.status, value).toBe(status);
+      expect(result.stderr).toBe(status === 0 ? '' : `SERVER_IMAGE must be cuda or webgpu, got '${value}'\n`);
+    }
   });
 
   it('makes the webgpu image of the same tree as the CUDA image, without the CUDA provider libraries', () => {
@@ -219,8 +275,8 @@ describe("the image's runtime tree, started as the image starts it", () => {
 });
 
 describe("the webgpu image's runtime tree, started as that image starts with its ECS task's environment", () => {
-  // Both images are one tree (the image targets, above): here it starts as the webgpu image does.
-  const plan = planImage(DOCKERFILE, 'webgpu');
+  // Both images are one tree (the server images, above): here it starts as the webgpu image does.
+  const plan = planImage(DOCKERFILE, { SERVER_IMAGE: 'webgpu' });
   let webgpuUsable = false;
   let repo: Awaited<ReturnType<typeof makeRepository>>;
   let server: ServerProcess | undefined;

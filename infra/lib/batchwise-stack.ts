@@ -53,8 +53,8 @@ export interface BatchwiseStackProps extends StackProps, ManyModelsOptions {
   readonly imageUri?: string;
   /**
    * Which of the Dockerfile's images: 'webgpu' (no CUDA; for models on the webgpu accelerator) sets
-   * the container's NVIDIA driver capabilities to include graphics. With imageUri, name the target
-   * that image was built from.
+   * the container's NVIDIA driver capabilities to include graphics. With imageUri, name the
+   * SERVER_IMAGE that image was built with.
    * @default 'cuda'
    */
   readonly serverImage?: ServerImageTarget;

@@ -16,9 +16,9 @@ export const REPOSITORY_ROOT = fileURLToPath(new URL('../../', import.meta.url))
 export const SERVER_IMAGE_ASSET: DockerImageAssetOptions = { file: 'Dockerfile', platform: Platform.LINUX_AMD64 };
 
 /**
- * The Dockerfile's images: `cuda` (its last stage, the default) for models on the CUDA and
- * TensorRT providers; `webgpu`, Node and the Vulkan loader without CUDA, for models on the webgpu
- * accelerator.
+ * The Dockerfile's images, chosen by its SERVER_IMAGE build argument: `cuda` (the default) for
+ * models on the CUDA and TensorRT providers; `webgpu`, Node and the Vulkan loader without CUDA, for
+ * models on the webgpu accelerator.
  */
 export type ServerImageTarget = 'cuda' | 'webgpu';
 export const SERVER_IMAGE_TARGETS: readonly ServerImageTarget[] = ['cuda', 'webgpu'];
@@ -34,7 +34,10 @@ export const SERVER_IMAGE_ENVIRONMENT: Readonly<Record<ServerImageTarget, Readon
 };
 
 /** The server image built from the repository at `directory` (the repository root by default). */
-export function serverImageFromRepository(directory: string = REPOSITORY_ROOT, target: ServerImageTarget = 'cuda'): ecs.AssetImage {
-  // The CUDA image is the Dockerfile's default (last) stage: naming no target keeps its asset hash.
-  return ecs.ContainerImage.fromAsset(directory, target === 'cuda' ? SERVER_IMAGE_ASSET : { ...SERVER_IMAGE_ASSET, target });
+export function serverImageFromRepository(directory: string = REPOSITORY_ROOT, image: ServerImageTarget = 'cuda'): ecs.AssetImage {
+  // The CUDA image is the Dockerfile's default (SERVER_IMAGE=cuda): passing no build argument keeps its asset hash.
+  return ecs.ContainerImage.fromAsset(
+    directory,
+    image === 'cuda' ? SERVER_IMAGE_ASSET : { ...SERVER_IMAGE_ASSET, buildArgs: { SERVER_IMAGE: image } },
+  );
 }

@@ -6,23 +6,25 @@ const container = (context: Record<string, unknown>) =>
   only(synth({ ...REQUIRED, ...context }).template, 'AWS::ECS::TaskDefinition').props.ContainerDefinitions[0];
 
 /** The container images of the synthesized app's asset manifests, as `cdk deploy` would build them. */
-function imageAssets(context: Record<string, unknown>): { file?: string; target?: string }[] {
+function imageAssets(context: Record<string, unknown>): { file?: string; buildArgs?: Record<string, string>; target?: string }[] {
   // Without staging: the assets point at the repository instead of copies of it.
   const { app } = buildApp({ ...REQUIRED, ...context, 'aws:cdk:disable-asset-staging': true });
   return app
     .synth()
     .artifacts.filter((a): a is AssetManifestArtifact => a instanceof AssetManifestArtifact)
     .flatMap((manifest) => Object.values(manifest.contents.dockerImages ?? {}))
-    .map(({ source }) => ({ file: source.dockerFile, target: source.dockerBuildTarget }));
+    .map(({ source }) => ({ file: source.dockerFile, buildArgs: source.dockerBuildArgs, target: source.dockerBuildTarget }));
 }
 
 describe('the server image, chosen by the serverImage context key', () => {
-  it('builds the Dockerfile’s default (CUDA) image by default, naming no target (its asset hash stays)', () => {
-    expect(imageAssets({})).toEqual([{ file: 'Dockerfile', target: undefined }]);
+  it('builds the Dockerfile’s default (CUDA) image by default, passing no build argument (its asset hash stays)', () => {
+    expect(imageAssets({})).toEqual([{ file: 'Dockerfile', buildArgs: undefined, target: undefined }]);
   });
 
-  it('builds the webgpu target, and gives its container the graphics driver capability Vulkan needs', () => {
-    expect(imageAssets({ serverImage: 'webgpu' })).toEqual([{ file: 'Dockerfile', target: 'webgpu' }]);
+  it('builds the webgpu image with SERVER_IMAGE=webgpu, and gives its container the graphics driver capability Vulkan needs', () => {
+    expect(imageAssets({ serverImage: 'webgpu' })).toEqual([
+      { file: 'Dockerfile', buildArgs: { SERVER_IMAGE: 'webgpu' }, target: undefined },
+    ]);
     const environment = container({ serverImage: 'webgpu', imageUri: IMAGE_URI }).Environment;
     expect(environment).toContainEqual({ Name: 'NVIDIA_DRIVER_CAPABILITIES', Value: 'compute,utility,graphics' });
     // Still one GPU per task: the NVIDIA runtime gives the container that GPU and its Vulkan driver.

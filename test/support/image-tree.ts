@@ -2,9 +2,11 @@
  * The server image's runtime tree, built here as the Dockerfile builds it (no Docker engine on
  * these machines): the build context staged as `cdk deploy` stages it (the repository narrowed by
  * .dockerignore), every RUN of the build stage replayed in it, the runtime stage's files put where
- * the image puts them, and its ENTRYPOINT and CMD read back. Each instruction is either replayed or
- * skipped for a reason written here; an instruction this file does not know fails the plan, naming
- * its line, so a new Dockerfile step cannot go untested.
+ * the image puts them, and its ENTRYPOINT and CMD read back. Build arguments are given as
+ * `docker build --build-arg` gives them: the ARGs before the first FROM, with their defaults, name
+ * the stage the last one starts from (`FROM ${SERVER_IMAGE}`). Each instruction is either replayed
+ * or skipped for a reason written here; an instruction this file does not know fails the plan,
+ * naming its line, so a new Dockerfile step cannot go untested.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
@@ -16,7 +18,15 @@ export const REPOSITORY_ROOT = new URL('../../', import.meta.url).pathname;
 
 /** One step of the plan: what the test does for one Dockerfile instruction. */
 export type ReplayStep =
-  | { readonly kind: 'run'; readonly line: number; readonly stage: string; readonly command: string; readonly workdir: string }
+  | {
+      readonly kind: 'run';
+      readonly line: number;
+      readonly stage: string;
+      readonly command: string;
+      readonly workdir: string;
+      /** The stage's ARGs and ENV at this RUN, as Docker gives them to its command. */
+      readonly env: Readonly<Record<string, string>>;
+    }
   | { readonly kind: 'copy-context'; readonly line: number; readonly stage: string; readonly destination: string }
   | {
       readonly kind: 'copy-stage';
@@ -29,11 +39,16 @@ export type ReplayStep =
   | { readonly kind: 'check-pnpm'; readonly line: number; readonly stage: string; readonly version: string }
   | { readonly kind: 'skip'; readonly line: number; readonly stage: string; readonly text: string; readonly reason: string };
 
+/** Build arguments, as `docker build --build-arg NAME=value` passes them. */
+export type BuildArgs = Readonly<Record<string, string>>;
+
 export interface ImagePlan {
+  /** The stages built, in the file's order, each with the image or stage its FROM names (build arguments substituted). */
+  readonly stages: readonly { readonly name: string; readonly from: string }[];
   readonly steps: readonly ReplayStep[];
   /** The image's own top folders (WORKDIRs, stage copies): a RUN may name paths under these only. */
   readonly imageFolders: readonly string[];
-  /** The target stage (by default the last): the image that runs. */
+  /** The last stage: the image that runs. */
   readonly runtime: {
     readonly workdir: string;
     readonly env: Readonly<Record<string, string>>;
@@ -83,12 +98,16 @@ function jsonArray(instruction: Instruction): string[] {
 /** One stage of the Dockerfile as read: its steps, what it needs of other stages, and its image settings. */
 interface StagePlan {
   readonly name: string;
+  /** What its FROM names, build arguments substituted. */
+  readonly from: string;
   /** Stages this one starts from or copies from. */
   readonly needs: Set<string>;
   readonly steps: ReplayStep[];
   readonly runs: { instruction: Instruction; command: string }[];
   readonly folders: Set<string>;
   workdir: string;
+  /** The ARGs declared in the stage, with their values (an ARG's scope ends with its stage). */
+  args: Record<string, string>;
   env: Record<string, string>;
   entrypoint: string[];
   cmd: string[];
@@ -96,15 +115,14 @@ interface StagePlan {
 }
 
 /**
- * Reads the Dockerfile into the plan of one target (a stage name; by default the last stage, what
- * `docker build` builds): the steps of that stage and of the stages it needs, in the file's order,
- * as BuildKit builds them. Throws naming the first instruction, of any stage, it cannot replay.
+ * Reads the Dockerfile into the plan of its last stage, what `docker build --build-arg ...` builds
+ * with these build arguments: the steps of that stage and of the stages it needs, in the file's
+ * order, as BuildKit builds them. Throws naming the first instruction, of any stage, it cannot
+ * replay, and on a build argument no ARG declares.
  */
-export function planImage(dockerfileText: string, target?: string): ImagePlan {
-  const stages = readStages(dockerfileText);
-  const last = stages.at(-1)!;
-  const chosen = target === undefined ? last : stages.find((s) => s.name === target);
-  if (!chosen) throw new Error(`the Dockerfile has no stage '${target}' (stages: ${stages.map((s) => s.name).join(', ')})`);
+export function planImage(dockerfileText: string, buildArgs: BuildArgs = {}): ImagePlan {
+  const stages = readStages(dockerfileText, buildArgs);
+  const chosen = stages.at(-1)!;
   // The image's own folders (WORKDIRs, stage copies) over the whole file, as a stage's RUN may write
   // where a later stage copies from.
   const topFolder = (path: string) => `/${path.split('/')[1]}`;
@@ -121,6 +139,7 @@ export function planImage(dockerfileText: string, target?: string): ImagePlan {
   const included = stagesFor(stages, chosen.name);
   const { workdir, env, entrypoint, cmd, exposedPorts } = chosen;
   return {
+    stages: included.map(({ name, from }) => ({ name, from })),
     steps: included.flatMap((s) => s.steps),
     imageFolders: [...imageFolders],
     runtime: { workdir, env, entrypoint, cmd, exposedPorts },
@@ -139,34 +158,90 @@ function stagesFor(stages: readonly StagePlan[], name: string): StagePlan[] {
   return stages.filter((s) => needed.has(s.name));
 }
 
-/** The stages an image can be built from: those that start the server (an ENTRYPOINT), in the file's order. */
-export function imageTargets(dockerfileText: string): string[] {
-  return readStages(dockerfileText)
-    .filter((s) => s.entrypoint.length > 0)
-    .map((s) => s.name);
+/** The ARGs before the first FROM (those a FROM may use), each with its default (undefined: none). */
+export function globalArgs(dockerfileText: string): Record<string, string | undefined> {
+  const args: Record<string, string | undefined> = {};
+  for (const instruction of DockerfileParser.parse(dockerfileText).getInstructions()) {
+    if (instruction.getKeyword() !== 'ARG') break;
+    for (const [name, value] of argDeclarations(instruction)) args[name] = value;
+  }
+  return args;
 }
 
-function readStages(dockerfileText: string): StagePlan[] {
+/** An ARG's declarations: NAME or NAME=default, one or more. */
+function argDeclarations(instruction: Instruction): [string, string | undefined][] {
+  const declarations = instruction.getArguments().map((a) => a.getValue());
+  if (declarations.length === 0) fail(instruction, 'declares nothing');
+  return declarations.map((declaration) => {
+    const [name, ...value] = declaration.split('=');
+    if (!/^[A-Za-z_]\w*$/.test(name!)) fail(instruction, `only ARG NAME and ARG NAME=default are replayed, not ${declaration}`);
+    return [name!, value.length === 0 ? undefined : value.join('=')];
+  });
+}
+
+/**
+ * A FROM's image with the global ARGs' values in place of $NAME and ${NAME}, as BuildKit substitutes
+ * them; any other use of `$` fails, naming the line.
+ */
+function substitute(instruction: Instruction, image: string, globals: Readonly<Record<string, string | undefined>>): string {
+  const substituted = image.replace(/\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)/g, (_, braced?: string, bare?: string) => {
+    const name = (braced ?? bare)!;
+    if (!(name in globals)) fail(instruction, `names $${name}, which no ARG before the first FROM declares`);
+    const value = globals[name];
+    if (value === undefined || value === '')
+      fail(instruction, `$${name} has no value: its ARG has no default and no build argument gives one`);
+    return value;
+  });
+  if (substituted.includes('$')) fail(instruction, 'only $NAME and ${NAME} of an ARG before the first FROM are replayed in FROM');
+  return substituted;
+}
+
+function readStages(dockerfileText: string, buildArgs: BuildArgs): StagePlan[] {
   const stages: StagePlan[] = [];
   let current: StagePlan | undefined;
   const topFolder = (path: string) => `/${path.split('/')[1]}`;
+  /** The global ARGs' values: a build argument, else the default. */
+  const globals: Record<string, string | undefined> = {};
+  const declared = new Set<string>();
   for (const instruction of DockerfileParser.parse(dockerfileText).getInstructions()) {
     const line = instruction.getRange().start.line + 1;
     const args = instruction.getArguments().map((a) => a.getValue());
     const flags =
       'getFlags' in instruction ? (instruction as unknown as { getFlags(): { toString(): string }[] }).getFlags().map(String) : [];
     const text = instruction.getArgumentsContent() ?? '';
+    if (instruction.getKeyword() === 'ARG') {
+      for (const [name, value] of argDeclarations(instruction)) {
+        declared.add(name);
+        if (!current) globals[name] = buildArgs[name] ?? value;
+        else {
+          // In a stage: a build argument, else its own default, else the global ARG's value.
+          const inStage = buildArgs[name] ?? value ?? globals[name];
+          if (inStage !== undefined) current.args[name] = inStage;
+        }
+      }
+      continue;
+    }
     if (instruction.getKeyword() === 'FROM') {
       const name = args[1]?.toUpperCase() === 'AS' ? args[2]! : `stage-${stages.length}`;
+      const from = substitute(instruction, args[0] ?? '', globals);
       // FROM <an earlier stage> starts from that stage's files and settings.
-      const base = stages.find((s) => s.name === args[0]);
+      const base = stages.find((s) => s.name === from);
+      // An image named by a build argument is a stage of this file: another would be pulled, which the replay cannot do.
+      if (from !== args[0] && !base) {
+        fail(
+          instruction,
+          `${args[0]} is '${from}', which is no stage of this Dockerfile (stages: ${stages.map((s) => s.name).join(', ')})`,
+        );
+      }
       current = {
         name,
+        from,
         needs: new Set(base ? [base.name] : []),
         steps: [],
         runs: [],
         folders: new Set(base?.folders),
         workdir: base?.workdir ?? '/',
+        args: {},
         env: { ...base?.env },
         entrypoint: [...(base?.entrypoint ?? [])],
         cmd: [...(base?.cmd ?? [])],
@@ -198,7 +273,7 @@ function readStages(dockerfileText: string): StagePlan[] {
         if (pnpm) steps.push({ kind: 'check-pnpm', line, stage, version: pnpm[1]! });
         else if (skip) steps.push({ kind: 'skip', line, stage, text, reason: skip.reason });
         else {
-          steps.push({ kind: 'run', line, stage, command: text, workdir: current.workdir });
+          steps.push({ kind: 'run', line, stage, command: text, workdir: current.workdir, env: { ...current.args, ...current.env } });
           current.runs.push({ instruction, command: text });
         }
         break;
@@ -243,6 +318,10 @@ function readStages(dockerfileText: string): StagePlan[] {
     }
   }
   if (stages.length === 0) throw new Error('the Dockerfile has no FROM');
+  const unused = Object.keys(buildArgs).filter((name) => !declared.has(name));
+  if (unused.length > 0) {
+    throw new Error(`no ARG of the Dockerfile declares the build argument ${unused.join(', ')} (ARGs: ${[...declared].join(', ')})`);
+  }
   return stages;
 }
 
@@ -279,9 +358,9 @@ export function buildImageTree(
   root: string,
   log: (line: string) => void,
   repositoryRoot: string = REPOSITORY_ROOT,
-  target?: string,
+  buildArgs: BuildArgs = {},
 ): ImageTree {
-  const plan = planImage(readFileSync(join(repositoryRoot, 'Dockerfile'), 'utf8'), target);
+  const plan = planImage(readFileSync(join(repositoryRoot, 'Dockerfile'), 'utf8'), buildArgs);
   const inImage = (path: string) => join(root, path);
   const context = join(root, '.context');
   stageContext(context, repositoryRoot);
@@ -313,7 +392,7 @@ export function buildImageTree(
         const result = spawnSync('bash', ['-euo', 'pipefail', '-c', command], {
           cwd: inImage(step.workdir),
           encoding: 'utf8',
-          env: buildEnvironment(),
+          env: { ...buildEnvironment(), ...step.env },
           maxBuffer: 64 * 2 ** 20,
         });
         if (result.status !== 0) {
