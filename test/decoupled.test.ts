@@ -233,7 +233,9 @@ describe('decoupled models', () => {
   });
 
   it("a reader that stalls: the model's send waits, the server holds a bounded amount, then everything arrives", async () => {
-    const count = 64;
+    // 1 MiB responses: the worker's window (8), the acknowledgements' lag (4) and what HTTP/2 and the sockets hold
+    // stop the model after some tens of them (24-39 seen), well before all.
+    const count = 96;
     const bytes = 1 << 20;
     const { sent: before } = await notes(PATIENT);
     const call = raw['ModelStreamInfer']!.call(raw) as NodeJS.ReadWriteStream & { cancel(): void; write(m: unknown): boolean; end(): void };
@@ -241,6 +243,8 @@ describe('decoupled models', () => {
     call.on('data', (message: { error_message: string; infer_response: { raw_output_contents: Buffer[] } }) => {
       received.push(message.error_message === '' ? message.infer_response.raw_output_contents[0]!.readInt32LE(0) : -1);
     });
+    // A failed assertion leaves the call open until the server stops: its error then is not this test's.
+    call.on('error', () => undefined);
     call.pause();
     call.write(encodeStreamer(PATIENT, count, { bytes }));
     // The model sends until its unsent responses and the transport's buffers are full, then waits.
@@ -255,7 +259,7 @@ describe('decoupled models', () => {
       20_000,
       'the model to stop sending',
     );
-    expect(last - before).toBeLessThan(count / 2);
+    expect(last - before).toBeLessThan((count * 3) / 4);
     const accounted = await metric('batchwise_memory_accounted_bytes');
     expect(accounted).toBeLessThan(24 * bytes);
     call.resume();

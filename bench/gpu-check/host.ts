@@ -51,6 +51,9 @@ export async function missingForVulkan(): Promise<string[]> {
   const setup = vulkanSetup();
   const vulkan = vulkanMissing(setup);
   if (vulkan) missing.push(vulkan);
+  // vulkanMissing names the loader first; the drivers may be missing as well.
+  const driver = setup.loader === undefined ? vulkanMissing({ ...setup, loader: 'libvulkan.so.1' }) : undefined;
+  if (driver) missing.push(driver);
   const headless = glxDriverWithoutDisplay();
   if (headless) missing.push(headless);
   return missing;
