@@ -1,25 +1,14 @@
 import { readFileSync } from 'node:fs';
+import { fakeLibraryHost } from '../../test-support/library-host.ts';
 import { describe, expect, it, afterEach } from 'vitest';
 import { glxDriverWithoutDisplay, headlessVulkanDrivers, useHeadlessVulkanDrivers } from './headless-vulkan.ts';
-import type { LibraryHost } from './library-search.ts';
 
 const MULTIARCH = process.arch === 'arm64' ? 'aarch64-linux-gnu' : 'x86_64-linux-gnu';
 const GLX_ICD = '{ "file_format_version" : "1.0.1", "ICD": { "library_path": "libGLX_nvidia.so.0", "api_version" : "1.4.312" } }';
 const LVP_ICD = '{ "file_format_version": "1.0.0", "ICD": { "library_path": "/usr/lib/libvulkan_lvp.so", "api_version": "1.3.0" } }';
 const EGL = `/usr/lib/${MULTIARCH}/libEGL_nvidia.so.0`;
 
-/** A host made of a few files: path -> contents (as the NVIDIA container runtime mounts a driver with graphics). */
-function host(files: Record<string, string>, env: Record<string, string> = {}): LibraryHost {
-  return {
-    env: { HOME: '/root', ...env },
-    readText: (path) => files[path],
-    list: (dir) =>
-      Object.keys(files)
-        .filter((path) => path.startsWith(`${dir}/`) && !path.slice(dir.length + 1).includes('/'))
-        .map((path) => path.slice(dir.length + 1)),
-    exists: (path) => path in files,
-  };
-}
+const host = (files: Record<string, string>, env: Record<string, string> = {}) => fakeLibraryHost(files, env, '/root');
 
 const DRIVER = {
   '/usr/share/vulkan/icd.d/nvidia_icd.json': GLX_ICD,

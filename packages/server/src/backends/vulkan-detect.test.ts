@@ -1,19 +1,9 @@
+import { fakeLibraryHost } from '../../test-support/library-host.ts';
 import { describe, expect, it } from 'vitest';
-import { findSharedLibrary, librarySearchDirs, type LibraryHost } from './library-search.ts';
+import { findSharedLibrary, librarySearchDirs } from './library-search.ts';
 import { vulkanMissing, vulkanSetup } from './vulkan-detect.ts';
 
-/** A host made of a few files: path -> contents. */
-function host(files: Record<string, string>, env: Record<string, string> = {}): LibraryHost {
-  return {
-    env: { HOME: '/home/u', ...env },
-    readText: (path) => files[path],
-    list: (dir) =>
-      Object.keys(files)
-        .filter((path) => path.startsWith(`${dir}/`) && !path.slice(dir.length + 1).includes('/'))
-        .map((path) => path.slice(dir.length + 1)),
-    exists: (path) => path in files,
-  };
-}
+const host = fakeLibraryHost;
 
 const MULTIARCH = process.arch === 'arm64' ? 'aarch64-linux-gnu' : 'x86_64-linux-gnu';
 
