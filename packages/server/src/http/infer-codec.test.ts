@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { InferenceRequest, InferenceResponse } from '../core/index.ts';
 import { InferenceServerError } from '../errors/errors.ts';
 import { DATATYPES } from '../tensor/datatype.ts';
+import { parseRequestJson } from '../tensor/json-text.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { SAMPLES } from '../../test-support/tensor-samples.ts';
 import { decodeHttpInferRequest, encodeHttpInferResponse, type EncodedHttpResponse } from './infer-codec.ts';
@@ -31,7 +32,9 @@ function failure(f: () => unknown): InferenceServerError {
 function split(encoded: EncodedHttpResponse): { json: any; binary: Map<string, Buffer> } {
   const all = Buffer.concat(encoded.chunks);
   const jsonLength = encoded.headerLength ?? all.length;
-  const json = JSON.parse(all.subarray(0, jsonLength).toString());
+  const text = all.subarray(0, jsonLength).toString();
+  // FP32/FP64 outputs may carry NaN and Infinity tokens, as Triton writes them (kWriteNanAndInfFlag): read those as its clients do.
+  const json = /\b(NaN|Infinity)\b/.test(text) ? parseRequestJson(text) : JSON.parse(text);
   const binary = new Map<string, Buffer>();
   let offset = jsonLength;
   for (const o of json.outputs) {
