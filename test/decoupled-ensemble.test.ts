@@ -172,6 +172,17 @@ function metric(name: string, model?: string, labels = ''): Promise<number> {
   return readMetric(served.server.metricsPort, name, model, labels);
 }
 
+/** A model's counts, its failures by reason and a streamer's notes: what a request that did not end as expected became. */
+async function diagnosis(model: string) {
+  const reasons: Record<string, number> = {};
+  for (const reason of ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER']) {
+    reasons[reason] = await metric('nv_inference_request_failure', model, `reason="${reason}"`);
+  }
+  // The instance may be held by the request that did not end: its log then does not come.
+  const notes = await Promise.race([log(model), new Promise((resolve) => setTimeout(() => resolve('no log within 3 s'), 3000))]);
+  return { ...(await counts(model)), reasons, log: notes };
+}
+
 /** A streamer's notes (cleared as read) and how many responses its `count` requests sent in all. */
 async function log(model: string): Promise<{ notes: string[]; sent: number }> {
   for await (const result of grpc.streamResponses(count(0, { mode: 'log' }, undefined, model))) {
@@ -245,7 +256,16 @@ describe('cancellation reaches every step, counted CANCELED once', () => {
     await log(PATIENT);
     await cancel();
     await waitFor(async () => (await counts('queued_pipeline')).canceled === before.ensemble.canceled + 1, 30_000, 'the ensemble CANCELED');
-    await waitFor(async () => (await counts(PATIENT)).canceled === before.streamer.canceled + 1, 30_000, 'the decoupled step CANCELED');
+    await waitFor(
+      async () => (await counts(PATIENT)).canceled === before.streamer.canceled + 1,
+      30_000,
+      'the decoupled step CANCELED',
+    ).catch(async (error: Error) => {
+      // Seen twice in 2-core clean-clone runs, cause not found: the failure says what the step's request became.
+      throw new Error(
+        `${error.message}; ${PATIENT} before ${JSON.stringify(before.streamer)}, now ${JSON.stringify(await diagnosis(PATIENT))}`,
+      );
+    });
     await waitFor(async () => (await counts('slow_int32')).canceled === before.slow.canceled + 1, 30_000, 'the queued step CANCELED');
     const after = { ensemble: await counts('queued_pipeline'), slow: await counts('slow_int32') };
     expect(after.ensemble).toMatchObject({ failures: before.ensemble.failures + 1, pending: 0 });
