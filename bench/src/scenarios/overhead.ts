@@ -273,6 +273,9 @@ async function measureGrpc(
   };
   const { send, close } = inferRequest(server, protocol, MODEL_OF.onnx, WIDTH, concurrency);
   try {
+    // One request first: the channel's connection is not a window's to pay (a smoke window of 100 ms on a busy
+    // 2-core CI machine saw no answer while grpc-js connected).
+    await send();
     const client = await measure(`onnx ${protocol} c=${concurrency}`, send, { concurrency }, { ...windows, log }, hooks);
     const cores = cpu?.pidCores[1];
     return {
