@@ -82,7 +82,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     await writeExampleRepository(out, (f) => console.log(JSON.stringify({ event: 'wrote', ...f })));
     return;
   }
-  const build = BUILDERS[command];
+  const build = Object.hasOwn(BUILDERS, command) ? BUILDERS[command] : undefined;
   if (build === undefined) throw new Error(`unknown model '${command}'\n${USAGE}`);
   const bytes = await writeModel(out, build(values));
   console.log(JSON.stringify({ event: 'wrote', model: command, path: out, bytes }));

@@ -55,8 +55,14 @@ function arbitraryField(field: protobuf.Field, maxLength: number): fc.Arbitrary<
   return field.repeated ? fc.array(single, { maxLength }) : single;
 }
 
+// Object.prototype's names among the strings: config keys index the parser's own tables.
 function arbitraryString(): fc.Arbitrary<string> {
-  return fc.oneof(fc.string(), fc.string({ unit: 'binary', maxLength: 8 }), fc.constantFrom('"', "'", '\\', '#', '\n'));
+  return fc.oneof(
+    fc.string(),
+    fc.string({ unit: 'binary', maxLength: 8 }),
+    fc.constantFrom('"', "'", '\\', '#', '\n'),
+    fc.constantFrom('valueOf', 'constructor', 'toString', 'hasOwnProperty', '__proto__'),
+  );
 }
 
 function arbitraryScalar(type: string, resolved: protobuf.ReflectionObject | null): fc.Arbitrary<unknown> {

@@ -14,6 +14,7 @@ describe('parseDurationMs', () => {
       "--latency-objective: expected a positive duration with a unit (us, ms, s, m, h) such as 50ms, 0.5s or 10m, got '50'",
     );
     expect(() => parseDurationMs('50xs', '--latency-objective')).toThrow(/got '50xs'/);
+    expect(() => parseDurationMs('50constructor', '--latency-objective')).toThrow(/got '50constructor'/);
     expect(() => parseDurationMs('0ms', '--budget')).toThrow(/^--budget: /);
   });
 

@@ -9,7 +9,7 @@ const UNIT_MS: Record<string, number> = { us: 0.001, µs: 0.001, ms: 1, s: 1000,
 export function parseDurationMs(text: string, flag: string): number {
   const match = /^\s*(\d+(?:\.\d+)?)\s*([a-zµ]+)\s*$/i.exec(text);
   const unit = match?.[2]?.toLowerCase();
-  const factor = unit === undefined ? undefined : UNIT_MS[unit];
+  const factor = unit !== undefined && Object.hasOwn(UNIT_MS, unit) ? UNIT_MS[unit] : undefined;
   if (!match || factor === undefined || !(Number(match[1]) > 0)) {
     throw new Error(`${flag}: expected a positive duration with a unit (us, ms, s, m, h) such as 50ms, 0.5s or 10m, got '${text}'`);
   }

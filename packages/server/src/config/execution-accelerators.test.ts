@@ -128,6 +128,11 @@ parameters { key: "do_copy_in_default_stream" value: { string_value: "false" } }
   it('asks for CUDA alone when the config names no accelerator', () => {
     expect(gpuProvidersOf(parseModelConfig('name: "m"'))).toEqual([{ name: 'cuda', options: {}, sources: {} }]);
   });
+
+  it('reads a model parameter named as one of Object.prototype’s as any other unknown one: not a CUDA option', () => {
+    const config = parseModelConfig('name: "m"\nparameters { key: "valueOf" value: {} }\nparameters { key: "constructor" value: { string_value: "1" } }');
+    expect(gpuProvidersOf(config)).toEqual([{ name: 'cuda', options: {}, sources: {} }]);
+  });
 });
 
 describe('a bad accelerator is a config error at its file position, naming the field', () => {
@@ -161,6 +166,18 @@ describe('a bad accelerator is a config error at its file position, naming the f
       accelerators('{ name: "tensorrt" parameters { key: "fp16" value: "1" } }'),
       '"1"',
       /parameters\['fp16'\]: unknown parameter 'fp16' for the TensorRT accelerator; expected precision_mode or one of max_workspace_size_bytes/,
+    ],
+    [
+      'a parameter named as one of Object.prototype’s',
+      accelerators('{ name: "webgpu" parameters { key: "constructor" value: "1" } }'),
+      '"1"',
+      /parameters\['constructor'\]: unknown parameter 'constructor' for the WebGPU accelerator/,
+    ],
+    [
+      'a TensorRT precision mode named as one of Object.prototype’s',
+      accelerators('{ name: "tensorrt" parameters { key: "precision_mode" value: "toString" } }'),
+      '"toString"',
+      /parameters\['precision_mode'\]: unsupported precision mode 'toString'/,
     ],
     [
       'a CUDA option the server owns',

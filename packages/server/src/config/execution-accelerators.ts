@@ -193,7 +193,7 @@ function tensorrtProvider(index: number, parameters: Record<string, string>): Gp
   for (const [key, value] of Object.entries(parameters)) {
     const path = [...LIST, index, 'parameters', key];
     if (key === 'precision_mode') {
-      if (!(value in PRECISION_MODES)) {
+      if (!Object.hasOwn(PRECISION_MODES, value)) {
         throw new ConfigFieldError(
           path,
           `unsupported precision mode '${value}'; expected one of ${Object.keys(PRECISION_MODES).join(', ')}`,
@@ -203,7 +203,7 @@ function tensorrtProvider(index: number, parameters: Record<string, string>): Gp
       if (option) out.set(option, '1', path);
       continue;
     }
-    const known = TENSORRT_PARAMETERS[key];
+    const known = ownEntry(TENSORRT_PARAMETERS, key);
     if (!known) {
       throw new ConfigFieldError(
         path,
@@ -218,7 +218,7 @@ function tensorrtProvider(index: number, parameters: Record<string, string>): Gp
 function cudaProvider(config: ModelConfig, accelerator: { index: number; parameters: Record<string, string> } | undefined): GpuProvider {
   const out = providerBuilder('cuda');
   for (const [key, value] of Object.entries(config.parameters ?? {})) {
-    const parse = CUDA_MODEL_PARAMETERS[key];
+    const parse = ownEntry(CUDA_MODEL_PARAMETERS, key);
     if (!parse) continue;
     const path = ['parameters', key];
     out.set(key, parsed(parse, value.string_value, path), path);
@@ -229,7 +229,7 @@ function cudaProvider(config: ModelConfig, accelerator: { index: number; paramet
     if (SERVER_OWNED_CUDA_OPTIONS.includes(key)) {
       throw new ConfigFieldError(path, `'${key}' is set by the server (instance_group gpus chooses the device)`);
     }
-    const parse = CUDA_OPTIONS[key];
+    const parse = ownEntry(CUDA_OPTIONS, key);
     if (!parse) {
       throw new ConfigFieldError(
         path,
@@ -246,7 +246,7 @@ function webgpuProvider(index: number, parameters: Record<string, string>): GpuP
   const out = providerBuilder('webgpu');
   for (const [key, value] of Object.entries(parameters)) {
     const path = [...LIST, index, 'parameters', key];
-    const known = WEBGPU_PARAMETERS[key];
+    const known = ownEntry(WEBGPU_PARAMETERS, key);
     if (!known) {
       throw new ConfigFieldError(
         path,
@@ -256,6 +256,11 @@ function webgpuProvider(index: number, parameters: Record<string, string>): GpuP
     out.set(known[0], parsed(known[1], value, path), path);
   }
   return out.provider;
+}
+
+// Keys come from config.pbtxt: 'valueOf' or 'constructor' must read as unknown, not as Object.prototype's.
+function ownEntry<T>(table: Readonly<Record<string, T>>, key: string): T | undefined {
+  return Object.hasOwn(table, key) ? table[key] : undefined;
 }
 
 function parsed(parse: Parse, value: string, path: FieldPath): string {

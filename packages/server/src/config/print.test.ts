@@ -93,7 +93,7 @@ parameters {
         expect(parseModelConfig(text)).toEqual(config);
         expect(printModelConfig(parseModelConfig(text))).toBe(text);
       }),
-      { numRuns: 300 },
+      { numRuns: Number(process.env.FC_RUNS ?? 300) },
     );
   });
 

@@ -64,11 +64,11 @@ export function parseTraceConfigFlags(flags: readonly string[]): TraceConfig {
     if (at <= 0) throw new Error(`--trace-config: '${flag}' is not [<mode>,]<key>=<value>. ${SYNTAX}`);
     const key = spec.slice(0, at);
     const value = spec.slice(at + 1);
-    if (mode === undefined && GLOBAL_KEYS[key] !== undefined) {
-      const name = GLOBAL_KEYS[key];
+    if (mode === undefined && Object.hasOwn(GLOBAL_KEYS, key)) {
+      const name = GLOBAL_KEYS[key]!;
       settings[name] = parseValue(name, name === 'trace_level' ? value.split(',') : value);
-    } else if (mode !== 'opentelemetry' && TRITON_KEYS[key] !== undefined) {
-      const name = TRITON_KEYS[key];
+    } else if (mode !== 'opentelemetry' && Object.hasOwn(TRITON_KEYS, key)) {
+      const name = TRITON_KEYS[key]!;
       settings[name] = name === 'trace_file' ? value : parseValue(name, value);
       modeKeys.triton ??= key;
     } else if (mode !== 'triton' && (OPENTELEMETRY_KEYS as readonly string[]).includes(key)) {

@@ -21,6 +21,8 @@ describe('trace settings', () => {
       log_frequency: 5,
     });
     expect(() => parseTraceConfigFlags(['frequency=5'])).toThrow(/unknown key 'frequency'/);
+    expect(() => parseTraceConfigFlags(['constructor=5'])).toThrow(/unknown key 'constructor'/);
+    expect(() => parseTraceConfigFlags(['triton,toString=5'])).toThrow(/unknown key 'toString' for mode triton/);
     expect(() => parseTraceConfigFlags(['rate=0'])).toThrow(/trace_rate' must be an integer >= 1/);
   });
 
