@@ -130,7 +130,9 @@ parameters { key: "do_copy_in_default_stream" value: { string_value: "false" } }
   });
 
   it('reads a model parameter named as one of Object.prototype’s as any other unknown one: not a CUDA option', () => {
-    const config = parseModelConfig('name: "m"\nparameters { key: "valueOf" value: {} }\nparameters { key: "constructor" value: { string_value: "1" } }');
+    const config = parseModelConfig(
+      'name: "m"\nparameters { key: "valueOf" value: {} }\nparameters { key: "constructor" value: { string_value: "1" } }',
+    );
     expect(gpuProvidersOf(config)).toEqual([{ name: 'cuda', options: {}, sources: {} }]);
   });
 });
