@@ -412,6 +412,21 @@ describe('cancellation from every protocol, counted CANCELED', () => {
     expect((await notes()).notes[0]).toMatch(/^aborted: .*request 'grpc'.* cancelled=true$/);
   });
 
+  it('a client that goes away after the final response, before the batch returned: counted a success, not CANCELED', async () => {
+    const before = { ...(await counts('streamer')), successes: await successes('streamer') };
+    const stream = grpc.streamInfer();
+    stream.write(streamer(2, { hold_ms: 400 }, 'gone'));
+    const seen: number[][] = [];
+    for await (const answer of stream) {
+      seen.push(n(answer));
+      if (answer.final) break;
+    }
+    stream.cancel();
+    expect(seen).toEqual([[0], [1]]);
+    await waitFor(async () => (await successes('streamer')) === before.successes + 1, 10_000, 'the success counted');
+    expect(await counts('streamer')).toMatchObject({ canceled: before.canceled, failures: before.failures });
+  });
+
   it('HTTP /infer connection closed while a JavaScript request runs: it sees its signal, counted CANCELED', async () => {
     const before = await counts('echo');
     const abort = new AbortController();
@@ -487,6 +502,8 @@ function encodeStreamer(model: string, count: number, parameters: Record<string,
 function metric(name: string, model?: string, labels = ''): Promise<number> {
   return readMetric(served.server.metricsPort, name, model, labels);
 }
+
+const successes = async (model: string) => (await http.modelStatistics(model))[0]!.inference_stats.success.count;
 
 /** A model's CANCELED failures (metric), failures and executions (statistics) and pending requests. */
 async function counts(model: string) {

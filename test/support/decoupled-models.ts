@@ -48,6 +48,7 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
  * calls the model `slow` with its signal, or with `own_signal` with a signal of its own aborted with
  * it), `after_final` (the final response, then one more send), `batch` (one response: how many
  * requests its execute() had), `log` (one response: what the model noted, then the notes are cleared). Notes: sends refused, signals aborted, calls cancelled, sends done.
+ * With `hold_ms`, execute() returns that long after it started its requests.
  */
 const STREAMER = `
 import { inferModel, tensor } from '@batchwise/backend';
@@ -60,6 +61,9 @@ const note = (text) => notes.push(text);
 export default {
   execute(requests) {
     for (const request of requests) void run(request, requests.length).catch((e) => note('run failed: ' + e.message));
+    // hold_ms: execute() returns that long after its requests started (their responses do not wait for it).
+    const hold = Math.max(0, ...requests.map((r) => r.parameters.hold_ms ?? 0));
+    if (hold > 0) return new Promise((resolve) => setTimeout(resolve, hold));
   },
 };
 async function run(request, batch) {

@@ -364,11 +364,15 @@ export class BatchingScheduler implements Scheduler {
     return { error: cancelled ? Errors.cancelled() : error };
   }
 
-  /** A decoupled request ended (its responses went to its sink): counted, and its enqueue settled. */
+  /**
+   * A decoupled request ended (its responses went to its sink): counted, and its enqueue settled. One its
+   * model finished (its final flag sent) is not cancelled by its client going away afterwards, even before
+   * the batch returned: a cancellation that came first ended it with an error.
+   */
   private streamEnded(waiting: Waiting, end: StreamEnd, dispatchedNs: bigint, timings: ExecutionTimings): void {
     const { request } = waiting;
-    if (end.error || request.signal?.aborted) {
-      waiting.reject(this.failed(request, end.error ?? Errors.cancelled()).error);
+    if (end.error) {
+      waiting.reject(this.failed(request, end.error).error);
     } else {
       if (end.sentError) this.context.stats.recordFailure(request, 'BACKEND');
       else {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ExecutionResult, InstanceRequest, ModelInstance, RequestsResult } from '../backends/backend.ts';
+import type { ExecutionResult, InstanceRequest, ModelInstance, RequestsResult, StreamEnd } from '../backends/backend.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import { Errors } from '../errors/errors.ts';
 import { ServerMetrics } from '../metrics/server-metrics.ts';
@@ -81,5 +81,80 @@ describe('BatchingScheduler with an instance that runs requests on their own', (
     expect(snapshot.execution_count).toBe(1);
     expect(snapshot.inference_stats.success.count).toBe(2);
     expect(snapshot.inference_stats.fail.count).toBe(1);
+  });
+});
+
+/** A decoupled instance: each request ends when the test says, and the batch returns when the test says. */
+class DecoupledInstance implements ModelInstance {
+  readonly ends: ((end: StreamEnd) => void)[] = [];
+  returnBatch: (() => void) | undefined;
+  execute(): Promise<ExecutionResult> {
+    throw new Error('the scheduler must call executeRequests');
+  }
+  executeRequests(requests: readonly InstanceRequest[]): Promise<RequestsResult> {
+    const responses = requests.map(() => ({ ended: new Promise<StreamEnd>((end) => this.ends.push(end)) }));
+    return new Promise((resolve) => (this.returnBatch = () => resolve({ responses, timings: TIMINGS })));
+  }
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+describe('BatchingScheduler with a decoupled instance', () => {
+  const config: ModelConfig = {
+    name: 'd',
+    max_batch_size: 8,
+    input: [{ name: 'X', data_type: 'TYPE_FP32', dims: [1] }],
+    output: [{ name: 'Y', data_type: 'TYPE_FP32', dims: [1] }],
+    dynamic_batching: {},
+    model_transaction_policy: { decoupled: true },
+  };
+
+  async function oneRequest() {
+    const clock = new FakeClock();
+    const instance = new DecoupledInstance();
+    const metrics = new ServerMetrics({ processMetrics: false });
+    const stats = new VersionStatistics('d', '1', metrics);
+    const scheduler = new BatchingScheduler({ config, instances: [instance], outputNames: ['Y'], stats }, undefined, clock);
+    const client = new AbortController();
+    const input: Tensor = { name: 'X', datatype: 'FP32', shape: [1, 1], data: new Uint8Array(4) };
+    const answer = scheduler
+      .enqueue({
+        inputs: [input],
+        batchSize: 1,
+        priority: 0,
+        timeoutMicroseconds: 0,
+        arrivalNs: clock.nowNs(),
+        signal: client.signal,
+        responses: { send: () => Promise.resolve() },
+      })
+      .then(
+        () => 'ended',
+        (error: Error) => error.message,
+      );
+    clock.endTurn();
+    await tick();
+    const canceled = async () => (await metrics.registry.getSingleMetric('nv_inference_request_failure')!.get()).values;
+    return { instance, client, answer, stats, canceled };
+  }
+
+  it('counts a request whose final flag was sent a success, though its client went away before the batch returned', async () => {
+    const { instance, client, answer, stats, canceled } = await oneRequest();
+    instance.ends[0]!({});
+    client.abort();
+    instance.returnBatch!();
+    expect(await answer).toBe('ended');
+    expect(stats.snapshot().inference_stats).toMatchObject({ success: { count: 1 }, fail: { count: 0 } });
+    expect((await canceled()).filter((v) => v.labels.reason === 'CANCELED' && v.value > 0)).toEqual([]);
+  });
+
+  it('counts a request its cancellation ended CANCELED', async () => {
+    const { instance, client, answer, stats, canceled } = await oneRequest();
+    client.abort();
+    instance.ends[0]!({ error: Errors.cancelled() });
+    instance.returnBatch!();
+    expect(await answer).toMatch(/cancel/i);
+    expect(stats.snapshot().inference_stats).toMatchObject({ success: { count: 0 }, fail: { count: 1 } });
+    expect((await canceled()).filter((v) => v.labels.reason === 'CANCELED').map((v) => v.value)).toEqual([1]);
   });
 });
