@@ -88,6 +88,7 @@ describe('BatchingScheduler with an instance that runs requests on their own', (
 class DecoupledInstance implements ModelInstance {
   readonly ends: ((end: StreamEnd) => void)[] = [];
   returnBatch: (() => void) | undefined;
+  onFatal: ((error: Error) => void) | undefined;
   execute(): Promise<ExecutionResult> {
     throw new Error('the scheduler must call executeRequests');
   }
