@@ -26,6 +26,8 @@ export interface EnsembleStep {
 /** What an ensemble runs: its steps, checked to form a graph that can run (see planEnsemble). */
 export interface EnsemblePlan {
   readonly steps: readonly EnsembleStep[];
+  /** `max_inflight_requests`: each step's requests in flight across the ensemble's requests, at most; 0 for no limit. */
+  readonly maxInflightRequests: number;
 }
 
 /** Triton's rule: `platform: "ensemble"`, or `backend: "ensemble"`, makes a model an ensemble. */
@@ -51,7 +53,8 @@ export function planEnsemble(config: ModelConfig): EnsemblePlan {
   const fail = (message: string): never => {
     throw Errors.invalidArg(`ensemble '${name}': ${message}`);
   };
-  const written = (config['ensemble_scheduling'] as { step?: EnsembleStepConfig[] } | undefined)?.step ?? [];
+  const scheduling = config['ensemble_scheduling'] as { step?: EnsembleStepConfig[]; max_inflight_requests?: number } | undefined;
+  const written = scheduling?.step ?? [];
   if (written.length === 0) fail('ensemble_scheduling must have at least one step');
   const steps = written.map((step, i): EnsembleStep => {
     const number = i + 1;
@@ -109,7 +112,7 @@ export function planEnsemble(config: ModelConfig): EnsemblePlan {
     if (!producer.has(output.name)) fail(`ensemble output '${output.name}' is not produced by any step`);
   }
   checkAcyclic(name, steps, producer);
-  return { steps };
+  return { steps, maxInflightRequests: scheduling?.max_inflight_requests ?? 0 };
 }
 
 /** Depth-first search over "step reads a tensor another step produces"; names the cycle it finds. */

@@ -6,6 +6,7 @@ import type { Parameters, Tensor } from '../tensor/tensor.ts';
 import type { RequestTrace } from '../trace/tracer.ts';
 import { streamEnsemble, type StreamingEnsemble } from './ensemble-stream.ts';
 import { stepFailure, stepParameters, stepRequest, storeStepOutputs } from './ensemble-step.ts';
+import { stepSlotsOf, type StepSlots } from './step-slots.ts';
 import type { QueuedRequest, Scheduler } from './scheduler.ts';
 
 export interface EnsembleContext {
@@ -17,7 +18,7 @@ export interface EnsembleContext {
   /** The server's request path: each step goes through its model's own validation and scheduler. */
   readonly callModel: InferenceCall;
   /** Present when a step is decoupled (the ensemble is then decoupled): how its responses flow (ensemble-stream.ts). */
-  readonly streaming?: Omit<StreamingEnsemble, 'ensembleName' | 'outputNames' | 'callModel'>;
+  readonly streaming?: Omit<StreamingEnsemble, 'ensembleName' | 'outputNames' | 'callModel' | 'stepSlots'>;
 }
 
 /**
@@ -34,11 +35,20 @@ export class EnsembleScheduler implements Scheduler {
   private running = 0;
   private idleWaiters: (() => void)[] = [];
   private readonly runRequest: (request: QueuedRequest) => Promise<Tensor[]>;
+  /** max_inflight_requests per step, when the config sets it (else nothing is counted). */
+  private readonly stepSlots: ReadonlyMap<EnsembleStep, StepSlots> | undefined;
 
   constructor(private readonly context: EnsembleContext) {
-    const { streaming, ensembleName, outputNames, callModel } = context;
+    const { streaming, ensembleName, outputNames, callModel, plan } = context;
+    this.stepSlots = stepSlotsOf(plan.steps, plan.maxInflightRequests);
     if (streaming) {
-      const ensemble: StreamingEnsemble = { ...streaming, ensembleName, outputNames, callModel };
+      const ensemble: StreamingEnsemble = {
+        ...streaming,
+        ensembleName,
+        outputNames,
+        callModel,
+        ...(this.stepSlots && { stepSlots: this.stepSlots }),
+      };
       this.runRequest = (request) => streamEnsemble(ensemble, request).then(() => []);
     } else {
       this.runRequest = (request) => this.run(request);
@@ -138,11 +148,15 @@ export class EnsembleScheduler implements Scheduler {
     signal: AbortSignal | undefined,
   ): Promise<InferenceResponse> {
     const { callModel, ensembleName } = this.context;
+    const slots = this.stepSlots?.get(step);
+    if (slots) await slots.acquire(signal);
     try {
       // The ensemble request's cancellation cancels its steps (a queued step leaves its model's queue).
       return await callModel(stepRequest(step, tensors, parameters, trace), signal && { signal });
     } catch (error) {
       throw stepFailure(ensembleName, step, error);
+    } finally {
+      slots?.release();
     }
   }
 }

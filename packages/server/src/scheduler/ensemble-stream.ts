@@ -8,6 +8,7 @@ import type { InferenceCall, InferenceResponse, InferenceStreamCall } from '../p
 import type { Parameters, Tensor } from '../tensor/tensor.ts';
 import { stepFailure, stepParameters, stepRequest, storeStepOutputs } from './ensemble-step.ts';
 import type { QueuedRequest } from './scheduler.ts';
+import type { StepSlots } from './step-slots.ts';
 
 /** An ensemble with a decoupled step, as loaded (ensemble-loader.ts decides it). */
 export interface StreamingEnsemble {
@@ -21,6 +22,8 @@ export interface StreamingEnsemble {
   readonly streamModel: InferenceStreamCall;
   /** Charges the responses flowing between steps to the memory guard (throws when over budget). @default not charged */
   readonly reserveMemory?: (bytes: number) => MemoryReservation;
+  /** max_inflight_requests per step, when the config sets it. */
+  readonly stepSlots?: ReadonlyMap<EnsembleStep, StepSlots>;
 }
 
 /**
@@ -153,8 +156,15 @@ class EnsembleStream {
 
   /** A step that answers once: its outputs join the set. */
   private async callStep(step: EnsembleStep, set: TensorSet): Promise<void> {
+    const slots = this.ensemble.stepSlots?.get(step);
     try {
-      const response = await this.ensemble.callModel(this.stepRequest(step, set), { signal: this.cancel.signal });
+      let response: InferenceResponse;
+      if (slots) await slots.acquire(this.cancel.signal);
+      try {
+        response = await this.ensemble.callModel(this.stepRequest(step, set), { signal: this.cancel.signal });
+      } finally {
+        slots?.release();
+      }
       if (this.failure) return;
       const bytes = storeStepOutputs(step, response, set.tensors);
       set.charge?.grow(bytes);
@@ -174,12 +184,21 @@ class EnsembleStream {
     const flowing = new Set<Promise<void>>();
     let turn = set.turn;
     let open = true;
+    // Its slot (max_inflight_requests) is held until its final response, as Triton holds it.
+    const slots = this.ensemble.stepSlots?.get(step);
+    let holdsSlot = false;
     const close = (): void => {
       if (open) this.running--;
       open = false;
+      if (holdsSlot) slots!.release();
+      holdsSlot = false;
     };
     this.running++;
     try {
+      if (slots) {
+        await slots.acquire(this.cancel.signal);
+        holdsSlot = true;
+      }
       for await (const event of this.ensemble.streamModel(this.stepRequest(step, set), { signal: this.cancel.signal })) {
         // An error response ends the request after the responses before it.
         if (event.kind === 'error') await this.failInTurn({ ...set, turn }, stepFailure(this.ensemble.ensembleName, step, event.error));
