@@ -14,7 +14,7 @@ import { describeValue } from '../tensor/describe-value.ts';
 import { decodeJsonTensorData, encodeJsonTensorData } from '../tensor/json-codec.ts';
 import { checkJsonNesting, parseRequestJson } from '../tensor/json-text.ts';
 import { formatShape } from '../tensor/shape.ts';
-import type { Parameters } from '../tensor/tensor.ts';
+import type { Parameters, Tensor } from '../tensor/tensor.ts';
 
 export const HEADER_LENGTH_HEADER = 'Inference-Header-Content-Length';
 /** The same header as Node's request headers and fastify's replies spell it. */
@@ -250,27 +250,29 @@ export function outputsSentAsJson(request: InferenceRequest): (output: { name: s
 const NONE_AS_JSON = (): boolean => false;
 const HALF_FLOATS_BINARY = ({ datatype }: { datatype: DataType }): boolean => !(datatype === 'FP16' || datatype === 'BF16');
 
+/** An output's name, datatype and shape as JSON, without its closing brace: what follows depends on how it is sent. */
+function outputHead(tensor: Tensor): string {
+  return `{"name":${JSON.stringify(tensor.name)},"datatype":"${tensor.datatype}","shape":[${tensor.shape.join(',')}]`;
+}
+
 /** Encodes an infer response; binary outputs are appended as they are (no JSON, no copies). */
 export function encodeHttpInferResponse(response: InferenceResponse, request: InferenceRequest): EncodedHttpResponse {
   const sentAsJson = outputsSentAsJson(request);
   const binaryChunks: Buffer[] = [];
   // Outputs are written as JSON text: tensor data carries tokens JSON.stringify cannot write.
   const outputs = response.outputs.map((tensor) => {
-    const binary = !sentAsJson(tensor);
-    const base = { name: tensor.name, datatype: tensor.datatype, shape: tensor.shape };
+    const head = outputHead(tensor);
     // As Triton: an output written to shared memory is described, not sent.
-    if (tensor.sharedMemory) return JSON.stringify(base);
-    if (!binary) return `${JSON.stringify(base).slice(0, -1)},"data":${encodeJsonTensorData(tensor)}}`;
+    if (tensor.sharedMemory) return `${head}}`;
+    if (sentAsJson(tensor)) return `${head},"data":${encodeJsonTensorData(tensor)}}`;
     binaryChunks.push(Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength));
-    return JSON.stringify({ ...base, parameters: { binary_data_size: tensor.data.byteLength } });
+    return `${head},"parameters":{"binary_data_size":${tensor.data.byteLength}}}`;
   });
-  const head = JSON.stringify({
-    model_name: response.modelName,
-    model_version: response.modelVersion,
-    ...(response.id !== undefined && { id: response.id }),
-    ...(response.parameters !== undefined && { parameters: response.parameters }),
-  });
-  const json = Buffer.from(`${head.slice(0, -1)},"outputs":[${outputs.join(',')}]}`);
+  // Written as text rather than through objects for JSON.stringify: a request's reply is on the common path.
+  let head = `{"model_name":${JSON.stringify(response.modelName)},"model_version":${JSON.stringify(response.modelVersion)}`;
+  if (response.id !== undefined) head += `,"id":${JSON.stringify(response.id)}`;
+  if (response.parameters !== undefined) head += `,"parameters":${JSON.stringify(response.parameters)}`;
+  const json = Buffer.from(`${head},"outputs":[${outputs.join(',')}]}`);
   if (binaryChunks.length === 0) return { chunks: [json], contentType: 'application/json' };
   return { chunks: [json, ...binaryChunks], headerLength: json.length, contentType: 'application/octet-stream' };
 }
