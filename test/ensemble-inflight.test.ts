@@ -69,7 +69,10 @@ describe('max_inflight_requests', () => {
   it('a decoupled step: the next request’s step starts only after the last one’s final response (unlimited, they batch)', async () => {
     // mode batch: the streamer answers with how many requests its execute() had.
     const both = (model: string) => Promise.all([ns(count(model, 0, { mode: 'batch' })), ns(count(model, 0, { mode: 'batch' }))]);
-    expect(await both('pipeline')).toEqual([[2], [2]]);
+    // Unlimited, two requests sent together share one execute() (within the streamer's 20 ms delay; tried up to three times on a busy machine).
+    let unlimited = await both('pipeline');
+    for (let attempt = 1; attempt < 3 && unlimited[0]![0] !== 2; attempt++) unlimited = await both('pipeline');
+    expect(unlimited).toEqual([[2], [2]]);
     expect(await both('limited_pipeline')).toEqual([[1], [1]]);
   });
 
