@@ -19,9 +19,12 @@ import { serveModels, type ServedModels } from './support/server.ts';
 
 const SEED = Number(process.env['DIFFERENTIAL_SEED'] ?? 28);
 const WIDTH = 4;
-/** Every request of a sequence comes well within it, but the pause of the sleeper does not. */
-const IDLE_MS = 1000;
-const PAUSE_MS = 1600;
+/**
+ * Every request of a sequence comes well within it, but the pause of the sleeper does not. 1 s was
+ * too short once on a saturated 2-core CI run: a sequence's next request came later and was released.
+ */
+const IDLE_MS = 3000;
+const PAUSE_MS = 4000;
 
 const fp32Control = (name: string, kind: string) => `{ name: "${name}" control [ { kind: ${kind} fp32_false_true: [ 0, 1 ] } ] }`;
 function configOf(name: string, strategy: string, corrid: 'TYPE_UINT64' | 'TYPE_STRING', maxBatchSize: number, instances: number): string {
