@@ -1,7 +1,7 @@
 /**
  * @batchwise/backend: what model code of the JavaScript backend (`backend: "js"`) imports:
  * the types of the model API, `tensor` to build outputs, `ModelError` for one request's error,
- * and `inferModel` to call other models of the server (BLS). The server resolves this package
+ * and `inferModel` / `inferModelStream` to call other models of the server (BLS). The server resolves this package
  * to its own copy for every model, wherever the model's folder is. README.md has an example.
  */
 export type {
@@ -18,4 +18,11 @@ export type {
 } from './types.ts';
 export { ModelCallError, ModelError, ResponseSenderError, isErrorCode, type ErrorCode } from './errors.ts';
 export { ARRAY_OF, elementCount, halfBits, tensor } from './tensor.ts';
-export { inferModel, MODEL_CALLER, type ModelCaller } from './infer-model.ts';
+export {
+  inferModel,
+  inferModelStream,
+  MODEL_CALLER,
+  MODEL_STREAM_CALLER,
+  type ModelCaller,
+  type ModelStreamCaller,
+} from './infer-model.ts';

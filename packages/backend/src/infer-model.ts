@@ -21,7 +21,31 @@ export async function inferModel(request: InferModelRequest): Promise<InferModel
   if (caller === undefined) {
     throw new ModelError('inferModel is available only inside a model that the Batchwise server runs (backend: "js")', 'UNAVAILABLE');
   }
-  const result = await caller(request);
+  return withOutput(await caller(request));
+}
+
+/** Where the server's worker thread puts the function that carries `inferModelStream` calls (as MODEL_CALLER). */
+export const MODEL_STREAM_CALLER = Symbol.for('@batchwise/backend.modelStreamCaller');
+
+/** What the server provides: the called model's responses as it sends them; throws ModelCallError. */
+export type ModelStreamCaller = (request: InferModelRequest) => AsyncIterable<Omit<InferModelResult, 'output'>>;
+
+/**
+ * Calls another model of this server and yields each of its responses as the model sends them
+ * (Triton's BLS `exec(decoupled=True)`): a decoupled model's zero or more responses, another
+ * model's one. The server sends a few responses ahead of what the loop took, no more: a loop that
+ * reads slowly holds the called model back. Leaving the loop early cancels the call, as aborting
+ * `signal` does. An error response, or the call's failure, throws ModelCallError and ends the call.
+ */
+export async function* inferModelStream(request: InferModelRequest): AsyncGenerator<InferModelResult, void, undefined> {
+  const caller = (globalThis as Record<symbol, unknown>)[MODEL_STREAM_CALLER] as ModelStreamCaller | undefined;
+  if (caller === undefined) {
+    throw new ModelError('inferModelStream is available only inside a model that the Batchwise server runs (backend: "js")', 'UNAVAILABLE');
+  }
+  for await (const result of caller(request)) yield withOutput(result);
+}
+
+function withOutput(result: Omit<InferModelResult, 'output'>): InferModelResult {
   const byName = new Map(result.outputs.map((t) => [t.name, t]));
   return {
     ...result,

@@ -1,7 +1,7 @@
 import type { GpuProvider } from '../config/execution-accelerators.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import type { ModelIO } from '../config/model-io.ts';
-import type { InferenceCall, TraceContext } from '../protocol/types.ts';
+import type { InferenceCall, InferenceStreamCall, TraceContext } from '../protocol/types.ts';
 import type { Parameters, Tensor } from '../tensor/tensor.ts';
 
 /** Nanosecond timings of one execution, split as Triton's statistics split them. */
@@ -103,6 +103,8 @@ export interface InstanceOptions {
   readonly model?: InstanceModelContext;
   /** Runs an inference through the server's request path (calls from model code to other models). */
   readonly callModel?: InferenceCall;
+  /** The same as a stream of responses (calls from model code that read a decoupled model's responses). */
+  readonly streamModel?: InferenceStreamCall;
 }
 
 export interface InstanceModelContext {

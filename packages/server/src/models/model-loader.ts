@@ -151,6 +151,7 @@ async function openVersion(
         kind: placement.device === 'gpu' ? 'KIND_GPU' : 'KIND_CPU',
       },
       ...(options.callModel && { callModel: options.callModel }),
+      ...(options.streamModel && { streamModel: options.streamModel }),
     });
 
   const first = await create(placements[0]!);

@@ -5,7 +5,8 @@ import type { ModelIO, ModelTensorInfo } from '../../config/model-io.ts';
 import { modelFacingDims } from '../../config/shape-rules.ts';
 import { isDecoupled } from '../../config/transaction-policy.ts';
 import { Errors, InferenceServerError, toInferenceServerError } from '../../errors/errors.ts';
-import type { InferenceCall, InferenceRequest } from '../../protocol/types.ts';
+import { offAbort, onAbort } from '../../protocol/abort-listeners.ts';
+import type { InferenceCall, InferenceRequest, InferenceStreamCall } from '../../protocol/types.ts';
 import { CONFIG_TYPE_TO_DATATYPE } from '../../tensor/datatype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type {
@@ -23,6 +24,7 @@ import type {
 import { spawnWorkerThread, SupervisedWorker, waitUntilLoaded } from '../worker-supervision.ts';
 import { DEFAULT_FINAL_RESPONSE_TIMEOUT_MS, FINAL_RESPONSE_TIMEOUT_PARAMETER, LiveRequests } from './live-requests.ts';
 import { OutputRules } from './output-check.ts';
+import { StreamedCall } from './streamed-call.ts';
 import {
   packRequests,
   packTensors,
@@ -90,6 +92,7 @@ async function createInstance(options: InstanceOptions, backendOptions: JsBacken
     decoupled,
     finalResponseTimeoutMs,
     callModel: options.callModel,
+    streamModel: options.streamModel,
     heapLimitBytes: backendOptions.workerHeapLimitBytes,
   });
   return { instance, io: ioOfConfig(config), executionProvider: 'js' };
@@ -135,6 +138,7 @@ interface JsInstanceOptions {
   /** batchwise_final_response_timeout_ms (decoupled models). */
   readonly finalResponseTimeoutMs: number;
   readonly callModel: InferenceCall | undefined;
+  readonly streamModel: InferenceStreamCall | undefined;
   readonly heapLimitBytes: number | undefined;
 }
 
@@ -154,6 +158,8 @@ class JsInstance implements ModelInstance {
   private readonly pending = new Map<number, PendingRun>();
   /** In-server calls model code made and has not had answered, by call id: cancelled when the model cancels them. */
   private readonly calls = new Map<number, AbortController>();
+  /** Streamed calls being served, by call id: the worker acknowledges their responses. */
+  private readonly streamedCalls = new Map<number, StreamedCall>();
   private readonly worker: SupervisedWorker<FromWorker>;
   private readonly rules: OutputRules;
   private readonly live: LiveRequests;
@@ -254,6 +260,9 @@ class JsInstance implements ModelInstance {
       case 'call-cancel':
         this.calls.get(message.callId)?.abort();
         return;
+      case 'call-ack':
+        this.streamedCalls.get(message.callId)?.acknowledge(message.count);
+        return;
       case 'response':
         this.onResponse(message);
         return;
@@ -306,23 +315,30 @@ class JsInstance implements ModelInstance {
     }
   }
 
-  /** Runs the model's inferModel call through the server and answers the worker that asked. */
+  /** Runs the model's inferModel (or inferModelStream) call through the server and answers the worker that asked. */
   private async serveCall(worker: Worker, message: Extract<FromWorker, { type: 'call' }>): Promise<void> {
     const call = message.request;
-    let answer: ToWorker;
-    let transfer: ArrayBuffer[] = [];
-    // A call made with its request's signal ends with that request (one signal for all its calls); another, by call-cancel.
+    const { callId } = message;
+    // A worker replaced meanwhile is gone: its call has no one to answer. A cancelled call's answer is dropped there.
+    const post = (answer: ToWorker, transfer: ArrayBuffer[] = []): void => {
+      if (this.worker.isCurrent(worker)) worker.postMessage(answer, transfer);
+    };
+    // A call made with its request's signal ends with that request (one signal for all its calls); another, by
+    // call-cancel. A streamed call has a controller of its own either way: its first error response cancels it.
     let signal: AbortSignal | undefined;
-    if (message.requestKey === undefined) {
-      const cancel = new AbortController();
-      this.calls.set(message.callId, cancel);
-      signal = cancel.signal;
-    } else {
-      signal = this.live.callSignal(message.requestKey);
+    let own: AbortController | undefined;
+    if (message.requestKey === undefined || message.stream) {
+      own = new AbortController();
+      this.calls.set(callId, own);
     }
+    if (message.requestKey === undefined) signal = own!.signal;
+    else signal = this.live.callSignal(message.requestKey);
+    const follow = own && signal !== own.signal ? { handleEvent: () => own.abort() } : undefined;
     try {
-      if (!this.callModel) throw Errors.unavailable('calls to other models are not available in this server');
-      if (!signal) throw Errors.cancelled();
+      const run = message.stream ? this.options.streamModel : this.callModel;
+      if (!run) throw Errors.unavailable('calls to other models are not available in this server');
+      if (!signal || signal.aborted) throw Errors.cancelled();
+      if (follow) onAbort(signal, follow);
       const request: InferenceRequest = {
         modelName: call.model,
         ...(call.version !== undefined && { modelVersion: call.version }),
@@ -331,25 +347,25 @@ class JsInstance implements ModelInstance {
         parameters: call.parameters ?? {},
         ...this.callerOf(message.executeId),
       };
-      const response = await this.callModel(request, { signal });
+      if (message.stream) {
+        const streamed = new StreamedCall(callId, post);
+        this.streamedCalls.set(callId, streamed);
+        await streamed.serve(this.options.streamModel!, request, own!);
+        return;
+      }
+      const response = await this.callModel!(request, { signal });
       const { buffer, slices } = packTensors([response.outputs]);
-      answer = {
-        type: 'call-result',
-        callId: message.callId,
-        model: response.modelName,
-        version: response.modelVersion,
+      post({ type: 'call-result', callId, model: response.modelName, version: response.modelVersion, buffer, outputs: slices[0]! }, [
         buffer,
-        outputs: slices[0]!,
-      };
-      transfer = [buffer];
+      ]);
     } catch (error) {
       const e = toInferenceServerError(error);
-      answer = { type: 'call-failed', callId: message.callId, code: e.code, message: e.message };
+      post({ type: 'call-failed', callId, code: e.code, message: e.message });
     } finally {
-      this.calls.delete(message.callId);
+      this.calls.delete(callId);
+      this.streamedCalls.delete(callId);
+      if (follow && signal) offAbort(signal, follow);
     }
-    // A worker replaced meanwhile is gone: its call has no one to answer. A cancelled call's answer is dropped there.
-    if (this.worker.isCurrent(worker)) worker.postMessage(answer, transfer);
   }
 
   private get callModel(): InferenceCall | undefined {

@@ -57,6 +57,18 @@ export type ToWorker =
       readonly buffer: ArrayBuffer;
       readonly outputs: readonly WireSlice[];
     }
+  /** One response of a streamed call (inferModelStream); `final` with its last. */
+  | {
+      readonly type: 'call-response';
+      readonly callId: number;
+      readonly model: string;
+      readonly version: string;
+      readonly buffer: ArrayBuffer;
+      readonly outputs: readonly WireSlice[];
+      readonly final: boolean;
+    }
+  /** A streamed call's final flag alone (the called model ended its request without a last response). */
+  | { readonly type: 'call-end'; readonly callId: number }
   | { readonly type: 'call-failed'; readonly callId: number; readonly code: string; readonly message: string }
   /** The request ended before its model finished with it (cancelled, or a decoupled request's timeout): abort its signal, close its sender. */
   | { readonly type: 'end'; readonly key: number; readonly code: string; readonly message: string }
@@ -87,7 +99,11 @@ export type FromWorker =
       readonly requestKey?: number;
       readonly buffer: ArrayBuffer;
       readonly request: WireCall;
+      /** inferModelStream: every response of the called model, as it sends them (else its one answer). */
+      readonly stream?: true;
     }
+  /** Model code took `count` more responses of a streamed call: the server may send as many more. */
+  | { readonly type: 'call-ack'; readonly callId: number; readonly count: number }
   /** Model code cancelled a call (its signal aborted): the server cancels it too. */
   | { readonly type: 'call-cancel'; readonly callId: number }
   /** A decoupled request's response (absent: the final flag alone), sent through its response sender. */

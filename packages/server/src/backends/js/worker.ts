@@ -7,10 +7,10 @@
 import { register } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { parentPort, workerData } from 'node:worker_threads';
-import { isErrorCode, MODEL_CALLER, ModelCallError } from '@batchwise/backend';
+import { isErrorCode, MODEL_CALLER, MODEL_STREAM_CALLER, ModelCallError } from '@batchwise/backend';
 import { registerBackendResolution } from './resolve-hook.ts';
 import type { FromWorker, ToWorker, WireRequest, WireResponse, WorkerInit } from './protocol.ts';
-import { packResponses, packTensors, unpack } from './protocol.ts';
+import { ACK_EVERY, packResponses, packTensors, unpack } from './protocol.ts';
 import { requestKeyOf, RequestStates } from './request-state.ts';
 import { toByteTensor, toModelTensor } from './worker-tensors.ts';
 
@@ -62,58 +62,73 @@ async function loadModel(): Promise<Model> {
   return model;
 }
 
-// ---- calls from model code to other models (inferModel) ----
+// ---- calls from model code to other models (inferModel, inferModelStream) ----
 let nextCallId = 0;
 /** The batch execute() is running (an instance runs one at a time): its calls join that batch's trace. */
 let runningExecuteId: number | undefined;
 const calls = new Map<number, { resolve(result: unknown): void; reject(error: Error): void; model: string; done(): void }>();
-(globalThis as Record<symbol, unknown>)[MODEL_CALLER] = (request: {
+
+interface CallRequest {
   model: string;
   version?: string;
   inputs: readonly { name: string; datatype: string; shape: readonly number[]; data: unknown }[];
   outputs?: readonly string[];
   parameters?: Record<string, string | number | boolean>;
   signal?: AbortSignal;
-}) =>
+}
+
+const cancelledCall = (model: string) =>
+  new ModelCallError(`the call to model '${model}' was cancelled (its signal aborted)`, 'CANCELLED', model);
+
+/** Posts the call to the main thread; returns the key of the request whose signal it was given, if any. */
+function postCall(callId: number, request: CallRequest, stream: boolean): number | undefined {
+  const { buffer, slices } = packTensors([request.inputs.map((t) => toByteTensor(t))]);
+  const requestKey = request.signal && requestKeyOf(request.signal);
+  send(
+    {
+      type: 'call',
+      callId,
+      ...(runningExecuteId !== undefined && { executeId: runningExecuteId }),
+      ...(requestKey !== undefined && { requestKey }),
+      buffer,
+      request: {
+        model: request.model,
+        ...(request.version !== undefined && { version: request.version }),
+        inputs: slices[0]!,
+        ...(request.outputs !== undefined && { outputs: [...request.outputs] }),
+        ...(request.parameters !== undefined && { parameters: request.parameters }),
+      },
+      ...(stream && { stream: true as const }),
+    },
+    [buffer],
+  );
+  return requestKey;
+}
+
+(globalThis as Record<symbol, unknown>)[MODEL_CALLER] = (request: CallRequest) =>
   new Promise((resolve, reject) => {
     const { signal } = request;
-    const cancelled = () =>
-      new ModelCallError(`the call to model '${request.model}' was cancelled (its signal aborted)`, 'CANCELLED', request.model);
-    if (signal?.aborted) return reject(cancelled());
-    const { buffer, slices } = packTensors([request.inputs.map((t) => toByteTensor(t))]);
+    if (signal?.aborted) return reject(cancelledCall(request.model));
     const callId = nextCallId++;
     // An aborted signal cancels the call in the server too: a queued call leaves its model's queue. A
     // request's own signal aborts because the main thread ended the request, and it cancels the call then.
-    const requestKey = signal && requestKeyOf(signal);
+    let requestKey: number | undefined;
     const onAbort = () => {
       calls.delete(callId);
       if (requestKey === undefined) send({ type: 'call-cancel', callId });
-      reject(cancelled());
+      reject(cancelledCall(request.model));
     };
     signal?.addEventListener('abort', onAbort, { once: true });
     calls.set(callId, { resolve, reject, model: request.model, done: () => signal?.removeEventListener('abort', onAbort) });
-    send(
-      {
-        type: 'call',
-        callId,
-        ...(runningExecuteId !== undefined && { executeId: runningExecuteId }),
-        ...(requestKey !== undefined && { requestKey }),
-        buffer,
-        request: {
-          model: request.model,
-          ...(request.version !== undefined && { version: request.version }),
-          inputs: slices[0]!,
-          ...(request.outputs !== undefined && { outputs: [...request.outputs] }),
-          ...(request.parameters !== undefined && { parameters: request.parameters }),
-        },
-      },
-      [buffer],
-    );
+    requestKey = postCall(callId, request, false);
   });
 
 function settleCall(message: Extract<ToWorker, { type: 'call-result' | 'call-failed' }>): void {
   const call = calls.get(message.callId);
-  if (!call) return;
+  if (!call) {
+    if (message.type === 'call-failed') streamedCalls.get(message.callId)?.fail(message.code, message.message);
+    return;
+  }
   calls.delete(message.callId);
   call.done();
   if (message.type === 'call-failed') {
@@ -121,6 +136,102 @@ function settleCall(message: Extract<ToWorker, { type: 'call-result' | 'call-fai
     return;
   }
   call.resolve({ model: message.model, version: message.version, outputs: message.outputs.map((s) => toModelTensor(message.buffer, s)) });
+}
+
+type CallResult = { model: string; version: string; outputs: unknown[] };
+
+/**
+ * One inferModelStream call as model code iterates it: the responses the main thread sent and the
+ * loop has not taken yet, taken one by one and acknowledged ACK_EVERY at a time (the main thread
+ * sends at most MAX_UNSENT_RESPONSES ahead). Leaving the loop early, or the signal aborting, cancels it.
+ */
+class StreamedCallReader implements AsyncIterator<CallResult> {
+  private readonly held: CallResult[] = [];
+  private ended = false;
+  private failure: Error | undefined;
+  private waiting: { resolve(r: IteratorResult<CallResult>): void; reject(e: Error): void } | undefined;
+  private taken = 0;
+  private readonly onAbort = (): void => this.cancel(cancelledCall(this.request.model));
+
+  constructor(
+    private readonly callId: number,
+    private readonly request: CallRequest,
+  ) {
+    streamedCalls.set(callId, this);
+    request.signal?.addEventListener('abort', this.onAbort, { once: true });
+    postCall(callId, request, true);
+  }
+
+  next(): Promise<IteratorResult<CallResult>> {
+    const result = this.held.shift();
+    if (result) {
+      if (++this.taken % ACK_EVERY === 0 && !this.ended) send({ type: 'call-ack', callId: this.callId, count: ACK_EVERY });
+      return Promise.resolve({ value: result, done: false });
+    }
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.ended) return Promise.resolve({ value: undefined, done: true });
+    return new Promise((resolve, reject) => (this.waiting = { resolve, reject }));
+  }
+
+  /** The loop was left early: the call is cancelled in the server. */
+  return(): Promise<IteratorResult<CallResult>> {
+    if (!this.ended) this.cancel(undefined);
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  response(result: CallResult, final: boolean): void {
+    if (this.ended) return;
+    this.held.push(result);
+    if (final) this.finish();
+    this.wakeWith();
+  }
+
+  end(): void {
+    this.finish();
+    this.wakeWith();
+  }
+
+  fail(code: string, message: string): void {
+    this.failure ??= new ModelCallError(message, isErrorCode(code) ? code : 'INTERNAL', this.request.model);
+    this.finish();
+    this.wakeWith();
+  }
+
+  private cancel(error: Error | undefined): void {
+    if (this.ended) return;
+    send({ type: 'call-cancel', callId: this.callId });
+    this.failure ??= error;
+    this.held.length = 0;
+    this.finish();
+    this.wakeWith();
+  }
+
+  private finish(): void {
+    this.ended = true;
+    streamedCalls.delete(this.callId);
+    this.request.signal?.removeEventListener('abort', this.onAbort);
+  }
+
+  private wakeWith(): void {
+    const waiting = this.waiting;
+    if (!waiting) return;
+    this.waiting = undefined;
+    void this.next().then(waiting.resolve, waiting.reject);
+  }
+}
+
+const streamedCalls = new Map<number, StreamedCallReader>();
+
+(globalThis as Record<symbol, unknown>)[MODEL_STREAM_CALLER] = (request: CallRequest): AsyncIterable<CallResult> => ({
+  [Symbol.asyncIterator]: () => {
+    if (request.signal?.aborted) throw cancelledCall(request.model);
+    return new StreamedCallReader(nextCallId++, request);
+  },
+});
+
+function streamedCallResponse(message: Extract<ToWorker, { type: 'call-response' }>): void {
+  const outputs = message.outputs.map((s) => toModelTensor(message.buffer, s));
+  streamedCalls.get(message.callId)?.response({ model: message.model, version: message.version, outputs }, message.final);
 }
 
 // ---- execute ----
@@ -226,6 +337,12 @@ async function main(): Promise<void> {
       case 'call-result':
       case 'call-failed':
         settleCall(message);
+        return;
+      case 'call-response':
+        streamedCallResponse(message);
+        return;
+      case 'call-end':
+        streamedCalls.get(message.callId)?.end();
         return;
       case 'end':
         states.end(message.key, message.code, message.message);
