@@ -226,10 +226,13 @@ describe('decoupled models', () => {
     expect(after.map(n)).toEqual([[0]]);
   });
 
-  it('load refused: a decoupled model of another backend', async () => {
+  it('load refused: a decoupled model of another backend, and one with the response cache (as Triton refuses it)', async () => {
     const index = await http.repositoryIndex();
     const reason = (name: string) => index.find((m) => m.name === name)?.reason ?? '';
     expect(reason('decoupled_onnx')).toContain("model 'decoupled_onnx': model_transaction_policy { decoupled: true } needs");
+    expect(reason('cached_streamer')).toContain(
+      "Response Cache does not currently support model cached_streamer with 'decoupled' transaction policy. Please disable the response cache.",
+    );
   });
 
   it("a reader that stalls: the model's send waits, the server holds a bounded amount, then everything arrives", async () => {

@@ -188,8 +188,13 @@ export const DECOUPLED_MODELS: readonly RepositoryModel[] = [
   { name: 'slow', config: SLOW_CONFIG, model: identity('FP32', [4]) },
 ];
 
-/** A model whose load is refused: a decoupled ONNX model. */
+/** Models whose load is refused: a decoupled ONNX model, and a decoupled model with the response cache. */
 export const REFUSED_MODELS: readonly RepositoryModel[] = [
+  {
+    name: 'cached_streamer',
+    config: `${STREAMER_CONFIG.replace('"streamer"', '"cached_streamer"')}response_cache { enable: true }\n`,
+    files: { '1/model.mjs': STREAMER },
+  },
   {
     name: 'decoupled_onnx',
     config: `name: "decoupled_onnx"

@@ -42,6 +42,17 @@ describe('validateModelConfig', () => {
     expect(() => validateModelConfig(c, io)).not.toThrow();
   });
 
+  it("refuses a decoupled model with the response cache, in Triton's words; either alone is fine", () => {
+    const decoupled = 'model_transaction_policy { decoupled: true }\n';
+    const cached = 'response_cache { enable: true }\n';
+    expect(failure(edit(decoupled + cached))).toBe(
+      "Response Cache does not currently support model resnet with 'decoupled' transaction policy. Please disable the response cache.",
+    );
+    expect(() => validateModelConfig(edit(decoupled), io)).not.toThrow();
+    expect(() => validateModelConfig(edit(cached), io)).not.toThrow();
+    expect(() => validateModelConfig(edit(decoupled + 'response_cache { enable: false }\n'), io)).not.toThrow();
+  });
+
   it('rejects a config input the model does not have', () => {
     expect(failure(replace('name: "image"', 'name: "img"'))).toBe(
       "model 'resnet': input 'img' in the config is not an input of the model (model inputs: 'image')",

@@ -1,3 +1,4 @@
+import { isDecoupled } from './transaction-policy.ts';
 import { InferenceServerError } from '../errors/errors.ts';
 import { CONFIG_TYPE_TO_DATATYPE } from '../tensor/datatype.ts';
 import type { ModelConfig, ModelInput, ModelInstanceGroup, ModelOutput } from './model-config.ts';
@@ -43,6 +44,13 @@ export function validateModelConfig(config: ModelConfig, io: ModelIO): void {
     }
   }
   validateSequenceBatching(config, io);
+  // Triton's rule and words (model_config_utils.cc): the cache holds one answer a request, a decoupled model's is a stream.
+  if (isDecoupled(config) && config.response_cache?.enable) {
+    throw new InferenceServerError(
+      'INVALID_ARG',
+      `Response Cache does not currently support model ${config.name} with 'decoupled' transaction policy. Please disable the response cache.`,
+    );
+  }
 }
 
 /**
