@@ -36,6 +36,10 @@ export default {
       const ns = [];
       let sent = -1;
       const before = p.pause_ms ? await sentSoFar(target) : 0;
+      if (p.crash) {
+        // A call made without the request's signal, then the worker dies (an exception nobody catches).
+        for await (const _ of inferModelStream({ model: target, inputs, parameters })) setTimeout(() => { throw new Error('the reader crashed'); });
+      }
       try {
         for await (const response of inferModelStream({ model: target, inputs, parameters, signal: request.signal })) {
           ns.push(response.output(target === 'echo' ? 'Y' : 'N').data[0]);
@@ -108,6 +112,17 @@ describe('inferModelStream', () => {
       'the called request counted CANCELED',
     );
     expect(await ns(3)).toEqual([0, 1, 2]);
+  });
+
+  it('a worker that dies during a streamed call: the called request is cancelled (counted CANCELED), not left waiting', async () => {
+    const before = await metric('nv_inference_request_failure', 'patient_streamer', 'reason="CANCELED"');
+    await expect(read(0, { mode: 'hang', target: 'patient_streamer', crash: true })).rejects.toThrow(/reader/);
+    await waitFor(
+      async () => (await metric('nv_inference_request_failure', 'patient_streamer', 'reason="CANCELED"')) === before + 1,
+      10_000,
+      'the called request counted CANCELED',
+    );
+    expect(await ns(2)).toEqual([0, 1]);
   });
 
   it('an error response ends the call with it, after the responses before it', async () => {

@@ -250,6 +250,12 @@ class JsInstance implements ModelInstance {
     const error = Errors.unavailable(`model instance of '${this.modelName}' closed before answering`);
     this.failPending(error);
     this.live.endAllOf(undefined, error);
+    this.cancelStreamedCalls();
+  }
+
+  /** The worker is gone: its streamed calls are cancelled (one waiting for acknowledgements would wait forever). */
+  private cancelStreamedCalls(): void {
+    for (const callId of this.streamedCalls.keys()) this.calls.get(callId)?.abort();
   }
 
   private onMessage(worker: Worker, message: FromWorker): void {
@@ -392,6 +398,7 @@ class JsInstance implements ModelInstance {
     );
     this.failRun(run, error);
     this.live.endAllOf(worker, error);
+    this.cancelStreamedCalls();
     void worker.terminate();
     // Replaced now, not when the thread has exited: a request arriving meanwhile waits for the new worker.
     this.worker.died(worker, `stopped after its execute timeout of ${this.timeoutMs} ms`);
@@ -416,6 +423,7 @@ class JsInstance implements ModelInstance {
   private failWorker(worker: Worker, error: Error): void {
     this.failPending(error);
     this.live.endAllOf(worker, error);
+    this.cancelStreamedCalls();
   }
 
   private failPending(error: Error): void {
