@@ -6,6 +6,7 @@ import { ServerMetrics } from '../metrics/server-metrics.ts';
 import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { BatchingScheduler } from './batching-scheduler.ts';
+import type { QueuedRequest } from './scheduler.ts';
 import { FakeClock, tick } from '../../test-support/scheduler.ts';
 
 const TIMINGS = { computeInputNs: 1, computeInferNs: 2, computeOutputNs: 3 };
@@ -33,6 +34,12 @@ class PerRequestInstance implements ModelInstance {
   }
 }
 
+/** A request of one FP32 row holding `value`, arriving now. */
+function oneRow(value: number, clock: FakeClock): QueuedRequest {
+  const input: Tensor = { name: 'X', datatype: 'FP32', shape: [1, 1], data: new Uint8Array(Float32Array.of(value).buffer) };
+  return { inputs: [input], batchSize: 1, priority: 0, timeoutMicroseconds: 0, arrivalNs: clock.nowNs() };
+}
+
 describe('BatchingScheduler with an instance that runs requests on their own', () => {
   it('hands the batch over request by request and rejects only the requests that failed', async () => {
     const config: ModelConfig = {
@@ -50,14 +57,9 @@ describe('BatchingScheduler with an instance that runs requests on their own', (
     const stats = new VersionStatistics('m', '1', new ServerMetrics({ processMetrics: false }));
     const scheduler = new BatchingScheduler({ config, instances: [instance], outputNames: ['A', 'B'], stats }, undefined, clock);
     const send = (value: number, outputNames?: string[]) => {
-      const input: Tensor = { name: 'X', datatype: 'FP32', shape: [1, 1], data: new Uint8Array(Float32Array.of(value).buffer) };
       return scheduler
         .enqueue({
-          inputs: [input],
-          batchSize: 1,
-          priority: 0,
-          timeoutMicroseconds: 0,
-          arrivalNs: clock.nowNs(),
+          ...oneRow(value, clock),
           id: `r${value}`,
           parameters: { p: value },
           ...(outputNames && { outputNames }),
@@ -118,14 +120,9 @@ describe('BatchingScheduler with a decoupled instance', () => {
     const stats = new VersionStatistics('d', '1', metrics);
     const scheduler = new BatchingScheduler({ config, instances: [instance], outputNames: ['Y'], stats }, undefined, clock);
     const client = new AbortController();
-    const input: Tensor = { name: 'X', datatype: 'FP32', shape: [1, 1], data: new Uint8Array(4) };
     const answer = scheduler
       .enqueue({
-        inputs: [input],
-        batchSize: 1,
-        priority: 0,
-        timeoutMicroseconds: 0,
-        arrivalNs: clock.nowNs(),
+        ...oneRow(0, clock),
         signal: client.signal,
         responses: { send: () => Promise.resolve() },
       })
