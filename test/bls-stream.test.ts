@@ -7,6 +7,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GrpcClient, type InferRequest } from '@batchwise/client';
+import { mlp, mulberry32, serializeModel } from '@batchwise/modelgen';
+import { loadOrt } from '@batchwise/modelgen/test-support/ort.ts';
 import { DECOUPLED_MODELS } from './support/decoupled-models.ts';
 import { readMetric } from './support/metrics.ts';
 import { serveModels, type ServedModels } from './support/server.ts';
@@ -64,11 +66,68 @@ output [ { name: "NS" data_type: TYPE_INT32 dims: [ -1 ] }, { name: "SENT" data_
 instance_group [ { count: 2 kind: KIND_CPU } ]
 `;
 
+/**
+ * `float_reader`: the two rows of X through inferModelStream to an ONNX model (`target`, batching or
+ * not), answering Y, the OUTPUT0 of its one response, and RESPONSES, how many responses it read.
+ */
+const FLOAT_READER = `
+import { inferModelStream, tensor } from '@batchwise/backend';
+export default {
+  async execute(requests) {
+    return Promise.all(requests.map(async (request) => {
+      const x = request.inputs.X;
+      const results = [];
+      for await (const r of inferModelStream({ model: request.parameters.target, inputs: [tensor('INPUT0', 'FP32', [2, 4], x.data)], signal: request.signal })) {
+        results.push(r);
+      }
+      return { outputs: [tensor('Y', 'FP32', [2, 4], results[0].output('OUTPUT0').data), tensor('RESPONSES', 'INT32', [1], [results.length])] };
+    }));
+  },
+};
+`;
+const MLP = mlp({ layers: 2, width: 4 });
+const ONNX_MODELS = [
+  {
+    name: 'float_reader',
+    config: `name: "float_reader"
+backend: "js"
+max_batch_size: 0
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 2, 4 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 2, 4 ] }, { name: "RESPONSES" data_type: TYPE_INT32 dims: [ 1 ] } ]
+instance_group [ { count: 2 kind: KIND_CPU } ]
+`,
+    files: { '1/model.mjs': FLOAT_READER },
+  },
+  {
+    name: 'mlp_batching',
+    config: `name: "mlp_batching"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 2000 }
+`,
+    model: MLP,
+  },
+  {
+    name: 'mlp_not_batching',
+    config: `name: "mlp_not_batching"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 2, 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2, 4 ] } ]
+`,
+    model: MLP,
+  },
+];
+
 let served: ServedModels;
 let grpc: GrpcClient;
 
 beforeAll(async () => {
-  served = await serveModels([...DECOUPLED_MODELS, { name: 'reader', config: READER_CONFIG, files: { '1/model.mjs': READER } }]);
+  served = await serveModels([
+    ...DECOUPLED_MODELS,
+    { name: 'reader', config: READER_CONFIG, files: { '1/model.mjs': READER } },
+    ...ONNX_MODELS,
+  ]);
   grpc = new GrpcClient({ url: `127.0.0.1:${served.server.grpcPort}` });
 });
 afterAll(async () => {
@@ -97,6 +156,31 @@ describe('inferModelStream', () => {
   it('reads every response of a decoupled model, as a gRPC client gets them (0, 1 and 20 responses)', async () => {
     for (const count of [0, 1, 20]) expect(await ns(count)).toEqual(await streamed(count));
   });
+
+  for (const target of ['mlp_batching', 'mlp_not_batching']) {
+    it(`${target}: the one response, as ONNX Runtime in-process answers the same inputs (8 calls at once)`, async () => {
+      const ort = loadOrt();
+      const session = await ort.InferenceSession.create(serializeModel(MLP), { logSeverityLevel: 3 });
+      const next = mulberry32(target.length);
+      const inputs = Array.from({ length: 8 }, () => Float32Array.from({ length: 8 }, () => next() * 4 - 2));
+      const answers = await Promise.all(
+        inputs.map((x) =>
+          served.client.infer({
+            model: 'float_reader',
+            inputs: [{ name: 'X', datatype: 'FP32', shape: [2, 4], data: x }],
+            parameters: { target },
+          }),
+        ),
+      );
+      for (let i = 0; i < inputs.length; i++) {
+        const expected = (await session.run({ INPUT0: new ort.Tensor('float32', inputs[i], [2, 4]) }))['OUTPUT0']!.data as Float32Array;
+        const output = (name: string) => answers[i]!.outputs.find((o) => o.name === name)!.data;
+        expect(Array.from(output('Y') as Float32Array)).toEqual(Array.from(expected));
+        expect(Array.from(output('RESPONSES') as Int32Array)).toEqual([1]);
+      }
+      await session.release();
+    });
+  }
 
   it('reads the one response of a model that is not decoupled', async () => {
     expect(await ns(7, { target: 'echo' })).toEqual([8]); // echo answers X + 1
