@@ -86,7 +86,8 @@ scenarios (several run in order; 'all' runs every one):
              20 steps over HTTP binary, the direct strategy against oldest: throughput, p50/p99 of a
              step, mean batch (issue 28; not part of 'all')
   handoff    a round trip to a worker thread and back with no server: Atomics.wait in both threads
-             (the floor of two wake-ups), Atomics.waitAsync on both event loops, and the JavaScript
+             (the floor of two wake-ups), the worker in Atomics.wait and the main thread's event loop
+             woken by Atomics.waitAsync, Atomics.waitAsync on both event loops, and the JavaScript
              backend's MessagePort messages; wall and CPU per round trip (issue 34)
   streaming  the text_generation example as one decoupled JavaScript model and as Triton's ensemble
              (tokenizer -> decoupled generator -> detokenizer), each calling the next_token ONNX model

@@ -362,7 +362,7 @@ describe('bench scenarios (smoke)', () => {
 
   it('handoff: each transport makes its round trips to a worker thread and back, timed', async () => {
     const rows = await runHandoff({ roundTrips: 200, rounds: 1, log, name: 'smoke-handoff' });
-    expect(rows.map((r) => r.transport)).toEqual(['futex', 'waitAsync', 'postMessage']);
+    expect(rows.map((r) => r.transport)).toEqual(['futex', 'blockedWorker', 'waitAsync', 'postMessage']);
     for (const row of rows) {
       expect(row.wallUs).toBeGreaterThan(0);
       expect(row.cpuUs).toBeGreaterThan(0);

@@ -8,6 +8,10 @@ import { environment, reportScenario } from '../report.ts';
  * none). Three ways, each ping-ponging one request of the JavaScript backend's shape:
  * - `futex`: both threads blocked in Atomics.wait, woken by Atomics.notify. No event loop: the
  *   floor of two thread wake-ups (the kernel's futex wake and the scheduler's switch to the other core).
+ * - `blockedWorker`: the worker blocked in Atomics.wait outside its event loop, the main thread's event
+ *   loop woken through Atomics.waitAsync, the message in shared memory: the least a worker can cost a
+ *   server whose main thread serves sockets, and only if the worker gives up its event loop while idle
+ *   (which a JavaScript model's asynchronous code, its timers and its inferModel calls, cannot).
  * - `waitAsync`: Atomics.waitAsync on both event loops, the message in shared memory: what a
  *   shared-memory transport for the worker protocol could reach.
  * - `postMessage`: a MessagePort message each way with a transferred buffer and the batch as JSON
@@ -20,8 +24,8 @@ export interface HandoffRow {
   readonly cpuUs: number;
 }
 
-type Transport = 'futex' | 'waitAsync' | 'postMessage';
-const TRANSPORTS: readonly Transport[] = ['futex', 'waitAsync', 'postMessage'];
+type Transport = 'futex' | 'blockedWorker' | 'waitAsync' | 'postMessage';
+const TRANSPORTS: readonly Transport[] = ['futex', 'blockedWorker', 'waitAsync', 'postMessage'];
 
 export async function runHandoff(options: {
   roundTrips: number;
@@ -51,7 +55,8 @@ export async function runHandoff(options: {
       title: 'A round trip to a worker thread and back, without a server (issue 34)',
       intro:
         `${roundTrips} round trips a run, ${rounds} rounds interleaved, medians; CPU is the process's (both threads). futex: ` +
-        'both threads blocked in Atomics.wait (no event loop), the floor of two wake-ups on this host; waitAsync: both event ' +
+        'both threads blocked in Atomics.wait (no event loop), the floor of two wake-ups on this host; blockedWorker: the ' +
+        "worker in Atomics.wait, the main thread's event loop woken through Atomics.waitAsync; waitAsync: both event " +
         "loops woken through Atomics.waitAsync, the message in shared memory; postMessage: the JavaScript backend's execute " +
         'and answer, a MessagePort message each way with a transferred buffer and the batch as JSON.',
       tables: [{ headers: ['transport', 'wall us', 'CPU us'], rows: rows.map((r) => [r.transport, r.wallUs, r.cpuUs]) }],
@@ -76,7 +81,7 @@ async function pingPong(transport: Transport, roundTrips: number): Promise<{ wal
     const start = process.hrtime.bigint();
     const cpu = process.cpuUsage();
     if (transport === 'postMessage') await viaPort(worker, roundTrips);
-    else if (transport === 'waitAsync') await viaWaitAsync(control, shared, roundTrips);
+    else if (transport === 'waitAsync' || transport === 'blockedWorker') await viaWaitAsync(control, shared, roundTrips);
     else viaFutex(control, roundTrips);
     const used = process.cpuUsage(cpu);
     const wallUs = Number(process.hrtime.bigint() - start) / 1000 / roundTrips;
@@ -171,6 +176,16 @@ if (transport === 'postMessage') {
       Atomics.notify(control, 1);
     }
   })();
+} else if (transport === 'blockedWorker') {
+  const decoder = new TextDecoder(), encoder = new TextEncoder();
+  const request = new Uint8Array(shared, 64, ${BYTES}), answer = new Uint8Array(shared, 64 + ${BYTES}, ${BYTES});
+  for (let i = 1; ; i++) {
+    while (Atomics.load(control, 0) !== i) Atomics.wait(control, 0, i - 1);
+    JSON.parse(decoder.decode(request.slice(0, Atomics.load(control, 2))));
+    Atomics.store(control, 3, encoder.encodeInto(ANSWER, answer).written);
+    Atomics.store(control, 1, i);
+    Atomics.notify(control, 1);
+  }
 } else {
   for (let i = 1; ; i++) {
     while (Atomics.load(control, 0) !== i) Atomics.wait(control, 0, i - 1);
