@@ -198,7 +198,7 @@ describe('errors midway', () => {
     const answers = await streamAll([count(0, { mode: 'error_mid' }, 'e')]);
     expect(answers.map((a) => (a.ok ? [valueOf(a, 'N'), a.final] : [a.error.message, a.final]))).toEqual([
       [0, false],
-      ["ensemble 'pipeline' step 1 (model 'streamer') failed: model 'streamer': a failure in the middle", true],
+      ["in ensemble 'pipeline', model 'streamer': a failure in the middle", true],
     ]);
     expect((await counts('pipeline')).failures).toBe(before.failures + 1);
   });
@@ -210,7 +210,7 @@ describe('errors midway', () => {
     expect(of('f')).toEqual([
       [0, false],
       [1, false],
-      ["ensemble 'pipeline' step 2 (model 'relay') failed: model 'relay': relay refuses N = 2", true],
+      ["in ensemble 'pipeline', model 'relay': relay refuses N = 2", true],
     ]);
     expect(of('after')).toEqual([
       [0, false],
@@ -221,7 +221,7 @@ describe('errors midway', () => {
   it('an error before any response (the request refused by the decoupled step’s model) is the request’s only answer', async () => {
     const answers = await streamAll([count(0, { mode: 'error_final' }, 'x')]);
     expect(answers.map((a) => (a.ok ? 'ok' : [a.error.message, a.final]))).toEqual([
-      ["ensemble 'pipeline' step 1 (model 'streamer') failed: model 'streamer': a failure at the end", true],
+      ["in ensemble 'pipeline', model 'streamer': a failure at the end", true],
     ]);
   });
 });

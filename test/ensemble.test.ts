@@ -341,7 +341,7 @@ describe('ensembles', () => {
         () => undefined,
         (error: Error & { httpStatus?: number }) => error,
       );
-    expect(failure?.message).toMatch(/ensemble 'failing' step 2 \(model 'four_fp32'\) failed: .*INPUT0/);
+    expect(failure?.message).toMatch(/^in ensemble 'failing', .*'INPUT0' for model 'four_fp32'/);
     expect(failure?.httpStatus).toBe(400);
     const after = (await http.modelStatistics('last_fp32'))[0]!.inference_count;
     expect(after - before).toBe(1);

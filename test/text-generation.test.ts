@@ -151,8 +151,7 @@ describe('text_generation against the same greedy loop in ONNX Runtime', () => {
     for (const event of (await response.text()).split('\n\n').filter(Boolean)) events.push(JSON.parse(event.slice('data: '.length)));
     expect(events).toEqual([
       {
-        error:
-          "ensemble 'text_generation' step 2 (model 'token_generator') failed: model 'token_generator': max_tokens must be 0 or more, got -1",
+        error: "in ensemble 'text_generation', model 'token_generator': max_tokens must be 0 or more, got -1",
       },
     ]);
   });

@@ -328,6 +328,7 @@ export class CoreInferenceService implements InferenceService {
     if (trace) (queued as { trace?: RequestTrace }).trace = trace;
     if (request.id !== undefined) (queued as { id?: string }).id = request.id;
     if (sequence) (queued as { sequence?: RequestSequence }).sequence = sequence;
+    if (model.ensemble && request.sequenceId !== undefined) (queued as { sequenceId?: bigint | string }).sequenceId = request.sequenceId;
     if (charge.signal) (queued as { signal?: AbortSignal }).signal = charge.signal;
     if (responses) (queued as { responses?: ResponseSink }).responses = responses;
     let batched: Tensor[];

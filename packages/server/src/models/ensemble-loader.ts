@@ -1,4 +1,11 @@
-import { describeStep, normalizeModelConfig, planEnsemble, validateDeclaredConfig, type EnsemblePlan } from '../config/index.ts';
+import {
+  describeStep,
+  normalizeModelConfig,
+  planEnsemble,
+  validateDeclaredConfig,
+  type EnsemblePlan,
+  type EnsembleStep,
+} from '../config/index.ts';
 import { traceLineage } from '../config/ensemble-lineage.ts';
 import type { ModelConfig } from '../config/model-config.ts';
 import { isDecoupled } from '../config/transaction-policy.ts';
@@ -6,6 +13,7 @@ import { Errors, toInferenceServerError } from '../errors/errors.ts';
 import { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { ModelFolder } from '../repository/model-folder.ts';
 import { EnsembleScheduler } from '../scheduler/ensemble-scheduler.ts';
+import { dimsMatch, type BatchReshape, type EnsembleReshapes } from '../scheduler/ensemble-step.ts';
 import type { DataType } from '../tensor/datatype.ts';
 import type { LoadedVersion } from './loaded-version.ts';
 import { checkConfigPaths, readLabels, type LoaderOptions } from './model-loader.ts';
@@ -28,7 +36,7 @@ export async function loadEnsembleVersion(
   await checkConfigPaths(folder, normalized, version);
   validateDeclaredConfig(normalized);
   const plan = planEnsemble(normalized);
-  checkAgainstSteps(normalized, plan, registry);
+  const reshapes = checkAgainstSteps(normalized, plan, registry);
   const lineage = traceLineage(
     normalized.name,
     plan,
@@ -60,6 +68,7 @@ export async function loadEnsembleVersion(
       outputNames: outputs.map((o) => o.name),
       stats,
       callModel,
+      ...(reshapes && { reshapes }),
       ...(lineage.decoupled && {
         streaming: { lineage, streamModel: streamModel!, ...(options.reserveMemory && { reserveMemory: options.reserveMemory }) },
       }),
@@ -72,33 +81,45 @@ export async function loadEnsembleVersion(
   };
 }
 
-/** A tensor as one side of a connection sees it: datatype and full shape (batch dimension included). */
+/** A tensor as one side of a connection sees it: datatype, dims, and whether that side batches. */
 interface TensorView {
   readonly datatype: DataType;
-  readonly shape: readonly number[];
+  /** Without the batch dimension. */
+  readonly dims: readonly number[];
+  readonly batching: boolean;
   /** Who declares it, for the error: "ensemble input 'X'", "step 2 (model 'm') output 'Y'". */
   readonly owner: string;
+}
+
+/** A connection's reading side, and where to record how a tensor crosses to it. */
+interface Consumer {
+  readonly tensor: string;
+  readonly view: TensorView;
+  readonly record: (reshape: BatchReshape) => void;
 }
 
 /**
  * The checks that need the step models, as Triton's ensemble validation makes them: each step's
  * model serves, the ensemble's max_batch_size is within each step's, the maps name tensors the
  * step model has and cover the inputs it needs, and both sides of every connection agree on
- * datatype and shape (-1 matching any size).
+ * datatype and shape (-1 matching any size; a batching side and a non-batching one agree when their
+ * dims do, or when the non-batching side's dims are the other's with a batch dimension in front).
+ * Returns how tensors cross where a batching side meets one that does not (undefined: nowhere).
  */
-function checkAgainstSteps(config: ModelConfig, plan: EnsemblePlan, registry: ModelRegistry): void {
+function checkAgainstSteps(config: ModelConfig, plan: EnsemblePlan, registry: ModelRegistry): EnsembleReshapes | undefined {
   const name = config.name;
-  const batch = (maxBatchSize: number) => (maxBatchSize > 0 ? [-1] : []);
   const produced = new Map<string, TensorView>();
-  const ensembleBatch = batch(config.max_batch_size);
+  const ensembleBatching = config.max_batch_size > 0;
   for (const input of inputSpecsOf(config, new Set())) {
     produced.set(input.name, {
       datatype: input.datatype,
-      shape: [...ensembleBatch, ...input.dims],
+      dims: input.dims,
+      batching: ensembleBatching,
       owner: `ensemble input '${input.name}'`,
     });
   }
-  const consumers: { tensor: string; view: TensorView }[] = [];
+  const consumers: Consumer[] = [];
+  const stepInputs = new Map<EnsembleStep, (BatchReshape | undefined)[]>();
   for (const step of plan.steps) {
     const what = describeStep(name, step);
     let model: LoadedVersion;
@@ -108,10 +129,10 @@ function checkAgainstSteps(config: ModelConfig, plan: EnsemblePlan, registry: Mo
       throw Errors.invalidArg(`${what}: the step's model is not available: ${toInferenceServerError(error).message}`);
     }
     if (model.ensemble) checkNotCyclic(name, step.modelName, registry, new Set([name]));
-    if (model.config.sequence_batching) {
+    if (config.response_cache?.enable && holdsSequences(model, registry)) {
       throw Errors.invalidArg(
-        `${what}: model '${step.modelName}' has sequence_batching, and Batchwise passes no sequence through an ensemble: ` +
-          'send its requests to the model itself (docs/ensembles.md)',
+        `${what}: model '${step.modelName}' keeps sequences (sequence_batching), so the answers of ensemble '${name}' ` +
+          "depend on each sequence's state and its response_cache would give one sequence's answer to another: disable the response cache",
       );
     }
     if (config.max_batch_size > model.maxBatchSize) {
@@ -120,8 +141,8 @@ function checkAgainstSteps(config: ModelConfig, plan: EnsemblePlan, registry: Mo
           `'${step.modelName}' which only allows maximum batch size to be ${model.maxBatchSize}`,
       );
     }
-    const stepBatch = batch(model.maxBatchSize);
-    for (const { stepTensor, ensembleTensor } of step.inputs) {
+    const batching = model.maxBatchSize > 0;
+    step.inputs.forEach(({ stepTensor, ensembleTensor }, index) => {
       const spec = model.inputsByName.get(stepTensor);
       if (!spec) {
         throw Errors.invalidArg(
@@ -133,11 +154,17 @@ function checkAgainstSteps(config: ModelConfig, plan: EnsemblePlan, registry: Mo
         tensor: ensembleTensor,
         view: {
           datatype: spec.datatype,
-          shape: [...stepBatch, ...spec.dims],
+          dims: spec.dims,
+          batching,
           owner: `step ${step.number} (model '${step.modelName}') input '${stepTensor}'`,
         },
+        record: (reshape) => {
+          let reshapes = stepInputs.get(step);
+          if (!reshapes) stepInputs.set(step, (reshapes = step.inputs.map(() => undefined)));
+          reshapes[index] = reshape;
+        },
       });
-    }
+    });
     const mapped = new Set(step.inputs.map((i) => i.stepTensor));
     const unmapped = model.inputs.filter((i) => !i.optional && !mapped.has(i.name));
     if (unmapped.length > 0) {
@@ -153,31 +180,60 @@ function checkAgainstSteps(config: ModelConfig, plan: EnsemblePlan, registry: Mo
       }
       produced.set(ensembleTensor, {
         datatype: spec.datatype,
-        shape: [...stepBatch, ...spec.dims],
+        dims: spec.dims,
+        batching,
         owner: `step ${step.number} (model '${step.modelName}') output '${stepTensor}'`,
       });
     }
   }
-  for (const output of outputSpecsOf(config, new Map())) {
+  const outputs: (BatchReshape | undefined)[] = [];
+  outputSpecsOf(config, new Map()).forEach((output, index) => {
+    outputs.push(undefined);
     consumers.push({
       tensor: output.name,
-      view: { datatype: output.datatype, shape: [...ensembleBatch, ...output.dims], owner: `ensemble output '${output.name}'` },
+      view: { datatype: output.datatype, dims: output.dims, batching: ensembleBatching, owner: `ensemble output '${output.name}'` },
+      record: (reshape) => (outputs[index] = reshape),
     });
-  }
-  for (const { tensor, view } of consumers) {
+  });
+  let reshaped = false;
+  for (const { tensor, view, record } of consumers) {
     const source = produced.get(tensor)!;
     if (source.datatype !== view.datatype) {
       throw Errors.invalidArg(
         `ensemble '${name}': tensor '${tensor}' is ${source.datatype} as ${source.owner} but ${view.datatype} as ${view.owner}`,
       );
     }
-    if (!shapesAgree(source.shape, view.shape)) {
+    if (!dimsMatch(source.dims, view.dims) && !dimsMatch(fullShape(source), fullShape(view))) {
       throw Errors.invalidArg(
-        `ensemble '${name}': tensor '${tensor}' has shape ${formatShape(source.shape)} as ${source.owner} ` +
-          `but ${formatShape(view.shape)} as ${view.owner}`,
+        `ensemble '${name}': tensor '${tensor}' has shape ${formatShape(fullShape(source))} as ${source.owner} ` +
+          `but ${formatShape(fullShape(view))} as ${view.owner}`,
       );
     }
+    if (source.batching !== view.batching) {
+      record({ add: view.batching, dims: view.dims });
+      reshaped = true;
+    }
   }
+  return reshaped ? { stepInputs, outputs } : undefined;
+}
+
+/** A side's shape with its batch dimension (-1) when it batches. */
+function fullShape(view: TensorView): readonly number[] {
+  return view.batching ? [-1, ...view.dims] : view.dims;
+}
+
+/** Whether a step model keeps sequences: it has sequence_batching, or it is an ensemble one of whose steps does. */
+function holdsSequences(model: LoadedVersion, registry: ModelRegistry): boolean {
+  if (model.config.sequence_batching) return true;
+  return (model.ensemble?.steps ?? []).some((step) => {
+    let nested: LoadedVersion;
+    try {
+      nested = registry.resolve(step.modelName, step.modelVersion);
+    } catch {
+      return false;
+    }
+    return holdsSequences(nested, registry);
+  });
 }
 
 /** An ensemble among the steps (nested ensembles are allowed) must not lead back to one on the path. */
@@ -188,10 +244,6 @@ function checkNotCyclic(name: string, stepModel: string, registry: ModelRegistry
   if (!nested) return;
   const next = new Set([...path, stepModel]);
   for (const step of nested.steps) checkNotCyclic(name, step.modelName, registry, next);
-}
-
-function shapesAgree(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((d, i) => d === -1 || b[i] === -1 || d === b[i]);
 }
 
 function formatShape(shape: readonly number[]): string {

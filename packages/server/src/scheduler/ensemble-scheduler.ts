@@ -2,10 +2,17 @@ import type { EnsemblePlan, EnsembleStep } from '../config/ensemble.ts';
 import { Errors } from '../errors/errors.ts';
 import type { VersionStatistics } from '../metrics/version-statistics.ts';
 import type { InferenceCall, InferenceResponse } from '../protocol/types.ts';
-import type { Parameters, Tensor } from '../tensor/tensor.ts';
-import type { RequestTrace } from '../trace/tracer.ts';
+import type { Tensor } from '../tensor/tensor.ts';
 import { streamEnsemble, type StreamingEnsemble } from './ensemble-stream.ts';
-import { stepFailure, stepParameters, stepRequest, storeStepOutputs } from './ensemble-step.ts';
+import {
+  ensembleOutputs,
+  stepFailure,
+  stepOrigin,
+  stepRequest,
+  storeStepOutputs,
+  type EnsembleReshapes,
+  type StepOrigin,
+} from './ensemble-step.ts';
 import { stepSlotsOf, type StepSlots } from './step-slots.ts';
 import type { QueuedRequest, Scheduler } from './scheduler.ts';
 
@@ -17,6 +24,8 @@ export interface EnsembleContext {
   readonly stats: VersionStatistics;
   /** The server's request path: each step goes through its model's own validation and scheduler. */
   readonly callModel: InferenceCall;
+  /** Where batching and non-batching sides meet (decided at load); undefined when nowhere. */
+  readonly reshapes?: EnsembleReshapes;
   /** Present when a step is decoupled (the ensemble is then decoupled): how its responses flow (ensemble-stream.ts). */
   readonly streaming?: Omit<StreamingEnsemble, 'ensembleName' | 'outputNames' | 'callModel' | 'stepSlots'>;
 }
@@ -39,7 +48,7 @@ export class EnsembleScheduler implements Scheduler {
   private readonly stepSlots: ReadonlyMap<EnsembleStep, StepSlots> | undefined;
 
   constructor(private readonly context: EnsembleContext) {
-    const { streaming, ensembleName, outputNames, callModel, plan } = context;
+    const { streaming, ensembleName, outputNames, callModel, plan, reshapes } = context;
     this.stepSlots = stepSlotsOf(plan.steps, plan.maxInflightRequests);
     if (streaming) {
       const ensemble: StreamingEnsemble = {
@@ -48,6 +57,7 @@ export class EnsembleScheduler implements Scheduler {
         outputNames,
         callModel,
         ...(this.stepSlots && { stepSlots: this.stepSlots }),
+        ...(reshapes && { reshapes }),
       };
       this.runRequest = (request) => streamEnsemble(ensemble, request).then(() => []);
     } else {
@@ -92,10 +102,10 @@ export class EnsembleScheduler implements Scheduler {
 
   /** The dataflow of one request: launches every step whose inputs exist, again each time one finishes. */
   private run(request: QueuedRequest): Promise<Tensor[]> {
-    const { plan, outputNames, ensembleName } = this.context;
+    const { plan, outputNames, ensembleName, reshapes } = this.context;
     const tensors = new Map<string, Tensor>(request.inputs.map((t) => [t.name, t]));
     const waiting = new Set(plan.steps);
-    const parameters = stepParameters(request);
+    const origin = stepOrigin(request);
     return new Promise<Tensor[]>((resolve, reject) => {
       let inFlight = 0;
       let failed = false;
@@ -104,7 +114,7 @@ export class EnsembleScheduler implements Scheduler {
           if (!step.inputs.every((i) => tensors.has(i.ensembleTensor))) continue;
           waiting.delete(step);
           inFlight++;
-          this.runStep(step, tensors, parameters, request.trace, request.signal).then(
+          this.runStep(step, tensors, origin, request.signal).then(
             (response) => {
               inFlight--;
               if (failed) return;
@@ -112,7 +122,7 @@ export class EnsembleScheduler implements Scheduler {
                 storeStepOutputs(step, response, tensors);
               } catch (error) {
                 failed = true;
-                reject(stepFailure(ensembleName, step, error));
+                reject(stepFailure(ensembleName, error));
                 return;
               }
               launchReady();
@@ -132,7 +142,7 @@ export class EnsembleScheduler implements Scheduler {
             Errors.internal(`ensemble '${ensembleName}' finished its steps without producing ${missing.join(', ') || 'every step input'}`),
           );
         } else {
-          resolve(outputNames.map((name) => tensors.get(name)!));
+          resolve(ensembleOutputs(outputNames, tensors, reshapes));
         }
       };
       launchReady();
@@ -143,18 +153,17 @@ export class EnsembleScheduler implements Scheduler {
   private async runStep(
     step: EnsembleStep,
     tensors: ReadonlyMap<string, Tensor>,
-    parameters: Parameters,
-    trace: RequestTrace | undefined,
+    origin: StepOrigin,
     signal: AbortSignal | undefined,
   ): Promise<InferenceResponse> {
-    const { callModel, ensembleName } = this.context;
+    const { callModel, ensembleName, reshapes } = this.context;
     const slots = this.stepSlots?.get(step);
     if (slots) await slots.acquire(signal);
     try {
       // The ensemble request's cancellation cancels its steps (a queued step leaves its model's queue).
-      return await callModel(stepRequest(step, tensors, parameters, trace), signal && { signal });
+      return await callModel(stepRequest(step, tensors, origin, reshapes), signal && { signal });
     } catch (error) {
-      throw stepFailure(ensembleName, step, error);
+      throw stepFailure(ensembleName, error);
     } finally {
       slots?.release();
     }

@@ -5,8 +5,16 @@ import { Errors, toInferenceServerError, type InferenceServerError } from '../er
 import type { MemoryReservation } from '../memory/memory-guard.ts';
 import { listenedAbortController, offAbort, onAbort } from '../protocol/abort-listeners.ts';
 import type { InferenceCall, InferenceResponse, InferenceStreamCall } from '../protocol/types.ts';
-import type { Parameters, Tensor } from '../tensor/tensor.ts';
-import { stepFailure, stepParameters, stepRequest, storeStepOutputs } from './ensemble-step.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import {
+  ensembleOutputs,
+  stepFailure,
+  stepOrigin,
+  stepRequest,
+  storeStepOutputs,
+  type EnsembleReshapes,
+  type StepOrigin,
+} from './ensemble-step.ts';
 import type { QueuedRequest } from './scheduler.ts';
 import type { StepSlots } from './step-slots.ts';
 
@@ -24,6 +32,8 @@ export interface StreamingEnsemble {
   readonly reserveMemory?: (bytes: number) => MemoryReservation;
   /** max_inflight_requests per step, when the config sets it. */
   readonly stepSlots?: ReadonlyMap<EnsembleStep, StepSlots>;
+  /** Where batching and non-batching sides meet, when anywhere. */
+  readonly reshapes?: EnsembleReshapes;
 }
 
 /**
@@ -73,7 +83,7 @@ class EnsembleStream {
   /** Sets whose outputs are complete and whose response is not sent yet. */
   private unsent = 0;
   private finalSent = false;
-  private readonly parameters: Parameters;
+  private readonly origin: StepOrigin;
   private readonly sink: ResponseSink;
 
   constructor(
@@ -83,7 +93,7 @@ class EnsembleStream {
     if (!request.responses)
       throw Errors.internal(`ensemble '${ensemble.ensembleName}' is decoupled but its request has no response stream`);
     this.sink = request.responses;
-    this.parameters = stepParameters(request);
+    this.origin = stepOrigin(request);
   }
 
   async run(): Promise<void> {
@@ -169,7 +179,7 @@ class EnsembleStream {
       const bytes = storeStepOutputs(step, response, set.tensors);
       set.charge?.grow(bytes);
     } catch (error) {
-      await this.failInTurn(set, stepFailure(this.ensemble.ensembleName, step, error));
+      await this.failInTurn(set, stepFailure(this.ensemble.ensembleName, error));
     }
   }
 
@@ -201,7 +211,7 @@ class EnsembleStream {
       }
       for await (const event of this.ensemble.streamModel(this.stepRequest(step, set), { signal: this.cancel.signal })) {
         // An error response ends the request after the responses before it.
-        if (event.kind === 'error') await this.failInTurn({ ...set, turn }, stepFailure(this.ensemble.ensembleName, step, event.error));
+        if (event.kind === 'error') await this.failInTurn({ ...set, turn }, stepFailure(this.ensemble.ensembleName, event.error));
         if (event.kind === 'response') {
           while (flowing.size >= window && !this.failure) await Promise.race(flowing);
           if (!this.failure) {
@@ -220,7 +230,7 @@ class EnsembleStream {
       }
     } catch (error) {
       // Iterating throws when the step's request was refused before its model's queue.
-      this.fail(stepFailure(this.ensemble.ensembleName, step, error));
+      this.fail(stepFailure(this.ensemble.ensembleName, error));
     } finally {
       close();
       await Promise.all(flowing);
@@ -240,7 +250,7 @@ class EnsembleStream {
       const bytes = storeStepOutputs(step, response, tensors);
       return { lineage, tensors, turn, charge: this.ensemble.reserveMemory?.(bytes), last };
     } catch (error) {
-      this.fail(stepFailure(this.ensemble.ensembleName, step, error));
+      this.fail(stepFailure(this.ensemble.ensembleName, error));
       return undefined;
     }
   }
@@ -252,7 +262,7 @@ class EnsembleStream {
     if (this.failure) return;
     const final = set.last && this.running === 0 && this.unsent === 0;
     try {
-      await this.sink.send({ outputs: this.ensemble.outputNames.map((name) => set.tensors.get(name)!) }, final);
+      await this.sink.send({ outputs: ensembleOutputs(this.ensemble.outputNames, set.tensors, this.ensemble.reshapes) }, final);
       if (final) this.finalSent = true;
     } catch (error) {
       this.fail(error);
@@ -260,6 +270,6 @@ class EnsembleStream {
   }
 
   private stepRequest(step: EnsembleStep, set: TensorSet) {
-    return stepRequest(step, set.tensors, this.parameters, this.request.trace);
+    return stepRequest(step, set.tensors, this.origin, this.ensemble.reshapes);
   }
 }

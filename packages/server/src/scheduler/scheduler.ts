@@ -33,6 +33,8 @@ export interface QueuedRequest {
   readonly parameters?: Parameters;
   /** Its sequence, for a model with sequence_batching (core reads it from the request's parameters). */
   readonly sequence?: RequestSequence;
+  /** An ensemble's request: the `sequence_id` as exactly as its frontend read it, which each step passes on. */
+  readonly sequenceId?: bigint | string;
   /**
    * Aborted when the request's client goes away: a queued request leaves its queue at once (counted
    * CANCELED), a running one is told (JavaScript models see it), and its outcome is the cancellation.
