@@ -11,10 +11,10 @@
  * not batch.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GrpcClient, type InferRequest, type InferResult } from '@batchwise/client';
+import { GrpcClient, type InferRequest } from '@batchwise/client';
 import { identity, mulberry32, sequenceStateModel, serializeModel } from '@batchwise/modelgen';
 import { loadOrt, type OrtSession, type OrtTensor } from '@batchwise/modelgen/test-support/ort.ts';
-import { differences, type TensorValue } from './support/differential.ts';
+import { differences, resultValues, type TensorValue } from './support/differential.ts';
 import { serveModels, type ServedModels } from './support/server.ts';
 
 const WIDTH = 4;
@@ -153,14 +153,6 @@ async function reference(session: OrtSession, plan: SequencePlan): Promise<Tenso
   return answers;
 }
 
-const asValues = (result: InferResult): TensorValue[] =>
-  result.outputs.map((o) => ({
-    name: o.name,
-    datatype: o.datatype as TensorValue['datatype'],
-    shape: o.shape,
-    data: o.data as TensorValue['data'],
-  }));
-
 let served: ServedModels;
 let grpc: GrpcClient;
 let session: OrtSession;
@@ -214,11 +206,11 @@ async function run(plan: SequencePlan): Promise<TensorValue[][]> {
     for await (const response of stream) {
       if (!response.ok) throw response.error;
       expect(response.result.id).toBe(`${plan.id}/${answers.length}`);
-      answers.push(asValues(response.result));
+      answers.push(resultValues(response.result));
     }
     return answers;
   }
-  for (let i = 0; i < n; i++) answers.push(asValues(await served.client.infer({ ...request(plan, i), binary: true })));
+  for (let i = 0; i < n; i++) answers.push(resultValues(await served.client.infer({ ...request(plan, i), binary: true })));
   return answers;
 }
 

@@ -107,7 +107,7 @@ export default class {
 
 const MODELS: RepositoryModel[] = [
   { name: 'simple_sequence', model: tritonSimpleSequence(), config: SIMPLE_SEQUENCE },
-  // Refused at load: no sequence is passed through an ensemble.
+  // Triton's `simple_` sequence ensemble: the sequence's id and flags reach the step.
   {
     name: 'sequence_ensemble',
     config: `name: "sequence_ensemble"
@@ -415,12 +415,17 @@ describe("Triton's refusals, over HTTP and gRPC", () => {
 });
 
 describe('what else the server says', () => {
-  it('an ensemble with a sequence model as a step fails to load, saying why', async () => {
-    const row = (await served.client.repositoryIndex()).find((m) => m.name === 'sequence_ensemble');
-    expect(row).toMatchObject({ state: 'UNAVAILABLE' });
-    expect(row!.reason).toContain(
-      "model 'simple_sequence' has sequence_batching, and Batchwise passes no sequence through an ensemble: send its requests to the model itself",
-    );
+  it("an ensemble with a sequence model as a step passes the sequence on: the model's own answers", async () => {
+    const answers = await Promise.all([
+      httpSequence('sequence_ensemble', 2000, VALUES),
+      httpSequence('sequence_ensemble', 'through-an-ensemble', [20, ...NEGATED.slice(1)]),
+      httpSequence('simple_sequence', 2001, [100, ...NEGATED.slice(1)]),
+    ]);
+    expect(answers).toEqual([
+      [1, ...VALUES.slice(1)],
+      [21, ...NEGATED.slice(1)],
+      [101, ...NEGATED.slice(1)],
+    ]);
   });
 
   it("lists the sequence extension, string ids included, and sets the stickiness cookie on a sequence's replies", async () => {

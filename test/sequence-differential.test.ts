@@ -11,10 +11,10 @@
  * DIFFERENTIAL_SEED=7 npx vitest run test/sequence-differential.test.ts
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GrpcClient, type InferRequest, type InferResult } from '@batchwise/client';
+import { GrpcClient, type InferRequest } from '@batchwise/client';
 import { mulberry32, sequenceStateModel, serializeModel } from '@batchwise/modelgen';
 import { loadOrt, type OrtSession, type OrtTensor } from '@batchwise/modelgen/test-support/ort.ts';
-import { differences, type TensorValue, type Wire } from './support/differential.ts';
+import { differences, resultValues, type TensorValue, type Wire } from './support/differential.ts';
 import { serveModels, type ServedModels } from './support/server.ts';
 
 const SEED = Number(process.env['DIFFERENTIAL_SEED'] ?? 28);
@@ -161,14 +161,6 @@ class Reference {
   }
 }
 
-const asValues = (result: InferResult): TensorValue[] =>
-  result.outputs.map((o) => ({
-    name: o.name,
-    datatype: o.datatype as TensorValue['datatype'],
-    shape: o.shape,
-    data: o.data as TensorValue['data'],
-  }));
-
 let served: ServedModels;
 let grpc: GrpcClient;
 const references = new Map<string, Reference>();
@@ -204,7 +196,7 @@ async function run(plan: SequencePlan): Promise<{ answers: TensorValue[][]; afte
     for await (const response of stream) {
       if (!response.ok) throw response.error;
       expect(response.result.id).toBe(`${plan.id}/${answers.length}`);
-      answers.push(asValues(response.result));
+      answers.push(resultValues(response.result));
     }
     return { answers };
   }
@@ -220,7 +212,7 @@ async function run(plan: SequencePlan): Promise<{ answers: TensorValue[][]; afte
         (error: Error) => error.message,
       );
     }
-    answers.push(asValues(await send(request(plan, i, n, i === 0 || i === plan.pauseBefore))));
+    answers.push(resultValues(await send(request(plan, i, n, i === 0 || i === plan.pauseBefore))));
   }
   return { answers, ...(afterPause !== undefined && { afterPause }) };
 }

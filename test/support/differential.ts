@@ -6,7 +6,7 @@
  * the table of models and the test in ../differential.test.ts.
  */
 import fc from 'fast-check';
-import type { TypedArray } from '@batchwise/client';
+import type { InferResult, TypedArray } from '@batchwise/client';
 import { GraphBuilder, tritonConfigType, type ModelProto, type TensorDatatype } from '@batchwise/modelgen';
 import { loadOrt, ORT_TYPES, type OrtSession } from '@batchwise/modelgen/test-support/ort.ts';
 
@@ -134,6 +134,16 @@ export interface TensorValue {
   readonly datatype: TensorDatatype | 'BF16';
   readonly shape: readonly number[];
   readonly data: Elements;
+}
+
+/** A client's answer as the values differences() compares. */
+export function resultValues(result: InferResult): TensorValue[] {
+  return result.outputs.map((o) => ({
+    name: o.name,
+    datatype: o.datatype as TensorValue['datatype'],
+    shape: o.shape,
+    data: o.data as TensorValue['data'],
+  }));
 }
 
 export interface DiffRequest {
