@@ -183,6 +183,44 @@ describe('repository index and refusals as Triton gives them', () => {
     ]);
   });
 
+  it("a version a reload retires keeps its row, as Triton's: UNLOADING while its request drains, then UNAVAILABLE unloaded", async () => {
+    // A JavaScript identity whose execute() takes 1.5 s: a request on version 1 is still running when version 2 replaces it.
+    const slow = `import { tensor } from '@batchwise/backend';
+export default {
+  async execute(requests) {
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    return requests.map((r) => ({ outputs: [tensor('OUTPUT0', 'FP32', r.inputs.INPUT0.shape, r.inputs.INPUT0.data)] }));
+  },
+};
+`;
+    const { repo, server } = await start([{ name: 'r', config: config('r', 'backend: "js"'), files: { '1/model.mjs': slow } }], {
+      modelControlMode: 'explicit',
+      loadModels: ['r'],
+    });
+    const running = infer(server, 'r');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await mkdir(join(repo.dir, 'r', '2'));
+    await writeFile(join(repo.dir, 'r', '2', 'model.mjs'), slow);
+    expect((await postJson(`${server.url}/v2/repository/models/r/load`, {})).status).toBe(200);
+    expect(await index(server)).toEqual([
+      { name: 'r', version: '1', state: 'UNLOADING', reason: '' },
+      { name: 'r', version: '2', state: 'READY', reason: '' },
+    ]);
+    expect((await running).status).toBe(200);
+    await waitFor(async () => (await index(server))[0].state === 'UNAVAILABLE');
+    expect(await index(server)).toEqual([
+      { name: 'r', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' },
+      { name: 'r', version: '2', state: 'READY', reason: '' },
+    ]);
+    // Unloaded whole: both rows say so; version 1 kept its own.
+    expect((await postJson(`${server.url}/v2/repository/models/r/unload`, {})).status).toBe(200);
+    await waitFor(async () => (await index(server)).every((row) => row.state === 'UNAVAILABLE'));
+    expect(await index(server)).toEqual([
+      { name: 'r', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' },
+      { name: 'r', version: '2', state: 'UNAVAILABLE', reason: 'unloaded' },
+    ]);
+  });
+
   it('accepts unload_dependents on any model over HTTP and gRPC, as Triton does; gRPC refuses a value that is not a bool_param', async () => {
     const { server } = await start(
       [

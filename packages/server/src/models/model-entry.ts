@@ -21,8 +21,9 @@ export interface ModelEntry {
   serving: Map<string, ServingVersion>;
   failedVersions: Map<string, string>;
   /**
-   * The versions that served until the model was unloaded (or evicted, or left the repository),
-   * ascending: the index keeps a row for each, as Triton's does, until the model is loaded again.
+   * The versions that served and no longer do (the model was unloaded, evicted or left the
+   * repository, or a reload retired them), ascending: the index keeps a row for each, as Triton's
+   * does (UNLOADING while it drains, then UNAVAILABLE), until it serves again.
    */
   unloadedVersions: readonly string[];
   /** What each failed version was loaded from: not retried until it changes. */

@@ -86,7 +86,6 @@ export class ModelLifecycle {
     const started = process.hrtime.bigint();
     entry.listed = listed;
     entry.wanted = true;
-    entry.unloadedVersions = [];
     let folder: ModelFolder;
     let written: ModelConfig | undefined;
     let wanted: number[];
@@ -158,6 +157,11 @@ export class ModelLifecycle {
       for (const [version, served] of entry.serving) next.set(version, served);
     }
     const retired = [...entry.serving.values()].filter((s) => ![...next.values()].includes(s));
+    // A version the reload retired keeps its row in the index (UNLOADING, then unloaded), as in Triton.
+    entry.unloadedVersions = withVersions(
+      entry.unloadedVersions,
+      retired.map((s) => s.loaded.version),
+    ).filter((v) => !next.has(v) && !failed.has(v));
     entry.serving = next;
     entry.failedVersions = failed;
     entry.failedFingerprints = failedFingerprints;
@@ -342,7 +346,10 @@ export class ModelLifecycle {
 
   private detach(entry: ModelEntry, reason: string): { drained: Promise<void> } {
     const retired = [...entry.serving.values()].map((s) => s.loaded);
-    entry.unloadedVersions = retired.map((v) => v.version).sort((a, b) => Number(a) - Number(b));
+    entry.unloadedVersions = withVersions(
+      entry.unloadedVersions,
+      retired.map((v) => v.version),
+    );
     entry.serving = new Map();
     entry.failedVersions = new Map();
     entry.failedFingerprints = new Map();
@@ -430,4 +437,9 @@ export class ModelLifecycle {
     await Promise.all([...all.map((v) => this.retire(undefined, v)), ...this.draining]);
     await Promise.all([...this.table.entries()].map((entry) => this.removeOverrideDirs(entry, new Set())));
   }
+}
+
+/** Version numbers of both lists, once each, ascending. */
+function withVersions(a: readonly string[], b: readonly string[]): string[] {
+  return [...new Set([...a, ...b])].sort((x, y) => Number(x) - Number(y));
 }

@@ -57,9 +57,10 @@ describe('ModelTable, the read side', () => {
     expect(t.index(false)).toEqual([
       { name: 'dup', state: 'UNAVAILABLE', reason: 'model appears in two or more repositories' },
       { name: 'idle' },
+      // By version, as Triton's index lists them.
       { name: 'm', version: '2', state: 'READY', reason: '' },
-      { name: 'm', version: '10', state: 'READY', reason: '' },
       { name: 'm', version: '3', state: 'UNAVAILABLE', reason: 'broken' },
+      { name: 'm', version: '10', state: 'READY', reason: '' },
     ]);
     expect(t.index(true).map((r) => r.version)).toEqual(['2', '10']);
   });

@@ -4,6 +4,7 @@ import type { RepositoryIndexEntry } from '../protocol/types.ts';
 import type { CanaryControl, RouteKeys } from './canary-control.ts';
 import type { LoadedVersion } from './loaded-version.ts';
 import { DUPLICATE, newModelEntry, type ModelEntry } from './model-entry.ts';
+import { UNLOADED_REASON } from './on-demand-loads.ts';
 import type { ScanResult } from './repository-scan.ts';
 
 /**
@@ -172,28 +173,44 @@ export class ModelTable implements ModelRegistry {
         else rows.push(this.onDemand ? { name, state: 'UNAVAILABLE', reason: this.onDemand.neverLoaded } : { name });
         continue;
       }
-      const note = entry.serving.size === 0 ? this.onDemand?.note(name) : undefined;
-      const noted = (reason: string) => (note === undefined ? reason : `${reason}; ${note}`);
-      for (const [version, { loaded }] of entry.serving) {
-        const unready = this.unreadyStep(loaded);
-        if (unready === undefined) rows.push({ name: entry.name, version, state: 'READY', reason: '' });
-        else if (!readyOnly) rows.push({ name: entry.name, version, state: 'UNAVAILABLE', reason: unready });
-      }
-      if (readyOnly) continue;
-      for (const [version, reason] of entry.failedVersions) {
-        if (!entry.serving.has(version)) rows.push({ name: entry.name, version, state: 'UNAVAILABLE', reason: noted(reason) });
-      }
-      if (entry.serving.size === 0 && entry.failedVersions.size === 0) {
-        // Unloaded: a row per version that served, as Triton's (version, UNAVAILABLE, "unloaded").
-        const versions = entry.unloadedVersions.length > 0 ? entry.unloadedVersions : [undefined];
-        for (const version of versions) {
-          rows.push({ name: entry.name, ...(version !== undefined && { version }), state: entry.state, reason: noted(entry.reason ?? '') });
-        }
-      } else if (entry.serving.size > 0 && entry.reason && entry.failedVersions.size === 0) {
-        // A config that no longer parses: the old version serves on, and the index says why nothing newer does.
-        rows.push({ name: entry.name, state: 'UNAVAILABLE', reason: entry.reason });
-      }
+      rows.push(...this.entryRows(entry, readyOnly));
     }
     return rows;
+  }
+
+  /** A loaded (or once loaded) model's rows, by version ascending as Triton lists them; a row without a version last. */
+  private entryRows(entry: ModelEntry, readyOnly: boolean): RepositoryIndexEntry[] {
+    const out: RepositoryIndexEntry[] = [];
+    const note = entry.serving.size === 0 ? this.onDemand?.note(entry.name) : undefined;
+    const noted = (reason: string) => (note === undefined ? reason : `${reason}; ${note}`);
+    for (const [version, { loaded }] of entry.serving) {
+      const unready = this.unreadyStep(loaded);
+      if (unready === undefined) out.push({ name: entry.name, version, state: 'READY', reason: '' });
+      else if (!readyOnly) out.push({ name: entry.name, version, state: 'UNAVAILABLE', reason: unready });
+    }
+    if (readyOnly) return out;
+    for (const [version, reason] of entry.failedVersions) {
+      if (!entry.serving.has(version)) out.push({ name: entry.name, version, state: 'UNAVAILABLE', reason: noted(reason) });
+    }
+    // A version that served and no longer does: UNLOADING while its requests drain (no reason, as
+    // Triton's), then UNAVAILABLE with the unload's reason (a version a reload retired: "unloaded").
+    const detached = entry.serving.size === 0 && entry.failedVersions.size === 0;
+    const unloadedReason = detached ? noted(entry.reason ?? '') : UNLOADED_REASON;
+    for (const version of entry.unloadedVersions) {
+      if (entry.serving.has(version) || entry.failedVersions.has(version)) continue;
+      const draining = [...entry.draining].some((v) => v.version === version);
+      out.push(
+        draining
+          ? { name: entry.name, version, state: 'UNLOADING', reason: '' }
+          : { name: entry.name, version, state: detached ? entry.state : 'UNAVAILABLE', reason: unloadedReason },
+      );
+    }
+    if (detached && entry.unloadedVersions.length === 0) {
+      out.push({ name: entry.name, state: entry.state, reason: noted(entry.reason ?? '') });
+    } else if (entry.serving.size > 0 && entry.reason && entry.failedVersions.size === 0) {
+      // A config that no longer parses: the old version serves on, and the index says why nothing newer does.
+      out.push({ name: entry.name, state: 'UNAVAILABLE', reason: entry.reason });
+    }
+    return out.sort((x, y) => (x.version === undefined ? 1 : y.version === undefined ? -1 : Number(x.version) - Number(y.version)));
   }
 }
