@@ -50,6 +50,24 @@ ensemble_scheduling { step [ { model_name: "slow" model_version: -1 input_map { 
 
 const ints = (f: (i: number) => number) => Int32Array.from({ length: 16 }, (_, i) => f(i));
 
+/** A JavaScript identity over 4 floats, batching (max_batch_size 8) or not. */
+const FLEX = (maxBatchSize: number) => `name: "flex"
+backend: "js"
+max_batch_size: ${maxBatchSize}
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+`;
+const FLEX_CODE = `import { tensor } from '@batchwise/backend';
+export default { execute: (requests) => requests.map((r) => ({ outputs: [tensor('OUTPUT0', 'FP32', r.inputs.INPUT0.shape, r.inputs.INPUT0.data)] })) };
+`;
+const OVER_FLEX = `name: "over_flex"
+platform: "ensemble"
+max_batch_size: 0
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 4 ] } ]
+ensemble_scheduling { step [ { model_name: "flex" model_version: -1 input_map { key: "INPUT0" value: "X" } output_map { key: "OUTPUT0" value: "Y" } } ] }
+`;
+
 describe('ensembles in explicit mode', () => {
   let repo: Awaited<ReturnType<typeof makeRepository>>;
   let server: Awaited<ReturnType<typeof startTestServer>>;
@@ -70,6 +88,8 @@ describe('ensembles in explicit mode', () => {
       { name: 'add_first', config: ADD('add_first', 'versioned', 1) },
       { name: 'slow', model: slowModel({ repeats: 12000, width: WIDTH }), config: SLOW },
       { name: 'slow_ensemble', config: SLOW_ENSEMBLE },
+      { name: 'flex', config: FLEX(0), files: { '1/model.mjs': FLEX_CODE } },
+      { name: 'over_flex', config: OVER_FLEX },
     ]);
     server = await startTestServer([repo.dir], { modelControlMode: 'explicit', loadModels: [], strictReadiness: false });
     http = new HttpClient({ url: server.url });
@@ -171,6 +191,22 @@ describe('ensembles in explicit mode', () => {
     await Promise.all(workers);
     expect(failures).toEqual([]);
     expect(done).toBeGreaterThan(20);
+  });
+
+  it('a step model loaded again with another config reloads the ensembles over it (Triton reloads dependents)', async () => {
+    await http.loadModel('over_flex');
+    const x = Float32Array.of(1.5, -2, 0.25, 8);
+    const y = async () => {
+      const result = await http.infer({ model: 'over_flex', inputs: [{ name: 'X', datatype: 'FP32', shape: [4], data: x }] });
+      return { shape: result.outputs[0]!.shape, data: Array.from(result.outputs[0]!.data as Float32Array) };
+    };
+    expect(await y()).toEqual({ shape: [4], data: Array.from(x) });
+    // The step now batches: the ensemble, which does not, must give its tensors a batch dimension there and take it off after.
+    await writeFile(join(repo.dir, 'flex', 'config.pbtxt'), FLEX(8));
+    await http.loadModel('flex');
+    expect(await y()).toEqual({ shape: [4], data: Array.from(x) });
+    const [flex] = await http.modelStatistics('flex');
+    expect(flex!.batch_stats.map((b) => b.batch_size)).toEqual([1]);
   });
 
   it("the request's queue timeout applies at each step", async () => {

@@ -1,3 +1,4 @@
+import type { ModelConfig } from '../config/model-config.ts';
 import type { ListedModel } from '../repository/model-source.ts';
 import type { ModelState } from '../protocol/types.ts';
 import type { LoadedVersion } from './loaded-version.ts';
@@ -30,6 +31,8 @@ export interface ModelEntry {
   failedFingerprints: Map<string, string>;
   /** Where it was last found; undefined until then. */
   listed: ListedModel | undefined;
+  /** The config override of the load that last succeeded (the repository API's `config`), to reload it with. */
+  configOverride: ModelConfig | undefined;
   /** Versions its policy selected at the last look (their cached files are kept). */
   selected: readonly number[];
   /** Retired versions still finishing their in-flight requests (their cached files are kept). */
@@ -66,6 +69,7 @@ export function newModelEntry(name: string): ModelEntry {
     unloadedVersions: [],
     failedFingerprints: new Map(),
     listed: undefined,
+    configOverride: undefined,
     selected: [],
     draining: new Set(),
     busy: Promise.resolve(),

@@ -162,6 +162,7 @@ export class ModelLifecycle {
       entry.unloadedVersions,
       retired.map((s) => s.loaded.version),
     ).filter((v) => !next.has(v) && !failed.has(v));
+    if (results.some((r) => r.status === 'fulfilled')) entry.configOverride = override;
     entry.serving = next;
     entry.failedVersions = failed;
     entry.failedFingerprints = failedFingerprints;

@@ -259,6 +259,30 @@ export class ModelManager implements ModelControl {
     }
     if (failure !== undefined) throw Errors.invalidArg(`failed to load '${name}': ${failure}`);
     this.onDemand?.forget(name);
+    await this.reloadEnsemblesOver(name, new Set([name]));
+  }
+
+  /**
+   * After a model (re)loads in explicit mode, the ensembles that run it as a step load again, as
+   * Triton reloads a composing model's dependents: what an ensemble decided at load from its steps
+   * (decoupled or not, batching reshapes) follows the step's new config. Each reloads with the config
+   * it was loaded with; one that fails keeps serving its old version and says why in the index.
+   * Nested ensembles follow in turn (poll mode does the same at every poll: an ensemble's fingerprint
+   * holds its steps').
+   */
+  private async reloadEnsemblesOver(step: string, seen: Set<string>): Promise<void> {
+    const dependents = [...this.table.entries()].filter(
+      (entry) =>
+        !seen.has(entry.name) &&
+        entry.listed !== undefined &&
+        [...entry.serving.values()].some((s) => s.loaded.ensemble?.steps.some((x) => x.modelName === step)),
+    );
+    for (const entry of dependents) {
+      seen.add(entry.name);
+      this.logger.info({ model: entry.name, step }, 'reloading an ensemble: a step model it runs was loaded');
+      const failure = await this.lifecycle.reconcile(entry.listed!, entry.configOverride);
+      if (failure === undefined) await this.reloadEnsemblesOver(entry.name, seen);
+    }
   }
 
   /** Code arrives over the API only where the operator allowed it (--allow-code-overrides). */
