@@ -15,36 +15,21 @@ import { GrpcClient, type InferRequest } from '@batchwise/client';
 import { identity, mulberry32, sequenceStateModel, serializeModel } from '@batchwise/modelgen';
 import { loadOrt, type OrtSession, type OrtTensor } from '@batchwise/modelgen/test-support/ort.ts';
 import { differences, resultValues, type TensorValue } from './support/differential.ts';
+import { sequenceStateConfig } from './support/sequence-state.ts';
 import { serveModels, type ServedModels } from './support/server.ts';
 
 const WIDTH = 4;
 const SEED = Number(process.env['DIFFERENTIAL_SEED'] ?? 36);
 
-const flag = (name: string, kind: string) => `{ name: "${name}" control [ { kind: ${kind} fp32_false_true: [ 0, 1 ] } ] }`;
-const SEQ_CONFIG = `name: "seq"
-max_batch_size: 4
-sequence_batching {
-  max_sequence_idle_microseconds: 5000000
-  direct { }
-  control_input [
-    ${flag('START', 'CONTROL_SEQUENCE_START')},
-    ${flag('END', 'CONTROL_SEQUENCE_END')},
-    ${flag('READY', 'CONTROL_SEQUENCE_READY')},
-    { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] }
-  ]
-  state [
-    { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_FP32 dims: [ ${WIDTH} ]
-      initial_state: { name: "zeros" data_type: TYPE_FP32 dims: [ ${WIDTH} ] zero_data: true } },
-    { input_name: "STEP_IN" output_name: "STEP_OUT" data_type: TYPE_INT32 dims: [ 1 ] }
-  ]
-}
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]
-output [
-  { name: "OUTPUT" data_type: TYPE_FP32 dims: [ ${WIDTH} ] },
-  { name: "OUT_STEP" data_type: TYPE_INT32 dims: [ 1 ] },
-  { name: "OUT_CORRID" data_type: TYPE_UINT64 dims: [ 1 ] }
-]
-instance_group [ { kind: KIND_CPU count: 2 } ]`;
+const SEQ_CONFIG = sequenceStateConfig({
+  name: 'seq',
+  width: WIDTH,
+  strategy: 'direct { }',
+  corrid: 'TYPE_UINT64',
+  maxBatchSize: 4,
+  instances: 2,
+  idleMs: 5000,
+});
 
 /** Triton's nop: an identity that batches (the qa nops batch up to 1024). */
 const NOP_CONFIG = `name: "nop"

@@ -15,6 +15,7 @@ import { GrpcClient, type InferRequest } from '@batchwise/client';
 import { mulberry32, sequenceStateModel, serializeModel } from '@batchwise/modelgen';
 import { loadOrt, type OrtSession, type OrtTensor } from '@batchwise/modelgen/test-support/ort.ts';
 import { differences, resultValues, type TensorValue, type Wire } from './support/differential.ts';
+import { sequenceStateConfig } from './support/sequence-state.ts';
 import { serveModels, type ServedModels } from './support/server.ts';
 
 const SEED = Number(process.env['DIFFERENTIAL_SEED'] ?? 28);
@@ -26,32 +27,8 @@ const WIDTH = 4;
 const IDLE_MS = 3000;
 const PAUSE_MS = 4000;
 
-const fp32Control = (name: string, kind: string) => `{ name: "${name}" control [ { kind: ${kind} fp32_false_true: [ 0, 1 ] } ] }`;
 function configOf(name: string, strategy: string, corrid: 'TYPE_UINT64' | 'TYPE_STRING', maxBatchSize: number, instances: number): string {
-  return `name: "${name}"
-max_batch_size: ${maxBatchSize}
-sequence_batching {
-  max_sequence_idle_microseconds: ${IDLE_MS * 1000}
-  ${strategy}
-  control_input [
-    ${fp32Control('START', 'CONTROL_SEQUENCE_START')},
-    ${fp32Control('END', 'CONTROL_SEQUENCE_END')},
-    ${fp32Control('READY', 'CONTROL_SEQUENCE_READY')},
-    { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: ${corrid} } ] }
-  ]
-  state [
-    { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_FP32 dims: [ ${WIDTH} ]
-      initial_state: { name: "zeros" data_type: TYPE_FP32 dims: [ ${WIDTH} ] zero_data: true } },
-    { input_name: "STEP_IN" output_name: "STEP_OUT" data_type: TYPE_INT32 dims: [ 1 ] }
-  ]
-}
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]
-output [
-  { name: "OUTPUT" data_type: TYPE_FP32 dims: [ ${WIDTH} ] },
-  { name: "OUT_STEP" data_type: TYPE_INT32 dims: [ 1 ] },
-  { name: "OUT_CORRID" data_type: ${corrid} dims: [ 1 ] }
-]
-instance_group [ { kind: KIND_CPU count: ${instances} } ]`;
+  return sequenceStateConfig({ name, width: WIDTH, strategy, corrid, maxBatchSize, instances, idleMs: IDLE_MS });
 }
 
 interface ModelCase {
