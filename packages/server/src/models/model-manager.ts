@@ -279,7 +279,10 @@ export class ModelManager implements ModelControl {
     );
     for (const entry of dependents) {
       seen.add(entry.name);
-      this.logger.info({ model: entry.name, step }, 'a step model of the ensemble was loaded: the ensemble loads again if what it runs changed');
+      this.logger.info(
+        { model: entry.name, step },
+        'a step model of the ensemble was loaded: the ensemble loads again if what it runs changed',
+      );
       const failure = await this.lifecycle.reconcile(entry.listed!, entry.configOverride);
       if (failure === undefined) await this.reloadEnsemblesOver(entry.name, seen);
     }
