@@ -181,7 +181,8 @@ describe('bench scenarios (smoke)', () => {
       'server_cpu_js_vs_echo_c16 <= 1.3',
       'throughput_onnx_vs_naive_c16 >= 1.2',
     ]);
-    expect(ratios['server_cpu_naive_vs_echo_c16']).toBeGreaterThan(0);
+    // The naive peer has its ratios too; their values may be 0 or NaN here, its two short windows reading no /proc tick (above).
+    expect(typeof ratios['server_cpu_naive_vs_echo_c16']).toBe('number');
     expect(await readFile(`${RESULTS_DIR}smoke-overhead.md`, 'utf8')).toMatch(/\*\*(PASS|MISS)\*\* throughput_onnx_vs_naive_c16 >= 1\.2: /);
   });
 
