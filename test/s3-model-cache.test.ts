@@ -33,6 +33,9 @@ async function startS3(models: readonly string[]): Promise<TestS3> {
   useS3rverCredentials();
   const dir = await mkdtemp(join(tmpdir(), 'batchwise-s3cache-'));
   const s3 = await startTestS3(join(dir, 's3'));
+  // The cache's folder is named by the repository's URL, whose port an earlier test's S3 server (in another file,
+  // whose cache was left) may have had: start from none (a clean-clone run once found another test's model 'm' there).
+  await rm(defaultCacheDir(s3.location('prod')), { recursive: true, force: true });
   cleanups.push(async () => {
     await s3.close();
     await rm(dir, { recursive: true, force: true });
