@@ -53,8 +53,9 @@ FROM node:22-bookworm-slim AS node
 # (nvidia_icd.json, libGLX_nvidia, libEGL_nvidia) only when the driver capabilities include graphics.
 # Without a display the server uses libEGL_nvidia (docs/gpu-accelerators.md, "Without a display").
 FROM node:22-bookworm-slim AS webgpu
+# python3 and numpy: the interpreter of Python backend models (docs/python-backend.md).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libvulkan1 \
+ && apt-get install -y --no-install-recommends libvulkan1 python3 python3-numpy \
  && rm -rf /var/lib/apt/lists/*
 RUN groupadd --gid 10001 batchwise \
  && useradd --uid 10001 --gid 10001 --create-home --home-dir /home/batchwise --shell /usr/sbin/nologin batchwise
@@ -72,6 +73,10 @@ USER 10001:10001
 FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu22.04 AS cuda
 # Official Node binaries need glibc >= 2.28 and a recent libstdc++; Ubuntu 22.04 has both.
 COPY --from=node /usr/local/bin/node /usr/local/bin/node
+# python3 and numpy: the interpreter of Python backend models (docs/python-backend.md).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 python3-numpy \
+ && rm -rf /var/lib/apt/lists/*
 RUN groupadd --gid 10001 batchwise \
  && useradd --uid 10001 --gid 10001 --create-home --home-dir /home/batchwise --shell /usr/sbin/nologin batchwise
 WORKDIR /app

@@ -7,6 +7,8 @@ import { parseRestrictions } from './access/restricted-api.ts';
 import { visibleGpuIds } from './backends/gpu-detect.ts';
 import { createOnnxRuntimeBackend } from './backends/onnxruntime/onnxruntime-backend.ts';
 import { createJsBackend } from './backends/js/js-backend.ts';
+import { createPythonBackend } from './backends/python/python-backend.ts';
+import { CustomMetrics } from './metrics/custom-metrics.ts';
 import { CoreInferenceService } from './core/inference-service.ts';
 import { SystemSharedMemory } from './shared-memory/system-shared-memory.ts';
 import { parseCacheConfigFlags, ResponseCache } from './cache/response-cache.ts';
@@ -100,6 +102,14 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       backends: [
         withModelFootprints(createOnnxRuntimeBackend({ workerHeapLimitBytes }), memory, true),
         withModelFootprints(createJsBackend({ workerHeapLimitBytes }), memory, false),
+        withModelFootprints(
+          createPythonBackend({
+            logger,
+            metrics: new CustomMetrics(metrics.registry, (message) => logger.warn(message)),
+          }),
+          memory,
+          false,
+        ),
       ],
       metrics,
       logger,

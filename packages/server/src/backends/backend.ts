@@ -160,6 +160,17 @@ export interface Backend {
   readonly name: string;
   /** Its model files are code the server runs (the JavaScript backend): a load request may bring them only with the operator's opt-in. */
   readonly runsModelCode?: boolean;
+  /**
+   * Its models' tensors are the config's own, never read from a model file (js, python): a config must
+   * declare them all, after completeConfig when the backend has one.
+   */
+  readonly configDeclaresTensors?: boolean;
+  /**
+   * Completes a config from the model's own code before any instance starts (Triton's Python
+   * `auto_complete_config`); undefined when the model has nothing to add. Not called with
+   * --strict-model-config=true.
+   */
+  completeConfig?(config: ModelConfig, modelFile: string, context: InstanceModelContext): Promise<Record<string, unknown> | undefined>;
   createInstance(options: InstanceOptions): Promise<LoadedInstance>;
   /** Settings the config asks for that this backend cannot apply, by config parameter, in words (for the model's metadata). */
   unappliedSettings?(settings: SessionSettings): Record<string, string>;

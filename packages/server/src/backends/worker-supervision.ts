@@ -87,15 +87,40 @@ export function waitUntilLoaded<L>(worker: Worker): Promise<Worker & { loaded: L
   });
 }
 
-export interface SupervisedWorkerOptions<M> {
+/**
+ * What supervision needs of a model instance's runner: a worker thread, or a Python model's stub
+ * process (backends/python/stub-process.ts), which mimics this much of a Worker.
+ */
+export interface WorkerLike {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a Worker's and a stub's messages differ; supervision posts only the close message.
+  postMessage(message: any): void;
+  terminate(): Promise<number>;
+  /** 'message' (a message), 'error' (an Error: how it died), 'exit' (an exit code). */
+  on(event: string, listener: (...args: any[]) => void): unknown;
+  once(event: string, listener: (...args: any[]) => void): unknown;
+}
+
+/** Restarts after a death wait this long, doubling with each death in the crash window, up to `maxMs`. */
+export interface RestartBackoff {
+  readonly firstMs: number;
+  readonly maxMs: number;
+}
+
+export interface SupervisedWorkerOptions<M, W extends WorkerLike = Worker> {
   /** Starts a fresh worker (it must answer `loaded` once its model is ready). */
-  readonly spawn: () => Worker;
+  readonly spawn: () => W;
+  /** Resolves once a fresh worker's model is ready; rejects with why it is not. @default waitUntilLoaded */
+  readonly load?: (worker: W) => Promise<W>;
+  /** What asks the worker to finalize and end. @default { type: 'close' } */
+  readonly closeMessage?: unknown;
+  /** Waits before each restart. @default - restarts at once */
+  readonly backoff?: RestartBackoff;
   /** What the errors call the instance, e.g. "model instance of 'm'". */
   readonly instance: string;
   /** Every message of the current worker, and of the ones replacing it. */
-  readonly onMessage: (worker: Worker, message: M) => void;
+  readonly onMessage: (worker: W, message: M) => void;
   /** The worker died (or was stopped): fail everything it was running. */
-  readonly onDeath: (how: string, worker: Worker) => void;
+  readonly onDeath: (how: string, worker: W) => void;
   /** The error type of the instance's own failures (given up, closed). @default Error */
   readonly error?: (message: string) => Error;
   /** How long `close` lets the worker finish (finalize) before terminating it, ms. */
@@ -108,11 +133,11 @@ export interface SupervisedWorkerOptions<M> {
  * one, which requests wait for; more deaths than the crash window allows leave the instance
  * failed with the reason (`onFatal`). Shared by the backends whose instances are workers.
  */
-export class SupervisedWorker<M> {
-  private current: Worker;
+export class SupervisedWorker<M, W extends WorkerLike = Worker> {
+  private current: W;
   private readonly crashes = new CrashWindow();
   /** Workers whose death was handled ('error' and 'exit' both report one death). */
-  private readonly dead = new WeakSet<Worker>();
+  private readonly dead = new WeakSet<W>();
   private replacement: Promise<void> | undefined;
   private fatalError: Error | undefined;
   private closing = false;
@@ -120,15 +145,15 @@ export class SupervisedWorker<M> {
   onFatal: ((error: Error) => void) | undefined;
 
   constructor(
-    first: Worker,
-    private readonly options: SupervisedWorkerOptions<M>,
+    first: W,
+    private readonly options: SupervisedWorkerOptions<M, W>,
   ) {
     this.current = first;
     this.attach(first);
   }
 
   /** The worker to post to, once any replacement has loaded; throws when the instance gave up or is closed. */
-  async ready(): Promise<Worker> {
+  async ready(): Promise<W> {
     if (this.replacement) await this.replacement;
     if (this.fatalError) throw this.fatalError;
     // A closed instance's worker has exited: a message posted to it would never be answered.
@@ -137,7 +162,7 @@ export class SupervisedWorker<M> {
   }
 
   /** Whether `worker` is the one serving now (not one that died or was replaced). */
-  isCurrent(worker: Worker): boolean {
+  isCurrent(worker: W): boolean {
     return worker === this.current && !this.dead.has(worker);
   }
 
@@ -148,7 +173,7 @@ export class SupervisedWorker<M> {
     if (this.replacement) await this.replacement.catch(() => undefined);
     const worker = this.current;
     const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
-    worker.postMessage({ type: 'close' });
+    worker.postMessage(this.options.closeMessage ?? { type: 'close' });
     const timer = setTimeout(() => void worker.terminate(), this.options.closeGraceMs);
     await exited;
     clearTimeout(timer);
@@ -160,15 +185,19 @@ export class SupervisedWorker<M> {
   }
 
   /** The worker died or was stopped (`how` says which): fail its work, then replace it or give up. */
-  died(worker: Worker, how: string): void {
+  died(worker: W, how: string): void {
     if (worker !== this.current || this.closing || this.dead.has(worker)) return;
     this.dead.add(worker);
     this.options.onDeath(how, worker);
-    if (this.crashes.record()) {
+    const backoff = this.options.backoff;
+    if (this.crashes.record() && !backoff) {
       this.giveUp(`${this.options.instance} ${this.crashes.describe(how)}`);
       return;
     }
-    this.replacement = waitUntilLoaded<object>(this.options.spawn()).then(
+    const load = this.options.load ?? ((fresh: W) => waitUntilLoaded<object>(fresh as unknown as Worker) as unknown as Promise<W>);
+    const delayMs = backoff ? Math.min(backoff.maxMs, backoff.firstMs * 2 ** (this.crashes.count - 1)) : 0;
+    const spawned = delayMs > 0 ? sleep(delayMs).then(() => load(this.options.spawn())) : load(this.options.spawn());
+    this.replacement = spawned.then(
       (fresh) => {
         this.current = fresh;
         this.attach(fresh);
@@ -190,9 +219,18 @@ export class SupervisedWorker<M> {
     return this.options.error ? this.options.error(message) : new Error(message);
   }
 
-  private attach(worker: Worker): void {
+  /** Deaths within the crash window, the last one included. */
+  get recentDeaths(): number {
+    return this.crashes.count;
+  }
+
+  private attach(worker: W): void {
     worker.on('message', (message: M) => this.options.onMessage(worker, message));
     worker.on('error', (error) => this.died(worker, error.message));
     worker.on('exit', (code) => this.died(worker, `exited with code ${code}`));
   }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

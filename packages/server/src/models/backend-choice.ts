@@ -6,52 +6,53 @@ import { Errors } from '../errors/errors.ts';
 import { fileExists } from '../repository/model-folder.ts';
 import { resolveInModelFolder } from '../repository/model-paths.ts';
 
-/**
- * The backend a (normalized) config asks for, among those the server has. Triton's Python
- * backend has no place here: such a model fails to load with the way to port it.
- */
+/** The backend a (normalized) config asks for, among those the server has (`platform: "python"` is Triton's older spelling). */
 export function chooseBackend(config: ModelConfig, backends: readonly Backend[]): Backend {
-  const name = config.backend || 'onnxruntime';
-  if (name === 'python' || config.platform === 'python') {
-    throw Errors.invalidArg(
-      `model '${config.name}': the python backend is not supported by Batchwise; ` +
-        'port model.py to the JavaScript backend (backend: "js", a model.mjs with initialize/execute/finalize, see docs/js-backend.md)',
-    );
-  }
+  const name = config.backend || (config.platform === 'python' ? 'python' : 'onnxruntime');
   const backend = backends.find((b) => b.name === name);
   if (!backend) {
     throw Errors.invalidArg(
       `model '${config.name}': unknown backend '${name}'; supported backends: ${backends.map((b) => `'${b.name}'`).join(', ')}`,
     );
   }
-  if (backend.name === 'js') requireDeclaredTensors(config);
-  else if (isDecoupled(config)) {
+  if (isDecoupled(config) && !backend.runsModelCode) {
     throw Errors.invalidArg(
       `model '${config.name}': model_transaction_policy { decoupled: true } needs a model that sends its own responses: ` +
-        `backend js (a response sender per request, see docs/js-backend.md), not backend '${backend.name}'`,
+        `backend js or python (a response sender per request, see docs/js-backend.md), not backend '${backend.name}'`,
     );
   }
   return backend;
 }
 
-/** JavaScript models have no file to complete a config from: their config declares every tensor. */
-function requireDeclaredTensors(config: ModelConfig): void {
+/**
+ * The models of a backend whose tensors are the config's own (js, python) have no model file to complete
+ * a config from: it must declare every tensor (a Python model's auto_complete_config may add them).
+ */
+export function requireDeclaredTensors(config: ModelConfig, backend: Backend): void {
+  if (!backend.configDeclaresTensors) return;
   const missing = [config.input.length === 0 && 'input', config.output.length === 0 && 'output'].filter(Boolean);
   if (missing.length > 0) {
+    const how =
+      backend.name === 'python'
+        ? "declare them in config.pbtxt, or add them in the model's auto_complete_config"
+        : 'a JavaScript model has no file to auto-complete them from';
     throw Errors.invalidArg(
-      `model '${config.name}': config.pbtxt declares no ${missing.join(' and no ')}; inputs and outputs must be declared for backend js ` +
-        '(a JavaScript model has no file to auto-complete them from)',
+      `model '${config.name}': config.pbtxt declares no ${missing.join(' and no ')}; inputs and outputs must be declared for backend ${backend.name} ` +
+        `(${how})`,
     );
   }
 }
 
+/** The file names a backend's model is looked for under, in order, when default_model_filename names none. */
+const MODEL_FILES: Readonly<Record<string, readonly string[]>> = { js: JS_MODEL_FILES, python: ['model.py'] };
+
 /**
  * The version's model file for that backend: default_model_filename, else the backend's own
- * names (model.onnx; model.mjs, then model.js), inside the model's folder. Fails naming what
+ * names (model.onnx; model.mjs, then model.js; model.py), inside the model's folder. Fails naming what
  * was looked for, as paths inside the model folder.
  */
 export async function modelFileOf(modelDir: string, version: number, config: ModelConfig, backend: Backend): Promise<string> {
-  const names = config.default_model_filename ? [config.default_model_filename] : backend.name === 'js' ? JS_MODEL_FILES : ['model.onnx'];
+  const names = config.default_model_filename ? [config.default_model_filename] : (MODEL_FILES[backend.name] ?? ['model.onnx']);
   for (const name of names) {
     const path = await resolveInModelFolder(modelDir, String(version), name, `model '${config.name}': default_model_filename`);
     if (await fileExists(path)) return path;

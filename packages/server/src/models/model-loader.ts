@@ -18,7 +18,8 @@ import type { ModelMemoryHold, ModelResidency } from './model-residency.ts';
 import { Errors } from '../errors/errors.ts';
 import type { InferenceCall, InferenceStreamCall } from '../protocol/types.ts';
 import { warmUp } from './warmup.ts';
-import { chooseBackend, modelFileOf } from './backend-choice.ts';
+import { chooseBackend, modelFileOf, requireDeclaredTensors } from './backend-choice.ts';
+import { configFromJson } from './config-override.ts';
 import type { LoadedVersion } from './loaded-version.ts';
 import { inputSpecsOf, outputSpecsOf, tensorTables } from './tensor-specs.ts';
 
@@ -71,10 +72,12 @@ export async function loadVersion(
   options: LoaderOptions,
 ): Promise<LoadedVersion> {
   const normalizeOptions = { visibleGpuIds: options.gpuIds };
-  const base = normalizeModelConfig(written ?? emptyConfig(folder.name), normalizeOptions);
-  await checkConfigPaths(folder, base, version);
-  const backend = chooseBackend(base, options.backends);
-  const modelPath = await modelFileOf(folder.dir, version, base, backend);
+  const declared = normalizeModelConfig(written ?? emptyConfig(folder.name), normalizeOptions);
+  await checkConfigPaths(folder, declared, version);
+  const backend = chooseBackend(declared, options.backends);
+  const modelPath = await modelFileOf(folder.dir, version, declared, backend);
+  const base = await completedByModel(folder, declared, version, modelPath, backend, options);
+  requireDeclaredTensors(base, backend);
   const labels = await readLabels(folder, base);
   const settings = sessionSettingsFromConfig(base);
   const placements = instancePlacements(base.instance_group ?? []);
@@ -157,8 +160,9 @@ async function openVersion(
   const first = await create(placements[0]!);
   const created: LoadedInstance[] = [first];
   try {
-    // A JavaScript model's config is complete as written (its io is the config's own).
-    const completed = options.strictModelConfig || backend.name === 'js' ? base : autoCompleteModelConfig(written, first.io, folder.name);
+    // A JavaScript or Python model's config is complete as written or as its model completed it (its io is the config's own).
+    const completed =
+      options.strictModelConfig || backend.configDeclaresTensors ? base : autoCompleteModelConfig(written, first.io, folder.name);
     const config = normalizeModelConfig(completed, normalizeOptions);
     validateModelConfig(config, first.io);
     latencyObjectiveNs(config); // throws on a bad batchwise_latency_objective_ms before more instances load
@@ -197,6 +201,32 @@ async function openVersion(
     await Promise.all(created.map((c) => c.instance.close()));
     throw error;
   }
+}
+
+/**
+ * The config as the model's own code completes it (a Python model's auto_complete_config), normalized;
+ * the declared config where the backend has no such step, the model adds nothing, or
+ * --strict-model-config=true (Triton then skips auto-complete too).
+ */
+async function completedByModel(
+  folder: ModelFolder,
+  declared: ModelConfig,
+  version: number,
+  modelPath: string,
+  backend: Backend,
+  options: LoaderOptions,
+): Promise<ModelConfig> {
+  if (!backend.completeConfig || options.strictModelConfig) return declared;
+  const completed = await backend.completeConfig(declared, modelPath, {
+    config: declared,
+    version: String(version),
+    modelDir: folder.dir,
+    versionDir: join(folder.dir, String(version)),
+    instanceName: '',
+    kind: 'KIND_CPU',
+  });
+  if (!completed) return declared;
+  return normalizeModelConfig(configFromJson(folder.name, JSON.stringify(completed)), { visibleGpuIds: options.gpuIds });
 }
 
 /** Gives the version's memory hold back once its last instance has closed (retired and drained). */

@@ -52,7 +52,12 @@ export interface JsBackendOptions {
 
 /** The JavaScript backend (`backend: "js"`): each instance runs the model's own code in a worker thread. */
 export function createJsBackend(backendOptions: JsBackendOptions = {}): Backend {
-  return { name: 'js', runsModelCode: true, createInstance: (options) => createInstance(options, backendOptions) };
+  return {
+    name: 'js',
+    runsModelCode: true,
+    configDeclaresTensors: true,
+    createInstance: (options) => createInstance(options, backendOptions),
+  };
 }
 
 function spawnWorker(init: WorkerInit, options: JsBackendOptions): Worker {
@@ -99,7 +104,7 @@ async function createInstance(options: InstanceOptions, backendOptions: JsBacken
 }
 
 /** A model parameter of whole milliseconds, or its default when absent. */
-function positiveMs(config: ModelConfig, parameter: string, byDefault: number): number {
+export function positiveMs(config: ModelConfig, parameter: string, byDefault: number): number {
   const text = config.parameters?.[parameter]?.string_value;
   if (text === undefined) return byDefault;
   const ms = Number(text);
@@ -110,7 +115,7 @@ function positiveMs(config: ModelConfig, parameter: string, byDefault: number): 
 }
 
 /** A JavaScript model declares its tensors in its config: they are what the "model" has, batch dimension included. */
-function ioOfConfig(config: ModelConfig): ModelIO {
+export function ioOfConfig(config: ModelConfig): ModelIO {
   const batch = config.max_batch_size > 0 ? [-1] : [];
   const info = (t: ModelConfig['input'][number]): ModelTensorInfo => ({
     name: t.name,

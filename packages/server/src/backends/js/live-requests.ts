@@ -9,13 +9,13 @@ export const FINAL_RESPONSE_TIMEOUT_PARAMETER = 'batchwise_final_response_timeou
 export const DEFAULT_FINAL_RESPONSE_TIMEOUT_MS = 300_000;
 
 /** A request the worker is working on; it is its own abort listener (no closure per request). */
-class Live {
+class Live<W> {
   constructor(
     readonly key: number,
     readonly request: InstanceRequest,
     /** The worker that runs it: what the main thread tells about it goes there. */
-    readonly worker: Worker,
-    private readonly owner: LiveRequests,
+    readonly worker: W,
+    private readonly owner: LiveRequests<W>,
     /** A decoupled request: its final-response timeout and how it ended. */
     readonly stream?: { readonly timer: NodeJS.Timeout; readonly end: (end: StreamEnd) => void },
   ) {}
@@ -36,18 +36,21 @@ class Live {
  * responses go to its sink, acknowledged to the worker ACK_EVERY at a time as they are taken for sending, until its final
  * response, its timeout, its cancellation or its instance's failure ends it.
  */
-export class LiveRequests {
-  private readonly live = new Map<number, Live>();
+/** What the instance tells its worker about a request: it ended, or more of its responses were taken. */
+export type RequestNotice = Extract<ToWorker, { type: 'end' | 'ack' }>;
+
+export class LiveRequests<W = Worker> {
+  private readonly live = new Map<number, Live<W>>();
 
   constructor(
     private readonly modelName: string,
     private readonly finalResponseTimeoutMs: number,
     /** Posts to `worker` if it is still the instance's (a replaced worker has nobody to tell). */
-    private readonly tell: (worker: Worker, message: ToWorker) => void,
+    private readonly tell: (worker: W, message: RequestNotice) => void,
   ) {}
 
   /** A request sent to `worker`; for a decoupled one (it has a sink), resolves when it ends. */
-  add(key: number, request: InstanceRequest, worker: Worker): Promise<StreamEnd> | undefined {
+  add(key: number, request: InstanceRequest, worker: W): Promise<StreamEnd> | undefined {
     if (!request.responses) {
       const live = new Live(key, request, worker, this);
       this.live.set(key, live);
@@ -136,11 +139,11 @@ export class LiveRequests {
   }
 
   /** Every request `worker` (or, without one, any worker) was working on ends with `error`: it died, overran its execute timeout, or closed. */
-  endAllOf(worker: Worker | undefined, error: Error): void {
+  endAllOf(worker: W | undefined, error: Error): void {
     for (const [key, live] of this.live) if (worker === undefined || live.worker === worker) this.end(key, error);
   }
 
-  private forget(key: number, live: Live): void {
+  private forget(key: number, live: Live<W>): void {
     this.live.delete(key);
     if (live.request.signal) offAbort(live.request.signal, live);
     if (live.stream) clearTimeout(live.stream.timer);

@@ -1,0 +1,389 @@
+import type { ModelConfig } from '../../config/model-config.ts';
+import { isErrorCode } from '@batchwise/protocol';
+import { Errors, InferenceServerError, toInferenceServerError } from '../../errors/errors.ts';
+import { offAbort, onAbort } from '../../protocol/abort-listeners.ts';
+import type { InferenceCall, InferenceRequest, InferenceStreamCall } from '../../protocol/types.ts';
+import type { Parameters, Tensor } from '../../tensor/tensor.ts';
+import type {
+  ExecutionResult,
+  InstanceRequest,
+  ModelInstance,
+  RequestOutcome,
+  RequestsResult,
+  StreamEnd,
+  StreamedResponse,
+} from '../backend.ts';
+import { LiveRequests } from '../js/live-requests.ts';
+import { packTensors, type ToWorker } from '../js/protocol.ts';
+import { StreamedCall } from '../js/streamed-call.ts';
+import { SupervisedWorker, type RestartBackoff } from '../worker-supervision.ts';
+import type { FromStub, Slice, StubRequest, StubResponse, ToStub } from './protocol.ts';
+import type { StubMessage, StubProcess } from './stub-process.ts';
+
+export interface PythonInstanceOptions {
+  readonly modelName: string;
+  readonly config: ModelConfig;
+  /** batchwise_execute_timeout_ms: a longer execute kills the process, which is restarted. */
+  readonly timeoutMs: number;
+  readonly decoupled: boolean;
+  readonly finalResponseTimeoutMs: number;
+  readonly callModel: InferenceCall | undefined;
+  readonly streamModel: InferenceStreamCall | undefined;
+  /** Starts a fresh stub and resolves once its model is initialized. */
+  readonly spawn: () => StubProcess;
+  readonly load: (stub: StubProcess) => Promise<StubProcess>;
+  readonly backoff: RestartBackoff;
+  /** A process died (how, in words): counted and logged once by the backend. */
+  readonly onDeath: (how: string) => void;
+  /** pb_utils.Logger lines and custom metrics. */
+  readonly onModelMessage: (message: Extract<FromStub, { t: 'log' | 'metric-family' | 'metric' }>) => void;
+}
+
+interface PendingRun {
+  readonly requests: readonly InstanceRequest[];
+  readonly keys: readonly number[];
+  readonly ended: readonly (Promise<StreamEnd> | undefined)[];
+  readonly timer: NodeJS.Timeout;
+  resolve(result: RequestsResult): void;
+  reject(error: Error): void;
+}
+
+const NO_TIMINGS = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
+
+/**
+ * One instance of a Python model: its stub process (one per instance, so instances never share a
+ * GIL), kept alive by supervision. Sends each batch's requests (inputs in the shared-memory input
+ * region), reads their outputs from the output region once, serves the model's BLS calls through
+ * the server, and passes a decoupled model's responses to each request's sink. A process that
+ * dies (an exception in a C extension, os._exit, the OOM killer) or overruns the execute timeout
+ * fails only what it was running and is restarted with back-off.
+ */
+export class PythonInstance implements ModelInstance {
+  private nextId = 0;
+  private nextKey = 0;
+  private readonly pending = new Map<number, PendingRun>();
+  private readonly calls = new Map<number, AbortController>();
+  private readonly streamedCalls = new Map<number, StreamedCall>();
+  private readonly stub: SupervisedWorker<StubMessage, StubProcess>;
+  private readonly live: LiveRequests<StubProcess>;
+  private readonly modelName: string;
+
+  constructor(
+    first: StubProcess,
+    private readonly options: PythonInstanceOptions,
+  ) {
+    this.modelName = options.modelName;
+    this.live = new LiveRequests<StubProcess>(options.modelName, options.finalResponseTimeoutMs, (stub, notice) => {
+      if (!this.stub.isCurrent(stub)) return;
+      if (notice.type === 'end') stub.postMessage({ t: 'end', key: notice.key, code: notice.code, message: notice.message });
+      else stub.postMessage({ t: 'ack', key: notice.key, count: notice.count });
+    });
+    this.stub = new SupervisedWorker<StubMessage, StubProcess>(first, {
+      spawn: options.spawn,
+      load: options.load,
+      backoff: options.backoff,
+      closeMessage: { t: 'close' } satisfies ToStub,
+      instance: `model instance of '${options.modelName}'`,
+      onMessage: (stub, message) => this.onMessage(stub, message),
+      onDeath: (how, stub) => {
+        options.onDeath(how);
+        this.failStub(
+          stub,
+          Errors.internal(`model '${options.modelName}': its Python process died (${how}); the batch it was running failed`),
+        );
+      },
+      error: Errors.unavailable,
+      closeGraceMs: Math.min(options.timeoutMs, 30_000),
+    });
+  }
+
+  set onFatal(handler: ((error: Error) => void) | undefined) {
+    this.stub.onFatal = handler;
+  }
+
+  get onFatal(): ((error: Error) => void) | undefined {
+    return this.stub.onFatal;
+  }
+
+  /** One assembled batch as one request (warmup samples); a decoupled model's last response is its answer. */
+  async execute(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult> {
+    let last: StreamedResponse | undefined;
+    const responses = this.options.decoupled
+      ? { send: async (response: StreamedResponse | undefined) => void (last = response ?? last) }
+      : undefined;
+    const { responses: outcomes, timings } = await this.executeRequests([
+      { inputs, outputNames, parameters: {}, ...(responses && { responses }) },
+    ]);
+    let outcome = outcomes[0]!;
+    if ('ended' in outcome) {
+      const end = await outcome.ended;
+      outcome = end.error ? { error: end.error } : (last ?? { outputs: [] });
+    }
+    if ('error' in outcome) throw outcome.error;
+    return { outputs: outcome.outputs, timings };
+  }
+
+  async executeRequests(requests: readonly InstanceRequest[]): Promise<RequestsResult> {
+    const stub = await this.stub.ready();
+    const id = this.nextId++;
+    const slices = stub.regions.writeInputs(requests.map((r) => r.inputs));
+    const keys: number[] = [];
+    const wire: StubRequest[] = [];
+    for (let i = 0; i < requests.length; i++) {
+      const r = requests[i]!;
+      const key = this.nextKey++;
+      keys.push(key);
+      wire.push(stubRequest(key, r, slices[i]!));
+    }
+    return new Promise<RequestsResult>((resolve, reject) => {
+      const timer = setTimeout(() => this.onTimeout(stub, id), this.options.timeoutMs);
+      const ended = requests.map((r, i) => this.live.add(keys[i]!, r, stub));
+      this.pending.set(id, { requests, keys, ended, timer, resolve, reject });
+      stub.postMessage({ t: 'execute', id, inSize: stub.regions.inSize, requests: wire });
+      requests.forEach((r, i) => r.signal?.aborted && this.live.end(keys[i]!, Errors.cancelled()));
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.stub.close();
+    const error = Errors.unavailable(`model instance of '${this.modelName}' closed before answering`);
+    this.failPending(error);
+    this.live.endAllOf(undefined, error);
+    this.cancelStreamedCalls();
+  }
+
+  /** Test hook: kills the process as a crash would. */
+  crashForTesting(): Promise<number> {
+    return this.stub.crashForTesting();
+  }
+
+  private onMessage(stub: StubProcess, { message, data }: StubMessage): void {
+    switch (message.t) {
+      case 'call':
+        void this.serveCall(stub, message, data);
+        return;
+      case 'call-cancel':
+        this.calls.get(message.call)?.abort();
+        return;
+      case 'call-ack':
+        this.streamedCalls.get(message.call)?.acknowledge(message.count);
+        return;
+      case 'response':
+        this.onResponse(message, data);
+        return;
+      case 'log':
+      case 'metric-family':
+      case 'metric':
+        this.options.onModelMessage(message);
+        return;
+      case 'executed':
+      case 'execute-failed':
+        break;
+      default:
+        return;
+    }
+    const run = this.pending.get(message.id);
+    if (!run) return;
+    this.pending.delete(message.id);
+    clearTimeout(run.timer);
+    if (message.t === 'execute-failed') {
+      this.failRun(run, Errors.internal(`model '${this.modelName}': execute() failed: ${message.message}`));
+      return;
+    }
+    if (this.options.decoupled) {
+      run.resolve({ responses: run.ended.map((ended) => ({ ended: ended! })), timings: message.timings });
+      return;
+    }
+    for (const key of run.keys) this.live.done(key);
+    let outputs: Buffer;
+    try {
+      outputs = stub.regions.readOutputs(bytesUsed(message.responses));
+    } catch (error) {
+      run.reject(Errors.internal(`model '${this.modelName}': ${(error as Error).message}`));
+      return;
+    }
+    run.resolve({
+      responses: message.responses.map((response, i) => this.outcome(outputs, response, run.requests[i]!)),
+      timings: message.timings,
+    });
+  }
+
+  private onResponse(message: Extract<FromStub, { t: 'response' }>, data: Buffer): void {
+    const request = this.live.requestOf(message.key);
+    if (!request) return;
+    const response = message.response && this.outcome(data, message.response, request);
+    this.live.response(message.key, response as StreamedResponse | undefined, message.final);
+  }
+
+  /**
+   * A response's outputs, in the order the request asked for them. As in Triton, an output is sent with
+   * the datatype and shape the model gave it; one the request asked for and the model did not return fails it.
+   */
+  private outcome(buffer: Buffer, response: StubResponse, request: InstanceRequest): RequestOutcome {
+    if ('error' in response) {
+      const code = isErrorCode(response.error.code) ? response.error.code : 'INTERNAL';
+      return { error: new InferenceServerError(code, response.error.message) };
+    }
+    const byName = new Map(response.outputs.map((s) => [s.name, s]));
+    const outputs: Tensor[] = [];
+    for (const name of request.outputNames) {
+      const s = byName.get(name);
+      if (!s) {
+        return { error: Errors.internal(`model '${this.modelName}' returned no output '${name}', which the request asked for`) };
+      }
+      outputs.push({ name, datatype: s.datatype, shape: s.shape as number[], data: buffer.subarray(s.offset, s.offset + s.byteLength) });
+    }
+    return { outputs };
+  }
+
+  /** A BLS call (`InferenceRequest(...).exec()`): run through the server, answered to the stub that asked. */
+  private async serveCall(stub: StubProcess, message: Extract<FromStub, { t: 'call' }>, data: Buffer): Promise<void> {
+    const callId = message.call;
+    const post = (answer: ToStub, payload?: Uint8Array): void => {
+      if (this.stub.isCurrent(stub)) stub.postMessage(answer, payload);
+    };
+    const own = new AbortController();
+    this.calls.set(callId, own);
+    try {
+      const run = message.stream ? this.options.streamModel : this.options.callModel;
+      if (!run) throw Errors.unavailable('calls to other models are not available in this server');
+      const request: InferenceRequest = {
+        modelName: message.model,
+        ...(message.version !== undefined && message.version !== '-1' && { modelVersion: message.version }),
+        inputs: message.inputs.map((s) => ({
+          name: s.name,
+          datatype: s.datatype,
+          shape: [...s.shape],
+          data: data.subarray(s.offset, s.offset + s.byteLength),
+        })),
+        ...(message.outputs !== undefined &&
+          message.outputs.length > 0 && { outputs: message.outputs.map((name) => ({ name, parameters: {} })) }),
+        parameters: callParameters(message),
+        ...this.callerOf(message.execute),
+      };
+      if (message.stream) {
+        const streamed = new StreamedCall(callId, (answer: ToWorker, transfer?: ArrayBuffer[]) => {
+          if (answer.type === 'call-end') post({ t: 'call-end', call: callId });
+          else if (answer.type === 'call-response') {
+            post(
+              {
+                t: 'call-response',
+                call: callId,
+                model: answer.model,
+                version: answer.version,
+                outputs: answer.outputs,
+                final: answer.final,
+              },
+              new Uint8Array(transfer?.[0] ?? answer.buffer),
+            );
+          }
+        });
+        this.streamedCalls.set(callId, streamed);
+        await streamed.serve(this.options.streamModel!, request, own);
+        return;
+      }
+      const response = await this.options.callModel!(request, { signal: own.signal });
+      const { buffer, slices } = packTensors([response.outputs]);
+      post(
+        { t: 'call-result', call: callId, model: response.modelName, version: response.modelVersion, outputs: slices[0]! },
+        new Uint8Array(buffer),
+      );
+    } catch (error) {
+      const e = toInferenceServerError(error);
+      post({ t: 'call-failed', call: callId, code: e.code, message: e.message });
+    } finally {
+      this.calls.delete(callId);
+      this.streamedCalls.delete(callId);
+    }
+  }
+
+  /** The trace a call made during execute() joins: the first traced request of that batch. */
+  private callerOf(executeId: number | undefined): InstanceRequest['caller'] {
+    if (executeId === undefined) return undefined;
+    return this.pending.get(executeId)?.requests.find((r) => r.caller !== undefined)?.caller;
+  }
+
+  private onTimeout(stub: StubProcess, id: number): void {
+    const run = this.pending.get(id);
+    if (!run || !this.stub.isCurrent(stub)) return;
+    this.pending.delete(id);
+    const error = Errors.internal(
+      `model '${this.modelName}': execute() did not finish within ${this.options.timeoutMs} ms (parameter batchwise_execute_timeout_ms); ` +
+        'its Python process was killed and is restarted',
+    );
+    this.failRun(run, error);
+    this.live.endAllOf(stub, error);
+    this.cancelStreamedCalls();
+    void stub.terminate();
+    this.stub.died(stub, `killed after its execute timeout of ${this.options.timeoutMs} ms`);
+  }
+
+  private failRun(run: PendingRun, error: Error): void {
+    clearTimeout(run.timer);
+    if (!this.options.decoupled) {
+      for (const key of run.keys) this.live.done(key);
+      run.reject(error);
+      return;
+    }
+    for (const key of run.keys) this.live.end(key, error);
+    run.resolve({ responses: run.ended.map((ended) => ({ ended: ended! })), timings: NO_TIMINGS });
+  }
+
+  private failStub(stub: StubProcess, error: Error): void {
+    this.failPending(error);
+    this.live.endAllOf(stub, error);
+    this.cancelStreamedCalls();
+  }
+
+  private cancelStreamedCalls(): void {
+    for (const controller of this.calls.values()) controller.abort();
+  }
+
+  private failPending(error: Error): void {
+    const runs = [...this.pending.values()];
+    this.pending.clear();
+    for (const run of runs) this.failRun(run, error);
+  }
+}
+
+/** What the stub is told of a request: Triton's correlation id, flags and timeout from its parameters. */
+function stubRequest(key: number, request: InstanceRequest, inputs: Slice[]): StubRequest {
+  const p = request.parameters;
+  const sequenceId = p['sequence_id'];
+  const timeout = p['timeout'];
+  return {
+    key,
+    id: request.id ?? '',
+    inputs,
+    outputs: request.outputNames,
+    parameters: p,
+    correlationId:
+      typeof sequenceId === 'string' || typeof sequenceId === 'number'
+        ? sequenceId
+        : typeof sequenceId === 'bigint'
+          ? Number(sequenceId)
+          : 0,
+    flags: (p['sequence_start'] === true ? 1 : 0) | (p['sequence_end'] === true ? 2 : 0),
+    timeoutUs: typeof timeout === 'number' ? timeout : 0,
+  };
+}
+
+/** A BLS call's parameters as the server's request parameters: its own, and its correlation id, flags and timeout. */
+function callParameters(message: Extract<FromStub, { t: 'call' }>): Parameters {
+  const parameters: Record<string, Parameters[string]> = { ...(message.parameters ?? {}) };
+  const id = message.correlationId;
+  if (id !== undefined && id !== 0 && id !== '') parameters['sequence_id'] = id;
+  if (message.flags) {
+    if (message.flags & 1) parameters['sequence_start'] = true;
+    if (message.flags & 2) parameters['sequence_end'] = true;
+  }
+  if (message.timeoutUs) parameters['timeout'] = message.timeoutUs;
+  return parameters;
+}
+
+/** Where the last output of a batch ends in the output region. */
+function bytesUsed(responses: readonly StubResponse[]): number {
+  let end = 0;
+  for (const r of responses) if ('outputs' in r) for (const s of r.outputs) end = Math.max(end, s.offset + s.byteLength);
+  return end;
+}
