@@ -14,7 +14,17 @@ import { BatchwiseClientError, GrpcClient, HttpClient } from '@batchwise/client'
 import { scaler, serializeModel } from '@batchwise/modelgen';
 import { loadOrt } from '@batchwise/modelgen/test-support/ort.ts';
 import { readMetric } from './support/metrics.ts';
-import { AUTO_PY, BLS_PY, COUNTER_CONFIG, COUNTER_PY, PROBE_CONFIG, PROBE_PY, SCALE_PY } from './support/python-models.ts';
+import {
+  AUTO_PY,
+  BLS_PY,
+  COUNTER_CONFIG,
+  COUNTER_PY,
+  ECHO_CONFIG,
+  ECHO_PY,
+  PROBE_CONFIG,
+  PROBE_PY,
+  SCALE_PY,
+} from './support/python-models.ts';
 import { makeRepository } from './support/repository.ts';
 import { serveModels, startTestServer } from './support/server.ts';
 import { waitFor } from './support/wait-for.ts';
@@ -63,6 +73,7 @@ beforeAll(async () => {
     { name: 'probe', config: PROBE_CONFIG, files: { '1/model.py': PROBE_PY } },
     { name: 'counter', config: COUNTER_CONFIG, files: { '1/model.py': COUNTER_PY } },
     { name: 'auto', config: 'backend: "python"', files: { '1/model.py': AUTO_PY } },
+    { name: 'echo', config: ECHO_CONFIG, files: { '1/model.py': ECHO_PY } },
   ]);
   server = await startTestServer([repo.dir], { modelControlMode: 'explicit', loadModels: ['*'] });
   http = new HttpClient({ url: server.url });
@@ -255,6 +266,65 @@ describe('failures are contained', () => {
           () => false,
         ),
     );
+  });
+});
+
+describe('requests as Triton passes them', () => {
+  it('BYTES elements (empty and non-ASCII among them), the correlation id, flags and parameters', async () => {
+    const texts = ['abc', '', 'héllo wörld', 'x'.repeat(5000)];
+    const answer = await http.infer({
+      model: 'echo',
+      inputs: [{ name: 'TEXT', datatype: 'BYTES', shape: [4], data: texts }],
+      parameters: { sequence_id: 42, sequence_start: true, custom: 'yes', n: 3 },
+    });
+    const out = (name: string) => (answer.outputs.find((o) => o.name === name)!.data as Uint8Array[]).map((b) => Buffer.from(b));
+    expect(out('REVERSED').map((b) => b.toString('latin1'))).toEqual(texts.map((t) => Buffer.from(t).reverse().toString('latin1')));
+    const meta = JSON.parse(out('META')[0]!.toString());
+    expect(meta).toMatchObject({ correlation_id: 42, flags: 1, requested: ['META', 'REVERSED'] });
+    expect(meta.parameters).toMatchObject({ custom: 'yes', n: 3 });
+  });
+
+  it('a segfault in a C extension fails its request, names the signal, and the process comes back', async () => {
+    const crashed = await http.infer({ model: 'echo', inputs: [{ name: 'TEXT', datatype: 'BYTES', shape: [1], data: ['segfault'] }] }).then(
+      () => undefined,
+      (e: BatchwiseClientError) => e,
+    );
+    expect(crashed).toMatchObject({ httpStatus: 500, message: expect.stringMatching(/Python process died \(killed by SIGSEGV\)/) });
+    await waitFor(async () =>
+      http.infer({ model: 'echo', inputs: [{ name: 'TEXT', datatype: 'BYTES', shape: [1], data: ['ok'] }] }).then(
+        () => true,
+        () => false,
+      ),
+    );
+  });
+});
+
+describe('shared-memory regions grow by the growth step (--backend-config)', () => {
+  let small: Awaited<ReturnType<typeof startTestServer>>;
+  let client: HttpClient;
+  beforeAll(async () => {
+    small = await startTestServer([repo.dir], {
+      modelControlMode: 'explicit',
+      loadModels: ['py_scale_nobatch'],
+      backendConfig: ['python,shm-default-byte-size=65536', 'python,shm-growth-byte-size=65536'],
+    });
+    client = new HttpClient({ url: small.url });
+  });
+  afterAll(async () => {
+    await client?.close();
+    await small?.close();
+  });
+
+  it('8 MB in and out, then small again, each equal to ONNX Runtime in-process', async () => {
+    for (const width of [2_000_000, 300_000, 7]) {
+      const data = randomRows(1, width, width);
+      const answer = await client.infer({
+        model: 'py_scale_nobatch',
+        inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [width], data }],
+      });
+      const expected = await inProcessScale(data, [1, width]);
+      expect(Buffer.from((answer.outputs[0]!.data as Float32Array).buffer).equals(Buffer.from(expected.buffer))).toBe(true);
+    }
   });
 });
 

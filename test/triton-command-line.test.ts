@@ -49,7 +49,7 @@ describe('Triton command-line flags', () => {
       expect(warnings).toEqual(
         expect.arrayContaining([
           expect.stringMatching(/^--model-load-thread-count has no effect in Batchwise: models load concurrently/),
-          expect.stringMatching(/^--backend-config has no effect in Batchwise/),
+          expect.stringMatching(/^--backend-config onnxruntime,enable-global-threadpool has no effect in Batchwise/),
         ]),
       );
     } finally {

@@ -134,3 +134,41 @@ class TritonPythonModel:
     def execute(self, requests):
         return [pb_utils.InferenceResponse([pb_utils.Tensor("B", pb_utils.get_input_tensor_by_name(r, "A").as_numpy() * 2)]) for r in requests]
 `;
+
+/**
+ * Answers with its BYTES input reversed element-wise, its request's correlation id, flags and
+ * parameters as JSON, and logs one line through pb_utils.Logger; segfaults on the text "segfault".
+ */
+export const ECHO_PY = `
+import ctypes, json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            text = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy()
+            if text.flat[0] == b"segfault":
+                ctypes.string_at(0)
+            pb_utils.Logger.log_info("echoing %d strings" % text.size)
+            meta = json.dumps({
+                "correlation_id": request.correlation_id(),
+                "flags": request.flags(),
+                "parameters": json.loads(request.parameters()),
+                "requested": sorted(request.requested_output_names()),
+            })
+            responses.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor("REVERSED", np.array([s[::-1] for s in text.flat], dtype=np.object_).reshape(text.shape)),
+                pb_utils.Tensor("META", np.array([meta.encode()], dtype=np.object_)),
+            ]))
+        return responses
+`;
+
+export const ECHO_CONFIG = `
+name: "echo"
+backend: "python"
+max_batch_size: 0
+input [ { name: "TEXT" data_type: TYPE_STRING dims: [ -1 ] } ]
+output [ { name: "REVERSED" data_type: TYPE_STRING dims: [ -1 ] }, { name: "META" data_type: TYPE_STRING dims: [ 1 ] } ]
+`;

@@ -9,6 +9,7 @@ import { createOnnxRuntimeBackend } from './backends/onnxruntime/onnxruntime-bac
 import { createJsBackend } from './backends/js/js-backend.ts';
 import { createPythonBackend } from './backends/python/python-backend.ts';
 import { CustomMetrics } from './metrics/custom-metrics.ts';
+import { backendByteSetting, parseBackendConfigFlags, unappliedBackendSettings } from './options/backend-config.ts';
 import { CoreInferenceService } from './core/inference-service.ts';
 import { SystemSharedMemory } from './shared-memory/system-shared-memory.ts';
 import { parseCacheConfigFlags, ResponseCache } from './cache/response-cache.ts';
@@ -75,6 +76,13 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
   const memory = new MemoryGuard(memoryBudgetBytes, metrics);
   const workerHeapLimitBytes = options.workerHeapLimitBytes ?? workerHeapLimitBytesFor(memoryBudgetBytes);
   const rateLimitResources = parseRateLimitResourceFlags(options.rateLimitResources);
+  const backendConfig = parseBackendConfigFlags(options.backendConfig);
+  for (const setting of unappliedBackendSettings(backendConfig)) {
+    logger.warn(
+      { setting },
+      `--backend-config ${setting} has no effect in Batchwise: the backends are built in; set their options per model in config.pbtxt`,
+    );
+  }
   // One for the whole server: every model's scheduler asks it before an instance executes.
   const rateLimiter = options.rateLimit === 'execution_count' ? new RateLimiter(rateLimitResources) : undefined;
   if (rateLimiter) logger.info({ resources: options.rateLimitResources }, 'rate limiter on (--rate-limit=execution_count)');
@@ -105,6 +113,8 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
         withModelFootprints(
           createPythonBackend({
             logger,
+            shmDefaultBytes: backendByteSetting(backendConfig, 'python', 'shm-default-byte-size'),
+            shmGrowthBytes: backendByteSetting(backendConfig, 'python', 'shm-growth-byte-size'),
             metrics: new CustomMetrics(metrics.registry, (message) => logger.warn(message)),
           }),
           memory,

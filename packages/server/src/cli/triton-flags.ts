@@ -46,7 +46,6 @@ export const WITHOUT_EFFECT: readonly { readonly flag: string; readonly reason: 
     flag: 'cuda-memory-pool-byte-size',
     reason: 'onnxruntime-node passes only the device id to the CUDA execution provider; GPU memory cannot be capped from here',
   },
-  { flag: 'backend-config', reason: 'the backends (onnxruntime, js) are built in; set their options per model in config.pbtxt' },
   { flag: 'backend-directory', reason: 'the ONNX Runtime backend is built in' },
   { flag: 'repoagent-directory', reason: 'repository agents are not supported' },
   { flag: 'min-supported-compute-capability', reason: 'the CUDA execution provider decides which GPUs it can use' },

@@ -389,6 +389,16 @@ export const SERVE_FLAGS = [
       "Triton's rate limiter: off runs a batch as soon as an instance is free; execution_count runs it only once the instance holds the resources its instance_group's rate_limiter names, instances waiting being served by priority (2 gets half the turns of 1)",
   },
   {
+    flag: '--backend-config',
+    value: '<backend>,<setting>=<value>',
+    kind: 'list',
+    default: [],
+    sets: 'backendConfig',
+    triton: true,
+    meaning:
+      "a backend's setting, as Triton takes it; applied: python,shm-default-byte-size and python,shm-growth-byte-size (each Python instance's shared-memory regions, 1 MiB each by default); any other is accepted and named in a start-up warning",
+  },
+  {
     flag: '--rate-limit-resource',
     value: '<name>:<count>[:<device>]',
     kind: 'list',

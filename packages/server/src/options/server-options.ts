@@ -76,6 +76,8 @@ export interface ServerOptions {
   readonly traceConfig?: readonly string[];
   /** Triton's --rate-limit: 'execution_count' turns the rate limiter on. */
   readonly rateLimit?: 'off' | 'execution_count';
+  /** Triton's --backend-config values, `<backend>,<setting>=<value>` (options/backend-config.ts). */
+  readonly backendConfig?: readonly string[];
   /** Triton's --rate-limit-resource values, `<name>:<count>[:<device>]`. */
   readonly rateLimitResources?: readonly string[];
   /** Bytes ("12G"), a fraction of the container limit ("0.8"), or absent: 80% of the container (or machine) memory. */

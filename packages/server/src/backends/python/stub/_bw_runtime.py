@@ -577,7 +577,8 @@ class Runtime:
 
     # -- calls to other models (BLS) --------------------------------------------------------
 
-    def _start(self, request, pending, stream):
+    def _start(self, request, stream):
+        """Sends a call; its pending side: a _Stream, or a Future of the InferenceResponse."""
         call = next(self._call_ids)
         header = {"t": "call", "call": call}
         if self.current_execute is not None:
@@ -599,29 +600,30 @@ class Runtime:
             header["timeoutUs"] = request._timeout
         if stream:
             header["stream"] = True
-        self.calls[call] = pending if pending is not None else _Stream(self, call)
-        created = self.calls[call]
+        pending = _Stream(self, call) if stream else concurrent.futures.Future()
+        # Registered first: the answer may come before send() returns.
+        self.calls[call] = pending
         try:
             self.conn.send(header, wire.frame_buffers(payloads))
         except BaseException:
             self.calls.pop(call, None)
             raise
-        return created
+        return pending
 
     def call(self, request, decoupled):
+        pending = self._start(request, decoupled)
         if decoupled:
-            stream = self._start(request, None, True)
-            iterator = ResponseIterator(stream)
-            stream.first.result()
+            iterator = ResponseIterator(pending)
+            pending.first.result()
             return iterator
-        return self._start(request, concurrent.futures.Future(), False).result()
+        return pending.result()
 
     def async_call(self, request, decoupled):
         loop = asyncio.get_running_loop()
+        pending = self._start(request, decoupled)
         if decoupled:
-            stream = self._start(request, None, True)
-            return loop.create_task(_after_first(stream, ResponseIterator(stream)))
-        return asyncio.wrap_future(self._start(request, concurrent.futures.Future(), False), loop=loop)
+            return loop.create_task(_after_first(pending, ResponseIterator(pending)))
+        return asyncio.wrap_future(pending, loop=loop)
 
     # -- logs and metrics ---------------------------------------------------------------------
 
