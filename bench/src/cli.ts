@@ -1,5 +1,5 @@
 /**
- * `pnpm bench <scenario...> [options]`: batching | limit | efficiency | overhead | builds | startup | grpc | objective-overload | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | sequences | streaming | handoff | tune | wrk-check | all.
+ * `pnpm bench <scenario...> [options]`: batching | limit | efficiency | overhead | builds | startup | grpc | objective-overload | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | sequences | streaming | handoff | python | tune | wrk-check | all.
  * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg and .md.
  * `pnpm bench` builds first (`pnpm build`) and runs the compiled server unless BATCHWISE_SERVER_CLI says otherwise.
  */
@@ -24,6 +24,7 @@ import { MANY_MODELS, runManyModels } from './scenarios/many-models.ts';
 import { runSequences, SEQUENCES } from './scenarios/sequences.ts';
 import { runStreaming, STREAMING } from './scenarios/streaming.ts';
 import { runHandoff } from './scenarios/handoff.ts';
+import { runPython } from './scenarios/python.ts';
 import { PROTOCOLS, type Protocol } from './workload.ts';
 
 const USAGE = `usage: pnpm bench <scenario...> [options]
@@ -96,6 +97,13 @@ scenarios (several run in order; 'all' runs every one):
              p99, next_token's and the detokenizer's mean batch; PASS/MISS: the single model at 16
              streams >= 4x one stream's tokens/s, mean batch >= 4 (issue 31); the ensemble at 16
              streams >= 0.8x the single model's tokens/s (issue 36)
+  python     issue 43: Triton's Python backend (one process per instance) against the JavaScript
+             backend, 2 instances each: a blank model (16 floats, its input back) at 1 and 16 clients
+             and a preprocessing model (a 2048-float row standardized and clipped, numpy against a
+             JavaScript loop) at 16 (lean HTTP binary client), then the blank models' one-connection
+             p50 from wrk (when installed): p50, p99, req/s and the server's CPU per request with its
+             Python processes'; PASS/MISS: Python p50 at c=1 <= 1.5x JavaScript's, throughput at c=16
+             >= 0.7x, CPU per request <= 2x; --quick: short windows (under a minute; not part of 'all')
   tune       \`batchwise tune\` on the 4x2048 MLP with the default config (dynamic_batching {}),
              objective --objective (50ms), budget --budget (10m); PASS/MISS: >= 1.5x the default's
              throughput at an equal or lower p99, in under 10 minutes (not part of 'all')
@@ -104,7 +112,8 @@ scenarios (several run in order; 'all' runs every one):
 
 options:
   --smoke                  tiny model and windows (also BENCH_SMOKE=1); results named smoke-*
-  --quick                  overhead only: short windows (under 40 s in all); results named overhead-quick
+  --quick                  overhead and python only: short windows (overhead under 40 s in all);
+                           results named overhead-quick, python-quick
   --concurrency=1,2,4      closed-loop sweep (batching)
   --rate=100,200           open-loop sweep in requests/s (batching; alone, instead of the
                            closed-loop sweep; outstanding requests bounded to 256)
@@ -243,6 +252,15 @@ const scenarios: Record<string, () => Promise<unknown>> = {
     });
     if (runs[0]!.failed > 0) process.exitCode = 1;
   },
+  python: () =>
+    runPython({
+      concurrencies: [1, 16],
+      windows,
+      wrkSeconds: smoke ? 1 : quick ? 2 : 5,
+      mirrored: !smoke,
+      log,
+      name: `${prefix}python${quick ? '-quick' : ''}`,
+    }),
   handoff: () => runHandoff({ roundTrips: smoke ? 200 : 20_000, rounds: smoke ? 1 : 5, log, name: `${prefix}handoff` }),
   streaming: () =>
     runStreaming({
@@ -329,7 +347,7 @@ async function main(): Promise<void> {
         ]
       : named;
   for (const name of chosen) if (!scenarios[name]) fail(`unknown scenario '${name}'`);
-  if (quick && chosen.some((name) => name !== 'overhead')) fail('--quick is for overhead only');
+  if (quick && chosen.some((name) => name !== 'overhead' && name !== 'python')) fail('--quick is for overhead and python only');
   for (const name of chosen) {
     log(`== ${name}${smoke ? ' (smoke)' : quick ? ' (quick)' : ''} ==`);
     await scenarios[name]!();

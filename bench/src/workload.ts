@@ -23,9 +23,9 @@ export async function cachedModel(name: string, build: () => IModelProto, log: (
   return path;
 }
 
-/** A model of the repository: an ONNX file (`modelFile`) or the source of a JavaScript model (`modelMjs`). */
+/** A model of the repository: an ONNX file (`modelFile`), the source of a JavaScript model (`modelMjs`) or of a Python one (`modelPy`). */
 export type RepositoryEntry = { readonly name: string; readonly config: string } & (
-  { readonly modelFile: string } | { readonly modelMjs: string }
+  { readonly modelFile: string } | { readonly modelMjs: string } | { readonly modelPy: string }
 );
 
 /** A Triton-layout repository in the cache; model files are hard links, not copies. */
@@ -44,6 +44,10 @@ export async function addModel(dir: string, entry: RepositoryEntry): Promise<voi
     await writeFile(join(dir, entry.name, '1', 'model.mjs'), entry.modelMjs);
     return;
   }
+  if ('modelPy' in entry) {
+    await writeFile(join(dir, entry.name, '1', 'model.py'), entry.modelPy);
+    return;
+  }
   const target = join(dir, entry.name, '1', 'model.onnx');
   await link(entry.modelFile, target).catch(() => copyFile(entry.modelFile, target));
 }
@@ -58,9 +62,9 @@ export default {
 `;
 
 /**
- * A one-input FP32 config (INPUT0 -> OUTPUT0, `width` floats a row, one instance: KIND_CPU unless `kind` says).
- * Batching on without `delayUs` is `dynamic_batching { }`, the server's default delay; `parameters`
- * are written as string parameters; `backend: "js"` for a JavaScript model.
+ * A one-input FP32 config (INPUT0 -> OUTPUT0, `width` floats a row, `instances` (1) instances: KIND_CPU unless
+ * `kind` says). Batching on without `delayUs` is `dynamic_batching { }`, the server's default delay; `parameters`
+ * are written as string parameters; `backend: "js"` for a JavaScript model, `"python"` for a Python one.
  */
 export function fp32Config(
   name: string,
@@ -71,7 +75,9 @@ export function fp32Config(
     delayUs?: number;
     threads?: number;
     parameters?: Readonly<Record<string, string>>;
-    backend?: 'js';
+    backend?: 'js' | 'python';
+    /** @default 1 */
+    instances?: number;
     /** @default 'KIND_CPU' */
     kind?: 'KIND_CPU' | 'KIND_GPU';
     /** A gpu_execution_accelerator by name (`webgpu`), as Triton's optimization block names one. */
@@ -84,7 +90,7 @@ export function fp32Config(
     `max_batch_size: ${options.maxBatchSize}`,
     `input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ ${options.width} ] } ]`,
     `output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${options.width} ] } ]`,
-    `instance_group [ { kind: ${options.kind ?? 'KIND_CPU'} count: 1 } ]`,
+    `instance_group [ { kind: ${options.kind ?? 'KIND_CPU'} count: ${options.instances ?? 1} } ]`,
     ...(options.gpuAccelerator
       ? [`optimization { execution_accelerators { gpu_execution_accelerator [ { name: "${options.gpuAccelerator}" } ] } }`]
       : []),

@@ -40,12 +40,7 @@ export async function runWrkCheck(options: {
   name?: string;
 }): Promise<WrkCheckRow[]> {
   const { log, durationMs } = options;
-  // `wrk --version` exits 1 after printing its version: only a missing program counts.
-  const wrk = await run('wrk', ['--version']).then(
-    () => true,
-    (error: NodeJS.ErrnoException) => error.code !== 'ENOENT',
-  );
-  if (!wrk) {
+  if (!(await wrkInstalled())) {
     log('wrk is not installed: nothing to compare with');
     return [];
   }
@@ -53,7 +48,7 @@ export async function runWrkCheck(options: {
   const repo = await benchRepository('wrk-check', [
     { name: MODEL, modelFile: file, config: fp32Config(MODEL, { width: WIDTH, maxBatchSize: 64, batching: true, delayUs: 0 }) },
   ]);
-  const script = await wrkScript();
+  const script = await wrkScript(MODEL, WIDTH);
   const rows: WrkCheckRow[] = [];
   const echo = await startEcho();
   const server = await startServerProcess(['--model-repository', repo]).catch((error: unknown) => {
@@ -122,18 +117,28 @@ export async function runWrkCheck(options: {
   return rows;
 }
 
-/** A wrk script that POSTs the lean client's request: the same headers and body. */
-async function wrkScript(): Promise<string> {
+/** Whether wrk is on the PATH. */
+export async function wrkInstalled(): Promise<boolean> {
+  // `wrk --version` exits 1 after printing its version: only a missing program counts.
+  return run('wrk', ['--version']).then(
+    () => true,
+    (error: NodeJS.ErrnoException) => error.code !== 'ENOENT',
+  );
+}
+
+/** A wrk script that POSTs the lean client's request to `model` (fp32InferRequest of `width` floats): the same headers and body. */
+export async function wrkScript(model: string, width: number): Promise<string> {
   const dir = join(CACHE_DIR, 'wrk');
   await mkdir(dir, { recursive: true });
-  const { headers, body } = encodeHttpInferRequest(fp32InferRequest(MODEL, WIDTH));
-  await writeFile(join(dir, 'body.bin'), body);
-  const script = join(dir, 'infer.lua');
+  const { headers, body } = encodeHttpInferRequest(fp32InferRequest(model, width));
+  const bodyFile = join(dir, `${model}-${width}.bin`);
+  await writeFile(bodyFile, body);
+  const script = join(dir, `${model}-${width}.lua`);
   await writeFile(
     script,
     [
       'wrk.method = "POST"',
-      `local f = io.open("${join(dir, 'body.bin')}", "rb")`,
+      `local f = io.open("${bodyFile}", "rb")`,
       'wrk.body = f:read("*a")',
       'f:close()',
       ...Object.entries(headers).map(([k, v]) => `wrk.headers["${k}"] = "${v}"`),
@@ -141,4 +146,38 @@ async function wrkScript(): Promise<string> {
     ].join('\n'),
   );
   return script;
+}
+
+export interface WrkLatency {
+  readonly perSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  /** Answers other than 2xx/3xx, and socket errors. */
+  readonly errors: number;
+}
+
+/** wrk (one thread, `connections` connections, `--latency`) POSTing `script`'s request to `model` at `url` for `seconds`: its rate and latency percentiles. */
+export async function wrkLatency(url: string, model: string, script: string, connections: number, seconds: number): Promise<WrkLatency> {
+  const { stdout } = await run('wrk', [
+    '-t1',
+    `-c${connections}`,
+    `-d${Math.max(1, Math.round(seconds))}s`,
+    '--latency',
+    '-s',
+    script,
+    `${url}/v2/models/${model}/infer`,
+  ]);
+  // "     50%  123.00us" in the latency distribution.
+  const percentile = (p: number): number => {
+    const m = new RegExp(`^\\s*${p}(?:\\.0+)?%\\s+([\\d.]+)(us|ms|s)\\s*$`, 'm').exec(stdout);
+    return m ? Number(m[1]) * ({ us: 0.001, ms: 1, s: 1000 } as const)[m[2] as 'us' | 'ms' | 's'] : NaN;
+  };
+  const socketErrors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(stdout);
+  const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(stdout)?.[1] ?? 0);
+  return {
+    perSecond: Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1]),
+    p50Ms: percentile(50),
+    p99Ms: percentile(99),
+    errors: non2xx + (socketErrors ? socketErrors.slice(1).reduce((a, b) => a + Number(b), 0) : 0),
+  };
 }
