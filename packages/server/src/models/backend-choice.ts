@@ -5,6 +5,25 @@ import { isDecoupled } from '../config/transaction-policy.ts';
 import { Errors } from '../errors/errors.ts';
 import { fileExists } from '../repository/model-folder.ts';
 import { resolveInModelFolder } from '../repository/model-paths.ts';
+import { join } from 'node:path';
+
+/**
+ * A config that names no backend gets the one its files show, as Triton's auto-complete decides it:
+ * `platform: "python"` (the older spelling), or a version folder holding model.py (or a
+ * default_model_filename ending in .py) and no model.onnx, is a Python model; anything else stays
+ * as it is (ONNX Runtime by default).
+ */
+export async function withBackendOfFiles(config: ModelConfig, modelDir: string, version: number): Promise<ModelConfig> {
+  if (config.backend) return config;
+  if (config.platform === 'python') return { ...config, backend: 'python' };
+  if (config.platform) return config;
+  const named = config.default_model_filename;
+  const versionDir = join(modelDir, String(version));
+  const python = named
+    ? named.endsWith('.py')
+    : (await fileExists(join(versionDir, 'model.py'))) && !(await fileExists(join(versionDir, 'model.onnx')));
+  return python ? { ...config, backend: 'python' } : config;
+}
 
 /** The backend a (normalized) config asks for, among those the server has (`platform: "python"` is Triton's older spelling). */
 export function chooseBackend(config: ModelConfig, backends: readonly Backend[]): Backend {

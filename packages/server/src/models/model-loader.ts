@@ -18,7 +18,7 @@ import type { ModelMemoryHold, ModelResidency } from './model-residency.ts';
 import { Errors } from '../errors/errors.ts';
 import type { InferenceCall, InferenceStreamCall } from '../protocol/types.ts';
 import { warmUp } from './warmup.ts';
-import { chooseBackend, modelFileOf, requireDeclaredTensors } from './backend-choice.ts';
+import { chooseBackend, modelFileOf, requireDeclaredTensors, withBackendOfFiles } from './backend-choice.ts';
 import { configFromJson } from './config-override.ts';
 import type { LoadedVersion } from './loaded-version.ts';
 import { inputSpecsOf, outputSpecsOf, tensorTables } from './tensor-specs.ts';
@@ -72,7 +72,10 @@ export async function loadVersion(
   options: LoaderOptions,
 ): Promise<LoadedVersion> {
   const normalizeOptions = { visibleGpuIds: options.gpuIds };
-  const declared = normalizeModelConfig(written ?? emptyConfig(folder.name), normalizeOptions);
+  const declared = normalizeModelConfig(
+    await withBackendOfFiles(written ?? emptyConfig(folder.name), folder.dir, version),
+    normalizeOptions,
+  );
   await checkConfigPaths(folder, declared, version);
   const backend = chooseBackend(declared, options.backends);
   const modelPath = await modelFileOf(folder.dir, version, declared, backend);

@@ -18,6 +18,13 @@ describe('frames', () => {
     expect(frames[2]!.data.byteLength).toBe(0);
   });
 
+  it('gives data at an 8-byte aligned address wherever the frame sat in its chunk', () => {
+    const stream = joined([...encodeFrame({ t: 'odd' }), ...encodeFrame({ t: 'x' }, Uint8Array.of(1, 2, 3, 4))]);
+    const frames = new FrameReader().push(stream);
+    expect(frames[1]!.data.byteOffset % 8).toBe(0);
+    expect(new Int32Array(frames[1]!.data.buffer, frames[1]!.data.byteOffset, 1)[0]).toBe(0x04030201);
+  });
+
   it('reassembles frames cut anywhere, one byte at a time included', () => {
     const stream = joined([...encodeFrame({ t: 'x', s: 'é' }, Uint8Array.of(9, 8)), ...encodeFrame({ t: 'y' })]);
     const reader = new FrameReader();

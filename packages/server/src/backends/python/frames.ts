@@ -19,8 +19,19 @@ export function encodeFrame(header: unknown, data?: Uint8Array): Buffer[] {
 
 export interface Frame {
   readonly header: unknown;
-  /** The frame's data (empty when none): a view on the chunk it came in when it came in one. */
+  /** The frame's data (empty when none): a view on the chunk it came in when it came in one, 8-byte aligned. */
   readonly data: Buffer;
+}
+
+/**
+ * Data whose tensors any typed array can view: its slices start at multiples of 8 from its start,
+ * so the data itself must too (a frame's data sits anywhere in the chunk it came in: copied then).
+ */
+function aligned(data: Buffer): Buffer {
+  if (data.byteOffset % 8 === 0) return data;
+  const copy = Buffer.allocUnsafeSlow(data.byteLength);
+  data.copy(copy);
+  return copy;
 }
 
 export class FrameReader {
@@ -45,7 +56,7 @@ export class FrameReader {
       if (end > buffer.byteLength) break;
       const headerStart = offset + PREFIX_BYTES;
       const header: unknown = JSON.parse(buffer.toString('utf8', headerStart, headerStart + headerBytes));
-      frames.push({ header, data: buffer.subarray(headerStart + headerBytes, end) });
+      frames.push({ header, data: aligned(buffer.subarray(headerStart + headerBytes, end)) });
       offset = end;
     }
     if (offset < buffer.byteLength) {

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { Errors, type InferenceService, type StreamEvent } from '../../core/index.ts';
+import { Errors, toInferenceServerError, type InferenceService, type StreamEvent } from '../../core/index.ts';
 import { decodeGenerateRequest, encodeGenerateError, encodeGenerateResponse } from '../generate-codec.ts';
 import { httpStatusOf } from '../status.ts';
 import { assertModelResolvable, handleRequest, inferenceRouteOptions } from './infer.ts';
@@ -79,16 +79,22 @@ async function sendEvents(reply: FastifyReply, first: IteratorResult<StreamEvent
   const status = !first.done && first.value.kind === 'error' ? httpStatusOf(first.value.error.code) : 200;
   reply.hijack();
   raw.writeHead(status, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
-  for (let next = first; !next.done; next = await events.next()) {
-    const event = next.value;
-    if (event.kind === 'final') continue;
-    const data = event.kind === 'response' ? encodeGenerateResponse(event.response) : encodeGenerateError(event.error);
-    if (raw.destroyed) break;
-    if (!raw.write(`data: ${data}\n\n`)) await drainedOrClosed(raw);
+  try {
+    for (let next = first; !next.done; next = await events.next()) {
+      const event = next.value;
+      if (event.kind === 'final') continue;
+      const data = event.kind === 'response' ? encodeGenerateResponse(event.response) : encodeGenerateError(event.error);
+      if (raw.destroyed) break;
+      if (!raw.write(`data: ${data}\n\n`)) await drainedOrClosed(raw);
+    }
+  } catch (error) {
+    // A response that cannot be encoded (or a stream that failed) ends the stream with its error: the headers went already.
+    if (!raw.destroyed) raw.write(`data: ${encodeGenerateError(toInferenceServerError(error))}\n\n`);
+  } finally {
+    // Ending the iteration early (the client went away) lets the stream drop what it still holds.
+    await events.return?.();
+    raw.end();
   }
-  // Ending the iteration early (the client went away) lets the stream drop what it still holds.
-  await events.return?.();
-  raw.end();
 }
 
 /** Resolves when the socket took what it buffered, or closed. */
