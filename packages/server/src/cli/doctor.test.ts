@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { visibleGpuIds } from '../backends/gpu-detect.ts';
 import { probeExecutionProvider } from '../backends/onnxruntime/provider-probe.ts';
 import { vulkanMissing, vulkanSetup } from '../backends/vulkan-detect.ts';
+import { probeHostPython } from '../backends/python/host-python.ts';
 import { runDoctor } from './doctor.ts';
 
 const webgpuUsable = (await probeExecutionProvider('webgpu')).usable;
@@ -37,6 +38,17 @@ describe('batchwise doctor', () => {
     const checks = await runDoctor({ expectGpu: false, amiFamily: 'al2023', json: false }, NO_SERVER);
     expect(checks.filter((c) => c.required && !c.ok)).toEqual([]);
     expect(checks.find((c) => c.name === 'memory-budget')?.detail).toMatch(/budget of \d+ bytes/);
+  });
+
+  it("says which Python and numpy the Python backend's models run on, or what is missing", async () => {
+    const checks = await runDoctor({ expectGpu: false, amiFamily: 'al2023', json: false }, NO_SERVER);
+    expect(checks.find((c) => c.name === 'python-backend')).toMatchObject({
+      ok: true,
+      required: false,
+      detail: expect.stringMatching(/python3: Python 3\.\d+\.\d+, numpy \d+\.\d+/),
+    });
+    const missing = await probeHostPython('/no/such/python3');
+    expect(missing.problem).toMatch(/\/no\/such\/python3 does not run: .*apt-get install python3 python3-numpy/);
   });
 
   it('reports a bad --memory-limit as a failed check', async () => {

@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
 import { pino } from 'pino';
 import { visibleGpus } from '../backends/gpu-detect.ts';
+import { probeHostPython } from '../backends/python/host-python.ts';
 import { useHeadlessVulkanDrivers } from '../backends/headless-vulkan.ts';
 import { driverNames, vulkanSetup } from '../backends/vulkan-detect.ts';
 import { cgroupMemoryLimitBytes, resolveMemoryBudgetBytes } from '../memory/memory-budget.ts';
@@ -170,6 +171,15 @@ export async function runDoctor(flags: DoctorFlags, defaultServerMetricsUrl: str
   );
   const cpu = await probeExecutionProvider('cpu');
   checks.push({ name: 'cpu-execution-provider', ok: cpu.usable, required: true, detail: cpu.usable ? 'ok' : (cpu.reason ?? 'unusable') });
+  // Only Python backend models need it: informative.
+  const python = await probeHostPython();
+  checks.push({
+    name: 'python-backend',
+    ok: python.problem === undefined,
+    required: false,
+    detail:
+      python.problem ?? `${python.python}: Python ${python.version}, numpy ${python.numpy} (models without EXECUTION_ENV_PATH run on it)`,
+  });
 
   const metricsUrl = flags.serverMetrics ?? defaultServerMetricsUrl;
   const metricsText = await readServerMetrics(metricsUrl);
