@@ -172,3 +172,23 @@ max_batch_size: 0
 input [ { name: "TEXT" data_type: TYPE_STRING dims: [ -1 ] } ]
 output [ { name: "REVERSED" data_type: TYPE_STRING dims: [ -1 ] }, { name: "META" data_type: TYPE_STRING dims: [ 1 ] } ]
 `;
+
+/** Answers with the interpreter's sys.prefix (which environment it runs in). */
+export const PREFIX_PY = `
+import sys
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("PREFIX", np.array([sys.prefix.encode()], dtype=np.object_))]) for _ in requests]
+`;
+
+export const prefixConfig = (name: string, envPath: string) => `
+name: "${name}"
+backend: "python"
+max_batch_size: 0
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "PREFIX" data_type: TYPE_STRING dims: [ 1 ] } ]
+parameters { key: "EXECUTION_ENV_PATH" value: { string_value: "${envPath}" } }
+`;
