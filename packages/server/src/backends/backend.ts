@@ -152,6 +152,12 @@ export interface LoadedInstance {
   readonly executionProvider: string;
   /** Set when the provider differs from what was asked for (explicit CPU fallback). */
   readonly fallbackReason?: string;
+  /**
+   * Set when the instance runs in a process of its own (a Python model's stub): the host memory that
+   * process held once its model was initialized (its resident set), bytes, which the memory guard
+   * counts instead of a worker thread's estimate.
+   */
+  readonly processBytes?: number;
   /** Set when the instance runs on the event loop: how long a full batch took when timed at load, microseconds. */
   readonly eventLoopRunUs?: number;
 }

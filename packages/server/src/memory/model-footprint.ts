@@ -32,8 +32,9 @@ export function withModelFootprints(backend: Backend, memory: MemoryGuard, sessi
     async createInstance(options) {
       const weightsBytes = sessionWeights && options.device === 'cpu' ? (await stat(options.modelPath)).size : 0;
       const loaded = await backend.createInstance(options);
+      // An instance in a process of its own (a Python model) holds what that process measured once loaded.
       const release = memory.holdAtRest(
-        instanceHostBytes(weightsBytes, options.device, sessionWeights, loaded.eventLoopRunUs !== undefined),
+        loaded.processBytes ?? instanceHostBytes(weightsBytes, options.device, sessionWeights, loaded.eventLoopRunUs !== undefined),
       );
       const close = loaded.instance.close.bind(loaded.instance);
       loaded.instance.close = async () => {

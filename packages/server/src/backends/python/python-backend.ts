@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import { modelConfigToJson } from '../../config/to-json.ts';
 import type { ModelConfig } from '../../config/model-config.ts';
@@ -162,7 +163,6 @@ async function completeConfig(
   context: InstanceModelContext,
   options: PythonBackendOptions,
 ): Promise<Record<string, unknown> | undefined> {
-  const { readFile } = await import('node:fs/promises');
   if (!(await readFile(modelFile, 'utf8')).includes('auto_complete_config')) return undefined;
   const interpreter = await interpreterFor(config, context.modelDir, options.logger);
   const stub = startStub('auto-complete', interpreter, config, modelFile, context, 0, options);
@@ -208,7 +208,8 @@ async function createInstance(instanceOptions: InstanceOptions, options: PythonB
     onModelMessage: (message) => (message.t === 'log' ? logModelLine(logger, message) : options.metrics.customMetric(message)),
   });
   const io: ModelIO = ioOfConfig(config);
-  return { instance, io, executionProvider: 'python' };
+  const processBytes = await residentBytes(first.pid);
+  return { instance, io, executionProvider: 'python', ...(processBytes !== undefined && { processBytes }) };
 }
 
 /** A pb_utils.Logger line, at its level, with where in the model's code it was written. */
@@ -226,5 +227,17 @@ function logModelLine(logger: Logger, message: Extract<FromStub, { t: 'log' }>):
       return;
     default:
       logger.info(where, message.message);
+  }
+}
+
+/** A process's resident set (VmRSS of /proc/<pid>/status), bytes; undefined where /proc cannot tell. */
+async function residentBytes(pid: number | undefined): Promise<number | undefined> {
+  if (pid === undefined) return undefined;
+  try {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+    const kb = /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1];
+    return kb === undefined ? undefined : Number(kb) * 1024;
+  } catch {
+    return undefined;
   }
 }
