@@ -155,3 +155,56 @@ describe('a request refused because the server is stopping', () => {
     }
   });
 });
+
+describe('SIGTERM with Python models', () => {
+  const SLOW_PY = `
+import os, time
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.dir = args["model_repository"]
+        open(os.path.join(self.dir, "pid-%d" % os.getpid()), "w").close()
+
+    def execute(self, requests):
+        time.sleep(0.05)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]) for r in requests]
+
+    def finalize(self):
+        open(os.path.join(self.dir, "finalized-%d" % os.getpid()), "w").close()
+`;
+  let repo: Awaited<ReturnType<typeof makeRepository>>;
+  beforeAll(async () => {
+    repo = await makeRepository([
+      { name: 'slow_py', config: config.replace('"slow"', '"slow_py"\nbackend: "python"'), files: { '1/model.py': SLOW_PY } },
+    ]);
+  });
+  afterAll(() => repo.remove());
+
+  it('drains them: every admitted request answered, finalize() run in each process, no process left', async () => {
+    const { readdir } = await import('node:fs/promises');
+    const { join } = await import('node:path');
+    const server = await startChildServer(['--model-repository', repo.dir, '--shutdown-grace-secs', '1']);
+    let stop = false;
+    const statuses: Outcome[] = [];
+    const clients = Array.from({ length: 4 }, async () => {
+      while (!stop) statuses.push(await inferOutcome(server.url, 'slow_py'));
+    });
+    await new Promise((r) => setTimeout(r, 500));
+    server.process.kill('SIGTERM');
+    const code = await server.exited;
+    stop = true;
+    await Promise.all(clients);
+    expect(code).toBe(0);
+    const failed = statuses.filter((s) => s !== 200 && s !== 'refused' && s !== 'refused at admission');
+    expect(failed, JSON.stringify(statuses)).toEqual([]);
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(0);
+    const files = await readdir(join(repo.dir, 'slow_py'));
+    const pids = files.filter((f) => f.startsWith('pid-')).map((f) => Number(f.slice(4)));
+    expect(pids).toHaveLength(2);
+    for (const pid of pids) {
+      expect(files).toContain(`finalized-${pid}`);
+      expect(() => process.kill(pid, 0)).toThrow();
+    }
+  });
+});
