@@ -24,6 +24,8 @@ import {
   PROBE_CONFIG,
   PROBE_PY,
   SCALE_PY,
+  SEQUENCE_CONFIG,
+  SEQUENCE_PY,
 } from './support/python-models.ts';
 import { makeRepository } from './support/repository.ts';
 import { serveModels, startTestServer } from './support/server.ts';
@@ -74,6 +76,7 @@ beforeAll(async () => {
     { name: 'counter', config: COUNTER_CONFIG, files: { '1/model.py': COUNTER_PY } },
     { name: 'auto', config: 'backend: "python"', files: { '1/model.py': AUTO_PY } },
     { name: 'echo', config: ECHO_CONFIG, files: { '1/model.py': ECHO_PY } },
+    { name: 'py_sequence', config: SEQUENCE_CONFIG, files: { '1/model.py': SEQUENCE_PY } },
   ]);
   server = await startTestServer([repo.dir], { modelControlMode: 'explicit', loadModels: ['*'] });
   http = new HttpClient({ url: server.url });
@@ -297,6 +300,34 @@ describe('requests as Triton passes them', () => {
       ),
     );
   });
+});
+
+it('sequence batching: each request carries its correlation id and START/END flags, interleaved sequences kept apart', async () => {
+  const step = (id: number, x: number, start: boolean, end: boolean) =>
+    (id % 2 ? http : grpc).infer({
+      model: 'py_sequence',
+      inputs: [{ name: 'INPUT', datatype: 'INT32', shape: [1, 1], data: [x] }],
+      parameters: { sequence_id: id, sequence_start: start, sequence_end: end },
+    });
+  const values = (r: Awaited<ReturnType<typeof step>>, name: string) =>
+    [...(r.outputs.find((o) => o.name === name)!.data as ArrayLike<number | bigint>)].map(Number);
+  const answers = [];
+  for (let i = 0; i < 3; i++) {
+    const [a, b] = await Promise.all([step(1001, 1 + i, i === 0, i === 2), step(2002, 10 * (i + 1), i === 0, i === 2)]);
+    answers.push([
+      values(a, 'SUM')[0],
+      values(a, 'FLAGS')[0],
+      values(a, 'CID')[0],
+      values(b, 'SUM')[0],
+      values(b, 'FLAGS')[0],
+      values(b, 'CID')[0],
+    ]);
+  }
+  expect(answers).toEqual([
+    [1, 1, 1001, 10, 1, 2002],
+    [3, 0, 1001, 30, 0, 2002],
+    [6, 2, 1001, 60, 2, 2002],
+  ]);
 });
 
 describe('shared-memory regions grow by the growth step (--backend-config)', () => {

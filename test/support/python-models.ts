@@ -192,3 +192,48 @@ input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
 output [ { name: "PREFIX" data_type: TYPE_STRING dims: [ 1 ] } ]
 parameters { key: "EXECUTION_ENV_PATH" value: { string_value: "${envPath}" } }
 `;
+
+/** A running sum per sequence, kept by correlation_id(); the flags of each request echoed. */
+export const SEQUENCE_PY = `
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.sums = {}
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            cid = request.correlation_id()
+            flags = request.flags()
+            if flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START:
+                self.sums[cid] = 0
+            x = int(pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy().flat[0])
+            self.sums[cid] += x
+            total = self.sums[cid]
+            if flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END:
+                del self.sums[cid]
+            responses.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor("SUM", np.array([[total]], dtype=np.int32)),
+                pb_utils.Tensor("FLAGS", np.array([[flags]], dtype=np.int32)),
+                pb_utils.Tensor("CID", np.array([[cid]], dtype=np.uint64)),
+            ]))
+        return responses
+`;
+
+export const SEQUENCE_CONFIG = `
+name: "py_sequence"
+backend: "python"
+max_batch_size: 4
+sequence_batching {
+  max_sequence_idle_microseconds: 5000000
+  oldest { max_candidate_sequences: 4 max_queue_delay_microseconds: 2000 }
+}
+input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [
+  { name: "SUM" data_type: TYPE_INT32 dims: [ 1 ] },
+  { name: "FLAGS" data_type: TYPE_INT32 dims: [ 1 ] },
+  { name: "CID" data_type: TYPE_UINT64 dims: [ 1 ] }
+]
+`;
