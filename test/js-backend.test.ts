@@ -339,11 +339,10 @@ describe('load failures', () => {
     expect(entry?.reason).toMatch(/model 'bad_init' \(backend js\): initialize\(\) failed: vocabulary missing/);
   });
 
-  it('a python model is told about the JavaScript backend', async () => {
+  it('a python model without execute() fails to load saying so (the Python backend: python-backend.test.ts)', async () => {
     const entry = await reasonOf('snake');
     expect(entry?.state).toBe('UNAVAILABLE');
-    expect(entry?.reason).toContain('backend: "js"');
-    expect(entry?.reason).toContain('docs/js-backend.md');
+    expect(entry?.reason).toMatch(/model 'snake' \(backend python\): AttributeError: TritonPythonModel in .*model\.py has no execute\(self, requests\) method/);
   });
 
   it('a JavaScript model must declare its inputs and outputs', async () => {

@@ -11,7 +11,6 @@ import { CONFIG_TYPE_TO_DATATYPE } from '../../tensor/datatype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type {
   Backend,
-  StreamEnd,
   ExecutionResult,
   InstanceOptions,
   InstanceRequest,
@@ -21,6 +20,7 @@ import type {
   RequestsResult,
   StreamedResponse,
 } from '../backend.ts';
+import { executeAsOneRequest, PendingRuns } from '../pending-runs.ts';
 import { spawnWorkerThread, SupervisedWorker, waitUntilLoaded } from '../worker-supervision.ts';
 import { DEFAULT_FINAL_RESPONSE_TIMEOUT_MS, FINAL_RESPONSE_TIMEOUT_PARAMETER, LiveRequests } from './live-requests.ts';
 import { OutputRules } from './output-check.ts';
@@ -125,16 +125,6 @@ export function ioOfConfig(config: ModelConfig): ModelIO {
   return { inputs: config.input.map(info), outputs: config.output.map(info) };
 }
 
-interface PendingRun {
-  readonly requests: readonly InstanceRequest[];
-  readonly keys: readonly number[];
-  /** A decoupled model's requests: when each ends. */
-  readonly ended: readonly (Promise<StreamEnd> | undefined)[];
-  readonly timer: NodeJS.Timeout;
-  resolve(result: RequestsResult): void;
-  reject(error: Error): void;
-}
-
 interface JsInstanceOptions {
   /** batchwise_execute_timeout_ms. */
   readonly timeoutMs: number;
@@ -147,8 +137,6 @@ interface JsInstanceOptions {
   readonly heapLimitBytes: number | undefined;
 }
 
-const NO_TIMINGS = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
-
 /**
  * Main-thread handle of one worker running one JavaScript model instance. Sends each batch's
  * requests with their own inputs, checks every answer against the config, serves the model's
@@ -160,7 +148,7 @@ const NO_TIMINGS = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
 class JsInstance implements ModelInstance {
   private nextId = 0;
   private nextKey = 0;
-  private readonly pending = new Map<number, PendingRun>();
+  private readonly pending: PendingRuns<Worker>;
   /** In-server calls model code made and has not had answered, by call id: cancelled when the model cancels them. */
   private readonly calls = new Map<number, AbortController>();
   /** Streamed calls being served, by call id: the worker acknowledges their responses. */
@@ -184,6 +172,7 @@ class JsInstance implements ModelInstance {
     this.live = new LiveRequests(modelName, options.finalResponseTimeoutMs, (worker, message) => {
       if (this.worker.isCurrent(worker)) worker.postMessage(message);
     });
+    this.pending = new PendingRuns(this.live, options.decoupled);
     this.worker = new SupervisedWorker(first, {
       spawn,
       instance: `model instance of '${modelName}'`,
@@ -206,21 +195,8 @@ class JsInstance implements ModelInstance {
   }
 
   /** One assembled batch as one request (warmup samples); a decoupled model's last response is its answer. */
-  async execute(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult> {
-    let last: StreamedResponse | undefined;
-    const responses = this.options.decoupled
-      ? { send: async (response: StreamedResponse | undefined) => void (last = response ?? last) }
-      : undefined;
-    const { responses: outcomes, timings } = await this.executeRequests([
-      { inputs, outputNames, parameters: {}, ...(responses && { responses }) },
-    ]);
-    let outcome = outcomes[0]!;
-    if ('ended' in outcome) {
-      const end = await outcome.ended;
-      outcome = end.error ? { error: end.error } : (last ?? { outputs: [] });
-    }
-    if ('error' in outcome) throw outcome.error;
-    return { outputs: outcome.outputs, timings };
+  execute(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult> {
+    return executeAsOneRequest((requests) => this.executeRequests(requests), this.options.decoupled, inputs, outputNames);
   }
 
   async executeRequests(requests: readonly InstanceRequest[]): Promise<RequestsResult> {
@@ -242,7 +218,7 @@ class JsInstance implements ModelInstance {
     return new Promise<RequestsResult>((resolve, reject) => {
       const timer = setTimeout(() => this.onTimeout(worker, id), this.timeoutMs);
       const ended = requests.map((r, i) => this.live.add(keys[i]!, r, worker));
-      this.pending.set(id, { requests, keys, ended, timer, resolve, reject });
+      this.pending.add(id, { requests, keys, ended, timer, resolve, reject });
       const message: ToWorker = { type: 'execute', id, buffer, requests: packRequests(wire) };
       worker.postMessage(message, [buffer]);
       // Cancelled before it reached the worker: it starts ended.
@@ -253,7 +229,7 @@ class JsInstance implements ModelInstance {
   async close(): Promise<void> {
     await this.worker.close();
     const error = Errors.unavailable(`model instance of '${this.modelName}' closed before answering`);
-    this.failPending(error);
+    this.pending.failAll(error);
     this.live.endAllOf(undefined, error);
     this.cancelStreamedCalls();
   }
@@ -283,19 +259,13 @@ class JsInstance implements ModelInstance {
       default:
         return;
     }
-    const run = this.pending.get(message.id);
+    const run = this.pending.take(message.id);
     if (!run) return;
-    this.pending.delete(message.id);
-    clearTimeout(run.timer);
     if (message.type === 'execute-failed') {
-      this.failRun(run, Errors.internal(`model '${this.modelName}': execute() failed: ${message.message}`));
+      this.pending.fail(run, Errors.internal(`model '${this.modelName}': execute() failed: ${message.message}`));
       return;
     }
-    if (this.options.decoupled) {
-      run.resolve({ responses: run.ended.map((ended) => ({ ended: ended! })), timings: message.timings });
-      return;
-    }
-    for (const key of run.keys) this.live.done(key);
+    if (this.pending.returned(run, message.timings)) return;
     run.resolve({
       responses: unpack(message.responses).map((response, i) => this.outcome(message.buffer, response, run.requests[i]!)),
       timings: message.timings,
@@ -356,7 +326,7 @@ class JsInstance implements ModelInstance {
         inputs: call.inputs.map((s) => ({ name: s.name, datatype: s.datatype, shape: s.shape, data: sliceBytes(message.buffer, s) })),
         ...(call.outputs !== undefined && { outputs: call.outputs.map((name) => ({ name, parameters: {} })) }),
         parameters: call.parameters ?? {},
-        ...this.callerOf(message.executeId),
+        ...this.pending.callerOf(message.executeId),
       };
       if (message.stream) {
         const streamed = new StreamedCall(callId, post);
@@ -383,25 +353,16 @@ class JsInstance implements ModelInstance {
     return this.options.callModel;
   }
 
-  /**
-   * The trace a call made during execute() joins: the first traced request of that batch (a
-   * call cannot tell which request of a batch it serves). Nothing when none is traced.
-   */
-  private callerOf(executeId: number | undefined): InstanceRequest['caller'] {
-    if (executeId === undefined) return undefined;
-    return this.pending.get(executeId)?.requests.find((r) => r.caller !== undefined)?.caller;
-  }
-
   /** An execute that overran: its batch fails, and the worker is stopped (and, on its exit, replaced). */
   private onTimeout(worker: Worker, id: number): void {
-    const run = this.pending.get(id);
-    if (!run || !this.worker.isCurrent(worker)) return;
-    this.pending.delete(id);
+    if (!this.worker.isCurrent(worker)) return;
+    const run = this.pending.take(id);
+    if (!run) return;
     const error = Errors.internal(
       `model '${this.modelName}': execute() did not finish within ${this.timeoutMs} ms (parameter ${EXECUTE_TIMEOUT_PARAMETER}); ` +
         'its instance was stopped and is replaced',
     );
-    this.failRun(run, error);
+    this.pending.fail(run, error);
     this.live.endAllOf(worker, error);
     this.cancelStreamedCalls();
     void worker.terminate();
@@ -409,31 +370,10 @@ class JsInstance implements ModelInstance {
     this.worker.died(worker, `stopped after its execute timeout of ${this.timeoutMs} ms`);
   }
 
-  /**
-   * A batch that failed as a whole: its requests fail with `error`. A decoupled model's requests are
-   * answered through their ends: those still open end with it, those that ended keep their end.
-   */
-  private failRun(run: PendingRun, error: Error): void {
-    clearTimeout(run.timer);
-    if (!this.options.decoupled) {
-      for (const key of run.keys) this.live.done(key);
-      run.reject(error);
-      return;
-    }
-    for (const key of run.keys) this.live.end(key, error);
-    run.resolve({ responses: run.ended.map((ended) => ({ ended: ended! })), timings: NO_TIMINGS });
-  }
-
   /** The worker died: what it ran fails (open decoupled requests included). */
   private failWorker(worker: Worker, error: Error): void {
-    this.failPending(error);
+    this.pending.failAll(error);
     this.live.endAllOf(worker, error);
     this.cancelStreamedCalls();
-  }
-
-  private failPending(error: Error): void {
-    const runs = [...this.pending.values()];
-    this.pending.clear();
-    for (const run of runs) this.failRun(run, error);
   }
 }

@@ -1,21 +1,13 @@
 import type { ModelConfig } from '../../config/model-config.ts';
 import { isErrorCode } from '@batchwise/protocol';
 import { Errors, InferenceServerError, toInferenceServerError } from '../../errors/errors.ts';
-import { offAbort, onAbort } from '../../protocol/abort-listeners.ts';
 import type { InferenceCall, InferenceRequest, InferenceStreamCall } from '../../protocol/types.ts';
 import type { Parameters, Tensor } from '../../tensor/tensor.ts';
-import type {
-  ExecutionResult,
-  InstanceRequest,
-  ModelInstance,
-  RequestOutcome,
-  RequestsResult,
-  StreamEnd,
-  StreamedResponse,
-} from '../backend.ts';
+import type { ExecutionResult, InstanceRequest, ModelInstance, RequestOutcome, RequestsResult, StreamedResponse } from '../backend.ts';
 import { LiveRequests } from '../js/live-requests.ts';
 import { packTensors, type ToWorker } from '../js/protocol.ts';
 import { StreamedCall } from '../js/streamed-call.ts';
+import { executeAsOneRequest, PendingRuns } from '../pending-runs.ts';
 import { SupervisedWorker, type RestartBackoff } from '../worker-supervision.ts';
 import type { FromStub, Slice, StubRequest, StubResponse, ToStub } from './protocol.ts';
 import type { StubMessage, StubProcess } from './stub-process.ts';
@@ -39,17 +31,6 @@ export interface PythonInstanceOptions {
   readonly onModelMessage: (message: Extract<FromStub, { t: 'log' | 'metric-family' | 'metric' }>) => void;
 }
 
-interface PendingRun {
-  readonly requests: readonly InstanceRequest[];
-  readonly keys: readonly number[];
-  readonly ended: readonly (Promise<StreamEnd> | undefined)[];
-  readonly timer: NodeJS.Timeout;
-  resolve(result: RequestsResult): void;
-  reject(error: Error): void;
-}
-
-const NO_TIMINGS = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
-
 /**
  * One instance of a Python model: its stub process (one per instance, so instances never share a
  * GIL), kept alive by supervision. Sends each batch's requests (inputs in the shared-memory input
@@ -61,7 +42,7 @@ const NO_TIMINGS = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
 export class PythonInstance implements ModelInstance {
   private nextId = 0;
   private nextKey = 0;
-  private readonly pending = new Map<number, PendingRun>();
+  private readonly pending: PendingRuns<StubProcess>;
   private readonly calls = new Map<number, AbortController>();
   private readonly streamedCalls = new Map<number, StreamedCall>();
   private readonly stub: SupervisedWorker<StubMessage, StubProcess>;
@@ -78,6 +59,7 @@ export class PythonInstance implements ModelInstance {
       if (notice.type === 'end') stub.postMessage({ t: 'end', key: notice.key, code: notice.code, message: notice.message });
       else stub.postMessage({ t: 'ack', key: notice.key, count: notice.count });
     });
+    this.pending = new PendingRuns(this.live, options.decoupled);
     this.stub = new SupervisedWorker<StubMessage, StubProcess>(first, {
       spawn: options.spawn,
       load: options.load,
@@ -106,21 +88,8 @@ export class PythonInstance implements ModelInstance {
   }
 
   /** One assembled batch as one request (warmup samples); a decoupled model's last response is its answer. */
-  async execute(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult> {
-    let last: StreamedResponse | undefined;
-    const responses = this.options.decoupled
-      ? { send: async (response: StreamedResponse | undefined) => void (last = response ?? last) }
-      : undefined;
-    const { responses: outcomes, timings } = await this.executeRequests([
-      { inputs, outputNames, parameters: {}, ...(responses && { responses }) },
-    ]);
-    let outcome = outcomes[0]!;
-    if ('ended' in outcome) {
-      const end = await outcome.ended;
-      outcome = end.error ? { error: end.error } : (last ?? { outputs: [] });
-    }
-    if ('error' in outcome) throw outcome.error;
-    return { outputs: outcome.outputs, timings };
+  execute(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult> {
+    return executeAsOneRequest((requests) => this.executeRequests(requests), this.options.decoupled, inputs, outputNames);
   }
 
   async executeRequests(requests: readonly InstanceRequest[]): Promise<RequestsResult> {
@@ -138,7 +107,7 @@ export class PythonInstance implements ModelInstance {
     return new Promise<RequestsResult>((resolve, reject) => {
       const timer = setTimeout(() => this.onTimeout(stub, id), this.options.timeoutMs);
       const ended = requests.map((r, i) => this.live.add(keys[i]!, r, stub));
-      this.pending.set(id, { requests, keys, ended, timer, resolve, reject });
+      this.pending.add(id, { requests, keys, ended, timer, resolve, reject });
       stub.postMessage({ t: 'execute', id, inSize: stub.regions.inSize, requests: wire });
       requests.forEach((r, i) => r.signal?.aborted && this.live.end(keys[i]!, Errors.cancelled()));
     });
@@ -147,7 +116,7 @@ export class PythonInstance implements ModelInstance {
   async close(): Promise<void> {
     await this.stub.close();
     const error = Errors.unavailable(`model instance of '${this.modelName}' closed before answering`);
-    this.failPending(error);
+    this.pending.failAll(error);
     this.live.endAllOf(undefined, error);
     this.cancelStreamedCalls();
   }
@@ -182,19 +151,13 @@ export class PythonInstance implements ModelInstance {
       default:
         return;
     }
-    const run = this.pending.get(message.id);
+    const run = this.pending.take(message.id);
     if (!run) return;
-    this.pending.delete(message.id);
-    clearTimeout(run.timer);
     if (message.t === 'execute-failed') {
-      this.failRun(run, Errors.internal(`model '${this.modelName}': execute() failed: ${message.message}`));
+      this.pending.fail(run, Errors.internal(`model '${this.modelName}': execute() failed: ${message.message}`));
       return;
     }
-    if (this.options.decoupled) {
-      run.resolve({ responses: run.ended.map((ended) => ({ ended: ended! })), timings: message.timings });
-      return;
-    }
-    for (const key of run.keys) this.live.done(key);
+    if (this.pending.returned(run, message.timings)) return;
     let outputs: Buffer;
     try {
       outputs = stub.regions.readOutputs(bytesUsed(message.responses));
@@ -259,7 +222,7 @@ export class PythonInstance implements ModelInstance {
         ...(message.outputs !== undefined &&
           message.outputs.length > 0 && { outputs: message.outputs.map((name) => ({ name, parameters: {} })) }),
         parameters: callParameters(message),
-        ...this.callerOf(message.execute),
+        ...this.pending.callerOf(message.execute),
       };
       if (message.stream) {
         const streamed = new StreamedCall(callId, (answer: ToWorker, transfer?: ArrayBuffer[]) => {
@@ -297,52 +260,29 @@ export class PythonInstance implements ModelInstance {
     }
   }
 
-  /** The trace a call made during execute() joins: the first traced request of that batch. */
-  private callerOf(executeId: number | undefined): InstanceRequest['caller'] {
-    if (executeId === undefined) return undefined;
-    return this.pending.get(executeId)?.requests.find((r) => r.caller !== undefined)?.caller;
-  }
-
   private onTimeout(stub: StubProcess, id: number): void {
-    const run = this.pending.get(id);
-    if (!run || !this.stub.isCurrent(stub)) return;
-    this.pending.delete(id);
+    if (!this.stub.isCurrent(stub)) return;
+    const run = this.pending.take(id);
+    if (!run) return;
     const error = Errors.internal(
       `model '${this.modelName}': execute() did not finish within ${this.options.timeoutMs} ms (parameter batchwise_execute_timeout_ms); ` +
         'its Python process was killed and is restarted',
     );
-    this.failRun(run, error);
+    this.pending.fail(run, error);
     this.live.endAllOf(stub, error);
     this.cancelStreamedCalls();
     void stub.terminate();
     this.stub.died(stub, `killed after its execute timeout of ${this.options.timeoutMs} ms`);
   }
 
-  private failRun(run: PendingRun, error: Error): void {
-    clearTimeout(run.timer);
-    if (!this.options.decoupled) {
-      for (const key of run.keys) this.live.done(key);
-      run.reject(error);
-      return;
-    }
-    for (const key of run.keys) this.live.end(key, error);
-    run.resolve({ responses: run.ended.map((ended) => ({ ended: ended! })), timings: NO_TIMINGS });
-  }
-
   private failStub(stub: StubProcess, error: Error): void {
-    this.failPending(error);
+    this.pending.failAll(error);
     this.live.endAllOf(stub, error);
     this.cancelStreamedCalls();
   }
 
   private cancelStreamedCalls(): void {
     for (const controller of this.calls.values()) controller.abort();
-  }
-
-  private failPending(error: Error): void {
-    const runs = [...this.pending.values()];
-    this.pending.clear();
-    for (const run of runs) this.failRun(run, error);
   }
 }
 

@@ -99,6 +99,8 @@ def main():
         runtime.start_reader()
         module = import_model(init["modelFile"])
         model = module.TritonPythonModel()
+        if not callable(getattr(model, "execute", None)):
+            raise AttributeError("TritonPythonModel in %s has no execute(self, requests) method" % init["modelFile"])
         initialize = getattr(model, "initialize", None)
         if initialize is not None:
             initialize(dict(init["args"]))
