@@ -1,7 +1,9 @@
 /**
  * The example repository (what `pnpm start` serves) on a real server: every model loads, and
  * both pipelines and the BLS router answer over HTTP JSON, HTTP binary, gRPC and
- * @batchwise/client as the in-process runs of the same models do.
+ * @batchwise/client as the in-process runs of the same models do; text_classification_py (its
+ * tokenizer and postprocess in Triton's Python backend form) answers what text_classification does,
+ * bit for bit.
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -104,6 +106,109 @@ describe('example pipelines on a server serving examples/model_repository', () =
         ),
       );
       expect(results.map((r) => firstLabels(r)[0])).toEqual(EXPECTED_LABELS);
+    });
+  });
+
+  describe('text_classification_py (tokenizer and postprocess as Python model.py files) against text_classification', () => {
+    const LONG = Array(12).fill('Great acting, but the plot was a boring mess.').join(' ');
+    // No NUL or invalid UTF-8 here: the server refuses such BYTES before a Python model as before an ONNX one
+    // (request-validation), while both tokenizers would drop them alike.
+    const EDGE_CASES = [
+      '',
+      ' \t\n ',
+      'Amazíng FILM, ÜBER-wonderful!! Ça ne va pas… «terrible» ¿boring?',
+      '好movie 電影 😀🎬 ΣΊΣΥΦΟΣ İstanbul straße ﬁlm Ⅷ',
+      'loved\u0001 it\u200b \u00ad\u0085 great\u3000movie \ufffd',
+      'مرحبا бесподобный פילם 映画はすばらしい',
+      'xylophone playz ' + 'a'.repeat(101) + ' wonderfully',
+      LONG,
+      `${LONG} I love this wonderful movie`,
+    ];
+    /** A deterministic mix of vocabulary words, punctuation, accents and scripts (all assigned since Unicode 6). */
+    const generated = (count: number): string[] => {
+      const pieces = [
+        'good',
+        'BAD',
+        'movie',
+        'Wonderful',
+        'boring',
+        'ly',
+        'ed',
+        'ing',
+        '.',
+        ',',
+        '!',
+        "'",
+        '$',
+        '-',
+        ' ',
+        ' ',
+        '\t',
+        'é',
+        'Ü',
+        'ñ',
+        'ß',
+        '好',
+        '😀',
+        'Ω',
+        'ж',
+        '\u0301',
+        '\u00a0',
+        '\u2028',
+        '7',
+      ];
+      let seed = 7;
+      const next = () => (seed = (seed * 48271) % 2147483647);
+      return Array.from({ length: count }, () => Array.from({ length: next() % 40 }, () => pieces[next() % pieces.length]).join(''));
+    };
+    const TEXTS_PY = [...TEXTS, ...EDGE_CASES];
+    const answer = async (model: string, texts: readonly string[]) => {
+      const result = await http.infer({ model, inputs: [{ name: 'text', datatype: 'BYTES', shape: [texts.length, 1], data: texts }] });
+      const output = (name: string) => result.outputs.find((o) => o.name === name)!;
+      return {
+        shape: output('labels').shape,
+        labels: (output('labels').data as Uint8Array[]).map((b) => Buffer.from(b).toString()),
+        // The scores' bytes: equal only when every float32 is equal bit for bit.
+        scores: Buffer.from((output('scores').data as Float32Array).buffer).toString('hex'),
+      };
+    };
+
+    it("the Python tokenizer gives the JavaScript tokenizer's input_ids and attention_mask", async () => {
+      const texts = [...TEXTS_PY, ...generated(300)];
+      const tokens = async (model: string) => {
+        const outputs: Record<string, number[]> = {};
+        for (let start = 0; start < texts.length; start += 64) {
+          const rows = texts.slice(start, start + 64);
+          const result = await http.infer({ model, inputs: [{ name: 'text', datatype: 'BYTES', shape: [rows.length, 1], data: rows }] });
+          for (const o of result.outputs) (outputs[o.name] ??= []).push(...Array.from(o.data as BigInt64Array, Number));
+          expect(result.outputs.map((o) => [o.name, o.datatype, o.shape])).toEqual([
+            ['input_ids', 'INT64', [rows.length, 16]],
+            ['attention_mask', 'INT64', [rows.length, 16]],
+          ]);
+        }
+        return outputs;
+      };
+      const [js, py] = await Promise.all([tokens('tokenizer'), tokens('tokenizer_py')]);
+      expect(py).toEqual(js);
+      expect(js.attention_mask.slice(0, 16).reduce((a, b) => a + b)).toBe(7); // [CLS] i love this wonderful movie [SEP]
+    });
+
+    it('the same labels and scores bit for bit: the sentences, empty, unicode and text past max_sequence_length', async () => {
+      for (const text of TEXTS_PY) {
+        const [js, py] = await Promise.all([answer('text_classification', [text]), answer('text_classification_py', [text])]);
+        expect(py, String(text)).toEqual(js);
+      }
+      expect((await answer('text_classification_py', TEXTS)).labels.filter((_, i) => i % 3 === 0)).toEqual(EXPECTED_LABELS);
+    });
+
+    it('a batch of 16 in one request, and 64 concurrent requests that batch together: the same answers', async () => {
+      const sixteen = [...TEXTS_PY, ...generated(16 - TEXTS_PY.length)];
+      const [js, py] = await Promise.all([answer('text_classification', sixteen), answer('text_classification_py', sixteen)]);
+      expect(py.shape).toEqual([16, 3]);
+      expect(py).toEqual(js);
+      const many = generated(64);
+      const concurrent = (model: string) => Promise.all(many.map((text) => answer(model, [text])));
+      expect(await concurrent('text_classification_py')).toEqual(await concurrent('text_classification'));
     });
   });
 

@@ -287,6 +287,16 @@ describe('requests as Triton passes them', () => {
     expect(meta.parameters).toMatchObject({ custom: 'yes', n: 3 });
   });
 
+  it('BYTES that are not text (NUL, invalid UTF-8) reach the model as they are, as in Triton', async () => {
+    const raw = [Uint8Array.of(0, 255, 65), Uint8Array.of(0xc3, 0x28)];
+    const answer = await http.infer({ model: 'echo', inputs: [{ name: 'TEXT', datatype: 'BYTES', shape: [2], data: raw }] });
+    const reversed = (answer.outputs.find((o) => o.name === 'REVERSED')!.data as Uint8Array[]).map((b) => [...b]);
+    expect(reversed).toEqual([
+      [65, 255, 0],
+      [0x28, 0xc3],
+    ]);
+  });
+
   it('a segfault in a C extension fails its request, names the signal, and the process comes back', async () => {
     const crashed = await http.infer({ model: 'echo', inputs: [{ name: 'TEXT', datatype: 'BYTES', shape: [1], data: ['segfault'] }] }).then(
       () => undefined,
@@ -310,7 +320,7 @@ it('sequence batching: each request carries its correlation id and START/END fla
       parameters: { sequence_id: id, sequence_start: start, sequence_end: end },
     });
   const values = (r: Awaited<ReturnType<typeof step>>, name: string) =>
-    [...(r.outputs.find((o) => o.name === name)!.data as ArrayLike<number | bigint>)].map(Number);
+    Array.from(r.outputs.find((o) => o.name === name)!.data as ArrayLike<number | bigint>, Number);
   const answers = [];
   for (let i = 0; i < 3; i++) {
     const [a, b] = await Promise.all([step(1001, 1 + i, i === 0, i === 2), step(2002, 10 * (i + 1), i === 0, i === 2)]);

@@ -74,6 +74,11 @@ const NOT_REPLAYED: readonly { readonly pattern: RegExp; readonly reason: string
       "installs Debian's Vulkan loader into the webgpu image; the tree runs without one, as a host without a GPU does (a webgpu model fails to load, naming the loader: test/gpu-accelerators.test.ts)",
   },
   {
+    pattern: /apt-get install -y --no-install-recommends python3 python3-numpy\b/,
+    reason:
+      "installs python3 and numpy (the Python backend's interpreter) into the cuda image; the tree runs on this machine's, which `pnpm test` installs (scripts/python-backend-deps.sh)",
+  },
+  {
     pattern: /^groupadd .*&& useradd /,
     reason: "creates the image's unprivileged user; the tree runs as this machine's user (USER is a numeric uid, checked below)",
   },

@@ -1,9 +1,10 @@
 /**
  * The example model repository (`examples/model_repository`), in Triton's layout:
  * `<model>/config.pbtxt` and `<model>/<version>/model.onnx` (or `model.mjs` for JavaScript
- * models). Everything here is generated and committed; a test checks that regenerating it gives
- * the same bytes. A few JavaScript models are written by hand instead (ExampleModel.handWritten),
- * and the JavaScript models with npm dependencies are bundled from examples/src.
+ * models, `model.py` for Python ones). Everything here is generated and committed; a test checks
+ * that regenerating it gives the same bytes. A few JavaScript models and the Python models are
+ * written by hand instead (ExampleModel.handWritten), and the JavaScript models with npm
+ * dependencies are bundled from examples/src.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -116,13 +117,13 @@ export interface ExampleModel {
 
 const BATCHING_DELAY_MICROSECONDS = 500;
 
-/** The four steps of text_classification and the ensemble around them. */
-const TEXT_CLASSIFICATION: readonly ExampleModel[] = [
-  {
-    name: 'tokenizer',
+/** text BYTES -> input_ids and attention_mask INT64, BERT's WordPiece over the vocabulary in the version folder. */
+function tokenizerModel(name: string, backend: 'js' | 'python', handWritten: readonly string[]): ExampleModel {
+  return {
+    name,
     config: configPbtxt({
-      name: 'tokenizer',
-      backend: 'js',
+      name,
+      backend,
       maxBatchSize: 64,
       inputs: [{ name: 'text', datatype: 'BYTES', dims: [1] }],
       outputs: [
@@ -133,8 +134,42 @@ const TEXT_CLASSIFICATION: readonly ExampleModel[] = [
       parameters: { max_sequence_length: '16' },
     }),
     files: { '1/vocab.txt': vocabularyText() },
-    handWritten: ['1/model.mjs', '1/wordpiece.mjs'],
-  },
+    handWritten,
+  };
+}
+
+/** tokenizer -> encoder -> classifier -> postprocess, as a Triton ensemble. */
+function textClassificationEnsemble(name: string, tokenizer: string, postprocess: string): ExampleModel {
+  return {
+    name,
+    config: ensembleConfigPbtxt(
+      {
+        name,
+        maxBatchSize: 16,
+        inputs: [{ name: 'text', datatype: 'BYTES', dims: [1] }],
+        outputs: [
+          { name: 'labels', datatype: 'BYTES', dims: [-1] },
+          { name: 'scores', datatype: 'FP32', dims: [-1] },
+        ],
+      },
+      [
+        { model: tokenizer, inputs: { text: 'text' }, outputs: { input_ids: 'input_ids', attention_mask: 'attention_mask' } },
+        { model: 'encoder', inputs: { input_ids: 'input_ids', attention_mask: 'attention_mask' }, outputs: { embedding: 'embedding' } },
+        { model: 'classifier', inputs: { embedding: 'embedding' }, outputs: { logits: 'logits' } },
+        { model: postprocess, inputs: { logits: 'logits' }, outputs: { labels: 'labels', scores: 'scores' } },
+      ],
+    ),
+    files: { '1/.gitkeep': '' },
+  };
+}
+
+/**
+ * The four steps of text_classification and the ensemble around them, then text_classification_py: the
+ * same pipeline with its tokenizer and postprocess in Triton's Python backend form (hand-written model.py
+ * files giving the JavaScript models' answers) around the same ONNX encoder and classifier.
+ */
+const TEXT_CLASSIFICATION: readonly ExampleModel[] = [
+  tokenizerModel('tokenizer', 'js', ['1/model.mjs', '1/wordpiece.mjs']),
   {
     name: 'encoder',
     onnx: { 1: sentimentEncoder },
@@ -161,27 +196,10 @@ const TEXT_CLASSIFICATION: readonly ExampleModel[] = [
     }),
   },
   topKLabelsModel('postprocess', SENTIMENT_LABELS),
-  {
-    name: 'text_classification',
-    config: ensembleConfigPbtxt(
-      {
-        name: 'text_classification',
-        maxBatchSize: 16,
-        inputs: [{ name: 'text', datatype: 'BYTES', dims: [1] }],
-        outputs: [
-          { name: 'labels', datatype: 'BYTES', dims: [-1] },
-          { name: 'scores', datatype: 'FP32', dims: [-1] },
-        ],
-      },
-      [
-        { model: 'tokenizer', inputs: { text: 'text' }, outputs: { input_ids: 'input_ids', attention_mask: 'attention_mask' } },
-        { model: 'encoder', inputs: { input_ids: 'input_ids', attention_mask: 'attention_mask' }, outputs: { embedding: 'embedding' } },
-        { model: 'classifier', inputs: { embedding: 'embedding' }, outputs: { logits: 'logits' } },
-        { model: 'postprocess', inputs: { logits: 'logits' }, outputs: { labels: 'labels', scores: 'scores' } },
-      ],
-    ),
-    files: { '1/.gitkeep': '' },
-  },
+  textClassificationEnsemble('text_classification', 'tokenizer', 'postprocess'),
+  tokenizerModel('tokenizer_py', 'python', ['1/model.py']),
+  topKLabelsModel('postprocess_py', SENTIMENT_LABELS, 'python'),
+  textClassificationEnsemble('text_classification_py', 'tokenizer_py', 'postprocess_py'),
 ];
 
 /** The three steps of image_classification and the ensemble around them. */
@@ -232,13 +250,16 @@ const IMAGE_CLASSIFICATION: readonly ExampleModel[] = [
   },
 ];
 
-/** Softmax and top-k label names over logits: one bundled source for both pipelines, labels in the folder. */
-function topKLabelsModel(name: string, labels: readonly string[]): ExampleModel {
+/**
+ * Softmax and top-k label names over logits, labels in the folder: in JavaScript one bundled source for
+ * both pipelines, in Python a hand-written model.py.
+ */
+function topKLabelsModel(name: string, labels: readonly string[], backend: 'js' | 'python' = 'js'): ExampleModel {
   return {
     name,
     config: configPbtxt({
       name,
-      backend: 'js',
+      backend,
       maxBatchSize: 64,
       inputs: [{ name: 'logits', datatype: 'FP32', dims: [-1] }],
       outputs: [
@@ -249,7 +270,7 @@ function topKLabelsModel(name: string, labels: readonly string[]): ExampleModel 
       parameters: { top_k: '3', labels_file: 'labels.txt' },
     }),
     files: { 'labels.txt': labels.join('\n') + '\n' },
-    bundles: { '1/model.mjs': 'postprocess/model.ts' },
+    ...(backend === 'js' ? { bundles: { '1/model.mjs': 'postprocess/model.ts' } } : { handWritten: ['1/model.py'] }),
   };
 }
 

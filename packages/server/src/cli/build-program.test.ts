@@ -14,6 +14,7 @@ import { commandPath } from './command-group.ts';
 /** A valid value for each placeholder the options and arguments write; a new placeholder fails the walk until it has one. */
 const VALUES: Readonly<Record<string, string>> = {
   '<address>': '127.0.0.1',
+  '<backend>,<setting>=<value>': 'python,shm-default-byte-size=4194304',
   '<bytes>': '1024',
   '<bytes|fraction>': '0.5',
   '<config.pbtxt>': 'config.pbtxt',

@@ -10,6 +10,9 @@ import type { LoadedVersion } from '../models/loaded-version.ts';
 import { rawRequestInput } from './raw-input.ts';
 import type { InferenceRequest } from '../protocol/types.ts';
 
+/** Backends whose models get BYTES elements as bytes, any bytes: the code of a JavaScript or Python model. */
+const BYTES_AS_BYTES: ReadonlySet<string> = new Set(['js', 'python']);
+
 export interface ValidatedRequest {
   /** One tensor per model input, in config order, shaped as the model receives it. */
   readonly inputs: Tensor[];
@@ -84,9 +87,9 @@ export function validateRequest(request: InferenceRequest, model: LoadedVersion)
       }
       batchSize = b;
     }
-    // ONNX Runtime string tensors hold text; a JavaScript model gets BYTES as bytes (images, say),
-    // and an ensemble passes them on to its steps, which check them for their own backend.
-    checkByteSize(tensor, name, model.config.backend !== 'js' && !isEnsembleConfig(model.config));
+    // ONNX Runtime string tensors hold text; a JavaScript or Python model gets BYTES as bytes (images,
+    // say), and an ensemble passes them on to its steps, which check them for their own backend.
+    checkByteSize(tensor, name, !BYTES_AS_BYTES.has(model.config.backend ?? '') && !isEnsembleConfig(model.config));
     const shape = reshapedShape(tensor.shape, spec.dims, spec.modelDims, batching);
     if (spec.modelDims && elementCount(shape) !== elementCount(tensor.shape)) {
       throw Errors.invalidArg(
