@@ -130,6 +130,10 @@ dynamic_batching { max_queue_delay_microseconds: 20000 }`,
     expect((await Promise.all(ahead)).map((r) => r.status)).toEqual([200, 200, 200]);
     const stats = (await getJson(`${server.url}/v2/models/deadline/stats`)).model_stats[0];
     expect([stats.inference_stats.success.count, stats.inference_stats.fail.count]).toEqual([3, 1]);
-    expect((await metricReader('deadline'))('nv_inference_request_failure', ',reason="REJECTED"')).toBe(1);
+    // Labels sorted by name, as Triton writes them: the reason between model and version.
+    const failures = (await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text())
+      .split('\n')
+      .find((l) => l.startsWith('nv_inference_request_failure{model="deadline",reason="REJECTED",version="1"} '));
+    expect(Number(failures?.split(' ')[1])).toBe(1);
   });
 });

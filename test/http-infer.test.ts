@@ -176,7 +176,7 @@ describe('HTTP inference on the example repository', () => {
     expect(text).toContain('nv_inference_request_success{model="simple",version="1"} 3\n');
     expect(text).toContain('nv_inference_count{model="simple",version="1"} 3\n');
     expect(text).toContain('nv_inference_exec_count{model="simple",version="1"} 3\n');
-    expect(text).toContain('nv_inference_request_failure{model="simple",version="1",reason="OTHER"} 0\n');
+    expect(text).toContain('nv_inference_request_failure{model="simple",reason="OTHER",version="1"} 0\n');
     expect(text).toMatch(/^nv_inference_compute_infer_duration_us\{model="simple",version="1"\} [1-9]\d*$/m);
     expect(text).toContain('batchwise_inference_request_duration_seconds_bucket');
     expect(text).toMatch(/nv_cpu_memory_used_bytes [1-9]/);
@@ -281,20 +281,17 @@ dynamic_batching { }`,
     expect(entry.inference_stats.success.ns).toBeGreaterThan(0);
 
     const text = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
-    const value = (name: string, labels = '') => {
-      const line = text.split('\n').find((l) => l.startsWith(`${name}{model="counted",version="1"${labels}} `));
+    // Labels sorted by name, as Triton writes them: model, [reason,] version.
+    const value = (name: string, reason?: string) => {
+      const labels = `model="counted",${reason ? `reason="${reason}",` : ''}version="1"`;
+      const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}} `));
       return line === undefined ? undefined : line.slice(line.lastIndexOf(' ') + 1);
     };
     expect(value('nv_inference_request_success')).toBe('5');
     expect(value('nv_inference_count')).toBe('7');
     expect(value('nv_inference_exec_count')).toBe('5');
     expect(value('nv_inference_pending_request_count')).toBe('0');
-    expect(['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'].map((r) => value('nv_inference_request_failure', `,reason="${r}"`))).toEqual([
-      '0',
-      '0',
-      '0',
-      '1',
-    ]);
+    expect(['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'].map((r) => value('nv_inference_request_failure', r))).toEqual(['0', '0', '0', '1']);
     for (const name of ['request', 'queue', 'compute_input', 'compute_infer', 'compute_output']) {
       expect(value(`nv_inference_${name}_duration_us`)).toMatch(/^\d+$/);
     }

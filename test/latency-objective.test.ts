@@ -77,9 +77,11 @@ parameters { key: "batchwise_latency_objective_ms" value: { string_value: "1" } 
     const metrics = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
     const labels = 'model="objective",version="1"';
     expect(metrics).toContain(`batchwise_latency_objective_seconds{${labels}} 0.001\n`);
-    expect(metrics).toContain(`batchwise_latency_objective_shed_total{${labels},reason="admission"} ${shed}\n`);
-    expect(metrics).toContain(`batchwise_latency_objective_shed_total{${labels},reason="queued"} 0\n`);
-    expect(metrics).toContain(`nv_inference_request_failure{${labels},reason="REJECTED"} ${shed}\n`);
+    // Labels sorted by name, as Triton's prometheus-cpp writes them.
+    const withReason = (reason: string) => `model="objective",reason="${reason}",version="1"`;
+    expect(metrics).toContain(`batchwise_latency_objective_shed_total{${withReason('admission')}} ${shed}\n`);
+    expect(metrics).toContain(`batchwise_latency_objective_shed_total{${withReason('queued')}} 0\n`);
+    expect(metrics).toContain(`nv_inference_request_failure{${withReason('REJECTED')}} ${shed}\n`);
     // The fit's slope in seconds: a run's time (one size seen), whatever the machine's speed.
     const slope = new RegExp(`batchwise_latency_objective_profile_seconds\\{${labels},instance="0",term="per_sample"\\} (\\S+)\n`).exec(
       metrics,

@@ -184,7 +184,7 @@ it("gives initialize() Triton's seven string args, runs each instance in its own
   );
   expect(Object.values(args).every((v) => typeof v === 'string')).toBe(true);
   expect(args).toMatchObject({
-    model_instance_kind: 'KIND_CPU',
+    model_instance_kind: 'CPU',
     model_instance_name: 'pool_0',
     model_instance_device_id: '0',
     model_repository: modelDir,
@@ -214,7 +214,12 @@ describe('failures are contained', () => {
 
   it('an exception in execute fails its batch (500, the Python message); a TritonError fails only its request, with its code', async () => {
     const raised = await errorOf(probe(1));
-    expect(raised).toMatchObject({ httpStatus: 500, message: expect.stringMatching(/execute\(\) failed: .*the model refused this batch/) });
+    expect(raised).toMatchObject({
+      httpStatus: 500,
+      message: expect.stringMatching(
+        /^Failed to process the request\(s\) for model 'pool_[01]', message: TritonModelException: the model refused this batch/,
+      ),
+    });
     const refused = await errorOf(probe(2));
     expect(refused).toMatchObject({ httpStatus: 400, message: 'bad row' });
     expect((await probe(5)).outputs[0]!.data).toEqual(Float32Array.of(6));

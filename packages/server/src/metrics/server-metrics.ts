@@ -499,7 +499,9 @@ export class ServerMetrics {
         this.reset();
         for (const series of versions.values()) {
           const counts = read(series);
-          if (counts) for (const reason of reasons) this.inc({ ...series.labels, reason }, counts[reason]);
+          // Triton's labels come sorted by name (prometheus-cpp keeps them in a std::map): model, reason, version.
+          if (counts)
+            for (const reason of reasons) this.inc({ model: series.labels.model, reason, version: series.labels.version }, counts[reason]);
         }
       },
     });

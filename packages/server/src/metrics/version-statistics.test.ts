@@ -10,10 +10,10 @@ describe('VersionStatistics in Prometheus', () => {
     new VersionStatistics('m', '3', metrics);
     const text = await metrics.registry.metrics();
     expect(series(text, 'nv_inference_request_failure').sort()).toEqual([
-      'nv_inference_request_failure{model="m",version="3",reason="BACKEND"} 0',
-      'nv_inference_request_failure{model="m",version="3",reason="CANCELED"} 0',
-      'nv_inference_request_failure{model="m",version="3",reason="OTHER"} 0',
-      'nv_inference_request_failure{model="m",version="3",reason="REJECTED"} 0',
+      'nv_inference_request_failure{model="m",reason="BACKEND",version="3"} 0',
+      'nv_inference_request_failure{model="m",reason="CANCELED",version="3"} 0',
+      'nv_inference_request_failure{model="m",reason="OTHER",version="3"} 0',
+      'nv_inference_request_failure{model="m",reason="REJECTED",version="3"} 0',
     ]);
     for (const name of [
       'nv_inference_request_success',
@@ -60,7 +60,7 @@ describe('VersionStatistics in Prometheus', () => {
     expect(series(text, 'nv_inference_count')).toEqual(['nv_inference_count{model="m",version="1"} 3']);
     expect(series(text, 'nv_inference_queue_duration_us')).toEqual(['nv_inference_queue_duration_us{model="m",version="1"} 12']);
     expect(series(text, 'nv_inference_request_failure')).toContain(
-      'nv_inference_request_failure{model="m",version="1",reason="BACKEND"} 1',
+      'nv_inference_request_failure{model="m",reason="BACKEND",version="1"} 1',
     );
     expect(series(text, 'nv_inference_pending_request_count')).toEqual(['nv_inference_pending_request_count{model="m",version="1"} 0']);
     expect(series(text, 'batchwise_inference_batch_size_sum')).toEqual(['batchwise_inference_batch_size_sum{model="m",version="1"} 3']);

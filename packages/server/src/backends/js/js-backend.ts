@@ -122,7 +122,8 @@ export function ioOfConfig(config: ModelConfig): ModelIO {
     datatype: CONFIG_TYPE_TO_DATATYPE[t.data_type]!,
     dims: [...batch, ...modelFacingDims(t)],
   });
-  return { inputs: config.input.map(info), outputs: config.output.map(info) };
+  // An input the config calls optional may be left out: the model's code sees it absent.
+  return { inputs: config.input.map((t) => ({ ...info(t), ...(t.optional && { optional: true }) })), outputs: config.output.map(info) };
 }
 
 interface JsInstanceOptions {

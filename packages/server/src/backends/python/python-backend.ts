@@ -69,7 +69,8 @@ function initMessage(
   const json = modelConfigToJson(config) as Record<string, unknown>;
   const args: InitializeArgs = {
     model_config: JSON.stringify(json),
-    model_instance_kind: context.kind,
+    // TRITONSERVER_InstanceGroupKindString: 'CPU', 'GPU'.
+    model_instance_kind: context.kind.replace('KIND_', ''),
     model_instance_name: context.instanceName,
     model_instance_device_id: String(deviceId),
     model_repository: context.modelDir,
@@ -192,6 +193,7 @@ async function createInstance(instanceOptions: InstanceOptions, options: PythonB
   }
   const instance = new PythonInstance(first, {
     modelName: config.name,
+    instanceName: context.instanceName,
     config,
     timeoutMs,
     decoupled: isDecoupled(config),

@@ -14,6 +14,8 @@ import type { StubMessage, StubProcess } from './stub-process.ts';
 
 export interface PythonInstanceOptions {
   readonly modelName: string;
+  /** Triton's name of the instance, `<group>_<index>` (its errors name it). */
+  readonly instanceName: string;
   readonly config: ModelConfig;
   /** batchwise_execute_timeout_ms: a longer execute kills the process, which is restarted. */
   readonly timeoutMs: number;
@@ -154,7 +156,11 @@ export class PythonInstance implements ModelInstance {
     const run = this.pending.take(message.id);
     if (!run) return;
     if (message.t === 'execute-failed') {
-      this.pending.fail(run, Errors.internal(`model '${this.modelName}': execute() failed: ${message.message}`));
+      // Triton's words (pb_stub.cc), which its clients and tests match; the stub writes the same for a batch it answers in part.
+      this.pending.fail(
+        run,
+        Errors.internal(`Failed to process the request(s) for model '${this.options.instanceName}', message: ${message.message}`),
+      );
       return;
     }
     if (this.pending.returned(run, message.timings)) return;

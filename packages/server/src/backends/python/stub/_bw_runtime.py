@@ -222,6 +222,7 @@ class Runtime:
         self.decoupled = bool(init.get("decoupled"))
         self.model_file = init.get("modelFile", "")
         self.model_name = init.get("args", {}).get("model_name", "")
+        self.instance_name = init.get("args", {}).get("model_instance_name", "")
         self.model = None
         # False outside execute's reach (initialize, finalize): calls are refused then.
         self.serving = False
@@ -366,12 +367,12 @@ class Runtime:
                 responses = self._write_outputs(requests, states, returned)
             done = perf_counter_ns()
         except _Refusal as refusal:
-            self._failed(execute_id, states, str(refusal))
+            self._failed(execute_id, states, str(refusal), requests)
             return
         except BaseException as error:
             # BaseException too: a model's sys.exit() fails its batch, as in Triton.
             traceback.print_exc()
-            self._failed(execute_id, states, error_text(error))
+            self._failed(execute_id, states, error_text(error), requests)
             return
         finally:
             self.current_execute = None
@@ -394,13 +395,42 @@ class Runtime:
             }
         )
 
-    def _failed(self, execute_id, states, text):
+    def _failed(self, execute_id, states, text, requests=None):
         # As in Triton: the batch's requests all fail, and their senders close.
+        if requests is not None and not self.decoupled and any(s.response is not None for s in states):
+            self._failed_after_sends(execute_id, requests, states, text)
+            return
         for state in states:
             state.closed = True
             state.executing = False
             self.requests.pop(state.key, None)
         self.conn.send({"t": "execute-failed", "id": execute_id, "message": text})
+
+    def _failed_after_sends(self, execute_id, requests, states, text):
+        """A non-decoupled execute failed after some of its requests' senders sent their response.
+        Triton sends a sender's response at once and fails only the requests still open (its
+        RespondErrorToAllRequests skips those answered; a non-decoupled request's later responses
+        are dropped): those keep the response they were sent, the others get the error."""
+        error = pb_utils.TritonError(failed_message(self.instance_name, text))
+        returned = [None if s.response is not None else _InferenceResponse(error=error) for s in states]
+        try:
+            responses = self._write_outputs(requests, states, returned)
+        except Exception as failure:
+            self._failed(execute_id, states, text + "; " + error_text(failure))
+            return
+        for state in states:
+            state.closed = True
+            state.executing = False
+            self.requests.pop(state.key, None)
+        self.conn.send(
+            {
+                "t": "executed",
+                "id": execute_id,
+                "responses": responses,
+                "outSize": self._out.size,
+                "timings": {"computeInputNs": 0, "computeInferNs": 0, "computeOutputNs": 0},
+            }
+        )
 
     def _requests(self, message, states):
         size = message["inSize"]
@@ -636,3 +666,8 @@ class Runtime:
 
     def post(self, message):
         self.conn.send(message)
+
+
+def failed_message(instance_name, text):
+    """Triton's words for a batch whose execute() raised (pb_stub.cc); python-instance.ts writes the same."""
+    return "Failed to process the request(s) for model '{}', message: {}".format(instance_name, text)
