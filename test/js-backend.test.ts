@@ -342,7 +342,9 @@ describe('load failures', () => {
   it('a python model without execute() fails to load saying so (the Python backend: python-backend.test.ts)', async () => {
     const entry = await reasonOf('snake');
     expect(entry?.state).toBe('UNAVAILABLE');
-    expect(entry?.reason).toMatch(/model 'snake' \(backend python\): AttributeError: TritonPythonModel in .*model\.py has no execute\(self, requests\) method/);
+    expect(entry?.reason).toMatch(
+      /model 'snake' \(backend python\): AttributeError: TritonPythonModel in .*model\.py has no execute\(self, requests\) method/,
+    );
   });
 
   it('a JavaScript model must declare its inputs and outputs', async () => {

@@ -11,9 +11,10 @@
  *   exit 0 and print its PASS line. The scripts hardcode Triton's default addresses (localhost:8000 for
  *   HTTP, localhost:8001 for gRPC). Binding those ports would make this file collide with any other
  *   server on the machine and with the other test files running beside it, so the scripts run under
- *   test/support/triton/run_unchanged.py instead: it rewrites only those two URLs, in the constructors
- *   of tritonclient's InferenceServerClient, to the test server's ephemeral ports, and runs the script
- *   as `python3 script.py` would. Skipped, with a warning, where tritonclient is not built.
+ *   test/support/triton/run_qa.py instead (over run_unchanged.py): it rewrites only those two URLs, in
+ *   the constructors of tritonclient's InferenceServerClient, and custom_metrics' metrics URL
+ *   (localhost:8002, through `requests`), to the test server's ephemeral ports, and runs the script as
+ *   `python3 script.py` would. Skipped, with a warning, where tritonclient is not built.
  * - everywhere (no tritonclient needed): the same models called with @batchwise/client over HTTP and
  *   gRPC, their answers checked against the numpy computation of each model.py redone here.
  *
@@ -41,7 +42,8 @@ if (!tritonclient)
 /** The vendored upstream tree (paths as in python_backend: examples/<name>/...). */
 const UPSTREAM = new URL('./fixtures/triton-python-backend/', import.meta.url).pathname;
 const PYTORCH_STAND_IN = new URL('./fixtures/python-models/pytorch_numpy/', import.meta.url).pathname;
-const RUN_UNCHANGED = new URL('./support/triton/run_unchanged.py', import.meta.url).pathname;
+/** run_unchanged.py's rewrite of the client constructors' addresses, and of `requests` URLs to :8002 (metrics) too. */
+const RUN_QA = new URL('./support/triton/run_qa.py', import.meta.url).pathname;
 
 /** One model of a README's "Create the model repository" step: its model.py and config.pbtxt (none: auto-completed). */
 interface ModelCopy {
@@ -85,6 +87,7 @@ interface Served {
   readonly grpc: GrpcClient;
   readonly httpAddress: string;
   readonly grpcAddress: string;
+  readonly metricsAddress: string;
   close(): Promise<void>;
 }
 
@@ -110,6 +113,7 @@ async function serveExample(models: readonly ModelCopy[]): Promise<Served> {
     grpc,
     httpAddress: `127.0.0.1:${server.httpPort}`,
     grpcAddress: `127.0.0.1:${server.grpcPort}`,
+    metricsAddress: `127.0.0.1:${server.metricsPort}`,
     close: async () => {
       await grpc.close();
       await http.close();
@@ -124,7 +128,7 @@ function runClient(served: Served, script: string): Promise<{ code: number | nul
   return new Promise((resolve) => {
     execFile(
       '/usr/bin/python3',
-      [RUN_UNCHANGED, served.httpAddress, served.grpcAddress, upstream(script)],
+      [RUN_QA, served.httpAddress, served.grpcAddress, served.metricsAddress, upstream(script)],
       { env: { ...process.env, PYTHONPATH: PYTHON_PATH }, timeout: 60_000, maxBuffer: 16 * 1024 * 1024 },
       (error, stdout, stderr) => {
         const code = error ? (typeof error.code === 'number' ? error.code : null) : 0;
@@ -164,6 +168,42 @@ const clients = (served: () => Served): [string, () => InferenceClient][] => [
   ['HTTP', () => served().http],
   ['gRPC', () => served().grpc],
 ];
+
+describe('custom_metrics (pb_utils.MetricFamily on the metrics endpoint)', () => {
+  let served: Served;
+  beforeAll(async () => {
+    served = await serveExample([
+      {
+        name: 'custom_metrics',
+        model: upstream('examples/custom_metrics/model.py'),
+        config: upstream('examples/custom_metrics/config.pbtxt'),
+      },
+    ]);
+  });
+  afterAll(async () => {
+    await served?.close();
+  });
+
+  describeClientScripts(() => served, [{ script: 'examples/custom_metrics/client.py', protocol: 'HTTP', pass: 'PASS: custom_metrics' }]);
+
+  it('the counter the model increments with its execution time is exported with its help, type and labels', async () => {
+    const a = rand4();
+    const b = rand4();
+    const result = await served.http.infer({
+      model: 'custom_metrics',
+      inputs: [
+        { name: 'INPUT0', datatype: 'FP32', shape: [4], data: a },
+        { name: 'INPUT1', datatype: 'FP32', shape: [4], data: b },
+      ],
+    });
+    expect(floats(result, 'OUTPUT0')).toEqual(add(a, b));
+    const text = await (await fetch(`http://${served.metricsAddress}/metrics`)).text();
+    expect(text).toContain('# HELP requests_process_latency_ns Cumulative time spent processing requests');
+    expect(text).toContain('# TYPE requests_process_latency_ns counter');
+    const sample = /^requests_process_latency_ns\{model="custom_metrics",version="1"\} (\d+)$/m.exec(text);
+    expect(Number(sample?.[1])).toBeGreaterThan(0);
+  });
+});
 
 describe('add_sub (python_backend README: models/add_sub)', () => {
   let served: Served;

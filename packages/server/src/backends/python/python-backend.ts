@@ -102,11 +102,12 @@ function startStub(
   options: PythonBackendOptions,
 ): StubProcess {
   const settings = settingsOf(options);
-  const stub = new StubProcess({
-    python: interpreter.python,
-    env: interpreter.env,
-    ...settings,
-    logger: options.logger.child({ model: config.name, instance: context.instanceName || undefined }),
+  const logger = options.logger.child({ model: config.name, instance: context.instanceName || undefined });
+  const stub = new StubProcess({ python: interpreter.python, env: interpreter.env, ...settings, logger });
+  // From its first message on: initialize() logs and declares metric families before the model is ready.
+  stub.on('message', ({ message }: StubMessage) => {
+    if (message.t === 'log') logModelLine(logger, message);
+    else if (message.t === 'metric-family' || message.t === 'metric') options.metrics.customMetric(message);
   });
   stub.postMessage(initMessage(mode, stub, config, modelFile, context, deviceId, settings.shmGrowthBytes));
   return stub;
@@ -207,7 +208,6 @@ async function createInstance(instanceOptions: InstanceOptions, options: PythonB
       options.metrics.processDied(config.name, context.version);
       logger.error({ reason: how }, 'Python model process died; its in-flight requests failed and it is restarted');
     },
-    onModelMessage: (message) => (message.t === 'log' ? logModelLine(logger, message) : options.metrics.customMetric(message)),
   });
   const io: ModelIO = ioOfConfig(config);
   const processBytes = await residentBytes(first.pid);

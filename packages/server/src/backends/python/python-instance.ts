@@ -29,8 +29,6 @@ export interface PythonInstanceOptions {
   readonly backoff: RestartBackoff;
   /** A process died (how, in words): counted and logged once by the backend. */
   readonly onDeath: (how: string) => void;
-  /** pb_utils.Logger lines and custom metrics. */
-  readonly onModelMessage: (message: Extract<FromStub, { t: 'log' | 'metric-family' | 'metric' }>) => void;
 }
 
 /**
@@ -141,11 +139,6 @@ export class PythonInstance implements ModelInstance {
         return;
       case 'response':
         this.onResponse(message, data);
-        return;
-      case 'log':
-      case 'metric-family':
-      case 'metric':
-        this.options.onModelMessage(message);
         return;
       case 'executed':
       case 'execute-failed':
