@@ -278,7 +278,7 @@ describe('failures are contained', () => {
 });
 
 describe('requests as Triton passes them', () => {
-  it('BYTES elements (empty and non-ASCII among them), the correlation id, flags and parameters', async () => {
+  it('BYTES elements (empty and non-ASCII among them), the correlation id, flags and parameters, and response parameters', async () => {
     const texts = ['abc', '', 'héllo wörld', 'x'.repeat(5000)];
     const answer = await http.infer({
       model: 'echo',
@@ -290,6 +290,10 @@ describe('requests as Triton passes them', () => {
     const meta = JSON.parse(out('META')[0]!.toString());
     expect(meta).toMatchObject({ correlation_id: 42, flags: 1, requested: ['META', 'REVERSED'] });
     expect(meta.parameters).toMatchObject({ custom: 'yes', n: 3 });
+    // InferenceResponse(parameters=...) reaches the client, over HTTP and gRPC alike.
+    expect(answer.parameters).toEqual({ reversed: true, count: 4, by: 'echo' });
+    const overGrpc = await grpc.infer({ model: 'echo', inputs: [{ name: 'TEXT', datatype: 'BYTES', shape: [1], data: ['x'] }] });
+    expect(overGrpc.parameters).toEqual({ reversed: true, count: 1, by: 'echo' });
   });
 
   it('BYTES that are not text (NUL, invalid UTF-8) reach the model as they are, as in Triton', async () => {

@@ -535,31 +535,19 @@ describe.skipIf(!tritonclient)('qa/L0_backend_python/parameters: response_parame
     await served?.close();
   });
 
-  const NOT_CARRIED =
-    "InferenceResponse(parameters=...) does not reach the client yet (the gRPC response's parameters are empty; " +
-    'the decoupled one has only triton_final_response)';
-  unittests(
-    () => served,
-    'response_parameters_test',
-    'ResponseParametersTest',
-    [
-      'test_setting_empty_response_parameters',
-      'test_setting_wrong_type_response_parameters',
-      'test_setting_int_key_type_response_parameters',
-      'test_setting_float_response_parameters',
-      'test_setting_null_response_parameters',
-      'test_setting_nested_response_parameters',
-    ],
-    {
-      skipped: {
-        test_setting_one_element_response_parameters: NOT_CARRIED,
-        test_setting_three_element_response_parameters: NOT_CARRIED,
-        test_setting_multi_element_response_parameters: NOT_CARRIED,
-        test_setting_response_parameters_decoupled: NOT_CARRIED,
-        test_setting_response_parameters_bls: NOT_CARRIED,
-      },
-    },
-  );
+  unittests(() => served, 'response_parameters_test', 'ResponseParametersTest', [
+    'test_setting_empty_response_parameters',
+    'test_setting_wrong_type_response_parameters',
+    'test_setting_int_key_type_response_parameters',
+    'test_setting_float_response_parameters',
+    'test_setting_null_response_parameters',
+    'test_setting_nested_response_parameters',
+    'test_setting_one_element_response_parameters',
+    'test_setting_three_element_response_parameters',
+    'test_setting_multi_element_response_parameters',
+    'test_setting_response_parameters_decoupled',
+    'test_setting_response_parameters_bls',
+  ]);
 });
 
 // ---------------------------------------------------------------------------------------------------

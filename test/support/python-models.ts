@@ -137,7 +137,8 @@ class TritonPythonModel:
 
 /**
  * Answers with its BYTES input reversed element-wise, its request's correlation id, flags and
- * parameters as JSON, and logs one line through pb_utils.Logger; segfaults on the text "segfault".
+ * parameters as JSON, and response parameters; logs one line through pb_utils.Logger; segfaults on
+ * the text "segfault".
  */
 export const ECHO_PY = `
 import ctypes, json
@@ -161,7 +162,7 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse([
                 pb_utils.Tensor("REVERSED", np.array([s[::-1] for s in text.flat], dtype=np.object_).reshape(text.shape)),
                 pb_utils.Tensor("META", np.array([meta.encode()], dtype=np.object_)),
-            ]))
+            ], parameters={"reversed": True, "count": int(text.size), "by": "echo"}))
         return responses
 `;
 

@@ -1,5 +1,5 @@
 import type { ModelConfig } from '../config/model-config.ts';
-import type { Tensor } from '../tensor/tensor.ts';
+import type { Parameters, Tensor } from '../tensor/tensor.ts';
 import { Errors, toInferenceServerError } from '../errors/errors.ts';
 import type { ObjectiveRefusal, QueuedRequest } from '../scheduler/scheduler.ts';
 import type { LoadedVersion } from '../models/loaded-version.ts';
@@ -13,6 +13,7 @@ import { advanceChargeBytes, requestChargeBytes, type SentAsJson } from '../memo
 import { validateRequest, type ValidatedRequest } from './request-validation.ts';
 import { checkCorrelationId, requestSequenceOf } from './sequence-parameters.ts';
 import type { RequestSequence } from '../protocol/types.ts';
+import { responseParametersOf, withResponseParameters } from '../protocol/response-parameters.ts';
 import { reshapeDims } from '../tensor/reshape.ts';
 import { classify } from './classification.ts';
 import {
@@ -305,7 +306,9 @@ export class CoreInferenceService implements InferenceService {
     charge.memory.grow(requestChargeBytes(model, validated, charge.sentAsJson));
     // A decoupled model's responses go into the stream as it sends them; it has none to cache.
     const responses = decoupled
-      ? streamSink(charge.stream!, (tensors) => responseOf(request, model, finishOutputs(model, validated, tensors)))
+      ? streamSink(charge.stream!, (tensors) =>
+          responseOf(request, model, withResponseParameters(finishOutputs(model, validated, tensors), responseParametersOf(tensors))),
+        )
       : undefined;
     const lookup = decoupled ? undefined : this.cacheLookup(model, validated);
     if (lookup?.hit) {
@@ -338,7 +341,7 @@ export class CoreInferenceService implements InferenceService {
       throw toInferenceServerError(error);
     }
     if (decoupled) return responseOf(request, model, []);
-    const outputs = finishOutputs(model, validated, batched);
+    const outputs = withResponseParameters(finishOutputs(model, validated, batched), responseParametersOf(batched));
     if (lookup) {
       const insertStartNs = process.hrtime.bigint();
       this.responseCache!.set(lookup.key, outputs);
@@ -523,6 +526,8 @@ function usesSharedMemory(request: InferenceRequest): boolean {
 function responseOf(request: InferenceRequest, model: LoadedVersion, outputs: readonly Tensor[]): InferenceResponse {
   const response = { modelName: model.modelName, modelVersion: model.version, outputs: outputs as Tensor[] };
   if (request.id !== undefined) (response as { id?: string }).id = request.id;
+  const parameters = responseParametersOf(outputs);
+  if (parameters !== undefined) (response as { parameters?: Parameters }).parameters = parameters;
   return response;
 }
 

@@ -65,6 +65,8 @@ export type ToWorker =
       readonly version: string;
       readonly buffer: ArrayBuffer;
       readonly outputs: readonly WireSlice[];
+      /** The called model's response parameters (a Python model's), when it set any. */
+      readonly parameters?: Parameters;
       readonly final: boolean;
     }
   /** A streamed call's final flag alone (the called model ended its request without a last response). */

@@ -39,6 +39,7 @@ export class StreamedCall {
           version: response.modelVersion,
           buffer,
           outputs: slices[0]!,
+          ...(response.parameters && { parameters: response.parameters }),
           final: event.final,
         },
         [buffer],

@@ -57,7 +57,9 @@ export interface StubRequest {
 }
 
 export type StubResponse =
-  { readonly outputs: readonly Slice[] } | { readonly error: { readonly message: string; readonly code?: string } };
+  /** `parameters`: the model's InferenceResponse(parameters=...), when it set any. */
+  | { readonly outputs: readonly Slice[]; readonly parameters?: Parameters }
+  | { readonly error: { readonly message: string; readonly code?: string } };
 
 export type ToStub =
   /** First message. `mode: 'auto-complete'` runs only auto_complete_config and answers `completed`, then exits. */
@@ -84,6 +86,8 @@ export type ToStub =
       readonly model: string;
       readonly version: string;
       readonly outputs: readonly Slice[];
+      /** The called model's response parameters, when it set any. */
+      readonly parameters?: Parameters;
     }
   /** One response of a streamed call (`exec(decoupled=True)`), in the frame's data; `final` with its last. */
   | {
@@ -92,6 +96,7 @@ export type ToStub =
       readonly model: string;
       readonly version: string;
       readonly outputs: readonly Slice[];
+      readonly parameters?: Parameters;
       readonly final: boolean;
     }
   /** A streamed call's final flag alone. */

@@ -4,6 +4,7 @@ import { Errors, InferenceServerError, toInferenceServerError } from '../../erro
 import type { InferenceCall, InferenceRequest, InferenceStreamCall } from '../../protocol/types.ts';
 import type { Parameters, Tensor } from '../../tensor/tensor.ts';
 import type { ExecutionResult, InstanceRequest, ModelInstance, RequestOutcome, RequestsResult, StreamedResponse } from '../backend.ts';
+import { withResponseParameters } from '../../protocol/response-parameters.ts';
 import { LiveRequests } from '../js/live-requests.ts';
 import { packTensors, type ToWorker } from '../js/protocol.ts';
 import { StreamedCall } from '../js/streamed-call.ts';
@@ -195,7 +196,7 @@ export class PythonInstance implements ModelInstance {
       }
       outputs.push({ name, datatype: s.datatype, shape: s.shape as number[], data: buffer.subarray(s.offset, s.offset + s.byteLength) });
     }
-    return { outputs };
+    return { outputs: withResponseParameters(outputs, response.parameters) };
   }
 
   /** A BLS call (`InferenceRequest(...).exec()`): run through the server, answered to the stub that asked. */
@@ -234,6 +235,7 @@ export class PythonInstance implements ModelInstance {
                 model: answer.model,
                 version: answer.version,
                 outputs: answer.outputs,
+                ...(answer.parameters && { parameters: answer.parameters }),
                 final: answer.final,
               },
               new Uint8Array(transfer?.[0] ?? answer.buffer),
@@ -247,7 +249,14 @@ export class PythonInstance implements ModelInstance {
       const response = await this.options.callModel!(request, { signal: own.signal });
       const { buffer, slices } = packTensors([response.outputs]);
       post(
-        { t: 'call-result', call: callId, model: response.modelName, version: response.modelVersion, outputs: slices[0]! },
+        {
+          t: 'call-result',
+          call: callId,
+          model: response.modelName,
+          version: response.modelVersion,
+          outputs: slices[0]!,
+          ...(response.parameters && { parameters: response.parameters }),
+        },
         new Uint8Array(buffer),
       );
     } catch (error) {

@@ -286,12 +286,12 @@ class Runtime:
         elif kind == "call-result":
             future = self.calls.pop(message["call"], None)
             if future is not None:
-                future.set_result(_InferenceResponse(self._tensors(message["outputs"], data)))
+                future.set_result(_InferenceResponse(self._tensors(message["outputs"], data), parameters=message.get("parameters")))
         elif kind == "call-response":
             final = bool(message.get("final"))
             stream = self.calls.pop(message["call"], None) if final else self.calls.get(message["call"])
             if stream is not None:
-                stream.push(_InferenceResponse(self._tensors(message["outputs"], data)), final)
+                stream.push(_InferenceResponse(self._tensors(message["outputs"], data), parameters=message.get("parameters")), final)
         elif kind == "call-end":
             stream = self.calls.pop(message["call"], None)
             if stream is not None:
@@ -519,7 +519,7 @@ class Runtime:
             tensors = [(t._name, t._datatype, t._array) for t in response._tensors if t._name in wanted]
             slices, laid, offset = wire.layout(tensors, offset)
             payloads.extend(laid)
-            entries.append({"outputs": slices})
+            entries.append(_outputs_entry(slices, response))
         self._reserve_output(offset)
         region = self._out.mm
         for start, payload, length in payloads:
@@ -576,7 +576,7 @@ class Runtime:
                 wanted = state.outputs
                 tensors = [(t._name, t._datatype, t._array) for t in response._tensors if t._name in wanted]
                 slices, payloads, _ = wire.layout(tensors)
-                header["response"] = {"outputs": slices}
+                header["response"] = _outputs_entry(slices, response)
                 buffers = wire.frame_buffers(payloads)
         self.conn.send(header, buffers)
         if final:
@@ -671,3 +671,10 @@ class Runtime:
 def failed_message(instance_name, text):
     """Triton's words for a batch whose execute() raised (pb_stub.cc); python-instance.ts writes the same."""
     return "Failed to process the request(s) for model '{}', message: {}".format(instance_name, text)
+
+
+def _outputs_entry(slices, response):
+    """A response's entry on the wire: its output slices, and its parameters when it has any."""
+    if response._parameters:
+        return {"outputs": slices, "parameters": response._parameters}
+    return {"outputs": slices}
