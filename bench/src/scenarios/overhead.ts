@@ -273,9 +273,10 @@ async function measureGrpc(
   };
   const { send, close } = inferRequest(server, protocol, MODEL_OF.onnx, WIDTH, concurrency);
   try {
-    // One request first: the channel's connection is not a window's to pay (a smoke window of 100 ms on a busy
-    // 2-core CI machine saw no answer while grpc-js connected).
-    await send();
+    // Requests first, one per connection the client may open (up to 4, round robin): connecting is not a
+    // window's to pay (a smoke window of 100 ms on a busy 2-core CI machine saw no answer while grpc-js
+    // connected; a quick window of grpc-raw saw none once beside the full suite, with one connection warmed).
+    await Promise.all(Array.from({ length: Math.min(4, concurrency) }, () => send()));
     const client = await measure(`onnx ${protocol} c=${concurrency}`, send, { concurrency }, { ...windows, log }, hooks);
     const cores = cpu?.pidCores[1];
     return {
