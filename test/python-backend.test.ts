@@ -21,6 +21,8 @@ import {
   COUNTER_PY,
   ECHO_CONFIG,
   ECHO_PY,
+  LATE_SENDER_CONFIG,
+  LATE_SENDER_PY,
   PROBE_CONFIG,
   PROBE_PY,
   SCALE_PY,
@@ -77,6 +79,7 @@ beforeAll(async () => {
     { name: 'auto', config: 'backend: "python"', files: { '1/model.py': AUTO_PY } },
     { name: 'echo', config: ECHO_CONFIG, files: { '1/model.py': ECHO_PY } },
     { name: 'py_sequence', config: SEQUENCE_CONFIG, files: { '1/model.py': SEQUENCE_PY } },
+    { name: 'late_sender', config: LATE_SENDER_CONFIG, files: { '1/model.py': LATE_SENDER_PY } },
   ]);
   server = await startTestServer([repo.dir], { modelControlMode: 'explicit', loadModels: ['*'] });
   http = new HttpClient({ url: server.url });
@@ -376,6 +379,13 @@ describe('shared-memory regions grow by the growth step (--backend-config)', () 
       expect(Buffer.from((answer.outputs[0]!.data as Float32Array).buffer).equals(Buffer.from(expected.buffer))).toBe(true);
     }
   });
+});
+
+it("a model that is not decoupled may answer through its sender after execute() returned None (Triton's default-mode sender)", async () => {
+  const answers = await Promise.all(
+    [1, 2, 3, 4].map((x) => http.infer({ model: 'late_sender', inputs: [{ name: 'X', datatype: 'FP32', shape: [1, 1], data: [x] }] })),
+  );
+  expect(answers.map((a) => Array.from(a.outputs[0]!.data as Float32Array))).toEqual([[2], [4], [6], [8]]);
 });
 
 it('a decoupled model sends its responses from a thread, then the final flag', async () => {

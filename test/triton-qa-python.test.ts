@@ -6,9 +6,9 @@
  * Each suite replays, in TypeScript, the part of its qa test.sh that builds the model repository (the
  * same `mkdir -p`, `cp`, `sed -i` and `echo >>` steps, in the same order, into a `models/` folder
  * beside the qa script in a temporary copy of the qa tree, as test.sh does in its own folder), starts a
- * real Batchwise server on that repository, and runs the qa script's test methods, one process each,
- * as `python3 -m unittest <module>.<Class>.<test>` in the script's folder (test.sh runs them with
- * pytest; unittest runs the same TestCase methods, and pytest is not installed here). The scripts
+ * real Batchwise server on that repository, and runs the qa script's test methods in one process, as
+ * `python3 -m unittest -v <module>.<Class>.<test> ...` in the script's folder (test.sh runs them with
+ * pytest, one process a script; unittest runs the same TestCase methods, and pytest is not installed here). The scripts
  * hardcode Triton's default ports (8000 HTTP, 8001 gRPC, 8002 metrics); the test server listens on
  * ephemeral ones, so they run under test/support/triton/run_qa.py, which rewrites exactly those
  * addresses (tritonclient's constructors, and raw `requests` URLs) and nothing else. TEST_WINDOWS=1 is
@@ -171,11 +171,21 @@ function expectPassed(run: QaRun, test: string): void {
   expect(run.stderr, transcript(run)).toContain(`${test.split('.').at(-1)} (`);
 }
 
+/** One test method of a `python3 -m unittest -v` run of several: it ran, and neither failed, errored nor was skipped. */
+function expectPassedAmong(run: QaRun, test: string): void {
+  const method = test.split('.').at(-1)!;
+  const id = `${method} (${test})`;
+  expect(run.stderr, transcript(run)).toContain(`${id} ...`);
+  expect(run.stderr, transcript(run)).not.toMatch(new RegExp(`^(FAIL|ERROR): ${method} \\(`, 'm'));
+  expect(run.stderr, transcript(run)).not.toMatch(new RegExp(`^${method} \\([^)]*\\) \\.\\.\\. skipped`, 'm'));
+}
+
 /**
- * Runs each listed test method of a qa script, unchanged, each in its own `python3 -m unittest` process;
- * `skipped` names those left out, with the reason (shown as skipped tests). `concurrent`: the methods
- * run side by side (only where each uses its own client and its own models' state, to bound the time
- * of tests that mostly sleep).
+ * Runs the listed test methods of a qa script, unchanged: one `python3 -m unittest -v` process for them
+ * all, in order, as Triton's test.sh runs a script's tests in one pytest process (each listed method
+ * is then its own test here, passing when it ran and did not fail); `concurrent`: each method in its own
+ * process, side by side (only where each uses its own client and its own models' state, to bound the
+ * time of tests that mostly sleep). `skipped` names those left out, with the reason.
  */
 function unittests(
   served: () => QaServer,
@@ -184,13 +194,21 @@ function unittests(
   tests: readonly string[],
   options: { env?: Record<string, string>; skipped?: Record<string, string>; concurrent?: boolean; timeoutMs?: number } = {},
 ) {
-  const run = options.concurrent ? it.concurrent : it;
-  for (const test of tests) {
-    const name = `${module}.${testClass}.${test}`;
-    run(`${name} passes`, { timeout: options.timeoutMs ?? 60_000 }, async () => {
-      const result = await served().run(['-m', 'unittest', '-v', name], options.env, options.timeoutMs ?? 60_000);
-      expectPassed(result, name);
-    });
+  const timeoutMs = options.timeoutMs ?? 60_000;
+  const names = tests.map((test) => `${module}.${testClass}.${test}`);
+  if (options.concurrent) {
+    for (const name of names) {
+      it.concurrent(`${name} passes`, { timeout: timeoutMs }, async () => {
+        expectPassed(await served().run(['-m', 'unittest', '-v', name], options.env, timeoutMs), name);
+      });
+    }
+  } else {
+    let batch: QaRun;
+    const batchTimeoutMs = timeoutMs * names.length;
+    beforeAll(async () => {
+      batch = await served().run(['-m', 'unittest', '-v', ...names], options.env, batchTimeoutMs);
+    }, batchTimeoutMs);
+    for (const name of names) it(`${name} passes`, () => expectPassedAmong(batch, name));
   }
   for (const [test, reason] of Object.entries(options.skipped ?? {}))
     it.skip(`${module}.${testClass}.${test}: left out, ${reason}`, () => {});
@@ -442,14 +460,11 @@ describe.skipIf(!tritonclient)('qa/L0_backend_python/response_sender: response_s
       'test_non_decoupled_two_response_pre_return',
       'test_non_decoupled_one_response_pre_and_on_return',
       'test_non_decoupled_one_response_on_and_post_return',
+      'test_non_decoupled_one_response_post_return',
+      'test_non_decoupled_multiple_requests',
     ],
     {
       skipped: {
-        test_non_decoupled_one_response_post_return:
-          "a non-decoupled model's response sent by its sender after execute returned [None] never reaches the client: the " +
-          'instance answers every request when the stub reports the execute done, and the stub then has none for it ' +
-          '("The model\'s execute returned None for this request and sent no response for it."); Triton waits for it',
-        test_non_decoupled_multiple_requests: 'its third request is the one_response_post_return case above',
         test_non_decoupled_zero_response_post_return: 'skipped by upstream itself (@unittest.skip: "Model unload will hang")',
         test_non_decoupled_two_response_post_return: 'skipped by upstream itself (@unittest.skip: "Model unload will hang")',
       },

@@ -238,3 +238,31 @@ output [
   { name: "CID" data_type: TYPE_UINT64 dims: [ 1 ] }
 ]
 `;
+
+/** Not decoupled: execute() returns None, and a thread answers each request through its sender 50 ms later. */
+export const LATE_SENDER_PY = `
+import threading, time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy().copy()
+            sender = request.get_response_sender()
+            threading.Thread(target=self.answer, args=(x, sender)).start()
+        return None
+
+    def answer(self, x, sender):
+        time.sleep(0.05)
+        sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("Y", x * 2)]), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+`;
+
+export const LATE_SENDER_CONFIG = `
+name: "late_sender"
+backend: "python"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 20000 }
+`;

@@ -56,10 +56,18 @@ export interface StubRequest {
   readonly timeoutUs: number;
 }
 
-export type StubResponse =
-  /** `parameters`: the model's InferenceResponse(parameters=...), when it set any. */
+/** A request's answer: its outputs (`parameters`: the model's InferenceResponse(parameters=...), when it set any), or its error. */
+export type StubAnswer =
   | { readonly outputs: readonly Slice[]; readonly parameters?: Parameters }
   | { readonly error: { readonly message: string; readonly code?: string } };
+
+export type StubResponse =
+  | StubAnswer
+  /**
+   * A request of a model that is not decoupled whose execute() returned None before its response sender
+   * sent: its response comes later, in a `response` message of its own (Triton's default-mode sender).
+   */
+  | { readonly pending: true };
 
 export type ToStub =
   /** First message. `mode: 'auto-complete'` runs only auto_complete_config and answers `completed`, then exits. */
@@ -122,8 +130,11 @@ export type FromStub =
       readonly timings: ExecutionTimings;
     }
   | { readonly t: 'execute-failed'; readonly id: number; readonly message: string }
-  /** A decoupled request's response (absent: the final flag alone), tensors in the frame's data. */
-  | { readonly t: 'response'; readonly key: number; readonly response?: StubResponse; readonly final: boolean }
+  /**
+   * A decoupled request's response (absent: the final flag alone), tensors in the frame's data; or the
+   * one response of a request an `executed` said was pending (always final then).
+   */
+  | { readonly t: 'response'; readonly key: number; readonly response?: StubAnswer; readonly final: boolean }
   /** BLS: `InferenceRequest(...).exec()` / `async_exec()`; inputs in the frame's data. */
   | {
       readonly t: 'call';

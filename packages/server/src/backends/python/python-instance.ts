@@ -3,14 +3,22 @@ import { isErrorCode } from '@batchwise/protocol';
 import { Errors, InferenceServerError, toInferenceServerError } from '../../errors/errors.ts';
 import type { InferenceCall, InferenceRequest, InferenceStreamCall } from '../../protocol/types.ts';
 import type { Parameters, Tensor } from '../../tensor/tensor.ts';
-import type { ExecutionResult, InstanceRequest, ModelInstance, RequestOutcome, RequestsResult, StreamedResponse } from '../backend.ts';
+import type {
+  ExecutionResult,
+  ExecutionTimings,
+  InstanceRequest,
+  ModelInstance,
+  RequestOutcome,
+  RequestsResult,
+  StreamedResponse,
+} from '../backend.ts';
 import { withResponseParameters } from '../../protocol/response-parameters.ts';
 import { LiveRequests } from '../js/live-requests.ts';
 import { packTensors, type ToWorker } from '../js/protocol.ts';
 import { StreamedCall } from '../js/streamed-call.ts';
-import { executeAsOneRequest, PendingRuns } from '../pending-runs.ts';
+import { executeAsOneRequest, PendingRuns, type PendingRun } from '../pending-runs.ts';
 import { SupervisedWorker, type RestartBackoff } from '../worker-supervision.ts';
-import type { FromStub, Slice, StubRequest, StubResponse, ToStub } from './protocol.ts';
+import type { FromStub, Slice, StubAnswer, StubRequest, StubResponse, ToStub } from './protocol.ts';
 import type { StubMessage, StubProcess } from './stub-process.ts';
 
 export interface PythonInstanceOptions {
@@ -32,6 +40,15 @@ export interface PythonInstanceOptions {
   readonly onDeath: (how: string) => void;
 }
 
+/** A batch answered but for requests whose senders have not sent yet. */
+interface AwaitedRun {
+  readonly run: PendingRun;
+  readonly outcomes: (RequestOutcome | undefined)[];
+  readonly timings: ExecutionTimings;
+  remaining: number;
+  timer: NodeJS.Timeout;
+}
+
 /**
  * One instance of a Python model: its stub process (one per instance, so instances never share a
  * GIL), kept alive by supervision. Sends each batch's requests (inputs in the shared-memory input
@@ -44,6 +61,8 @@ export class PythonInstance implements ModelInstance {
   private nextId = 0;
   private nextKey = 0;
   private readonly pending: PendingRuns<StubProcess>;
+  /** Requests whose execute() returned before their sender answered, by key (awaitSenders). */
+  private readonly awaited = new Map<number, { readonly run: AwaitedRun; readonly index: number }>();
   private readonly calls = new Map<number, AbortController>();
   private readonly streamedCalls = new Map<number, StreamedCall>();
   private readonly stub: SupervisedWorker<StubMessage, StubProcess>;
@@ -117,6 +136,7 @@ export class PythonInstance implements ModelInstance {
   async close(): Promise<void> {
     await this.stub.close();
     const error = Errors.unavailable(`model instance of '${this.modelName}' closed before answering`);
+    this.failAwaited(error);
     this.pending.failAll(error);
     this.live.endAllOf(undefined, error);
     this.cancelStreamedCalls();
@@ -157,24 +177,79 @@ export class PythonInstance implements ModelInstance {
       );
       return;
     }
-    if (this.pending.returned(run, message.timings)) return;
+    const awaiting = !this.options.decoupled && message.responses.some((r) => 'pending' in r);
+    if (!awaiting && this.pending.returned(run, message.timings)) return;
     let outputs: Buffer;
     try {
       outputs = stub.regions.readOutputs(bytesUsed(message.responses));
     } catch (error) {
-      run.reject(Errors.internal(`model '${this.modelName}': ${(error as Error).message}`));
+      this.pending.fail(run, Errors.internal(`model '${this.modelName}': ${(error as Error).message}`));
       return;
     }
-    run.resolve({
-      responses: message.responses.map((response, i) => this.outcome(outputs, response, run.requests[i]!)),
-      timings: message.timings,
+    const outcomes = message.responses.map((response, i) =>
+      'pending' in response ? undefined : this.outcome(outputs, response, run.requests[i]!),
+    );
+    if (!awaiting) {
+      run.resolve({ responses: outcomes as RequestOutcome[], timings: message.timings });
+      return;
+    }
+    this.awaitSenders(run, outcomes, message.timings);
+  }
+
+  /**
+   * A batch whose execute() returned None for some requests before their senders sent (Triton's
+   * default-mode sender may answer after execute returns): it is answered once each of them has, or,
+   * for those that have not within the execute timeout, with an error.
+   */
+  private awaitSenders(run: PendingRun, outcomes: (RequestOutcome | undefined)[], timings: ExecutionTimings): void {
+    const awaited: AwaitedRun = { run, outcomes, timings, remaining: 0, timer: undefined! };
+    run.keys.forEach((key, i) => {
+      if (outcomes[i] !== undefined) this.live.done(key);
+      else {
+        awaited.remaining++;
+        this.awaited.set(key, { run: awaited, index: i });
+      }
     });
+    awaited.timer = setTimeout(() => {
+      const error = Errors.internal(
+        `model '${this.modelName}': execute() returned without a response and its response sender sent none within ` +
+          `${this.options.timeoutMs} ms (parameter batchwise_execute_timeout_ms)`,
+      );
+      this.endAwaited(awaited, error);
+    }, this.options.timeoutMs);
+  }
+
+  /** The awaited requests of `awaited` still without a response get `error`, and its batch is answered. */
+  private endAwaited(awaited: AwaitedRun, error: Error): void {
+    awaited.run.keys.forEach((key, i) => {
+      if (this.awaited.get(key)?.run !== awaited) return;
+      this.awaited.delete(key);
+      this.live.done(key);
+      awaited.outcomes[i] = { error };
+    });
+    awaited.remaining = 0;
+    this.settleAwaited(awaited);
+  }
+
+  private settleAwaited(awaited: AwaitedRun): void {
+    if (awaited.remaining > 0) return;
+    clearTimeout(awaited.timer);
+    awaited.run.resolve({ responses: awaited.outcomes as RequestOutcome[], timings: awaited.timings });
   }
 
   private onResponse(message: Extract<FromStub, { t: 'response' }>, data: Buffer): void {
     const request = this.live.requestOf(message.key);
     if (!request) return;
     const response = message.response && this.outcome(data, message.response, request);
+    const awaited = this.awaited.get(message.key);
+    if (awaited) {
+      this.awaited.delete(message.key);
+      this.live.done(message.key);
+      awaited.run.outcomes[awaited.index] = response ?? { error: Errors.internal(`model '${this.modelName}' sent an empty response`) };
+      awaited.run.remaining--;
+      this.settleAwaited(awaited.run);
+      return;
+    }
     this.live.response(message.key, response as StreamedResponse | undefined, message.final);
   }
 
@@ -182,7 +257,7 @@ export class PythonInstance implements ModelInstance {
    * A response's outputs, in the order the request asked for them. As in Triton, an output is sent with
    * the datatype and shape the model gave it; one the request asked for and the model did not return fails it.
    */
-  private outcome(buffer: Buffer, response: StubResponse, request: InstanceRequest): RequestOutcome {
+  private outcome(buffer: Buffer, response: StubAnswer, request: InstanceRequest): RequestOutcome {
     if ('error' in response) {
       const code = isErrorCode(response.error.code) ? response.error.code : 'INTERNAL';
       return { error: new InferenceServerError(code, response.error.message) };
@@ -284,9 +359,15 @@ export class PythonInstance implements ModelInstance {
   }
 
   private failStub(stub: StubProcess, error: Error): void {
+    this.failAwaited(error);
     this.pending.failAll(error);
     this.live.endAllOf(stub, error);
     this.cancelStreamedCalls();
+  }
+
+  /** The process died or closed: requests awaiting their sender's response fail with `error`. */
+  private failAwaited(error: Error): void {
+    for (const run of new Set([...this.awaited.values()].map((a) => a.run))) this.endAwaited(run, error);
   }
 
   private cancelStreamedCalls(): void {

@@ -62,6 +62,8 @@ class _RequestState:
         "sent",
         "response",
         "executing",
+        "awaited",
+        "announced",
         "cond",
         "_sender",
     )
@@ -78,6 +80,10 @@ class _RequestState:
         self.sent = 0
         self.response = None
         self.executing = True
+        # A non-decoupled request whose execute returned None before its sender sent: its response
+        # goes on its own once sent (Triton's default-mode sender may answer after execute returns).
+        self.awaited = False
+        self.announced = False
         # Senders of a decoupled model wait on it for acknowledgements.
         self.cond = threading.Condition() if decoupled else None
         self._sender = None
@@ -380,7 +386,8 @@ class Runtime:
                 pop = self.requests.pop
                 for state in states:
                     state.executing = False
-                    pop(state.key, None)
+                    if not state.awaited:
+                        pop(state.key, None)
         self.conn.send(
             {
                 "t": "executed",
@@ -394,9 +401,14 @@ class Runtime:
                 },
             }
         )
+        if not self.decoupled:
+            self._announced(states)
 
     def _failed(self, execute_id, states, text, requests=None):
         # As in Triton: the batch's requests all fail, and their senders close.
+        with self._lock:
+            for state in states:
+                state.awaited = False
         if requests is not None and not self.decoupled and any(s.response is not None for s in states):
             self._failed_after_sends(execute_id, requests, states, text)
             return
@@ -500,7 +512,15 @@ class Runtime:
         offset = 0
         for request, state, response in zip(requests, states, returned):
             if response is None:
-                response = state.response
+                with self._lock:
+                    response = state.response
+                    awaited = response is None and not state.closed
+                    awaited = awaited and request._release_flags != pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+                    # Its sender answers later, from whatever thread holds it (sent once `executed` went).
+                    state.awaited = awaited
+                if awaited:
+                    entries.append({"pending": True})
+                    continue
                 if response is None:
                     entries.append({"error": self._missing_response(request)})
                     continue
@@ -567,6 +587,12 @@ class Runtime:
                 if state.cancelled:
                     raise _TritonModelException(state.end_message)
                 state.unacked += 1
+        self._post_response(state, response, final)
+        if final:
+            self.requests.pop(state.key, None)
+
+    def _post_response(self, state, response, final):
+        """A `response` frame: the request's response (None: the final flag alone), its tensors inline."""
         header = {"t": "response", "key": state.key, "final": final}
         buffers = ()
         if response is not None:
@@ -579,8 +605,6 @@ class Runtime:
                 header["response"] = _outputs_entry(slices, response)
                 buffers = wire.frame_buffers(payloads)
         self.conn.send(header, buffers)
-        if final:
-            self.requests.pop(state.key, None)
 
     def _record(self, state, response, final):
         with self._lock:
@@ -594,16 +618,35 @@ class Runtime:
                 )
             if state.closed:
                 raise _TritonModelException("Unable to send response. Response sender has been closed.")
-            if not state.executing:
-                raise _TritonModelException(
-                    "Unable to send response. A non-decoupled model's response must be sent before its "
-                    "execute returns."
-                )
+            if not state.executing and not state.awaited:
+                raise _TritonModelException("Unable to send response. Response sender has been closed.")
             if response is not None:
                 state.response = response
                 state.sent += 1
             if final:
                 state.closed = True
+            if not state.announced or response is None:
+                return
+            state.awaited = False
+            state.closed = True
+            self.requests.pop(state.key, None)
+        self._post_response(state, response, True)
+
+    def _announced(self, states):
+        """`executed` went: the awaited requests' responses go as their senders send them (or now, if sent meanwhile)."""
+        ready = []
+        with self._lock:
+            for state in states:
+                if not state.awaited:
+                    continue
+                state.announced = True
+                if state.response is not None:
+                    state.awaited = False
+                    state.closed = True
+                    self.requests.pop(state.key, None)
+                    ready.append(state)
+        for state in ready:
+            self._post_response(state, state.response, True)
 
     # -- calls to other models (BLS) --------------------------------------------------------
 
