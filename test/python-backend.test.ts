@@ -21,6 +21,8 @@ import {
   COUNTER_PY,
   ECHO_CONFIG,
   ECHO_PY,
+  finalizeConfig,
+  finalizePy,
   LATE_SENDER_CONFIG,
   LATE_SENDER_PY,
   PROBE_CONFIG,
@@ -80,6 +82,8 @@ beforeAll(async () => {
     { name: 'echo', config: ECHO_CONFIG, files: { '1/model.py': ECHO_PY } },
     { name: 'py_sequence', config: SEQUENCE_CONFIG, files: { '1/model.py': SEQUENCE_PY } },
     { name: 'late_sender', config: LATE_SENDER_CONFIG, files: { '1/model.py': LATE_SENDER_PY } },
+    { name: 'finalize_raises', config: finalizeConfig('finalize_raises'), files: { '1/model.py': finalizePy('raise') } },
+    { name: 'finalize_hangs', config: finalizeConfig('finalize_hangs'), files: { '1/model.py': finalizePy('hang') } },
   ]);
   server = await startTestServer([repo.dir], { modelControlMode: 'explicit', loadModels: ['*'] });
   http = new HttpClient({ url: server.url });
@@ -439,6 +443,15 @@ describe('load failures name the Python error', () => {
       await bad.close();
     }
   });
+});
+
+it.each(['finalize_raises', 'finalize_hangs'])('%s: a finalize() that raises or hangs does not hold up the unload', async (model) => {
+  const started = Date.now();
+  await http.unloadModel(model);
+  await waitFor(async () => !(await http.isModelReady(model)));
+  // The close grace of a process is the execute timeout (1000 ms here): a hanging finalize is killed then.
+  expect(Date.now() - started).toBeLessThan(5_000);
+  expect(await http.isServerLive()).toBe(true);
 });
 
 it('unloading runs finalize() in each instance', async () => {

@@ -266,3 +266,25 @@ input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
 output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
 dynamic_batching { max_queue_delay_microseconds: 20000 }
 `;
+
+/** finalize() raises, or hangs, as FINALIZE says: neither may hold up an unload. */
+export const finalizePy = (how: 'raise' | 'hang') => `
+import time
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.get_input_tensor_by_name(r, "X")]) for r in requests]
+
+    def finalize(self):
+        ${how === 'raise' ? 'raise RuntimeError("finalize went wrong")' : 'time.sleep(60)'}
+`;
+
+export const finalizeConfig = (name: string) => `
+name: "${name}"
+backend: "python"
+max_batch_size: 0
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+parameters { key: "batchwise_execute_timeout_ms" value: { string_value: "1000" } }
+`;
