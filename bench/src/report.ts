@@ -51,6 +51,13 @@ export interface Check {
 }
 
 /** A ratio against its bound: target `name <= 1.5`, detail the value (and `detail` after it). */
+/** The ratios no check reports (a check's target begins with its ratio's name): each as a note line. */
+export function uncheckedRatioNotes(ratios: Readonly<Record<string, number>>, checks: readonly Check[]): string[] {
+  return Object.entries(ratios)
+    .filter(([k]) => !checks.some((c) => c.target.startsWith(`${k} `)))
+    .map(([k, v]) => `${k}: ${v.toFixed(2)}`);
+}
+
 export function ratioCheck(name: string, value: number, bound: { atMost: number } | { atLeast: number }, detail = ''): Check {
   const pass = 'atMost' in bound ? value <= bound.atMost : value >= bound.atLeast;
   const target = `${name} ${'atMost' in bound ? `<= ${bound.atMost}` : `>= ${bound.atLeast}`}`;

@@ -6,7 +6,7 @@ import { startServerProcess } from '@batchwise/server/test-support/server-proces
 import { cpuShare, cpuSnapshot, type CpuShare } from '../cpu-usage.ts';
 import { leanFp32Client } from '../lean-http.ts';
 import { measureLean, type LeanReading } from '../lean-measure.ts';
-import { environment, ratioCheck, reportScenario, type Check } from '../report.ts';
+import { environment, ratioCheck, reportScenario, uncheckedRatioNotes, type Check } from '../report.ts';
 import { benchRepository, cachedModel, fp32Config, inferRequest, JS_IDENTITY, type Protocol } from '../workload.ts';
 
 /** The identity's width: 16 FP32 values a row, in and out. */
@@ -245,9 +245,7 @@ export async function runOverhead(options: {
         `HTTP binary, the lean client, closed loop; ${options.mirrored === false ? 'each target once' : 'each target, then each again in reverse order'} ` +
         `(${targets.join(', ')}) at each concurrency, windows of ${options.windows.windowMs} ms (${env['date']}).`,
       tables: [{ headers, rows }],
-      notes: Object.entries(ratios)
-        .filter(([k]) => !checks.some((c) => c.target.startsWith(`${k} `)))
-        .map(([k, v]) => `${k}: ${v.toFixed(2)}`),
+      notes: uncheckedRatioNotes(ratios, checks),
       checks,
       json: { concurrencies: options.concurrencies, environment: env, measurements, grpc, ratios, checks },
     },

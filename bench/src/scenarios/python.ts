@@ -3,7 +3,7 @@ import type { WindowOptions } from '@batchwise/client/load';
 import { startServerProcess, type ServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { fp32InferRequest, leanFp32Client } from '../lean-http.ts';
 import { measureLean, type LeanReading } from '../lean-measure.ts';
-import { environment, ratioCheck, reportScenario, type Check } from '../report.ts';
+import { environment, ratioCheck, reportScenario, uncheckedRatioNotes, type Check } from '../report.ts';
 import { benchRepository, fp32Config, JS_IDENTITY } from '../workload.ts';
 import { wrkInstalled, wrkLatency, wrkScript, type WrkLatency } from './wrk-check.ts';
 
@@ -311,9 +311,7 @@ export async function runPython(options: {
         `windows of ${options.windows.windowMs} ms. Server CPU is the server process's and its descendants' (the Python processes) ` +
         `(${env['date']}).`,
       tables,
-      notes: Object.entries(ratios)
-        .filter(([k]) => !checks.some((c) => c.target.startsWith(`${k} `)))
-        .map(([k, v]) => `${k}: ${v.toFixed(2)}`),
+      notes: uncheckedRatioNotes(ratios, checks),
       checks,
       json: { concurrencies: options.concurrencies, environment: env, measurements, wrk, ratios, checks },
     },
