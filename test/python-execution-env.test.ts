@@ -1,7 +1,7 @@
 /**
  * EXECUTION_ENV_PATH (Triton's per-model Python environment): a folder with bin/activate (here a venv
  * inside the model's folder, named through $$TRITON_MODEL_DIRECTORY) and a packed .tar.gz of one,
- * unpacked once; a path that is no environment fails the load saying why.
+ * unpacked once; a path that is no environment, or one without numpy, fails the load saying why.
  */
 import { execFile } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
@@ -23,11 +23,14 @@ beforeAll(async () => {
     { name: 'in_folder', config: prefixConfig('in_folder', '$$TRITON_MODEL_DIRECTORY/env'), files: { '1/model.py': PREFIX_PY } },
     { name: 'packed', config: prefixConfig('packed', '$$TRITON_MODEL_DIRECTORY/env.tar.gz'), files: { '1/model.py': PREFIX_PY } },
     { name: 'not_an_env', config: prefixConfig('not_an_env', '$$TRITON_MODEL_DIRECTORY/1'), files: { '1/model.py': PREFIX_PY } },
+    { name: 'no_numpy', config: prefixConfig('no_numpy', '$$TRITON_MODEL_DIRECTORY/env'), files: { '1/model.py': PREFIX_PY } },
   ]);
   // A venv over the host's numpy, as `python3 -m venv` makes one (conda-pack archives unpack the same way).
   for (const model of ['in_folder', 'packed']) {
     await run('/usr/bin/python3', ['-m', 'venv', '--without-pip', '--system-site-packages', join(repo.dir, model, 'env')]);
   }
+  // An environment without the host's packages: no numpy.
+  await run('/usr/bin/python3', ['-m', 'venv', '--without-pip', join(repo.dir, 'no_numpy', 'env')]);
   await run('tar', ['-czf', join(repo.dir, 'packed', 'env.tar.gz'), '-C', join(repo.dir, 'packed', 'env'), '.']);
   await run('rm', ['-rf', join(repo.dir, 'packed', 'env')]);
   await mkdir(join(repo.dir, 'not_an_env', '1'), { recursive: true });
@@ -66,4 +69,12 @@ it('fails the load of a model whose EXECUTION_ENV_PATH is no environment, saying
     (e: Error) => e,
   );
   expect(error?.message).toMatch(/parameter EXECUTION_ENV_PATH '\$\$TRITON_MODEL_DIRECTORY\/1' is not a Python environment/);
+});
+
+it('fails the load of a model whose interpreter has no numpy, saying what to install', async () => {
+  const error = await http.loadModel('no_numpy').then(
+    () => undefined,
+    (e: Error) => e,
+  );
+  expect(error?.message).toMatch(/numpy cannot be imported by .*no_numpy\/env\/bin\/python3.*apt-get install python3-numpy/);
 });

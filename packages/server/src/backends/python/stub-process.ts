@@ -19,6 +19,9 @@ export const STUB_DIR = (() => {
   return existsSync(beside) ? beside : fileURLToPath(new URL('../../../src/backends/python/stub/', import.meta.url));
 })();
 
+/** How long a dead process's socket may take to deliver what the process wrote before its death is reported. */
+const SOCKET_DRAIN_MS = 200;
+
 /** A message of the stub with its frame's data (tensors of a response or a call). */
 export interface StubMessage {
   readonly message: FromStub;
@@ -80,8 +83,23 @@ export class StubProcess extends EventEmitter implements WorkerLike {
         this.onExit(-1, resolve);
       });
       this.child.once('exit', (code, signal) => {
-        if (code !== 0) this.emit('error', new Error(exitReason(code, signal)));
-        this.onExit(code ?? -1, resolve);
+        // What the process wrote before it exited (its load-failed, say) is read first: its death is
+        // reported once its socket ended, or after SOCKET_DRAIN_MS (a forked child of the model's may hold it open).
+        void this.socketEnded().then(() => {
+          if (code !== 0) this.emit('error', new Error(exitReason(code, signal)));
+          this.onExit(code ?? -1, resolve);
+        });
+      });
+    });
+  }
+
+  private socketEnded(): Promise<void> {
+    if (this.socket.readableEnded || this.socket.destroyed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, SOCKET_DRAIN_MS);
+      this.socket.once('close', () => {
+        clearTimeout(timer);
+        resolve();
       });
     });
   }

@@ -14,6 +14,25 @@ import traceback
 
 STUB_DIR = os.path.dirname(os.path.abspath(__file__))
 
+
+
+def refuse_without_numpy(error):
+    """numpy is missing: the load fails saying so (framed by hand, as the wire module needs numpy)."""
+    import json
+    import struct
+
+    message = "numpy cannot be imported by {} ({}): install it (apt-get install python3-numpy), or name an " \
+        "environment that has it with the model's EXECUTION_ENV_PATH".format(sys.executable, error)
+    header = json.dumps({"t": "load-failed", "message": message}).encode()
+    os.write(3, struct.pack("<II", len(header), 0) + header)
+    os._exit(1)
+
+
+try:
+    import numpy  # noqa: F401
+except ImportError as missing:
+    refuse_without_numpy(missing)
+
 # This folder's modules are imported now, while it is first on sys.path: model folders, which
 # come first later, cannot shadow them (not even with a copy of triton_python_backend_utils).
 import _bw_wire as wire  # noqa: E402
