@@ -356,7 +356,7 @@ describe("the image's runtime tree, started with the ECS task definition's comma
     await s3?.close();
   });
 
-  it('serves the example repository from S3 (JavaScript models find @batchwise/backend), and passes its health check', async () => {
+  it('serves the example repository from S3 (JavaScript models find @batchwise/backend, Python models their stub), and passes its health check', async () => {
     const container = only(synth({ ...REQUIRED, imageUri: IMAGE_URI }).template, 'AWS::ECS::TaskDefinition').props.ContainerDefinitions[0];
     // The one part CloudFormation fills in at deploy time is the repository (s3://<bucket>/<prefix>): here, s3rver's.
     const command = (container.Command as unknown[]).map((part, i, all) => {
@@ -379,6 +379,12 @@ describe("the image's runtime tree, started with the ECS task definition's comma
     try {
       const routed = await http.infer({ model: 'bls_router', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2], data: [1, 2] }] });
       expect(Array.from(routed.outputs.find((o) => o.name === 'OUTPUT0')!.data as Float32Array)).toEqual([2, 4]);
+      // Python models from S3, on the tree's stub (its src ships beside dist): the text pipeline in both forms agrees.
+      const sentence = { name: 'text', datatype: 'BYTES' as const, shape: [1, 1], data: ['I love this wonderful movie'] };
+      const [js, py] = await Promise.all(
+        ['text_classification', 'text_classification_py'].map((model) => http.infer({ model, inputs: [sentence] })),
+      );
+      expect(py!.outputs).toEqual(js!.outputs);
     } finally {
       await http.close();
     }
