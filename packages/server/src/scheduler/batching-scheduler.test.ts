@@ -446,3 +446,67 @@ describe('dynamic batching', () => {
     expect(drained).toBe(true);
   });
 });
+
+describe('an instance that runs in place (executeNow, an ONNX session on the event loop)', () => {
+  /** Doubles its input, or throws while `failing`. */
+  class InPlaceInstance {
+    failing = false;
+    readonly batches: number[][] = [];
+    onFatal = undefined;
+    readonly executeNow = (inputs: readonly Tensor[]) => {
+      const values = Array.from(new Float32Array(inputs[0]!.data.slice().buffer));
+      this.batches.push(values);
+      if (this.failing) throw new Error('the run failed');
+      const data = new Uint8Array(Float32Array.from(values, (v) => v * 2).buffer);
+      return {
+        outputs: [{ name: 'OUTPUT0', datatype: 'FP32' as const, shape: [values.length, 1], data }],
+        timings: { computeInputNs: 1, computeInferNs: 2, computeOutputNs: 3 },
+      };
+    };
+    execute(): never {
+      throw new Error('execute is not called where executeNow is');
+    }
+    close = async () => undefined;
+  }
+
+  it('answers the batch formed at the end of the turn in that turn, fails only that batch when a run throws, and serves on', async () => {
+    const config: ModelConfig = {
+      name: 'm',
+      max_batch_size: 8,
+      input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [1] }],
+      output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [1] }],
+      dynamic_batching: {},
+    };
+    const clock = new FakeClock();
+    const instance = new InPlaceInstance();
+    const stats = new VersionStatistics('m', '1', new ServerMetrics({ processMetrics: false }));
+    const scheduler = new BatchingScheduler({ config, instances: [instance], outputNames: ['OUTPUT0'], stats }, undefined, clock);
+    const send = (value: number) =>
+      scheduler.enqueue({
+        inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 1], data: new Uint8Array(Float32Array.of(value).buffer) }],
+        batchSize: 1,
+        priority: 0,
+        timeoutMicroseconds: 0,
+        arrivalNs: clock.nowNs(),
+      });
+    const values = (outputs: Tensor[]) => Array.from(new Float32Array(outputs[0]!.data.slice().buffer));
+
+    const first = [send(1), send(2)];
+    clock.endTurn();
+    expect(instance.batches).toEqual([[1, 2]]);
+    expect(scheduler.pendingCount).toBe(0); // run and settled within the turn
+    expect((await Promise.all(first)).map(values)).toEqual([[2], [4]]);
+
+    instance.failing = true;
+    const failed = [send(3), send(4)];
+    clock.endTurn();
+    for (const request of failed) await expect(request).rejects.toThrow(/the run failed/);
+    expect(scheduler.pendingCount).toBe(0);
+
+    instance.failing = false;
+    const after = send(5);
+    clock.endTurn();
+    expect(values(await after)).toEqual([10]);
+    expect(stats.snapshot().execution_count).toBe(2);
+  });
+});

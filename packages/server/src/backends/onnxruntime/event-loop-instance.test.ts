@@ -70,7 +70,26 @@ describe('an ONNX instance on the event loop', () => {
     expect(await answer(instance, input, rows)).toEqual(expected);
     // Twice: the second run reuses nothing of the first.
     expect(await answer(instance, input, rows)).toEqual(expected);
+    // In place (the scheduler's call): the same answer, returned rather than promised.
+    expect(instance.executeNow).toBeTypeOf('function');
+    const now = instance.executeNow!(
+      [{ name: 'INPUT0', datatype: 'FP32', shape: [rows, WIDTH], data: new Uint8Array(input.slice().buffer) }],
+      ['OUTPUT0'],
+    );
+    expect(Array.from(new Float32Array(now.outputs[0]!.data.buffer, now.outputs[0]!.data.byteOffset, rows * WIDTH))).toEqual(expected);
+    expect(now.timings.computeInferNs).toBeGreaterThan(0);
     await instance.close();
+  });
+
+  it('throws what ONNX Runtime refuses in place, keeps serving, and refuses runs once closed', async () => {
+    const { instance } = await onnxRuntimeBackend.createInstance(options(small, config(ROOMY)));
+    const wrongWidth = [{ name: 'INPUT0', datatype: 'FP32' as const, shape: [1, WIDTH + 1], data: new Uint8Array(4 * (WIDTH + 1)) }];
+    expect(() => instance.executeNow!(wrongWidth, ['OUTPUT0'])).toThrow(/INPUT0|dimension|Got invalid dimensions/i);
+    await expect(instance.execute(wrongWidth, ['OUTPUT0'])).rejects.toThrow();
+    expect(await answer(instance, new Float32Array(WIDTH), 1)).toHaveLength(WIDTH);
+    await instance.close();
+    expect(() => instance.executeNow!(wrongWidth, ['OUTPUT0'])).toThrow(/closed/);
+    await expect(instance.execute(wrongWidth, ['OUTPUT0'])).rejects.toThrow(/closed/);
   });
 
   it('runs a model without batching (max_batch_size 0) on the event loop, answering as ONNX Runtime in-process', async () => {

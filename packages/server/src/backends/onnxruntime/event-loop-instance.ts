@@ -5,9 +5,10 @@ import { modelFacingDims } from '../../config/shape-rules.ts';
 import { CONFIG_TYPE_TO_DATATYPE, TYPED_ARRAY_OF, type DataType } from '../../tensor/datatype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ExecutionResult, InstanceOptions, ModelInstance } from '../backend.ts';
-import { ownBuffer } from './protocol.ts';
+import { createSyncSession, type SyncSession } from './native-session.ts';
+import { ownBuffer, type WireTensor } from './protocol.ts';
 import { ortSessionOptions } from './session-options.ts';
-import { runSession } from './session-run.ts';
+import { runSession, runSessionNow } from './session-run.ts';
 
 /**
  * Per-model parameter: the longest, in microseconds, a run of a full batch may take for the
@@ -36,38 +37,64 @@ const WARM_RUN_MARGIN = 4;
  */
 class EventLoopInstance implements ModelInstance {
   onFatal: ((error: Error) => void) | undefined;
+  readonly executeNow: ModelInstance['executeNow'];
   private closed = false;
   /** The run in progress (the scheduler gives an instance one batch at a time): close waits for it. */
   private running: Promise<unknown> = Promise.resolve();
 
   constructor(
-    private readonly session: ort.InferenceSession,
+    private readonly session: { readonly sync: SyncSession } | { readonly async: ort.InferenceSession },
     private readonly modelName: string,
-  ) {}
+  ) {
+    if ('sync' in session) {
+      const sync = session.sync;
+      this.executeNow = (inputs, outputNames) => {
+        this.refuseClosed();
+        const { outputs, timings } = runSessionNow(sync, wireInputs(inputs), outputNames);
+        return { outputs: tensorsOf(outputs), timings };
+      };
+    }
+  }
 
   execute(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult> {
-    // As a worker's instance answers once its version was unloaded.
-    if (this.closed) return Promise.reject(new Error(`model instance of '${this.modelName}' is closed (its version was unloaded)`));
+    if (this.executeNow) {
+      try {
+        return Promise.resolve(this.executeNow(inputs, outputNames));
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    }
     const run = this.run(inputs, outputNames);
     this.running = run.catch(() => undefined);
     return run;
   }
 
+  /** As a worker's instance answers once its version was unloaded. */
+  private refuseClosed(): void {
+    if (this.closed) throw new Error(`model instance of '${this.modelName}' is closed (its version was unloaded)`);
+  }
+
   private async run(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<ExecutionResult> {
-    const wire = inputs.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, buffer: ownBuffer(t.data) }));
-    const { outputs, timings } = await runSession(this.session, wire, outputNames);
-    return {
-      outputs: outputs.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, data: new Uint8Array(t.buffer) })),
-      timings,
-    };
+    this.refuseClosed();
+    const { outputs, timings } = await runSession((this.session as { async: ort.InferenceSession }).async, wireInputs(inputs), outputNames);
+    return { outputs: tensorsOf(outputs), timings };
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     await this.running;
-    await this.session.release();
+    if ('sync' in this.session) this.session.sync.release();
+    else await this.session.async.release();
   }
+}
+
+function wireInputs(inputs: readonly Tensor[]): WireTensor[] {
+  return inputs.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, buffer: ownBuffer(t.data) }));
+}
+
+function tensorsOf(outputs: readonly WireTensor[]): Tensor[] {
+  return outputs.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, data: new Uint8Array(t.buffer) }));
 }
 
 /** A full batch of zeros for each input, when the model may run on the event loop; undefined when it may not. */
@@ -112,7 +139,9 @@ export async function timeFullBatch(
 
 /** The instance on the event loop: a session of its own on the main thread. */
 export async function createEventLoopInstance(options: InstanceOptions): Promise<ModelInstance> {
-  const session = await ort.InferenceSession.create(options.modelPath, ortSessionOptions(options.sessionOptions, 'cpu', 0));
+  const sessionOptions = ortSessionOptions(options.sessionOptions, 'cpu', 0);
+  const sync = createSyncSession(options.modelPath, sessionOptions);
+  const session = sync ? { sync } : { async: await ort.InferenceSession.create(options.modelPath, sessionOptions) };
   return new EventLoopInstance(session, options.modelName);
 }
 

@@ -11,6 +11,7 @@ import type { ExecutionTimings } from '../backend.ts';
 import { datatypeOfOrtType, ORT_TYPE_OF } from './ort-types.ts';
 import { ownBuffer, type WireTensor } from './protocol.ts';
 import { ortStringsOf } from './string-tensor.ts';
+import type { SyncSession } from './native-session.ts';
 
 export async function runSession(
   session: ort.InferenceSession,
@@ -18,14 +19,37 @@ export async function runSession(
   outputNames: readonly string[],
 ): Promise<{ outputs: WireTensor[]; timings: ExecutionTimings }> {
   const t0 = process.hrtime.bigint();
-  const feeds: Record<string, ort.Tensor> = {};
-  for (const input of inputs) feeds[input.name] = toOrtTensor(input);
+  const feeds = feedsOf(inputs);
   const t1 = process.hrtime.bigint();
   const results = await session.run(feeds, outputNames as string[]);
   const t2 = process.hrtime.bigint();
   const outputs = outputNames.map((name) => fromOrtTensor(name, results[name]!));
-  const t3 = process.hrtime.bigint();
-  return { outputs, timings: { computeInputNs: Number(t1 - t0), computeInferNs: Number(t2 - t1), computeOutputNs: Number(t3 - t2) } };
+  return { outputs, timings: timingsOf(t0, t1, t2, process.hrtime.bigint()) };
+}
+
+/** The same run on a synchronous session (native-session.ts): done when it returns. */
+export function runSessionNow(
+  session: SyncSession,
+  inputs: readonly WireTensor[],
+  outputNames: readonly string[],
+): { outputs: WireTensor[]; timings: ExecutionTimings } {
+  const t0 = process.hrtime.bigint();
+  const feeds = feedsOf(inputs);
+  const t1 = process.hrtime.bigint();
+  const results = session.run(feeds, outputNames);
+  const t2 = process.hrtime.bigint();
+  const outputs = outputNames.map((name) => fromOrtTensor(name, results[name]!));
+  return { outputs, timings: timingsOf(t0, t1, t2, process.hrtime.bigint()) };
+}
+
+function feedsOf(inputs: readonly WireTensor[]): Record<string, ort.Tensor> {
+  const feeds: Record<string, ort.Tensor> = {};
+  for (const input of inputs) feeds[input.name] = toOrtTensor(input);
+  return feeds;
+}
+
+function timingsOf(t0: bigint, t1: bigint, t2: bigint, t3: bigint): ExecutionTimings {
+  return { computeInputNs: Number(t1 - t0), computeInferNs: Number(t2 - t1), computeOutputNs: Number(t3 - t2) };
 }
 
 function toOrtTensor(input: WireTensor): ort.Tensor {
