@@ -1,4 +1,4 @@
-import type { ExecutionTimings, InstanceRequest, ModelInstance, RequestOutcome, StreamEnd } from '../backends/backend.ts';
+import type { ExecutionResult, ExecutionTimings, InstanceRequest, ModelInstance, RequestOutcome, StreamEnd } from '../backends/backend.ts';
 import type { Parameters as RequestParameters } from '../tensor/tensor.ts';
 import { GpuOutOfMemoryError } from '../backends/gpu-oom.ts';
 import { Errors, toInferenceServerError, type InferenceServerError } from '../errors/errors.ts';
@@ -302,38 +302,58 @@ export class BatchingScheduler implements Scheduler {
   private start(instanceIndex: number, batch: Waiting[]): void {
     this.executing += batch.length;
     const tickets = this.ordered ? batch.map(() => this.ordered!.ticket()) : undefined;
-    void this.run(instanceIndex, batch, tickets);
-  }
-
-  /**
-   * Runs a batch, settles its requests and frees the instance. A decoupled model's requests are
-   * settled when each ends, which may be after the batch returned: the instance is free meanwhile.
-   */
-  private async run(instanceIndex: number, batch: Waiting[], tickets: number[] | undefined): Promise<void> {
     const instance = this.context.instances[instanceIndex]!;
     const dispatchedNs = this.clock.nowNs();
     let samples = 0;
     for (const waiting of batch) samples += waiting.request.batchSize;
     this.objective?.started(instanceIndex, samples, dispatchedNs);
-    let open = 0;
-    try {
-      let outcomes: RequestOutcome[];
-      let timings: ExecutionTimings;
+    const run: BatchRun = { instanceIndex, batch, tickets, dispatchedNs, samples };
+    if (instance.executeNow && !instance.executeRequests) {
+      // An instance on the event loop: the batch runs and is answered in this call (issue 44).
+      let result: ExecutionResult;
       try {
-        ({ outcomes, timings } = instance.executeRequests ? await this.runRequests(instance, batch) : await this.runBatch(instance, batch));
-        this.lastBatchNs = this.clock.nowNs() - dispatchedNs;
-        this.objective?.finished(instanceIndex, this.clock.nowNs(), computeNsOf(timings), oldestArrivalNs(batch), this.clock.lagNs());
+        result = instance.executeNow(assembleBatch(inputsOf(batch), sizesOf(batch)), this.context.outputNames);
       } catch (error) {
-        this.objective?.finished(instanceIndex, this.clock.nowNs(), undefined);
-        const failure = toInferenceServerError(error);
-        // Recorded here, where the run failed: every request of the batch failed with the GPU's out-of-memory.
-        const gpuOutOfMemory = error instanceof GpuOutOfMemoryError;
-        for (let i = 0; i < batch.length; i++) {
-          if (gpuOutOfMemory) this.context.stats.recordGpuOutOfMemory();
-          this.settle(batch, i, tickets, this.failed(batch[i]!.request, failure));
-        }
+        this.finishFailed(run, error);
         return;
       }
+      this.finish(run, { outcomes: splitOutputs(result.outputs, sizesOf(batch)).map((outputs) => ({ outputs })), timings: result.timings });
+      return;
+    }
+    (instance.executeRequests ? this.runRequests(instance, batch) : this.runBatch(instance, batch)).then(
+      (result) => this.finish(run, result),
+      (error: unknown) => this.finishFailed(run, error),
+    );
+  }
+
+  /** A batch's run failed: every request of it fails, and the instance is free. */
+  private finishFailed(run: BatchRun, error: unknown): void {
+    const { instanceIndex, batch, tickets } = run;
+    try {
+      this.objective?.finished(instanceIndex, this.clock.nowNs(), undefined);
+      const failure = toInferenceServerError(error);
+      // Recorded here, where the run failed: every request of the batch failed with the GPU's out-of-memory.
+      const gpuOutOfMemory = error instanceof GpuOutOfMemoryError;
+      for (let i = 0; i < batch.length; i++) {
+        if (gpuOutOfMemory) this.context.stats.recordGpuOutOfMemory();
+        this.settle(batch, i, tickets, this.failed(batch[i]!.request, failure));
+      }
+    } finally {
+      this.release(instanceIndex, batch.length);
+    }
+  }
+
+  /**
+   * A batch ran: its requests are settled and the instance is free. A decoupled model's requests are
+   * settled when each ends, which may be after the batch returned: the instance is free meanwhile.
+   */
+  private finish(run: BatchRun, result: { outcomes: RequestOutcome[]; timings: ExecutionTimings }): void {
+    const { instanceIndex, batch, tickets, dispatchedNs, samples } = run;
+    let open = 0;
+    try {
+      const { outcomes, timings } = result;
+      this.lastBatchNs = this.clock.nowNs() - dispatchedNs;
+      this.objective?.finished(instanceIndex, this.clock.nowNs(), computeNsOf(timings), oldestArrivalNs(batch), this.clock.lagNs());
       this.context.stats.recordExecution(samples, timings);
       for (let i = 0; i < batch.length; i++) {
         const waiting = batch[i]!;
@@ -390,14 +410,8 @@ export class BatchingScheduler implements Scheduler {
     instance: ModelInstance,
     batch: readonly Waiting[],
   ): Promise<{ outcomes: RequestOutcome[]; timings: ExecutionTimings }> {
-    const sizes = batch.map((w) => w.request.batchSize);
-    const result = await instance.execute(
-      assembleBatch(
-        batch.map((w) => w.request.inputs),
-        sizes,
-      ),
-      this.context.outputNames,
-    );
+    const sizes = sizesOf(batch);
+    const result = await instance.execute(assembleBatch(inputsOf(batch), sizes), this.context.outputNames);
     return { outcomes: splitOutputs(result.outputs, sizes).map((outputs) => ({ outputs })), timings: result.timings };
   }
 
@@ -477,6 +491,18 @@ export class BatchingScheduler implements Scheduler {
 }
 
 const NO_PARAMETERS: RequestParameters = Object.freeze({});
+
+/** A batch on its instance, from its dispatch to its answers. */
+interface BatchRun {
+  readonly instanceIndex: number;
+  readonly batch: readonly Waiting[];
+  readonly tickets: number[] | undefined;
+  readonly dispatchedNs: bigint;
+  readonly samples: number;
+}
+
+const sizesOf = (batch: readonly Waiting[]): number[] => batch.map((w) => w.request.batchSize);
+const inputsOf = (batch: readonly Waiting[]): (readonly Tensor[])[] => batch.map((w) => w.request.inputs);
 
 /**
  * A request in the queues until it is answered. It is its own abort listener (handleEvent), and it
