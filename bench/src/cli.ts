@@ -11,6 +11,7 @@ import { runBuilds } from './scenarios/builds.ts';
 import { runEfficiency } from './scenarios/efficiency.ts';
 import { OBJECTIVE_OVERLOAD_MODEL, runObjectiveOverload } from './scenarios/objective-overload.ts';
 import { runWrkCheck } from './scenarios/wrk-check.ts';
+import { runGrpc } from './scenarios/grpc.ts';
 import { runEnsemble } from './scenarios/ensemble.ts';
 import { runManyElements } from './scenarios/many-elements.ts';
 import { runOverload } from './scenarios/overload.ts';
@@ -40,8 +41,10 @@ scenarios (several run in order; 'all' runs every one):
   overhead   16-float identity, ONNX and JavaScript, over HTTP binary vs a bare fastify echo and a
              naive fastify + onnxruntime-node peer (session.run in the route), one and 16 clients
              (lean client): p50 and server CPU per request over the echo's, throughput over the
-             naive peer's; PASS/MISS (issue 34); --quick: under 40 s, run it before every commit
-             that touches the request path
+             naive peer's; then one connection with wrk where installed: p50 and the answering
+             process's CPU per request over the echo's and the naive peer's; PASS/MISS (issues 34, 44);
+             --quick: about 90 s, with one short round of the grpc scenario; run it before every
+             commit that touches the request path
   builds     issue 34's bisect: the compiled servers of several checkouts (--builds <dirA>,<dirB>,...,
              each with packages/server/dist built) side by side with the bare fastify echo on the
              overhead repository (tiny, tiny_js), interleaved in one run: --rounds (4) rounds, each
@@ -55,8 +58,13 @@ scenarios (several run in order; 'all' runs every one):
              node_modules/.cache) and warm; wall and CPU seconds, medians of --rounds (3) rounds over
              --checkouts (<dir>,<dir>; this one by default, each installed and built), interleaved
              (not part of 'all'; it empties the checkouts' caches: run it alone)
-  grpc       gRPC (grpc-js client, and a lean pre-encoded node:http2 one) vs HTTP binary
-             on the tiny model; gRPC vs HTTP binary on the batching model (c=16)
+  grpc       issue 44: the 16-float identity (ONNX and JavaScript) over gRPC ModelInfer with h2load
+             (16 connections x 1 stream, 1 x 16, 1 x 1) against a bare @grpc/grpc-js server answering
+             the same request (proto-loader decoding), and over HTTP binary with wrk (16 connections):
+             req/s, p50/p99, CPU per request of the answering process, medians of 3 rounds; PASS/MISS:
+             CPU <= 1.3x the bare server's, one-stream p50 <= 1.5x, one channel of 16 streams >= 16
+             HTTP connections (needs h2load from nghttp2-client, and wrk); then gRPC (grpc-js client)
+             vs HTTP binary on the batching model (c=16)
   objective-overload
              6x1024 MLP with and without a latency objective (4x its one-client p50), closed loop
              at 4, 16, 64, 256 clients and open loop at 2x saturated (lean HTTP binary client):
@@ -112,7 +120,7 @@ scenarios (several run in order; 'all' runs every one):
 
 options:
   --smoke                  tiny model and windows (also BENCH_SMOKE=1); results named smoke-*
-  --quick                  overhead and python only: short windows (overhead under 40 s in all);
+  --quick                  overhead and python only: short windows (overhead about 90 s in all);
                            results named overhead-quick, python-quick
   --concurrency=1,2,4      closed-loop sweep (batching)
   --rate=100,200           open-loop sweep in requests/s (batching; alone, instead of the
@@ -195,8 +203,19 @@ const scenarios: Record<string, () => Promise<unknown>> = {
   batching: () =>
     runBatching({ model, concurrencies, ...(rates && { rates, arrivals }), windows, protocols, log, name: `${prefix}batching` }),
   limit: () => runLimit({ model, durationMs: smoke ? 100 : 1500, log, name: `${prefix}limit`, batchingName: `${prefix}batching` }),
-  overhead: () =>
-    runOverhead({ concurrencies: [1, 16], windows, mirrored: !smoke, log, name: `${prefix}overhead${quick ? '-quick' : ''}` }),
+  overhead: async () => {
+    await runOverhead({
+      concurrencies: [1, 16],
+      windows,
+      mirrored: !smoke,
+      wrkSeconds: smoke ? 1 : quick ? 2 : 4,
+      wrkRounds: smoke ? 1 : quick ? 2 : 3,
+      log,
+      name: `${prefix}overhead${quick ? '-quick' : ''}`,
+    });
+    // The guard covers gRPC too (issue 44): one short round.
+    if (quick || smoke) await runGrpc({ seconds: 1, rounds: 1, log, name: `${prefix}grpc${quick ? '-quick' : ''}` });
+  },
   efficiency: () => runEfficiency({ model, concurrency: 16, windows, log, name: `${prefix}efficiency` }),
   'objective-overload': () =>
     runObjectiveOverload({
@@ -301,15 +320,7 @@ const scenarios: Record<string, () => Promise<unknown>> = {
     }),
   ensemble: () => runEnsemble({ concurrencies: [1, 16], tinyConcurrency: 16, windows, log, name: `${prefix}ensemble` }),
   grpc: async () => {
-    await runOverhead({
-      concurrencies: [smoke ? 4 : 16],
-      windows,
-      targets: ['echo', 'onnx'],
-      protocols: ['grpc', 'grpc-raw'],
-      mirrored: false,
-      log,
-      name: `${prefix}grpc-tiny`,
-    });
+    await runGrpc({ seconds: smoke ? 1 : 3, rounds: smoke ? 1 : 3, log, name: `${prefix}grpc` });
     await runBatching({
       model,
       concurrencies: smoke ? [4] : [16],

@@ -8,6 +8,8 @@ import { leanFp32Client } from '../lean-http.ts';
 import { measureLean, type LeanReading } from '../lean-measure.ts';
 import { environment, ratioCheck, reportScenario, uncheckedRatioNotes, type Check } from '../report.ts';
 import { benchRepository, cachedModel, fp32Config, inferRequest, JS_IDENTITY, type Protocol } from '../workload.ts';
+import { TICKS_PER_SECOND } from '../threads.ts';
+import { wrkInstalled, wrkLatency, wrkScript, type WrkLatency } from './wrk-check.ts';
 
 /** The identity's width: 16 FP32 values a row, in and out. */
 export const OVERHEAD_WIDTH = 16;
@@ -30,7 +32,21 @@ const MODEL_OF = OVERHEAD_MODELS;
  */
 export const OVERHEAD_TARGETS_34 = { cpuOverEchoC16: 1.3, cpuOverEchoC1: 2.5, p50OverEchoC1: 2, throughputOverNaiveC16: 1.2 } as const;
 
-/** `pnpm bench overhead --quick`, the check before a commit that touches the request path: under 40 s in all. */
+/**
+ * Issue 44's one-connection targets, measured with wrk (a C client: a Node client's own latency hides the
+ * server's): the ONNX model's p50 and server CPU per request at most the naive peer's, and each model's p50 at
+ * most 2x the echo's.
+ */
+export const OVERHEAD_TARGETS_44 = { overNaiveC1: 1, p50OverEchoC1: 2 } as const;
+
+/** One wrk measurement at one connection: its latency and rate, and the answering process's CPU per request. */
+export interface WrkMeasurement {
+  readonly target: OverheadTarget;
+  readonly reading: WrkLatency;
+  readonly cpuUsPerRequest: number;
+}
+
+/** `pnpm bench overhead --quick`, the check before a commit that touches the request path: short windows. */
 export const QUICK_WINDOWS: WindowOptions = { warmupMs: 250, windowMs: 750, minWindows: 2, maxWindows: 2, tolerance: 1 };
 
 export interface OverheadMeasurement {
@@ -56,7 +72,7 @@ export interface Peer {
 }
 
 /** Runs `script` (relative to bench/src) through tsx with `args` and waits for the {"port": N} it prints. */
-async function startPeer(script: string, args: readonly string[] = []): Promise<Peer> {
+export async function startPeer(script: string, args: readonly string[] = []): Promise<Peer> {
   const path = new URL(`../${script}`, import.meta.url).pathname;
   const child = spawn(process.execPath, ['--import', 'tsx', path, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve, reject) => {
@@ -113,13 +129,27 @@ export async function runOverhead(options: {
   mirrored?: boolean;
   log: (line: string) => void;
   name?: string;
-}): Promise<{ measurements: OverheadMeasurement[]; grpc: GrpcMeasurement[]; ratios: Record<string, number>; checks: Check[] }> {
+  /** Seconds of each wrk measurement at one connection (issue 44), where wrk is installed; 0 skips them. @default 0 */
+  wrkSeconds?: number;
+  /** Rounds of the wrk measurements, each in an order reversed from the last. @default 2 */
+  wrkRounds?: number;
+}): Promise<{
+  measurements: OverheadMeasurement[];
+  grpc: GrpcMeasurement[];
+  wrk: WrkMeasurement[];
+  ratios: Record<string, number>;
+  checks: Check[];
+}> {
   const { log } = options;
   const env = environment();
   const targets = options.targets ?? OVERHEAD_TARGETS;
   const { repo, modelFile: file } = await overheadRepository('overhead', log);
   const measurements: OverheadMeasurement[] = [];
   const grpc: GrpcMeasurement[] = [];
+  const wrk: WrkMeasurement[] = [];
+  const wrkSeconds = options.wrkSeconds ?? 0;
+  const useWrk = wrkSeconds > 0 && (await wrkInstalled());
+  if (wrkSeconds > 0 && !useWrk) log('wrk is not installed (apt-get install wrk): the one-connection wrk checks are skipped');
   // The processes start at once; each that started is stopped at the end, whether or not the others did.
   const echoStart = startEcho();
   const naiveStart = targets.includes('naive') ? startNaive(file) : Promise.resolve(undefined);
@@ -159,6 +189,31 @@ export async function runOverhead(options: {
         grpc.push(await measureGrpc(server, protocol, concurrency, options.windows, log));
       }
     }
+    if (useWrk) {
+      const scripts = { onnx: await wrkScript(MODEL_OF.onnx, WIDTH), js: await wrkScript(MODEL_OF.js, WIDTH) };
+      for (let round = 0; round < (options.wrkRounds ?? 2); round++) {
+        for (const target of round % 2 === 0 ? targets : [...targets].reverse()) {
+          const peer = target === 'echo' ? echo : target === 'naive' ? naive! : undefined;
+          const model = peer ? MODEL_OF.onnx : MODEL_OF[target as 'onnx' | 'js'];
+          const pid = peer?.pid ?? server.child.pid!;
+          const before = cpuSnapshot([pid]);
+          const reading = await wrkLatency(
+            peer?.url ?? server.httpUrl,
+            model,
+            scripts[model === MODEL_OF.js ? 'js' : 'onnx'],
+            1,
+            wrkSeconds,
+          );
+          const after = cpuSnapshot([pid]);
+          const cpuSeconds = ((after?.pidTicks[0] ?? NaN) - (before?.pidTicks[0] ?? NaN)) / TICKS_PER_SECOND;
+          const cpuUsPerRequest = (cpuSeconds * 1e6) / (reading.perSecond * wrkSeconds);
+          log(
+            `  wrk ${target} c=1: p50 ${reading.p50Ms.toFixed(3)} ms, ${reading.perSecond.toFixed(0)}/s, ${cpuUsPerRequest.toFixed(0)} us/req`,
+          );
+          wrk.push({ target, reading, cpuUsPerRequest });
+        }
+      }
+    }
   } finally {
     await Promise.allSettled([echoStart.then((p) => p.stop()), naiveStart.then((p) => p?.stop()), serverStart.then((s) => s.stop())]);
   }
@@ -194,6 +249,30 @@ export async function runOverhead(options: {
       const httpCpu = mean('onnx', c, (r) => r.serverCpuMsPerAnswer);
       ratios[`${name}_vs_http_binary`] = g.client.throughput / mean('onnx', c, (r) => r.client.throughput);
       if (g.serverCpuMsPerRequest) ratios[`${name}_server_capacity_vs_http_binary`] = httpCpu / g.serverCpuMsPerRequest;
+    }
+  }
+
+  if (wrk.length > 0) {
+    const median = (target: OverheadTarget, of: (m: WrkMeasurement) => number): number => {
+      const values = wrk
+        .filter((m) => m.target === target)
+        .map(of)
+        .sort((a, b) => a - b);
+      return values.length === 0 ? NaN : values[(values.length - 1) >> 1]!;
+    };
+    const p50 = (t: OverheadTarget) => median(t, (m) => m.reading.p50Ms);
+    const cpu = (t: OverheadTarget) => median(t, (m) => m.cpuUsPerRequest);
+    const W = OVERHEAD_TARGETS_44;
+    for (const target of targets.filter((t) => t !== 'echo')) {
+      ratios[`wrk_p50_${target}_vs_echo_c1`] = p50(target) / p50('echo');
+      ratios[`wrk_cpu_${target}_vs_echo_c1`] = cpu(target) / cpu('echo');
+      if (target !== 'naive') check(`wrk_p50_${target}_vs_echo_c1`, { atMost: W.p50OverEchoC1 });
+    }
+    if (targets.includes('naive') && targets.includes('onnx')) {
+      ratios['wrk_p50_onnx_vs_naive_c1'] = p50('onnx') / p50('naive');
+      ratios['wrk_cpu_onnx_vs_naive_c1'] = cpu('onnx') / cpu('naive');
+      check('wrk_p50_onnx_vs_naive_c1', { atMost: W.overNaiveC1 });
+      check('wrk_cpu_onnx_vs_naive_c1', { atMost: W.overNaiveC1 });
     }
   }
 
@@ -235,6 +314,18 @@ export async function runOverhead(options: {
       '',
       g.cpu?.otherCores ?? '',
     ]),
+    ...wrk.map((w) => [
+      `${w.target === 'echo' ? 'fastify echo' : w.target === 'naive' ? 'naive fastify+ort' : `batchwise ${w.target}`} (wrk)`,
+      1,
+      w.reading.perSecond,
+      w.reading.p50Ms.toFixed(3),
+      w.reading.p99Ms.toFixed(3),
+      w.reading.errors,
+      '',
+      Math.round(w.cpuUsPerRequest),
+      '',
+      '',
+    ]),
   ];
   await reportScenario(
     {
@@ -247,11 +338,11 @@ export async function runOverhead(options: {
       tables: [{ headers, rows }],
       notes: uncheckedRatioNotes(ratios, checks),
       checks,
-      json: { concurrencies: options.concurrencies, environment: env, measurements, grpc, ratios, checks },
+      json: { concurrencies: options.concurrencies, environment: env, measurements, grpc, wrk, ratios, checks },
     },
     log,
   );
-  return { measurements, grpc, ratios, checks };
+  return { measurements, grpc, wrk, ratios, checks };
 }
 
 /** The ONNX model over gRPC (@batchwise/client's grpc-js client, or the lean raw one), with the server's CPU per request. */

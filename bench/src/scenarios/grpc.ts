@@ -1,0 +1,205 @@
+import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
+import { cpuSnapshot } from '../cpu-usage.ts';
+import { grpcRequestFile, h2loadGrpc, h2loadInstalled, type H2loadResult } from '../h2load.ts';
+import { environment, ratioCheck, reportScenario, uncheckedRatioNotes, type Check } from '../report.ts';
+import { TICKS_PER_SECOND } from '../threads.ts';
+import { OVERHEAD_MODELS, OVERHEAD_WIDTH, overheadRepository, startPeer } from './overhead.ts';
+import { wrkInstalled, wrkLatency, wrkScript } from './wrk-check.ts';
+
+/** Issue 44's gRPC targets, ratios of one run. */
+export const GRPC_TARGETS_44 = { cpuOverPeer: 1.3, p50OverPeerC1: 1.5, oneChannelOverHttp: 1 } as const;
+
+/** A load: connections of concurrent streams each (h2load -c, -m); HTTP has one request per connection at a time. */
+export interface GrpcLoad {
+  readonly name: string;
+  readonly connections: number;
+  readonly streams: number;
+}
+
+export const GRPC_LOADS: readonly GrpcLoad[] = [
+  { name: '16x1', connections: 16, streams: 1 },
+  { name: '1x16', connections: 1, streams: 16 },
+  { name: '1x1', connections: 1, streams: 1 },
+];
+
+/** The bare grpc-js peer, and the server's two models, over gRPC; the models over HTTP binary (wrk) beside them. */
+type GrpcTarget = 'peer' | 'onnx' | 'js';
+const TARGETS: readonly GrpcTarget[] = ['peer', 'onnx', 'js'];
+
+export interface GrpcRow {
+  readonly target: GrpcTarget;
+  readonly protocol: 'grpc' | 'http-binary';
+  readonly load: string;
+  readonly perSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly errors: number;
+  /** CPU of the answering process per answered request, microseconds. */
+  readonly cpuUsPerRequest: number;
+}
+
+/**
+ * gRPC at the cost of a bare grpc-js server (issue 44): the 16-float identity as an ONNX model (`tiny`) and as a
+ * JavaScript model (`tiny_js`) over gRPC ModelInfer, against a bare @grpc/grpc-js server that decodes the same
+ * ModelInferRequest with proto-loader and answers its input back (bench/src/grpc-echo-server.ts), each with
+ * h2load at 16 connections of one stream, one connection of 16 streams, and one stream; the same models over
+ * HTTP binary at 16 connections with wrk, the one-channel comparison. Each round measures every target at every
+ * load, in an order reversed from round to round; ratios compare the medians over rounds. CPU per request is the
+ * answering process's (/proc), every thread of it. Skipped, saying so, where h2load or wrk is missing.
+ */
+export async function runGrpc(options: {
+  seconds: number;
+  rounds: number;
+  log: (line: string) => void;
+  name?: string;
+}): Promise<{ rows: GrpcRow[]; ratios: Record<string, number>; checks: Check[] }> {
+  const { log, seconds } = options;
+  if (!(await h2loadInstalled()) || !(await wrkInstalled())) {
+    log('grpc: h2load (nghttp2-client) and wrk are needed (apt-get install nghttp2-client wrk): skipped');
+    return { rows: [], ratios: {}, checks: [] };
+  }
+  const env = environment();
+  const { repo } = await overheadRepository('grpc', log);
+  const requestFiles = {
+    onnx: await grpcRequestFile(OVERHEAD_MODELS.onnx, OVERHEAD_WIDTH),
+    js: await grpcRequestFile(OVERHEAD_MODELS.js, OVERHEAD_WIDTH),
+  };
+  const scripts = {
+    onnx: await wrkScript(OVERHEAD_MODELS.onnx, OVERHEAD_WIDTH),
+    js: await wrkScript(OVERHEAD_MODELS.js, OVERHEAD_WIDTH),
+  };
+  const peerStart = startPeer('grpc-echo-server.ts');
+  const serverStart = startServerProcess(['--model-repository', repo]);
+  const rows: GrpcRow[] = [];
+  try {
+    const [peer, server] = await Promise.all([peerStart, serverStart]);
+    const serverPid = server.child.pid!;
+    const peerAddress = peer.url.replace('http://', '');
+    /** CPU seconds of `pid` while `work` runs. */
+    const withCpu = async <T>(pid: number, work: () => Promise<T>): Promise<{ result: T; cpuSeconds: number }> => {
+      const before = cpuSnapshot([pid]);
+      const result = await work();
+      const after = cpuSnapshot([pid]);
+      return { result, cpuSeconds: ((after?.pidTicks[0] ?? NaN) - (before?.pidTicks[0] ?? NaN)) / TICKS_PER_SECOND };
+    };
+    const grpcRow = async (target: GrpcTarget, load: GrpcLoad, measuredSeconds: number): Promise<GrpcRow> => {
+      const pid = target === 'peer' ? peer.pid : serverPid;
+      const measure = () =>
+        h2loadGrpc({
+          address: target === 'peer' ? peerAddress : server.grpcAddress,
+          requestFile: requestFiles[target === 'peer' ? 'onnx' : target],
+          connections: load.connections,
+          streams: load.streams,
+          seconds: measuredSeconds,
+        });
+      const { result, cpuSeconds } = await withCpu(pid, measure);
+      return row(target, 'grpc', load.name, result, cpuSeconds);
+    };
+    const httpRow = async (target: 'onnx' | 'js', measuredSeconds: number): Promise<GrpcRow> => {
+      const model = OVERHEAD_MODELS[target];
+      const { result, cpuSeconds } = await withCpu(serverPid, () =>
+        wrkLatency(server.httpUrl, model, scripts[target], 16, measuredSeconds),
+      );
+      return row(target, 'http-binary', '16', { ...result, requests: result.perSecond * measuredSeconds }, cpuSeconds);
+    };
+    // One unrecorded second of each first: nothing is measured cold.
+    for (const target of TARGETS) await grpcRow(target, GRPC_LOADS[0]!, 1);
+    for (const target of ['onnx', 'js'] as const) await httpRow(target, 1);
+    for (let round = 0; round < options.rounds; round++) {
+      const order = round % 2 === 0 ? TARGETS : [...TARGETS].reverse();
+      for (const load of GRPC_LOADS) {
+        for (const target of order) {
+          const measured = await grpcRow(target, load, seconds);
+          log(
+            `  ${target} grpc ${load.name}: ${measured.perSecond.toFixed(0)}/s, p50 ${measured.p50Ms.toFixed(3)} ms, ${measured.cpuUsPerRequest.toFixed(0)} us/req`,
+          );
+          rows.push(measured);
+        }
+      }
+      for (const target of round % 2 === 0 ? (['onnx', 'js'] as const) : (['js', 'onnx'] as const)) {
+        const measured = await httpRow(target, seconds);
+        log(`  ${target} http-binary 16: ${measured.perSecond.toFixed(0)}/s, ${measured.cpuUsPerRequest.toFixed(0)} us/req`);
+        rows.push(measured);
+      }
+    }
+  } finally {
+    await Promise.allSettled([peerStart.then((p) => p.stop()), serverStart.then((s) => s.stop())]);
+  }
+
+  const median = (target: GrpcTarget, protocol: GrpcRow['protocol'], load: string, of: (r: GrpcRow) => number): number => {
+    const values = rows
+      .filter((r) => r.target === target && r.protocol === protocol && r.load === load)
+      .map(of)
+      .sort((a, b) => a - b);
+    return values.length === 0 ? NaN : values[(values.length - 1) >> 1]!;
+  };
+  const ratios: Record<string, number> = {};
+  const checks: Check[] = [];
+  const T = GRPC_TARGETS_44;
+  for (const target of ['onnx', 'js'] as const) {
+    for (const load of ['16x1', '1x16']) {
+      const name = `grpc_cpu_${target}_vs_peer_${load}`;
+      ratios[name] = median(target, 'grpc', load, (r) => r.cpuUsPerRequest) / median('peer', 'grpc', load, (r) => r.cpuUsPerRequest);
+      checks.push(ratioCheck(name, ratios[name]!, { atMost: T.cpuOverPeer }));
+    }
+    const p50 = `grpc_p50_${target}_vs_peer_1x1`;
+    ratios[p50] = median(target, 'grpc', '1x1', (r) => r.p50Ms) / median('peer', 'grpc', '1x1', (r) => r.p50Ms);
+    checks.push(ratioCheck(p50, ratios[p50]!, { atMost: T.p50OverPeerC1 }));
+    const channel = `grpc_1x16_vs_http_16_${target}`;
+    ratios[channel] = median(target, 'grpc', '1x16', (r) => r.perSecond) / median(target, 'http-binary', '16', (r) => r.perSecond);
+    checks.push(ratioCheck(channel, ratios[channel]!, { atLeast: T.oneChannelOverHttp }));
+    ratios[`grpc_cpu_${target}_1x16_vs_http_16`] =
+      median(target, 'grpc', '1x16', (r) => r.cpuUsPerRequest) / median(target, 'http-binary', '16', (r) => r.cpuUsPerRequest);
+  }
+
+  const label = { peer: 'bare grpc-js', onnx: `batchwise ${OVERHEAD_MODELS.onnx}`, js: `batchwise ${OVERHEAD_MODELS.js}` };
+  await reportScenario(
+    {
+      name: options.name ?? 'grpc',
+      title: 'pnpm bench grpc: ModelInfer against a bare @grpc/grpc-js server, h2load and wrk as the clients',
+      intro:
+        `The 16-float identity (ONNX and JavaScript) over gRPC with h2load (connections x streams) and over HTTP binary ` +
+        `with wrk (16 connections), against a bare grpc-js server answering the same ModelInferRequest; ` +
+        `${options.rounds} rounds of ${seconds} s per row, medians compared (${env['date']}).`,
+      tables: [
+        {
+          headers: ['target', 'protocol', 'load', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'cpu us/req'],
+          rows: rows.map((r) => [
+            label[r.target],
+            r.protocol,
+            r.load,
+            r.perSecond,
+            r.p50Ms.toFixed(3),
+            r.p99Ms.toFixed(3),
+            r.errors,
+            Math.round(r.cpuUsPerRequest),
+          ]),
+        },
+      ],
+      notes: uncheckedRatioNotes(ratios, checks),
+      checks,
+      json: { environment: env, seconds, rounds: options.rounds, rows, ratios, checks },
+    },
+    log,
+  );
+  return { rows, ratios, checks };
+}
+
+function row(
+  target: GrpcTarget,
+  protocol: GrpcRow['protocol'],
+  load: string,
+  result: Pick<H2loadResult, 'perSecond' | 'p50Ms' | 'p99Ms' | 'errors' | 'requests'>,
+  cpuSeconds: number,
+): GrpcRow {
+  return {
+    target,
+    protocol,
+    load,
+    perSecond: result.perSecond,
+    p50Ms: result.p50Ms,
+    p99Ms: result.p99Ms,
+    errors: result.errors,
+    cpuUsPerRequest: result.requests > 0 ? (cpuSeconds * 1e6) / result.requests : NaN,
+  };
+}
