@@ -89,6 +89,22 @@ describe('HTTP inference on the example repository', () => {
     expect(out.OUTPUT1.data).toEqual(INPUT0.map((x) => x - 1));
   });
 
+  it('decodes percent-escapes in the model name and version of the infer path, and refuses a malformed one', async () => {
+    const body = {
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: INPUT0 },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: INPUT1 },
+      ],
+    };
+    const escaped = await postJson(`${server.url}/v2/models/s%69mple/versions/%31/infer`, body);
+    expect(escaped.status).toBe(200);
+    expect(escaped.json).toMatchObject({ model_name: 'simple', model_version: '1' });
+    const malformed = await postJson(`${server.url}/v2/models/simple%E0%A4%A/infer`, body);
+    expect(malformed.status).toBeGreaterThanOrEqual(400);
+    expect(malformed.status).toBeLessThan(500);
+    expect((await postJson(`${server.url}/v2/models/simple/infer`, body)).status).toBe(200);
+  });
+
   it('gives the same numbers in the binary tensor extension, and filters outputs', async () => {
     const a = Int32Array.from(INPUT0);
     const b = Int32Array.from(INPUT1);

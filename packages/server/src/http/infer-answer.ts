@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { InferenceService, MemoryReservation } from '../core/index.ts';
+import type { InferenceService, InferOptions, MemoryReservation } from '../core/index.ts';
 import { CANARY_KEY_HEADER } from '../core/index.ts';
 import type { JsonArrayCounter } from '../tensor/json-census.ts';
 import { sequenceCookie } from '../protocol/sequence-cookie.ts';
@@ -54,13 +54,12 @@ export async function answerInfer(service: InferenceService, exchange: InferExch
     typeof traceparent === 'string'
       ? { ...keyed, traceContext: { traceparent, ...(typeof tracestate === 'string' && { tracestate }) } }
       : keyed;
-  const arrivalNs = exchange.arrivalNs;
-  const response = await service.infer(traced, {
-    ...(held && { memory: held }),
-    sentAsJson: outputsSentAsJson(inferRequest),
-    ...(arrivalNs !== undefined && { arrivalNs }),
-    ...(exchange.signal && { signal: exchange.signal }),
-  });
+  // Optional fields only when present, without spread objects: this runs for every request.
+  const options: { -readonly [K in keyof InferOptions]: InferOptions[K] } = { sentAsJson: outputsSentAsJson(inferRequest) };
+  if (held) options.memory = held;
+  if (exchange.arrivalNs !== undefined) options.arrivalNs = exchange.arrivalNs;
+  if (exchange.signal) options.signal = exchange.signal;
+  const response = await service.infer(traced, options);
   const encoded = encodeHttpInferResponse(response, inferRequest);
   const replyHeaders: Record<string, string | number> = {};
   // Mode opentelemetry: the request's own span, so that a client can find its trace.

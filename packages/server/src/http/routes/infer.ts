@@ -90,18 +90,17 @@ export function refuseBeforeRouting(
   if (request.method !== 'POST') return false;
   const path = INFER_PATH.exec(request.url ?? '');
   if (!path) return false;
-  receivedAt.set(request, receivedNs);
   const canaryKey = request.headers[CANARY_KEY_HEADER];
-  let target: { modelName: string; modelVersion?: string; canaryKey?: string };
+  // Optional fields only when present, and no decoding of a segment without escapes: this runs for every request.
+  const target: { modelName: string; modelVersion?: string; canaryKey?: string } = { modelName: path[1]! };
   try {
-    target = {
-      modelName: decodeURIComponent(path[1]!),
-      ...(path[2] !== undefined && { modelVersion: decodeURIComponent(path[2]) }),
-      ...(typeof canaryKey === 'string' && { canaryKey }),
-    };
+    if (target.modelName.includes('%')) target.modelName = decodeURIComponent(target.modelName);
+    if (path[2] !== undefined) target.modelVersion = path[2].includes('%') ? decodeURIComponent(path[2]) : path[2];
   } catch {
+    receivedAt.set(request, receivedNs);
     return false; // a malformed escape: the router answers it
   }
+  if (typeof canaryKey === 'string') target.canaryKey = canaryKey;
   const refusal = service.shedOnArrival(target, receivedNs);
   const socket = request.socket;
   const streak = refusalStreaks.get(socket) ?? 0;
@@ -115,7 +114,10 @@ export function refuseBeforeRouting(
         else refusalStreaks.delete(socket);
       });
     }
-    return direct !== undefined && path[3] === 'infer' && serveInferDirectly(service, request, response, target, receivedNs, direct);
+    if (direct !== undefined && path[3] === 'infer' && serveInferDirectly(service, request, response, target, receivedNs, direct))
+      return true;
+    receivedAt.set(request, receivedNs);
+    return false;
   }
   refusalStreaks.set(socket, streak + 1);
   const answer = () => {
