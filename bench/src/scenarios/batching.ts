@@ -9,7 +9,8 @@ import {
   type ReferenceWindow,
 } from '../in-process.ts';
 import { latencyThroughputSvg, measure, sleep, type Load, type LoadResult, type WindowOptions } from '@batchwise/client/load';
-import { environment, table, writeResult } from '../report.ts';
+import { environment, ratioCheck, table, writeResult } from '../report.ts';
+import { startNaive } from './overhead.ts';
 import { breakdown, readStats, type ServerBreakdown } from '../server-stats.ts';
 import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { benchRepository, cachedModel, fp32Config, inferRequest, type Protocol } from '../workload.ts';
@@ -79,6 +80,24 @@ export interface BatchingResult {
   readonly points: Point[];
   readonly paired: PairedPoint[];
   readonly ratios: Record<string, number>;
+  /** The naive peer at 16 clients, when measured. */
+  readonly naive?: LoadResult;
+}
+
+/** Issue 44: batching on at 16 clients serves at least this many times the naive peer's requests per second. */
+export const ON_OVER_NAIVE_C16 = 4;
+
+/** The naive peer (bench/src/naive-server.ts) on `file`, closed loop at `concurrency` over HTTP binary. */
+async function measureNaive(file: string, width: number, concurrency: number, windows: WindowOptions, log: (line: string) => void) {
+  const naive = await startNaive(file);
+  const { send, close } = inferRequest({ httpUrl: naive.url, grpcAddress: '' }, 'http-binary', 'mlp_naive', width, concurrency);
+  try {
+    await send();
+    return await measure(`naive http-binary c=${concurrency}`, send, { concurrency }, { ...windows, log });
+  } finally {
+    await close();
+    naive.stop();
+  }
 }
 
 /** The config of batching off or on (`max_queue_delay_microseconds` DELAY_US), THREADS intra-op threads. */
@@ -141,6 +160,7 @@ export async function runBatching(options: {
   };
   const points: Point[] = [];
   const paired: PairedPoint[] = [];
+  let naive: LoadResult | undefined;
   const loads: { load: Load; concurrency: number; rate?: number; tag: string }[] = [
     ...options.concurrencies.map((concurrency) => ({ load: { concurrency }, concurrency, tag: `c=${concurrency}` })),
     ...(options.rates ?? []).map((rate) => ({
@@ -208,12 +228,23 @@ export async function runBatching(options: {
         }
       }
     }
+    // What a Node shop writes instead (issue 44): fastify + onnxruntime-node on the same file, session.run in the route.
+    if (top !== undefined && top >= 16 && (options.protocols ?? ['http-binary']).includes('http-binary')) {
+      naive = await measureNaive(file, model.width, 16, options.windows, log);
+    }
   } finally {
     await reference?.release();
     await server.stop();
   }
-  const ratios = { ...batchingRatios(points), ...pairedRatios(paired) };
-  const result = { model: label, delayUs: DELAY_US, threads: THREADS, environment: env, points, paired, ratios };
+  const ratios: Record<string, number> = { ...batchingRatios(points), ...pairedRatios(paired) };
+  const onC16 = points.find((p) => p.model === 'mlp_on' && p.protocol === 'http-binary' && p.concurrency === 16 && p.rate === undefined);
+  if (naive && onC16) {
+    ratios['throughput_on_vs_naive_c16'] = onC16.client.throughput / naive.throughput;
+    const check = ratioCheck('throughput_on_vs_naive_c16', ratios['throughput_on_vs_naive_c16'], { atLeast: ON_OVER_NAIVE_C16 });
+    log(`naive fastify + onnxruntime-node at c=16: ${naive.throughput.toFixed(0)} infer/s, p99 ${naive.latencyMs.p99.toFixed(1)} ms`);
+    log(`${check.pass ? 'PASS' : 'MISS'} ${check.detail}`);
+  }
+  const result = { model: label, delayUs: DELAY_US, threads: THREADS, environment: env, points, paired, naive, ratios };
   log(`\n${formatPoints(points)}\n`);
   for (const [k, v] of Object.entries(ratios)) log(`${k}: ${v.toFixed(2)}`);
   if (paired.length > 0) log('paired in-process reference (windows just before and after the server measurement, server idle):');
