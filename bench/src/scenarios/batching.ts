@@ -242,7 +242,7 @@ export async function runBatching(options: {
     ratios['throughput_on_vs_naive_c16'] = onC16.client.throughput / naive.throughput;
     const check = ratioCheck('throughput_on_vs_naive_c16', ratios['throughput_on_vs_naive_c16'], { atLeast: ON_OVER_NAIVE_C16 });
     log(`naive fastify + onnxruntime-node at c=16: ${naive.throughput.toFixed(0)} infer/s, p99 ${naive.latencyMs.p99.toFixed(1)} ms`);
-    log(`${check.pass ? 'PASS' : 'MISS'} ${check.detail}`);
+    log(`${check.pass ? 'PASS' : 'MISS'} ${check.target}: ${check.detail}`);
   }
   const result = { model: label, delayUs: DELAY_US, threads: THREADS, environment: env, points, paired, naive, ratios };
   log(`\n${formatPoints(points)}\n`);
