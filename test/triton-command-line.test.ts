@@ -86,7 +86,7 @@ describe('Triton command-line flags', () => {
     }
   });
 
-  it('gRPC transport flags reach grpc-js: keepalive pings on an idle connection, max connection age, max message size', async () => {
+  it('gRPC transport flags reach the gRPC server: keepalive pings on an idle connection, max connection age, max message size', async () => {
     const server = await startServerProcess([
       '--model-repository',
       repo,

@@ -17,7 +17,7 @@ const FLAGS = [
   ['metricsPort', '--metrics-port'],
 ] as const;
 
-/** Host and port of an EADDRINUSE error (Node's, or grpc-js's "No address added ... errors: [listen EADDRINUSE ...]"). */
+/** Host and port of an EADDRINUSE error (Node's `listen EADDRINUSE: address already in use <host>:<port>`, from any of the three servers). */
 export function addressInUse(error: unknown): { host: string; port: number } | undefined {
   const message = (error as Error | undefined)?.message;
   if (typeof message !== 'string') return undefined;

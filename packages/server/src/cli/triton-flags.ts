@@ -11,16 +11,16 @@ import { collect } from './flags.ts';
 export const WITHOUT_EFFECT: readonly { readonly flag: string; readonly reason: string }[] = [
   {
     flag: 'grpc-keepalive-permit-without-calls',
-    reason: 'the gRPC server (grpc-js) pings idle connections too and accepts client pings without calls, as if true',
+    reason: 'the gRPC server pings idle connections too and accepts client pings without calls, as if true',
   },
-  { flag: 'grpc-http2-max-pings-without-data', reason: 'the gRPC server (grpc-js) does not limit pings without data' },
+  { flag: 'grpc-http2-max-pings-without-data', reason: 'the gRPC server does not limit pings without data' },
   {
     flag: 'grpc-http2-min-recv-ping-interval-without-data',
-    reason: 'the gRPC server (grpc-js) does not police client ping intervals; client pings are always accepted',
+    reason: 'the gRPC server does not police client ping intervals; client pings are always accepted (node:http2 answers them)',
   },
   {
     flag: 'grpc-http2-max-ping-strikes',
-    reason: 'the gRPC server (grpc-js) counts no ping strikes and never closes a connection for too many pings',
+    reason: 'the gRPC server counts no ping strikes and never closes a connection for too many pings',
   },
   {
     flag: 'metrics-config',

@@ -1,6 +1,7 @@
-import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Errors, InferenceServerError, type InferenceService } from '../core/index.ts';
+import type { MethodCodec } from './protos.ts';
+import type { MethodHandler } from './transport/server-call.ts';
 import { unary } from './unary.ts';
 
 const SERVER_NAMES = new Set(['', 'inference.GRPCInferenceService']);
@@ -18,9 +19,13 @@ const SERVER_NAMES = new Set(['', 'inference.GRPCInferenceService']);
  * anything but SERVING, Kubernetes gRPC probes fail on any RPC error, Envoy marks non-OK
  * unhealthy. Triton answers OK with NOT_SERVING (docs/triton-compatibility.md, "gRPC").
  */
-export function healthHandlers(service: InferenceService, logger: Logger): UntypedServiceImplementation {
+export function healthHandlers(
+  service: InferenceService,
+  logger: Logger,
+  codecOf: (method: string) => MethodCodec,
+): Record<string, MethodHandler> {
   return {
-    Check: unary('Health/Check', logger, (r: { service: string }): { status: 'SERVING' } => {
+    Check: unary('Health/Check', codecOf('Check'), logger, (r: { service: string }): { status: 'SERVING' } => {
       if (SERVER_NAMES.has(r.service)) {
         if (service.isReady()) return { status: 'SERVING' };
         throw notServing(`the server is not ready${notReadyModels(service)}`);

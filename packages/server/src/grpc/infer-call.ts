@@ -6,20 +6,15 @@ import {
   type MemoryReservation,
   type StreamEvent,
 } from '../core/index.ts';
-import type { InferenceRequest, TraceContext } from '../protocol/types.ts';
-import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
+import type { InferenceRequest, InferenceResponse, TraceContext } from '../protocol/types.ts';
+import { decodeInferRequest } from './infer-codec.ts';
 import { decodeInferMessage, type InferMessage } from './infer-message.ts';
-import type { ModelInferResponseWire, ParameterMapWire } from './wire-types.ts';
-
-/** Where a call's trace comes from, and how the request's own span is sent back (unary only). */
-export interface CallTrace {
-  readonly context: TraceContext | undefined;
-  sendTraceparent(traceparent: string): void;
-}
+import type { ParameterMapWire } from './wire-types.ts';
 
 /** A call's context: its trace, its canary stickiness key (metadata `batchwise-canary-key`) and its cancellation. */
 export interface CallContext {
-  readonly trace?: CallTrace;
+  /** The caller's trace context (metadata `traceparent`, `tracestate`): the request's span continues it. */
+  readonly trace?: TraceContext;
   readonly canaryKey?: string;
   /** Aborted when the call (or its stream) is cancelled. */
   readonly signal?: AbortSignal;
@@ -34,13 +29,11 @@ export async function runInferMessage(
   message: Uint8Array,
   decoded: InferMessage = decodeInferMessage(message),
   call: CallContext = {},
-): Promise<ModelInferResponseWire> {
+): Promise<InferenceResponse> {
   const { request, memory, arrivalNs } = await admitted(service, message, decoded, call);
   try {
     if (service.isDecoupled(request.modelName, request.modelVersion)) throw Errors.decoupledRefused('ModelInfer RPC');
-    const response = await service.infer(request, { memory, arrivalNs, ...(call.signal && { signal: call.signal }) });
-    if (response.traceparent !== undefined) call.trace?.sendTraceparent(response.traceparent);
-    return encodeInferResponse(response);
+    return await service.infer(request, { memory, arrivalNs, ...(call.signal && { signal: call.signal }) });
   } finally {
     memory.release();
   }
@@ -95,7 +88,7 @@ async function admitted(
     }
     const decodedRequest = decodeInferRequest({ ...request, parameters: withoutStreamParameters(request.parameters) });
     const keyed = canaryKey === undefined ? decodedRequest : { ...decodedRequest, canaryKey };
-    const context = call.trace?.context;
+    const context = call.trace;
     return { request: context ? { ...keyed, traceContext: context } : keyed, memory, arrivalNs };
   } catch (error) {
     memory.release();

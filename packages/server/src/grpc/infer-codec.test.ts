@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeInferRequest, encodeInferResponse } from './infer-codec.ts';
+import { decodeInferRequest } from './infer-codec.ts';
 import { wireContents } from '../../test-support/grpc-wire.ts';
 import type { ModelInferRequestWire } from './wire-types.ts';
 
@@ -133,21 +133,5 @@ describe('decodeInferRequest', () => {
     expect(() => decodeInferRequest(noSize)).toThrow(
       expect.objectContaining({ code: 'INVALID_ARG', message: "input 'A': shared_memory_region 'r' needs shared_memory_byte_size" }),
     );
-  });
-});
-
-describe('encodeInferResponse', () => {
-  it('outputs always in raw_output_contents', () => {
-    const data = Uint8Array.of(1, 2, 3, 4);
-    expect(
-      encodeInferResponse({ modelName: 'm', modelVersion: '1', outputs: [{ name: 'O', datatype: 'INT32', shape: [1], data }] }),
-    ).toEqual({
-      model_name: 'm',
-      model_version: '1',
-      id: '',
-      parameters: {},
-      outputs: [{ name: 'O', datatype: 'INT32', shape: [1] }],
-      raw_output_contents: [data],
-    });
   });
 });

@@ -3,7 +3,6 @@ import {
   inputSharedMemoryRefOf,
   sharedMemoryRefOf,
   type InferenceRequest,
-  type InferenceResponse,
   type RequestedOutput,
   type RequestInput,
 } from '../core/index.ts';
@@ -11,9 +10,9 @@ import { validateShape, type Dimension } from '../tensor/byte-size.ts';
 import { isDataType, type DataType } from '../tensor/datatype.ts';
 import { elementCount, formatShape } from '../tensor/shape.ts';
 import type { Parameters } from '../tensor/tensor.ts';
-import { fromInferParameters, sequenceIdOf, toInferParameters } from './parameters.ts';
+import { fromInferParameters, sequenceIdOf } from './parameters.ts';
 import { CONTENTS_FIELD_OF, contentsToRaw, hasContents } from './tensor-contents.ts';
-import type { InferInputTensorWire, ModelInferRequestWire, ModelInferResponseWire, WireLong } from './wire-types.ts';
+import type { InferInputTensorWire, ModelInferRequestWire, WireLong } from './wire-types.ts';
 
 /**
  * ModelInferRequest -> InferenceRequest. Raw inputs stay views on the received message;
@@ -89,21 +88,3 @@ function shapeOf(wire: readonly WireLong[], input: string, datatype: DataType): 
   if (dims.some((d) => d < 0)) throw Errors.invalidDimension(input, formatShape(dims));
   return validateShape(dims, input, datatype);
 }
-
-/**
- * InferenceResponse -> ModelInferResponse; outputs travel in raw_output_contents, one entry per
- * output. An output written to shared memory keeps its (empty) entry, so that clients that
- * index raw_output_contents by output position still find the others.
- */
-export function encodeInferResponse(response: InferenceResponse): ModelInferResponseWire {
-  return {
-    model_name: response.modelName,
-    model_version: response.modelVersion,
-    id: response.id ?? '',
-    parameters: toInferParameters(response.parameters),
-    outputs: response.outputs.map((t) => ({ name: t.name, datatype: t.datatype, shape: [...t.shape] })),
-    raw_output_contents: response.outputs.map((t) => (t.sharedMemory ? EMPTY : t.data)),
-  };
-}
-
-const EMPTY = new Uint8Array(0);

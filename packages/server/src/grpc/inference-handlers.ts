@@ -1,4 +1,3 @@
-import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import {
   Errors,
@@ -10,10 +9,13 @@ import {
   type LogSettings,
 } from '../core/index.ts';
 import { runInferMessage } from './infer-call.ts';
-import { canaryKeyOf, traceContextOf, traceparentMetadata } from './trace-metadata.ts';
+import { frameInferResponse } from './infer-response-writer.ts';
+import type { MethodCodec } from './protos.ts';
 import { toModelStatisticsWire } from './statistics.ts';
 import { streamInferHandler, type DrainableStream } from './stream-infer.ts';
-import { unary } from './unary.ts';
+import { callContextOf } from './trace-metadata.ts';
+import type { MethodHandler, ServerCall, UnaryMethod } from './transport/server-call.ts';
+import { failCall, unary } from './unary.ts';
 import type { LogSettingValueWire, ModelRepositoryParameterWire, WireLong } from './wire-types.ts';
 
 interface NameVersion {
@@ -34,54 +36,42 @@ interface RepositoryModelRequest {
   parameters: Record<string, ModelRepositoryParameterWire>;
 }
 
-/** Every RPC of inference.GRPCInferenceService, implemented on the shared InferenceService. */
+/** Every RPC of inference.GRPCInferenceService, implemented on the shared InferenceService, by method name. */
 export function inferenceServiceHandlers(
   service: InferenceService,
   streams: Set<DrainableStream>,
   logger: Logger,
-): UntypedServiceImplementation {
+  codecOf: (method: string) => MethodCodec,
+): Record<string, MethodHandler> {
+  const rpc = <Req, Res>(method: string, fn: (request: Req) => Res | Promise<Res>) => unary(method, codecOf(method), logger, fn);
   const notSupported = (method: string, error: () => Error) =>
-    unary(method, logger, () => {
+    rpc(method, () => {
       throw error();
     });
 
   return {
-    ServerLive: unary('ServerLive', logger, () => ({ live: service.isLive() })),
-    ServerReady: unary('ServerReady', logger, () => ({ ready: service.isReady() })),
-    ModelReady: unary('ModelReady', logger, (r: NameVersion) => ({
+    ServerLive: rpc('ServerLive', () => ({ live: service.isLive() })),
+    ServerReady: rpc('ServerReady', () => ({ ready: service.isReady() })),
+    ModelReady: rpc('ModelReady', (r: NameVersion) => ({
       ready: service.isModelReady(r.name, r.version),
     })),
-    ServerMetadata: unary('ServerMetadata', logger, () => service.serverMetadata()),
+    ServerMetadata: rpc('ServerMetadata', () => service.serverMetadata()),
     // With --load-on-demand, metadata and config load a model not loaded yet (awaitLoad), as over HTTP.
-    ModelMetadata: unary('ModelMetadata', logger, async (r: NameVersion) => {
+    ModelMetadata: rpc('ModelMetadata', async (r: NameVersion) => {
       await service.awaitLoad(r.name);
       const m = service.modelMetadata(r.name, r.version);
       return { name: m.name, versions: m.versions, platform: m.platform, inputs: m.inputs, outputs: m.outputs };
     }),
-    ModelConfig: unary('ModelConfig', logger, async (r: NameVersion) => {
+    ModelConfig: rpc('ModelConfig', async (r: NameVersion) => {
       await service.awaitLoad(r.name);
       return { config: service.modelConfig(r.name, r.version) };
     }),
-    ModelInfer: unary('ModelInfer', logger, (message: Buffer, call) => {
-      // A call its client cancels cancels its request (a queued request leaves its queue).
-      const cancel = new AbortController();
-      call.once('cancelled', () => cancel.abort());
-      const canaryKey = canaryKeyOf(call.metadata);
-      return runInferMessage(service, message, undefined, {
-        trace: {
-          context: traceContextOf(call.metadata),
-          // Initial metadata: a client has it with the response, before the status.
-          sendTraceparent: (traceparent) => call.sendMetadata(traceparentMetadata(traceparent)),
-        },
-        ...(canaryKey !== undefined && { canaryKey }),
-        signal: cancel.signal,
-      });
-    }),
+    ModelInfer: modelInfer(service, logger),
     ModelStreamInfer: streamInferHandler(service, streams, logger),
-    ModelStatistics: unary('ModelStatistics', logger, (r: NameVersion) => ({
+    ModelStatistics: rpc('ModelStatistics', (r: NameVersion) => ({
       model_stats: service.statistics(r.name, r.version).map(toModelStatisticsWire),
     })),
-    RepositoryIndex: unary('RepositoryIndex', logger, (r: { ready: boolean }) => ({
+    RepositoryIndex: rpc('RepositoryIndex', (r: { ready: boolean }) => ({
       models: service.repositoryIndex(r.ready).map((e) => ({
         name: e.name,
         version: e.version ?? '',
@@ -89,29 +79,29 @@ export function inferenceServiceHandlers(
         reason: e.reason ?? '',
       })),
     })),
-    RepositoryModelLoad: unary('RepositoryModelLoad', logger, async (r: RepositoryModelRequest) => {
+    RepositoryModelLoad: rpc('RepositoryModelLoad', async (r: RepositoryModelRequest) => {
       await service.loadModel(r.model_name, loadParametersOf(r.parameters));
       return {};
     }),
-    RepositoryModelUnload: unary('RepositoryModelUnload', logger, async (r: RepositoryModelRequest) => {
+    RepositoryModelUnload: rpc('RepositoryModelUnload', async (r: RepositoryModelRequest) => {
       await service.unloadModel(r.model_name, { unloadDependents: unloadDependentsOf(r.parameters) });
       return {};
     }),
-    SystemSharedMemoryStatus: unary('SystemSharedMemoryStatus', logger, (r: { name: string }) => ({
+    SystemSharedMemoryStatus: rpc('SystemSharedMemoryStatus', (r: { name: string }) => ({
       regions: Object.fromEntries(service.systemSharedMemoryStatus(r.name).map((region) => [region.name, region])),
     })),
-    SystemSharedMemoryRegister: unary('SystemSharedMemoryRegister', logger, async (r: SharedMemoryRegisterRequest) => {
+    SystemSharedMemoryRegister: rpc('SystemSharedMemoryRegister', async (r: SharedMemoryRegisterRequest) => {
       await service.registerSystemSharedMemory(r.name, r.key, Number(r.offset), Number(r.byte_size));
       return {};
     }),
-    SystemSharedMemoryUnregister: unary('SystemSharedMemoryUnregister', logger, async (r: { name: string }) => {
+    SystemSharedMemoryUnregister: rpc('SystemSharedMemoryUnregister', async (r: { name: string }) => {
       await service.unregisterSystemSharedMemory(r.name);
       return {};
     }),
     CudaSharedMemoryStatus: notSupported('CudaSharedMemoryStatus', Errors.cudaSharedMemoryUnsupported),
     CudaSharedMemoryRegister: notSupported('CudaSharedMemoryRegister', Errors.cudaSharedMemoryUnsupported),
     CudaSharedMemoryUnregister: notSupported('CudaSharedMemoryUnregister', Errors.cudaSharedMemoryUnsupported),
-    TraceSetting: unary('TraceSetting', logger, (r: { settings: Record<string, { value: string[] }>; model_name: string }) => {
+    TraceSetting: rpc('TraceSetting', (r: { settings: Record<string, { value: string[] }>; model_name: string }) => {
       // An empty model_name means the global settings; the core reads it so.
       const settings =
         Object.keys(r.settings).length > 0
@@ -119,11 +109,34 @@ export function inferenceServiceHandlers(
           : service.traceSettings(r.model_name);
       return { settings: Object.fromEntries(Object.entries(traceSettingsToWire(settings)).map(([k, v]) => [k, { value: [v].flat() }])) };
     }),
-    LogSettings: unary('LogSettings', logger, (r: { settings: Record<string, LogSettingValueWire> }) => ({
+    LogSettings: rpc('LogSettings', (r: { settings: Record<string, LogSettingValueWire> }) => ({
       settings: toLogSettingsWire(
         Object.keys(r.settings).length > 0 ? service.updateLogSettings(fromLogSettingsWire(r.settings)) : service.logSettings(),
       ),
     })),
+  };
+}
+
+/**
+ * ModelInfer, the hot path: the message's bytes decoded by hand (infer-message.ts), the metadata it
+ * needs read from the headers, the reply written by hand into one framed Buffer and sent with its
+ * status in one go (the request span's traceparent, when traced, as initial metadata).
+ */
+function modelInfer(service: InferenceService, logger: Logger): UnaryMethod {
+  const answer = async (call: ServerCall, message: Buffer) => {
+    try {
+      // A call its client cancels (or whose deadline passes) cancels its request: a queued request leaves its queue.
+      const response = await runInferMessage(service, message, undefined, callContextOf(call, call.signal));
+      call.sendUnary(frameInferResponse(response), response.traceparent === undefined ? undefined : { traceparent: response.traceparent });
+    } catch (error) {
+      failCall(call, 'ModelInfer', logger, error);
+    }
+  };
+  return {
+    streaming: false,
+    handle(call, message) {
+      void answer(call, message);
+    },
   };
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fromInferParameters, toInferParameters } from './parameters.ts';
+import { fromInferParameters } from './parameters.ts';
 
 describe('fromInferParameters', () => {
   it('maps every oneof case to a plain value', () => {
@@ -27,17 +27,5 @@ describe('fromInferParameters', () => {
       fromInferParameters({ t: { parameter_choice: 'uint64_param', uint64_param: '18446744073709551615' } }, 'the request'),
     ).toThrow(/parameter 't' of the request is 18446744073709551615/);
     expect(() => fromInferParameters({ t: {} }, "input 'X'")).toThrow("parameter 't' of input 'X' has no value");
-  });
-});
-
-describe('toInferParameters', () => {
-  it('integers as int64, other numbers as double', () => {
-    expect(toInferParameters({ a: 3, b: 0.25, c: true, d: 's' })).toEqual({
-      a: { int64_param: 3 },
-      b: { double_param: 0.25 },
-      c: { bool_param: true },
-      d: { string_param: 's' },
-    });
-    expect(toInferParameters(undefined)).toEqual({});
   });
 });

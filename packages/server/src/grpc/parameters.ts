@@ -1,6 +1,6 @@
 import { Errors } from '../core/index.ts';
 import type { Parameters } from '../tensor/tensor.ts';
-import type { InferParameterWire, ParameterMapWire, WireLong } from './wire-types.ts';
+import type { ParameterMapWire, WireLong } from './wire-types.ts';
 
 /**
  * InferParameter oneofs -> plain values. 64-bit integers become numbers; one beyond 2^53
@@ -61,18 +61,4 @@ export function sequenceIdOf(map: ParameterMapWire | undefined): { sequenceId?: 
   if (id.parameter_choice === 'int64_param') return { sequenceId: BigInt.asUintN(64, BigInt(id.int64_param ?? 0)) };
   if (id.parameter_choice === 'string_param') return { sequenceId: id.string_param ?? '' };
   throw Errors.invalidArg("invalid value type for 'sequence_id' parameter, expected int64_param or string_param.");
-}
-
-/** Plain values -> InferParameter: integers travel as int64, other numbers as double. */
-export function toInferParameters(parameters: Parameters | undefined): ParameterMapWire {
-  const out: ParameterMapWire = {};
-  if (!parameters) return out;
-  for (const [key, value] of Object.entries(parameters)) out[key] = toInferParameter(value);
-  return out;
-}
-
-function toInferParameter(value: string | number | boolean): InferParameterWire {
-  if (typeof value === 'boolean') return { bool_param: value };
-  if (typeof value === 'string') return { string_param: value };
-  return Number.isSafeInteger(value) ? { int64_param: value } : { double_param: value };
 }

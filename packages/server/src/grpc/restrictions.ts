@@ -1,12 +1,7 @@
-import {
-  status,
-  type ServerDuplexStream,
-  type ServerUnaryCall,
-  type UntypedHandleCall,
-  type UntypedServiceImplementation,
-  type sendUnaryData,
-} from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { isAllowed, type ApiGroup, type RestrictionTable } from '../access/restricted-api.ts';
+import type { MethodHandler, ServerCall } from './transport/server-call.ts';
+import type { CallStatus } from './transport/trailers.ts';
 
 /** Triton's grouping of GRPCInferenceService RPCs for --grpc-restricted-protocol. */
 export const API_GROUP_OF: Readonly<Record<string, ApiGroup>> = {
@@ -36,35 +31,23 @@ export const API_GROUP_OF: Readonly<Record<string, ApiGroup>> = {
  * Guards restricted RPCs: a call must carry the group's metadata key with the configured
  * value, or it fails with UNAVAILABLE and Triton's message. Decided once, when registering.
  */
-export function restrictHandlers(handlers: UntypedServiceImplementation, table: RestrictionTable): UntypedServiceImplementation {
+export function restrictHandlers(handlers: Record<string, MethodHandler>, table: RestrictionTable): Record<string, MethodHandler> {
   if (table.size === 0) return handlers;
-  const out: UntypedServiceImplementation = {};
+  const out: Record<string, MethodHandler> = {};
   for (const [method, handler] of Object.entries(handlers)) {
     const group = API_GROUP_OF[method];
     const restriction = group && table.get(group);
-    out[method] = restriction ? guard(method, handler, group, table, restriction.header) : handler;
+    out[method] = restriction ? guard(handler, group, table, restriction.header) : handler;
   }
   return out;
 }
 
-const STREAMING: ReadonlySet<string> = new Set(['ModelStreamInfer']);
-
-function guard(method: string, handler: UntypedHandleCall, group: ApiGroup, table: RestrictionTable, header: string): UntypedHandleCall {
-  const refusal = () =>
-    Object.assign(new Error(`This protocol is restricted, expecting header '${header}'`), {
-      code: status.UNAVAILABLE,
-      details: `This protocol is restricted, expecting header '${header}'`,
-    });
-  const allowed = (call: { metadata: { get(key: string): unknown[] } }) => {
-    const value = call.metadata.get(header)[0];
-    return isAllowed(table, group, typeof value === 'string' ? value : undefined);
-  };
-  if (!STREAMING.has(method)) {
-    const unaryHandler = handler as (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => void;
-    return ((call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) =>
-      allowed(call) ? unaryHandler(call, callback) : callback(refusal())) as UntypedHandleCall;
+function guard(handler: MethodHandler, group: ApiGroup, table: RestrictionTable, header: string): MethodHandler {
+  const refusal: CallStatus = { code: status.UNAVAILABLE, details: `This protocol is restricted, expecting header '${header}'` };
+  // parseRestrictions lowercases the header, as metadata keys travel.
+  const allowed = (call: ServerCall) => isAllowed(table, group, call.metadataValue(header));
+  if (handler.streaming) {
+    return { streaming: true, handle: (call) => (allowed(call) ? handler.handle(call) : call.end(refusal)) };
   }
-  const streamHandler = handler as (call: ServerDuplexStream<unknown, unknown>) => void;
-  return ((call: ServerDuplexStream<unknown, unknown>) =>
-    allowed(call) ? streamHandler(call) : call.emit('error', refusal())) as UntypedHandleCall;
+  return { streaming: false, handle: (call, message) => (allowed(call) ? handler.handle(call, message) : call.end(refusal)) };
 }

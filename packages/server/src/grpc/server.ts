@@ -1,12 +1,13 @@
-import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { pino, type Logger } from 'pino';
 import type { RestrictionTable } from '../access/restricted-api.ts';
 import { Errors, type InferenceService } from '../core/index.ts';
 import { healthHandlers } from './health.ts';
 import { inferenceServiceHandlers } from './inference-handlers.ts';
-import { loadServiceDefinitions, withRawInferRequests } from './protos.ts';
+import { loadGrpcServiceRoot, serviceMethods, type MethodCodec } from './protos.ts';
 import { restrictHandlers } from './restrictions.ts';
 import type { DrainableStream } from './stream-infer.ts';
+import { createGrpcServer } from './transport/grpc-server.ts';
+import type { MethodHandler } from './transport/server-call.ts';
 
 export interface GrpcFrontendOptions {
   /** Largest message received or sent, bytes (--grpc-max-message-bytes declares the server's default). */
@@ -40,50 +41,44 @@ export interface GrpcFrontend {
 
 export function createGrpcFrontend(service: InferenceService, options: GrpcFrontendOptions): GrpcFrontend {
   const logger = options.logger ?? pino({ level: 'silent' });
-  // grpc-js servers ping idle connections too and do not police client pings (no ping
-  // strikes, no too_many_pings), so Triton's keepalive-permit / ping-strike flags have nothing
-  // to set here: clients may keep alive without calls (grpc.keepalive_permit_without_calls).
-  const server = new Server({
-    'grpc.max_receive_message_length': options.maxMessageBytes,
-    'grpc.max_send_message_length': options.maxMessageBytes,
-    'grpc.keepalive_time_ms': options.keepaliveTimeMs,
-    'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs,
-    ...(options.maxConnectionAgeMs !== undefined && { 'grpc.max_connection_age_ms': options.maxConnectionAgeMs }),
-    ...(options.maxConnectionAgeGraceMs !== undefined && { 'grpc.max_connection_age_grace_ms': options.maxConnectionAgeGraceMs }),
-    // Nothing serves channelz, so its per-call bookkeeping would be pure cost.
-    'grpc.enable_channelz': 0,
-  });
   const streams = new Set<DrainableStream>();
-  const definitions = loadServiceDefinitions();
-  server.addService(
-    withRawInferRequests(definitions.inference),
-    restrictHandlers(inferenceServiceHandlers(service, streams, logger), options.restrictions ?? new Map()),
+  const root = loadGrpcServiceRoot();
+  const routes = new Map<string, MethodHandler>();
+  const serve = (name: string, handlers: (codecOf: (method: string) => MethodCodec) => Record<string, MethodHandler>) => {
+    const methods = serviceMethods(root, name);
+    const codecOf = (method: string) => methods.get(method)!.codec;
+    for (const [method, handler] of Object.entries(handlers(codecOf))) routes.set(methods.get(method)!.path, handler);
+  };
+  serve('inference.GRPCInferenceService', (codecOf) =>
+    restrictHandlers(inferenceServiceHandlers(service, streams, logger, codecOf), options.restrictions ?? new Map()),
   );
-  server.addService(definitions.health, healthHandlers(service, logger));
+  serve('grpc.health.v1.Health', (codecOf) => healthHandlers(service, logger, codecOf));
+  // Keepalive as grpc-js's server does it: pings idle connections too, and polices no client pings (no
+  // ping strikes, no too_many_pings), so Triton's keepalive-permit / ping-strike flags have nothing to
+  // set here: clients may keep alive without calls (grpc.keepalive_permit_without_calls).
+  const server = createGrpcServer(routes, {
+    maxReceiveBytes: options.maxMessageBytes,
+    maxSendBytes: options.maxMessageBytes,
+    keepaliveTimeMs: options.keepaliveTimeMs,
+    keepaliveTimeoutMs: options.keepaliveTimeoutMs,
+    ...(options.maxConnectionAgeMs !== undefined && { maxConnectionAgeMs: options.maxConnectionAgeMs }),
+    ...(options.maxConnectionAgeGraceMs !== undefined && { maxConnectionAgeGraceMs: options.maxConnectionAgeGraceMs }),
+    onSessionError: (error) => logger.debug({ err: error.message }, 'gRPC connection error'),
+  });
 
   return {
-    listen(host, port) {
-      const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-      return new Promise((resolve, reject) => {
-        server.bindAsync(address, ServerCredentials.createInsecure(), (error, bound) => {
-          if (error) reject(error);
-          else resolve(bound);
-        });
-      });
-    },
+    listen: (host, port) => server.listen(host, port),
     close(graceMs) {
       for (const stream of [...streams]) stream.drain();
       return new Promise((resolve) => {
         const force = setTimeout(() => {
           logger.warn({ graceMs, streams: streams.size }, 'gRPC calls still open after the grace period: cancelling them');
-          // forceShutdown() destroys no connection while channelz is off (grpc-js 1.14 only
-          // tracks sessions for channelz), so streams are ended here with a status of their own.
           for (const stream of [...streams])
             stream.cancel(Errors.unavailable('Server is shutting down: the exit timeout ran out before this stream was answered'));
-          server.forceShutdown();
+          server.destroy();
           resolve();
         }, graceMs);
-        server.tryShutdown(() => {
+        void server.shutdown().then(() => {
           clearTimeout(force);
           resolve();
         });

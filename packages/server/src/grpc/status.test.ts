@@ -1,7 +1,7 @@
 import { status } from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { InferenceServerError, type ErrorCode } from '../core/index.ts';
-import { grpcStatusOf, toServiceError } from './status.ts';
+import { grpcStatusOf, callStatusOf } from './status.ts';
 
 describe('grpcStatusOf', () => {
   it.each([
@@ -20,13 +20,12 @@ describe('grpcStatusOf', () => {
   });
 });
 
-describe('toServiceError', () => {
+describe('callStatusOf', () => {
   it('keeps the message as details', () => {
-    const e = toServiceError(new InferenceServerError('NOT_FOUND', 'no such model'));
-    expect(e.code).toBe(status.NOT_FOUND);
-    expect(e.details).toBe('no such model');
+    const e = callStatusOf(new InferenceServerError('NOT_FOUND', 'no such model'));
+    expect(e).toEqual({ code: status.NOT_FOUND, details: 'no such model' });
   });
   it('anything else is INTERNAL', () => {
-    expect(toServiceError(new TypeError('boom'))).toMatchObject({ code: status.INTERNAL, details: 'boom' });
+    expect(callStatusOf(new TypeError('boom'))).toEqual({ code: status.INTERNAL, details: 'boom' });
   });
 });

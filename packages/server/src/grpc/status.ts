@@ -1,6 +1,6 @@
-import { Metadata, status } from '@grpc/grpc-js';
-import type { ServerErrorResponse } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { toInferenceServerError, type ErrorCode } from '../core/index.ts';
+import type { CallStatus } from './transport/trailers.ts';
 
 /** The gRPC status of each error code, as Triton's gRPC frontend maps them. */
 export function grpcStatusOf(code: ErrorCode): status {
@@ -28,12 +28,8 @@ export function grpcStatusOf(code: ErrorCode): status {
   }
 }
 
-/** Anything thrown by a handler, as the error a grpc-js callback or stream takes. */
-export function toServiceError(error: unknown): ServerErrorResponse {
+/** Anything thrown by a handler, as the status that ends its call. */
+export function callStatusOf(error: unknown): CallStatus {
   const e = toInferenceServerError(error);
-  return Object.assign(new Error(e.message), {
-    code: grpcStatusOf(e.code),
-    details: e.message,
-    metadata: new Metadata(),
-  });
+  return { code: grpcStatusOf(e.code), details: e.message };
 }

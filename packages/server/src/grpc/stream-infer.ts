@@ -1,12 +1,11 @@
-import type { handleBidiStreamingCall } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Errors, toInferenceServerError, type InferenceService, type StreamEvent } from '../core/index.ts';
 import { streamInferMessage, wantsEmptyFinalResponse } from './infer-call.ts';
-import { encodeInferResponse } from './infer-codec.ts';
-import { canaryKeyOf, traceContextOf } from './trace-metadata.ts';
 import { decodeInferMessage } from './infer-message.ts';
-import { toServiceError } from './status.ts';
-import type { ModelInferResponseWire, ModelStreamInferResponseWire } from './wire-types.ts';
+import { frameStreamInferResponse, type ResponseFields } from './infer-response-writer.ts';
+import { callStatusOf } from './status.ts';
+import { callContextOf } from './trace-metadata.ts';
+import type { ServerCall, StreamingMethod } from './transport/server-call.ts';
 
 /** What an error response of a stream repeats of its request. */
 interface RequestIdentity {
@@ -31,9 +30,6 @@ export interface DrainableStream {
  */
 export const MAX_IN_FLIGHT_PER_STREAM = 256;
 
-/** Triton's response parameter that says whether a stream response is its request's last. */
-const FINAL_RESPONSE_PARAMETER = 'triton_final_response';
-
 /**
  * ModelStreamInfer: every request is run as it arrives (so requests of one stream batch
  * together), and each response is written as it comes, carrying the request's id and Triton's
@@ -48,155 +44,131 @@ const FINAL_RESPONSE_PARAMETER = 'triton_final_response';
  * until the client reads again (so a decoupled model's sender waits); a client that never reads
  * makes the server hold a bounded number of answers, not every answer it would have produced.
  */
-export function streamInferHandler(
-  service: InferenceService,
-  streams: Set<DrainableStream>,
-  logger: Logger,
-): handleBidiStreamingCall<Buffer, ModelStreamInferResponseWire> {
-  return (call) => {
-    let pending = 0;
-    let inputEnded = false;
-    let draining = false;
-    let finished = false;
-    let writeBlocked = false;
-    let paused = false;
-    /** Resolved at 'drain': what a request's next response waits for while the client does not read. */
-    let drained: Promise<void> | undefined;
-    let onDrained: (() => void) | undefined;
-    // The stream's cancellation (or its end with an error) cancels its requests in flight.
-    const cancel = new AbortController();
-
-    const updateFlow = () => {
-      const shouldPause = writeBlocked || pending >= MAX_IN_FLIGHT_PER_STREAM;
-      if (shouldPause === paused) return;
-      paused = shouldPause;
-      if (paused) call.pause();
-      else call.resume();
-    };
-
-    const finish = () => {
-      if (finished) return;
-      finished = true;
-      streams.delete(stream);
-      call.end();
-    };
-    const maybeFinish = () => {
-      if (pending === 0 && (inputEnded || draining)) finish();
-    };
-    const stream: DrainableStream = {
-      drain() {
-        draining = true;
-        maybeFinish();
-      },
-      cancel(error) {
-        if (finished) return;
-        finished = true;
-        streams.delete(stream);
-        // grpc-js ends a server stream with the status of an emitted error.
-        call.emit('error', toServiceError(error));
-      },
-    };
-    streams.add(stream);
-
-    const write = (response: ModelStreamInferResponseWire) => {
-      if (finished || call.cancelled) return;
-      if (!call.write(response)) {
-        writeBlocked = true;
-        drained ??= new Promise((resolve) => (onDrained = resolve));
-        updateFlow();
-      }
-    };
-    call.on('drain', () => {
-      writeBlocked = false;
-      drained = undefined;
-      onDrained?.();
-      updateFlow();
-    });
-    const fail = (msg: RequestIdentity, error: unknown, final = true) => {
-      const e = toInferenceServerError(error);
-      logger.debug({ method: 'ModelStreamInfer', code: e.code, err: e.message }, 'stream request failed');
-      write({ error_message: e.message, infer_response: emptyResponse(msg, final) });
-    };
-    /** Writes one request's responses as they come, each once the client reads again. */
-    const relay = async (msg: RequestIdentity, events: AsyncIterable<StreamEvent>, emptyFinal: boolean) => {
-      for await (const event of events) {
-        if (finished || call.cancelled) return;
-        if (drained) await drained;
-        if (event.kind === 'response') {
-          const response = encodeInferResponse(event.response);
-          write({ error_message: '', infer_response: withFinal(response, event.final) });
-        } else if (event.kind === 'error') fail(msg, event.error, event.final);
-        else if (emptyFinal) write({ error_message: '', infer_response: emptyResponse(msg, true) });
-      }
-    };
-
-    const streamTrace = traceContextOf(call.metadata);
-    const streamCanaryKey = canaryKeyOf(call.metadata);
-    call.on('data', (message: Buffer) => {
-      if (finished) return;
-      let decoded;
-      try {
-        decoded = decodeInferMessage(message);
-      } catch (error) {
-        // Unreadable: answered on the stream like any other failure, which goes on.
-        return fail(UNREADABLE, error);
-      }
-      const msg = decoded.request;
-      if (draining) return fail(msg, Errors.shuttingDown());
-      let emptyFinal: boolean;
-      try {
-        emptyFinal = wantsEmptyFinalResponse(msg.parameters);
-      } catch (error) {
-        return fail(msg, error);
-      }
-      pending++;
-      updateFlow();
-      // Every request of the stream continues the trace its metadata names; the responses carry
-      // no traceparent (a stream's initial metadata is sent once, before any of them).
-      const events = streamInferMessage(service, message, decoded, {
-        trace: { context: streamTrace, sendTraceparent: () => undefined },
-        ...(streamCanaryKey !== undefined && { canaryKey: streamCanaryKey }),
-        signal: cancel.signal,
-      });
-      relay(msg, events, emptyFinal)
-        .catch((error: unknown) => fail(msg, error))
-        .finally(() => {
-          pending--;
-          updateFlow();
-          maybeFinish();
-        });
-    });
-    call.on('end', () => {
-      inputEnded = true;
-      maybeFinish();
-    });
-    call.on('cancelled', () => {
-      finished = true;
-      streams.delete(stream);
-      cancel.abort();
-      onDrained?.();
-    });
-    call.on('error', () => {
-      finished = true;
-      streams.delete(stream);
-      cancel.abort();
-      onDrained?.();
-    });
-  };
+export function streamInferHandler(service: InferenceService, streams: Set<DrainableStream>, logger: Logger): StreamingMethod {
+  return { streaming: true, handle: (call) => serveStream(call, service, streams, logger) };
 }
 
-/** A response with Triton's final-response flag among its parameters. */
-function withFinal(response: ModelInferResponseWire, final: boolean): ModelInferResponseWire {
-  return {
-    ...response,
-    parameters: { ...response.parameters, [FINAL_RESPONSE_PARAMETER]: { parameter_choice: 'bool_param', bool_param: final } },
+function serveStream(call: ServerCall, service: InferenceService, streams: Set<DrainableStream>, logger: Logger): void {
+  let pending = 0;
+  let inputEnded = false;
+  let draining = false;
+  let finished = false;
+  let writeBlocked = false;
+  let paused = false;
+  /** Resolved at 'drain': what a request's next response waits for while the client does not read. */
+  let drained: Promise<void> | undefined;
+  let onDrained: (() => void) | undefined;
+  // The stream's cancellation (or its end with an error) cancels its requests in flight.
+  const cancel = new AbortController();
+
+  const updateFlow = () => {
+    const shouldPause = writeBlocked || pending >= MAX_IN_FLIGHT_PER_STREAM;
+    if (shouldPause === paused) return;
+    paused = shouldPause;
+    if (paused) call.pause();
+    else call.resume();
+  };
+
+  const finish = () => {
+    if (finished) return;
+    finished = true;
+    streams.delete(stream);
+    call.end();
+  };
+  const maybeFinish = () => {
+    if (pending === 0 && (inputEnded || draining)) finish();
+  };
+  const stream: DrainableStream = {
+    drain() {
+      draining = true;
+      maybeFinish();
+    },
+    cancel(error) {
+      if (finished) return;
+      finished = true;
+      streams.delete(stream);
+      call.end(callStatusOf(error));
+      cancel.abort();
+      onDrained?.();
+    },
+  };
+  streams.add(stream);
+
+  const write = (message: Buffer) => {
+    if (finished || call.ended) return;
+    if (!call.write(message)) {
+      writeBlocked = true;
+      drained ??= new Promise((resolve) => (onDrained = resolve));
+      updateFlow();
+    }
+  };
+  call.onDrain = () => {
+    writeBlocked = false;
+    drained = undefined;
+    onDrained?.();
+    updateFlow();
+  };
+  const fail = (msg: RequestIdentity, error: unknown, final = true) => {
+    const e = toInferenceServerError(error);
+    logger.debug({ method: 'ModelStreamInfer', code: e.code, err: e.message }, 'stream request failed');
+    write(frameStreamInferResponse(e.message, emptyResponse(msg), final));
+  };
+  /** Writes one request's responses as they come, each once the client reads again. */
+  const relay = async (msg: RequestIdentity, events: AsyncIterable<StreamEvent>, emptyFinal: boolean) => {
+    for await (const event of events) {
+      if (finished || call.ended) return;
+      if (drained) await drained;
+      if (event.kind === 'response') write(frameStreamInferResponse('', event.response, event.final));
+      else if (event.kind === 'error') fail(msg, event.error, event.final);
+      else if (emptyFinal) write(frameStreamInferResponse('', emptyResponse(msg), true));
+    }
+  };
+
+  // Every request of the stream continues the trace its metadata names; the responses carry
+  // no traceparent (a stream's initial metadata is sent once, before any of them).
+  const context = callContextOf(call, cancel.signal);
+  call.onMessage = (message) => {
+    if (finished) return;
+    let decoded;
+    try {
+      decoded = decodeInferMessage(message);
+    } catch (error) {
+      // Unreadable: answered on the stream like any other failure, which goes on.
+      return fail(UNREADABLE, error);
+    }
+    const msg = decoded.request;
+    if (draining) return fail(msg, Errors.shuttingDown());
+    let emptyFinal: boolean;
+    try {
+      emptyFinal = wantsEmptyFinalResponse(msg.parameters);
+    } catch (error) {
+      return fail(msg, error);
+    }
+    pending++;
+    updateFlow();
+    const events = streamInferMessage(service, message, decoded, context);
+    relay(msg, events, emptyFinal)
+      .catch((error: unknown) => fail(msg, error))
+      .finally(() => {
+        pending--;
+        updateFlow();
+        maybeFinish();
+      });
+  };
+  call.onHalfClose = () => {
+    inputEnded = true;
+    maybeFinish();
+  };
+  // Cancelled by its client, its deadline, or the transport (a message over the limit): its requests are cancelled.
+  call.onCancel = () => {
+    finished = true;
+    streams.delete(stream);
+    cancel.abort();
+    onDrained?.();
   };
 }
 
 /** A response that names its request and carries nothing else: an error's, or a decoupled model's empty final one. */
-function emptyResponse(msg: RequestIdentity, final: boolean): ModelInferResponseWire {
-  return withFinal(
-    { model_name: msg.model_name, model_version: msg.model_version, id: msg.id, parameters: {}, outputs: [], raw_output_contents: [] },
-    final,
-  );
+function emptyResponse(msg: RequestIdentity): ResponseFields {
+  return { modelName: msg.model_name, modelVersion: msg.model_version, id: msg.id, outputs: [] };
 }

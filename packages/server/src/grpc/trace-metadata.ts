@@ -1,24 +1,22 @@
-import { Metadata } from '@grpc/grpc-js';
 import { CANARY_KEY_HEADER } from '../core/index.ts';
 import type { TraceContext } from '../protocol/types.ts';
+import type { CallContext } from './infer-call.ts';
+import type { ServerCall } from './transport/server-call.ts';
 
-/** The caller's W3C trace context from the call's metadata (keys traceparent, tracestate), if it sent one. */
-export function traceContextOf(metadata: Metadata): TraceContext | undefined {
-  const [traceparent] = metadata.get('traceparent');
-  if (typeof traceparent !== 'string') return undefined;
-  const [tracestate] = metadata.get('tracestate');
-  return { traceparent, ...(typeof tracestate === 'string' && { tracestate }) };
+/**
+ * What an inference call's metadata says of its request, read straight from its headers (no
+ * Metadata is built): the caller's W3C trace context (keys traceparent, tracestate) and its canary
+ * stickiness key (`batchwise-canary-key`), with the call's cancellation.
+ */
+export function callContextOf(call: ServerCall, signal: AbortSignal): CallContext {
+  const trace = traceContextOf(call);
+  const canaryKey = call.metadataValue(CANARY_KEY_HEADER);
+  return { signal, ...(trace !== undefined && { trace }), ...(canaryKey !== undefined && { canaryKey }) };
 }
 
-/** Initial metadata carrying the request span's traceparent back to the client. */
-export function traceparentMetadata(traceparent: string): Metadata {
-  const metadata = new Metadata();
-  metadata.set('traceparent', traceparent);
-  return metadata;
-}
-
-/** The caller's canary stickiness key (metadata `batchwise-canary-key`), if it sent one. */
-export function canaryKeyOf(metadata: Metadata): string | undefined {
-  const [key] = metadata.get(CANARY_KEY_HEADER);
-  return typeof key === 'string' ? key : undefined;
+function traceContextOf(call: ServerCall): TraceContext | undefined {
+  const traceparent = call.metadataValue('traceparent');
+  if (traceparent === undefined) return undefined;
+  const tracestate = call.metadataValue('tracestate');
+  return { traceparent, ...(tracestate !== undefined && { tracestate }) };
 }

@@ -1,10 +1,11 @@
 import type { WireContents } from './wire-contents.ts';
 
 /**
- * Shapes of the protobuf messages as @grpc/proto-loader hands them to us and takes them
- * back (see PROTO_LOADER_OPTIONS): snake_case fields, 64-bit integers as decimal strings
- * when decoded (numbers are accepted when encoding), bytes as Buffers, oneofs named by
- * their case field. Hand-written for the messages the frontend reads or writes.
+ * Shapes of the protobuf messages as protobufjs decodes them with PROTO_LOADER_OPTIONS (as
+ * @grpc/proto-loader would) and takes them back to encode: snake_case fields, 64-bit integers as
+ * decimal strings when decoded (numbers are accepted when encoding), bytes as Buffers, oneofs named
+ * by their case field. Hand-written for the messages the frontend reads or writes (ModelInfer's
+ * responses are written by hand: infer-response-writer.ts).
  */
 
 /** Decimal string as decoded; a number or string is accepted when encoding. */
@@ -55,27 +56,6 @@ export interface ModelInferRequestWire {
   inputs: InferInputTensorWire[];
   outputs?: InferRequestedOutputTensorWire[];
   raw_input_contents?: Uint8Array[];
-}
-
-export interface InferOutputTensorWire {
-  name: string;
-  datatype: string;
-  shape: WireLong[];
-  parameters?: ParameterMapWire;
-}
-
-export interface ModelInferResponseWire {
-  model_name: string;
-  model_version: string;
-  id: string;
-  parameters: ParameterMapWire;
-  outputs: InferOutputTensorWire[];
-  raw_output_contents: Uint8Array[];
-}
-
-export interface ModelStreamInferResponseWire {
-  error_message: string;
-  infer_response: ModelInferResponseWire | null;
 }
 
 export interface StatisticDurationWire {

@@ -43,3 +43,8 @@ export function offAbort(signal: AbortSignal, listener: AbortListener): void {
   if (listeners) listeners.delete(listener);
   else signal.removeEventListener('abort', listener);
 }
+
+/** Whether a listener added by `onAbort` still waits on a signal made by `listenedAbortController()`. */
+export function hasAbortListeners(signal: AbortSignal): boolean {
+  return (listenersOf.get(signal)?.size ?? 0) > 0;
+}
