@@ -68,7 +68,8 @@ scenarios (several run in order; 'all' runs every one):
   objective-overload
              6x1024 MLP with and without a latency objective (4x its one-client p50), closed loop
              at 4, 16, 64, 256 clients and open loop at 2x saturated (lean HTTP binary client):
-             200s and 503s per second, p50/p99 of the 200s, CPU; PASS/MISS (issue 30);
+             200s and 503s per second, p50/p99 of the 200s, CPU, what refusals cost; PASS/MISS
+             (issues 30 and 44);
              --objective-ms=<ms> fixes the objective (for A/B runs: that p50 varies run to run)
   overload   4x the saturated rate for 60 s: 503s, memory, readiness; then requests of 20M tiny
              elements (gRPC, HTTP JSON and binary) against a 1 GiB budget: each refused within

@@ -96,13 +96,15 @@ export interface LatencyObjectiveStatistics {
   shed: { admission: number; queued: number };
   /**
    * Run time per instance: the model's compute t(b) = fixed_ms + per_sample_ms * b and recent means
-   * per batch size, plus handoff_ms, what a run costs beyond it (to the instance's thread and back).
+   * per batch size, plus handoff_ms, what a run costs beyond it (to the instance's thread and back),
+   * and reply_ms_per_sample, what answering a batch costs the event loop per sample after its results.
    */
   profile: {
     instance: number;
     fixed_ms: number;
     per_sample_ms: number;
     handoff_ms: number;
+    reply_ms_per_sample: number;
     by_batch_size: { batch_size: number; ms: number }[];
   }[];
   /** The event loop's recent lag: how long a request waits before the server reads it (counted twice into its latency). */

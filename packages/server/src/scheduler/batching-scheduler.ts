@@ -13,6 +13,7 @@ import { PriorityQueues, type Waiting } from './priority-queues.ts';
 import type { ObjectiveRefusal, QueuedRequest, Scheduler, SchedulerContext } from './scheduler.ts';
 import { markCompute } from '../trace/tracer.ts';
 import { ObjectiveBatcher } from './objective-batcher.ts';
+import { RefusalTimer } from './refusal-timer.ts';
 import { offAbort, onAbort } from '../protocol/abort-listeners.ts';
 
 /**
@@ -42,6 +43,8 @@ export class BatchingScheduler implements Scheduler {
   private readonly arrivals: ArrivalGap | undefined;
   /** With batchwise_latency_objective_ms: batches form to keep it, and requests that would miss it are refused. */
   private readonly objective: ObjectiveBatcher | undefined;
+  /** With an objective: its refusals, each answered at its request's deadline, on one timer. */
+  private readonly refusals: RefusalTimer | undefined;
   /** The queues in serving order, as an iterable that can be walked more than once. */
   private readonly servingOrder: Iterable<Waiting> = { [Symbol.iterator]: () => this.queues.inServingOrder() };
   /** The options and the instances' room for strings, as chooseBatch takes them. */
@@ -72,10 +75,11 @@ export class BatchingScheduler implements Scheduler {
     this.freeInstances = context.instances.map((_, i) => i);
     this.ordered = options.preserveOrdering ? new OrderedDelivery() : undefined;
     if (options.dynamic && options.latencyObjectiveNs !== undefined) {
-      const objective = new ObjectiveBatcher(options.latencyObjectiveNs, context.instances.length, options.maxBatchSize);
+      const objective = new ObjectiveBatcher(options.latencyObjectiveNs, context.instances.length, options.maxBatchSize, clock);
       for (const run of context.warmupRuns ?? []) objective.observeRun(run.instance, run.batchSize, run.ns, run.computeNs);
       context.stats.observeLatencyObjective(() => objective.statistics(clock.nowNs(), clock.lagNs()));
       this.objective = objective;
+      this.refusals = new RefusalTimer(clock);
     }
     this.arrivals = options.dynamic && options.adaptiveDelay && !this.objective ? new ArrivalGap() : undefined;
     this.rule = { ...options, maxBatchStringHeapBytes: context.maxBatchStringHeapBytes ?? Infinity };
@@ -107,7 +111,7 @@ export class BatchingScheduler implements Scheduler {
 
   /** What a request of `samples` that arrived at `arrivalNs` is expected to take, queued behind what waits now. */
   private expectedLatencyNs(objective: ObjectiveBatcher, samples: number, arrivalNs: bigint): number | undefined {
-    return objective.expectedLatencyNs(this.queues.samples, samples, arrivalNs, this.clock.nowNs(), this.clock.lagNs());
+    return objective.expectedLatencyNs(this.servingOrder, this.queues.samples, samples, arrivalNs, this.clock.nowNs(), this.clock.lagNs());
   }
 
   /** The objective's admission test: false for a request that would start at once, or is expected in time. */
@@ -156,7 +160,10 @@ export class BatchingScheduler implements Scheduler {
         const remainingNs = request.arrivalNs + BigInt(timeoutUs) * 1000n - this.clock.nowNs();
         waiting.timer = this.clock.setTimeout(() => this.onTimeout(waiting), Math.max(0, Number(remainingNs) / 1e6));
       }
-      const giveUpAtNs = objective && !keep ? objective.giveUpAtNs(request.arrivalNs, request.batchSize) : undefined;
+      const giveUpAtNs =
+        objective && !keep
+          ? objective.giveUpAtNs(request.arrivalNs, objective.joinedBatchSamples(this.queues.samples, request.batchSize))
+          : undefined;
       if (giveUpAtNs !== undefined && giveUpAtNs > this.clock.nowNs()) {
         const remainingMs = Number(giveUpAtNs - this.clock.nowNs()) / 1e6;
         waiting.objectiveTimer = this.clock.setTimeout(() => this.onObjectiveMissed(waiting), Math.max(0, remainingMs));
@@ -214,9 +221,7 @@ export class BatchingScheduler implements Scheduler {
   /** Rejects with the objective's refusal at the request's deadline, its arrival + the objective. */
   private refuseAtDeadline(objective: ObjectiveBatcher, arrivalNs: bigint, reject: (error: Error) => void): void {
     const error = this.objectiveMiss(objective);
-    const dueNs = arrivalNs + objective.objectiveNs - this.clock.nowNs();
-    // Precise: Node's setTimeout fires a fraction of a millisecond up to a whole one early.
-    this.clock.setPreciseTimeout(() => reject(error), dueNs > 0n ? dueNs : 0n);
+    this.refusals!.at(arrivalNs + objective.objectiveNs, () => reject(error));
   }
 
   /** Coalesced: one dispatch at the end of the turn, only when an instance is free and a request waits. */
@@ -275,8 +280,24 @@ export class BatchingScheduler implements Scheduler {
   /** The next batch for the instance: alone without dynamic batching, by the latency objective, or Triton's choice. */
   private choose(instanceIndex: number): BatchChoice {
     if (!this.options.dynamic) return { count: 1 };
-    if (this.objective) return this.objective.choose(this.servingOrder, this.rule, this.clock.nowNs(), instanceIndex);
+    if (this.objective) return this.chooseForObjective(this.objective, instanceIndex);
     return chooseBatch(this.queues.inServingOrder(), this.rule, this.clock.nowNs(), this.company());
+  }
+
+  /**
+   * The objective's batch for a free instance, once the queued requests that the batch now forming
+   * would finish late have left the queue (refused at their deadlines, as a request that can no
+   * longer make it alone is): the requests it answers are answered in time. Without this a run that
+   * took longer than expected made every request queued behind it late, and they were answered late
+   * (issue 44).
+   */
+  private chooseForObjective(objective: ObjectiveBatcher, instanceIndex: number): BatchChoice {
+    const nowNs = this.clock.nowNs();
+    for (const waiting of objective.lateInBatch(this.servingOrder, nowNs, instanceIndex, this.clock.lagNs(), isShedding)) {
+      if (waiting.objectiveTimer !== undefined) this.clock.clearTimeout(waiting.objectiveTimer);
+      this.onObjectiveMissed(waiting);
+    }
+    return objective.choose(this.servingOrder, this.rule, nowNs, instanceIndex);
   }
 
   private company(): Company | undefined {
@@ -353,7 +374,7 @@ export class BatchingScheduler implements Scheduler {
     try {
       const { outcomes, timings } = result;
       this.lastBatchNs = this.clock.nowNs() - dispatchedNs;
-      this.objective?.finished(instanceIndex, this.clock.nowNs(), computeNsOf(timings), oldestArrivalNs(batch), this.clock.lagNs());
+      if (this.objective) this.objectiveFinished(this.objective, instanceIndex, timings, batch);
       this.context.stats.recordExecution(samples, timings);
       for (let i = 0; i < batch.length; i++) {
         const waiting = batch[i]!;
@@ -375,6 +396,23 @@ export class BatchingScheduler implements Scheduler {
     } finally {
       this.release(instanceIndex, batch.length - open);
     }
+  }
+
+  /**
+   * A batch of the objective's ended: the next batch goes to the instance before this one's replies
+   * are written. Its requests settle in this call, and each reply (split, encoded, written to its
+   * socket) runs in a promise job behind the dispatch queued here, where the dispatch at the end of
+   * the turn left the instance idle through all of them (at 64 clients about a millisecond for a
+   * batch of 16, a quarter of its run), and every request of the next batch that much later (issue 44).
+   */
+  private objectiveFinished(
+    objective: ObjectiveBatcher,
+    instanceIndex: number,
+    timings: ExecutionTimings,
+    batch: readonly Waiting[],
+  ): void {
+    objective.finished(instanceIndex, this.clock.nowNs(), computeNsOf(timings), oldestArrivalNs(batch), this.clock.lagNs());
+    queueMicrotask(() => this.dispatch());
   }
 
   /** A request that failed: counted CANCELED (answered as cancelled) when its client went away, else BACKEND. */
@@ -489,6 +527,9 @@ export class BatchingScheduler implements Scheduler {
     }
   }
 }
+
+/** Whether the objective may shed a queued request: not one its level keeps late (timeout_action DELAY). */
+const isShedding = (waiting: Waiting): boolean => waiting.level.policy.timeout_action !== 'DELAY';
 
 const NO_PARAMETERS: RequestParameters = Object.freeze({});
 

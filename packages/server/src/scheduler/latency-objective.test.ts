@@ -343,3 +343,112 @@ describe('batchwise_latency_objective_ms: the admission limit found by feedback 
     expect(limit()).toBeCloseTo(32 * 0.9 ** 30 + 1 / (32 * 0.9 ** 30), 6);
   });
 });
+
+describe('batchwise_latency_objective_ms: under overload (issue 44)', () => {
+  /** Warmup ran batches of 1 and 4: t(1) = 4 ms, t(4) = 7 ms, so t(b) = 3 ms + 1 ms·b. */
+  const warmupRuns = [
+    { instance: 0, batchSize: 1, ns: 4_000_000 },
+    { instance: 0, batchSize: 4, ns: 7_000_000 },
+  ];
+  const fitted = (dynamic: Record<string, unknown> = {}) =>
+    schedulerHarness({ dynamic_batching: dynamic, ...objective('10') }, { warmupRuns });
+
+  it('admits a request only while the first request of the batch it joins stays in time', async () => {
+    const { send, clock, flush, stats } = fitted();
+    const shed = () => stats.snapshot().batchwise_latency_objective!.shed.admission;
+    void send('running', [0]);
+    clock.endTurn(); // expected to end at 4 ms
+    void send('first', [1]); // 4 + t(1) = 8 ms
+    clock.advanceMs(3);
+    void send('second', [2]);
+    void send('third', [3]); // a batch of 3 ends at 4 + 6 = 10 ms: 'first' in time, just
+    await flush();
+    expect(shed()).toBe(0);
+    // A batch of 4 would end at 4 + 7 = 11 ms: 'first' late, though 'fourth' itself would take 8 ms.
+    void send('fourth', [4]);
+    await flush();
+    expect(shed()).toBe(1);
+  });
+
+  it('a queued request gives up when the batch it joined can no longer finish in time, not only a batch of one', async () => {
+    const { send, clock, flush, stats, settled } = fitted();
+    const queued = () => stats.snapshot().batchwise_latency_objective!.shed.queued;
+    void send('running', [0]);
+    clock.endTurn();
+    void send('a', [1]); // alone in its batch: gives up at 10 - t(1) = 6 ms
+    void send('b', [2]); // second of a batch of 2: gives up at 10 - t(2) = 5 ms
+    clock.advanceMs(4.9);
+    await flush();
+    expect(queued()).toBe(0);
+    clock.advanceMs(0.1);
+    await flush();
+    expect(queued()).toBe(1);
+    clock.advanceMs(5); // the run has not ended: 'a' gave up at 6 ms; both are refused at their deadline
+    await flush();
+    expect(settled).toEqual([
+      { name: 'b', value: MISS, at: 10_000_000n },
+      { name: 'a', value: MISS, at: 10_000_000n },
+    ]);
+  });
+
+  it('sheds at dispatch the queued requests the batch would finish late, after a run that took longer than expected', async () => {
+    const { send, clock, flush, models, stats, settled } = fitted();
+    void send('running', [0]);
+    clock.endTurn(); // expected to end at 4 ms
+    void send('a', [1]); // gives up at 6 ms (a batch of one)
+    clock.advanceMs(2.5);
+    void send('b', [2]); // a batch of 2 ends at 4 + 5 = 9 ms: in time for 'a'; 'b' gives up at 7.5 ms
+    await flush();
+    clock.advanceMs(3); // the run ends at 5.5 ms, 1.5 ms late
+    models[0]!.finish();
+    await flush();
+    // With 'b', the batch would end at 5.5 + t(2) (about 5 ms): past 'a''s deadline, 10 ms. 'b' runs alone.
+    expect(models[0]!.batches).toEqual([[0], [2]]);
+    expect(stats.snapshot().batchwise_latency_objective!.shed).toEqual({ admission: 0, queued: 1 });
+    clock.advanceMs(4.5); // 'a' is refused at its deadline
+    await flush();
+    expect(settled.map((s) => [s.name, s.value, s.at])).toEqual([
+      ['running', [1], 5_500_000n],
+      ['a', MISS, 10_000_000n],
+    ]);
+  });
+
+  it('sends the next batch to the instance before the replies of the one that ended', async () => {
+    const { send, clock, flush, models } = fitted();
+    let batchesWhenAnswered: number | undefined;
+    void send('running', [0]).then(() => (batchesWhenAnswered = models[0]!.batches.length));
+    clock.endTurn();
+    void send('next', [1]);
+    await flush();
+    clock.advanceMs(4);
+    models[0]!.finish();
+    await flush();
+    // 'next' went to the instance before 'running''s promise jobs ran, not at the end of the turn after them.
+    expect(batchesWhenAnswered).toBe(2);
+    expect(models[0]!.batches).toEqual([[0], [1]]);
+  });
+
+  it('a late batch cuts the admission limit once per round trip: not again for a batch admitted before that cut', async () => {
+    // DELAY: nothing is shed, so the batches queued behind a slow run end late too.
+    const { send, clock, flush, models, stats } = await taught({ default_queue_policy: { timeout_action: 'DELAY' } });
+    const limit = () => stats.snapshot().batchwise_latency_objective!.limit_samples;
+    expect(limit()).toBe(32);
+    void send('slow', [1]);
+    clock.endTurn();
+    void send('behind', [2]);
+    clock.advanceMs(11);
+    models[0]!.finish(); // 11 ms: late, the limit is cut
+    await flush();
+    expect(limit()).toBeCloseTo(32 * 0.9, 6);
+    clock.advanceMs(4);
+    models[0]!.finish(); // 'behind' ends 15 ms after its arrival, before the cut: no second cut
+    await flush();
+    expect(limit()).toBeCloseTo(32 * 0.9, 6);
+    void send('after', [3]);
+    clock.endTurn();
+    clock.advanceMs(11);
+    models[0]!.finish(); // admitted after the cut, and late: cut again
+    await flush();
+    expect(limit()).toBeCloseTo(32 * 0.81, 6);
+  });
+});
