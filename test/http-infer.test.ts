@@ -188,10 +188,10 @@ describe('HTTP inference on the example repository', () => {
 
   it('exports Triton metrics after traffic', async () => {
     const text = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
-    // The three requests to 'simple' above, one sample each, none failed.
-    expect(text).toContain('nv_inference_request_success{model="simple",version="1"} 3\n');
-    expect(text).toContain('nv_inference_count{model="simple",version="1"} 3\n');
-    expect(text).toContain('nv_inference_exec_count{model="simple",version="1"} 3\n');
+    // The five requests to 'simple' above that reached it, one sample each, none failed (the malformed escape never did).
+    expect(text).toContain('nv_inference_request_success{model="simple",version="1"} 5\n');
+    expect(text).toContain('nv_inference_count{model="simple",version="1"} 5\n');
+    expect(text).toContain('nv_inference_exec_count{model="simple",version="1"} 5\n');
     expect(text).toContain('nv_inference_request_failure{model="simple",reason="OTHER",version="1"} 0\n');
     expect(text).toMatch(/^nv_inference_compute_infer_duration_us\{model="simple",version="1"\} [1-9]\d*$/m);
     expect(text).toContain('batchwise_inference_request_duration_seconds_bucket');
