@@ -58,13 +58,17 @@ describe('bench builds', () => {
       ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
+    let childPid: number | undefined;
     try {
       const [line] = (await once(createInterface({ input: launcher.stdout! }), 'line')) as [string];
+      childPid = Number(line);
       // Give the child time to start its workers.
       await new Promise((resolve) => setTimeout(resolve, 1000));
-      expect(servingPid(launcher.pid!)).toBe(Number(line));
+      expect(servingPid(launcher.pid!)).toBe(childPid);
     } finally {
       launcher.kill('SIGKILL');
+      // The launcher's child outlives it otherwise (it ran on, orphaned, after the suite).
+      if (childPid !== undefined) process.kill(childPid, 'SIGKILL');
     }
     const plain = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
     try {
