@@ -28,13 +28,19 @@ export interface H2loadResult {
   readonly seconds: number;
 }
 
-/** Whether h2load is on the PATH. */
-export async function h2loadInstalled(): Promise<boolean> {
-  return run('h2load', ['--version']).then(
+/**
+ * Whether `program` is on the PATH: it ran with `--version`, whatever its exit status (`wrk --version` exits 1
+ * after printing its version); only a missing program counts.
+ */
+export async function programInstalled(program: string): Promise<boolean> {
+  return run(program, ['--version']).then(
     () => true,
     (error: NodeJS.ErrnoException) => error.code !== 'ENOENT',
   );
 }
+
+/** Whether h2load is on the PATH. */
+export const h2loadInstalled = (): Promise<boolean> => programInstalled('h2load');
 
 /** The file h2load sends: one request of `width` FP32 values (0, 1, ...) to `model`, framed for gRPC. */
 export async function grpcRequestFile(model: string, width: number): Promise<string> {

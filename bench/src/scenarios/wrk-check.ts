@@ -10,6 +10,7 @@ import { measureLean } from '../lean-measure.ts';
 import { environment, table, writeResult } from '../report.ts';
 import { benchRepository, cachedModel, CACHE_DIR, fp32Config } from '../workload.ts';
 import { startEcho } from './overhead.ts';
+import { programInstalled } from '../h2load.ts';
 
 const WIDTH = 16;
 const MODEL = 'tiny';
@@ -118,13 +119,7 @@ export async function runWrkCheck(options: {
 }
 
 /** Whether wrk is on the PATH. */
-export async function wrkInstalled(): Promise<boolean> {
-  // `wrk --version` exits 1 after printing its version: only a missing program counts.
-  return run('wrk', ['--version']).then(
-    () => true,
-    (error: NodeJS.ErrnoException) => error.code !== 'ENOENT',
-  );
-}
+export const wrkInstalled = (): Promise<boolean> => programInstalled('wrk');
 
 /** A wrk script that POSTs the lean client's request to `model` (fp32InferRequest of `width` floats): the same headers and body. */
 export async function wrkScript(model: string, width: number): Promise<string> {
