@@ -6,9 +6,12 @@ import type { ModelIO } from '../../config/model-io.ts';
 import { isDecoupled } from '../../config/transaction-policy.ts';
 import { Errors } from '../../errors/errors.ts';
 import type { Backend, InstanceModelContext, InstanceOptions, LoadedInstance } from '../backend.ts';
+import { visibleGpuIds } from '../gpu-detect.ts';
 import { DEFAULT_EXECUTE_TIMEOUT_MS, EXECUTE_TIMEOUT_PARAMETER, ioOfConfig, positiveMs } from '../js/js-backend.ts';
 import { DEFAULT_FINAL_RESPONSE_TIMEOUT_MS, FINAL_RESPONSE_TIMEOUT_PARAMETER } from '../js/live-requests.ts';
 import type { RestartBackoff } from '../worker-supervision.ts';
+import { pythonPlacement } from './gpu-placement.ts';
+import { processGpuBytes } from './gpu-process-memory.ts';
 import { interpreterFor, type Interpreter } from './interpreter.ts';
 import type { PythonModelMetrics } from './model-metrics.ts';
 import type { FromStub, InitializeArgs, ToStub } from './protocol.ts';
@@ -28,6 +31,20 @@ export interface PythonBackendOptions {
   readonly python?: string;
   /** Waits before a dead process is restarted. @default 100 ms, doubling to 10 s */
   readonly restartBackoff?: RestartBackoff;
+  /**
+   * CUDA ordinals of the GPUs this process sees, where KIND_GPU instances may run.
+   * @default - backends/gpu-detect.ts's visibleGpuIds(), read when the backend is created
+   */
+  readonly visibleGpuIds?: readonly number[];
+}
+
+/** A Python instance as the backend loaded it. */
+export interface LoadedPythonInstance extends LoadedInstance {
+  /**
+   * KIND_GPU: the GPU memory the instance's process held once its model was initialized, bytes, as
+   * nvidia-smi reports it (gpu-process-memory.ts); undefined on the CPU or where nvidia-smi cannot tell.
+   */
+  readonly gpuProcessBytes?: number;
 }
 
 const DEFAULT_BACKOFF: RestartBackoff = { firstMs: 100, maxMs: 10_000 };
@@ -40,12 +57,13 @@ const LOAD_TIMEOUT_MS = 120_000;
  * instance in its own Python process (stub/stub.py speaking protocol.ts).
  */
 export function createPythonBackend(options: PythonBackendOptions): Backend {
+  const gpus = options.visibleGpuIds ?? visibleGpuIds();
   return {
     name: 'python',
     runsModelCode: true,
     configDeclaresTensors: true,
     completeConfig: (config, modelFile, context) => completeConfig(config, modelFile, context, options),
-    createInstance: (instanceOptions) => createInstance(instanceOptions, options),
+    createInstance: (instanceOptions) => createInstance(instanceOptions, options, gpus),
   };
 }
 
@@ -177,15 +195,23 @@ async function completeConfig(
   }
 }
 
-async function createInstance(instanceOptions: InstanceOptions, options: PythonBackendOptions): Promise<LoadedInstance> {
-  const context = instanceOptions.model;
-  if (!context) throw Errors.internal(`model '${instanceOptions.modelName}': the python backend needs the model's config and folders`);
-  const { config } = context;
+async function createInstance(
+  instanceOptions: InstanceOptions,
+  options: PythonBackendOptions,
+  gpus: readonly number[],
+): Promise<LoadedPythonInstance> {
+  const given = instanceOptions.model;
+  if (!given) throw Errors.internal(`model '${instanceOptions.modelName}': the python backend needs the model's config and folders`);
+  const { config } = given;
+  // Before a process starts: a KIND_GPU instance needs its GPU visible (or --allow-cpu-fallback).
+  const { device, deviceId, allowCpuFallback } = instanceOptions;
+  const placement = pythonPlacement({ config, instanceName: given.instanceName, device, deviceId, allowCpuFallback }, gpus);
+  const context: InstanceModelContext = { ...given, kind: placement.kind };
   const timeoutMs = positiveMs(config, EXECUTE_TIMEOUT_PARAMETER, DEFAULT_EXECUTE_TIMEOUT_MS);
   const finalResponseTimeoutMs = positiveMs(config, FINAL_RESPONSE_TIMEOUT_PARAMETER, DEFAULT_FINAL_RESPONSE_TIMEOUT_MS);
   const interpreter = await interpreterFor(config, context.modelDir, options.logger);
   const logger = options.logger.child({ model: config.name, instance: context.instanceName });
-  const spawn = () => startStub('serve', interpreter, config, instanceOptions.modelPath, context, instanceOptions.deviceId, options);
+  const spawn = () => startStub('serve', interpreter, config, instanceOptions.modelPath, context, placement.deviceId, options);
   let first: StubProcess;
   try {
     first = await untilReady(spawn());
@@ -211,7 +237,18 @@ async function createInstance(instanceOptions: InstanceOptions, options: PythonB
   });
   const io: ModelIO = ioOfConfig(config);
   const processBytes = await residentBytes(first.pid);
-  return { instance, io, executionProvider: 'python', ...(processBytes !== undefined && { processBytes }) };
+  const gpuProcessBytes = placement.kind === 'KIND_GPU' ? await processGpuBytes(first.pid) : undefined;
+  if (placement.kind === 'KIND_GPU') {
+    logger.info({ gpu: placement.deviceId, pid: first.pid, gpuProcessBytes }, 'KIND_GPU Python instance initialized');
+  }
+  return {
+    instance,
+    io,
+    executionProvider: 'python',
+    ...(processBytes !== undefined && { processBytes }),
+    ...(gpuProcessBytes !== undefined && { gpuProcessBytes }),
+    ...(placement.fallbackReason !== undefined && { fallbackReason: placement.fallbackReason }),
+  };
 }
 
 /** A pb_utils.Logger line, at its level, with where in the model's code it was written. */

@@ -111,6 +111,9 @@ class InferenceResponseSender:
             )
         if response is not None and not isinstance(response, _InferenceResponse):
             raise TypeError("response must be a pb_utils.InferenceResponse, got " + str(type(response)))
+        if response is not None:
+            # GPU outputs go to the host now, so that a copy that cannot be made fails this call.
+            response = response._on_host(self._state.outputs)
         self._state.runtime.respond(self._state, response, flags == _FINAL)
 
     def is_cancelled(self):
@@ -536,7 +539,7 @@ class Runtime:
                 continue
             # Triton drops the outputs a request did not ask for.
             wanted = request._output_names
-            tensors = [(t._name, t._datatype, t._array) for t in response._tensors if t._name in wanted]
+            tensors = [(t._name, t._datatype, t._host()) for t in response._tensors if t._name in wanted]
             slices, laid, offset = wire.layout(tensors, offset)
             payloads.extend(laid)
             entries.append(_outputs_entry(slices, response))
@@ -600,7 +603,7 @@ class Runtime:
                 header["response"] = {"error": response._error._wire()}
             else:
                 wanted = state.outputs
-                tensors = [(t._name, t._datatype, t._array) for t in response._tensors if t._name in wanted]
+                tensors = [(t._name, t._datatype, t._host()) for t in response._tensors if t._name in wanted]
                 slices, payloads, _ = wire.layout(tensors)
                 header["response"] = _outputs_entry(slices, response)
                 buffers = wire.frame_buffers(payloads)
@@ -659,7 +662,7 @@ class Runtime:
         header["model"] = request._model_name
         if request._model_version != -1:
             header["version"] = str(request._model_version)
-        slices, payloads, _ = wire.layout([(t._name, t._datatype, t._array) for t in request._inputs])
+        slices, payloads, _ = wire.layout([(t._name, t._datatype, t._host()) for t in request._inputs])
         header["inputs"] = slices
         if request._output_names:
             header["outputs"] = list(request._output_names)

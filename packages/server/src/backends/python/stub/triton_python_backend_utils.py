@@ -7,7 +7,6 @@ the stub sets when it serves a model; without it, those raise (calls, responses)
 stderr (logs).
 """
 
-import ctypes
 import enum
 import json
 import sys
@@ -15,6 +14,7 @@ import threading
 
 import numpy as np
 
+import _bw_dlpack as _dlpack
 import _bw_wire as _wire
 
 # The stub's runtime (serve mode), set by stub.py; None otherwise.
@@ -120,7 +120,7 @@ class TritonError:
 
 
 class PreferredMemory:
-    """Accepted for compatibility: every tensor here lives in CPU memory."""
+    """Accepted for compatibility: the outputs of calls to other models arrive in CPU memory."""
 
     def __init__(self, preferred_memory_type, preferred_device_id=0):
         self.preferred_memory_type = preferred_memory_type
@@ -138,44 +138,20 @@ class InferenceTrace:
 # Tensors
 
 
-def _dltensor_address(capsule):
-    """The address of a DLPack capsule's DLTensor (its first member), before it is consumed."""
-    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-    get_pointer.restype = ctypes.c_void_p
-    get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    return get_pointer(capsule, b"dltensor")
-
-
-# Offsets in DLTensor (64-bit): data 0, device {type int32, id int32} 8, ndim 16,
-# dtype {code uint8, bits uint8, lanes uint16} 20.
-_DL_DEVICE_TYPE = 8
-_DL_DTYPE_CODE = 20
-_DL_UINT, _DL_BFLOAT = 1, 4
-_DL_CPU, _DL_CUDA_HOST = 1, 3
+# __dlpack_device__ of host memory: (kDLCPU, 0).
+_HOST = (_dlpack.KDL_CPU, 0)
 
 
 def _require_dlpack():
-    if not hasattr(np, "from_dlpack"):
+    if not hasattr(np.ndarray, "__dlpack__"):
         raise TritonModelException("DLPack needs numpy 1.22 or later, this is numpy " + np.__version__)
 
 
-class _Capsule:
-    """Gives numpy's from_dlpack a raw capsule through the __dlpack__ protocol."""
-
-    def __init__(self, capsule):
-        self._capsule = capsule
-
-    def __dlpack__(self, stream=None):
-        return self._capsule
-
-    def __dlpack_device__(self):
-        return (_DL_CPU, 0)
-
-
 class Tensor:
-    """A named tensor: a numpy array and its KServe datatype."""
+    """A named tensor: a numpy array and its KServe datatype, or, made by from_dlpack of GPU memory,
+    that memory (is_cpu() False; it is copied to the host when it leaves the process)."""
 
-    __slots__ = ("_name", "_datatype", "_array")
+    __slots__ = ("_name", "_datatype", "_array", "_gpu")
 
     def __init__(self, name, data):
         if not isinstance(name, str):
@@ -195,6 +171,7 @@ class Tensor:
         self._name = name
         self._datatype = datatype
         self._array = array
+        self._gpu = None
 
     @classmethod
     def _of(cls, name, datatype, array):
@@ -203,12 +180,15 @@ class Tensor:
         tensor._name = name
         tensor._datatype = datatype
         tensor._array = array
+        tensor._gpu = None
         return tensor
 
     def name(self):
         return self._name
 
     def as_numpy(self):
+        if self._gpu is not None:
+            raise TritonModelException("Tensor is stored in GPU and cannot be converted to NumPy.")
         if self._datatype == "BF16":
             raise TritonModelException(
                 "Tensor dtype is BF16 and cannot be converted to NumPy. Use "
@@ -220,76 +200,76 @@ class Tensor:
         return _wire.TRITON_ENUM_OF[self._datatype]
 
     def shape(self):
+        if self._gpu is not None:
+            return list(self._gpu.shape)
         return list(self._array.shape)
 
     def is_cpu(self):
-        return True
+        return self._gpu is None
 
     def to_dlpack(self):
-        _require_dlpack()
+        """A DLPack capsule sharing this tensor's memory (host or GPU); it keeps the tensor alive."""
         if self._datatype == "BYTES":
             raise TritonModelException("DLPack does not have support for string tensors.")
+        _require_dlpack()
+        gpu = self._gpu
+        if gpu is not None:
+            return _dlpack.export(gpu.ptr, gpu.shape, self._datatype, gpu.device, self)
         array = self._array
-        if not array.flags.writeable:
-            # numpy refuses to export read-only arrays through DLPack.
-            array = array.copy()
-        capsule = array.__dlpack__()
-        if self._datatype == "BF16":
-            ctypes.c_uint8.from_address(_dltensor_address(capsule) + _DL_DTYPE_CODE).value = _DL_BFLOAT
-        return capsule
+        return _dlpack.export(array.__array_interface__["data"][0], array.shape, self._datatype, _HOST, self)
 
-    def __dlpack__(self, stream=None):
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        # As in Triton, `stream` needs no waiting: no work is pending on a tensor's memory here.
+        device = self.__dlpack_device__()
+        if dl_device is not None and tuple(dl_device) != device:
+            raise BufferError("Tensor '{}' is on DLPack device {}, not {}".format(self._name, device, tuple(dl_device)))
+        if copy:
+            if self._gpu is not None:
+                raise BufferError("Tensor '{}' is in GPU memory: __dlpack__(copy=True) is not supported".format(self._name))
+            return Tensor._of(self._name, self._datatype, self._array.copy()).to_dlpack()
         return self.to_dlpack()
 
     def __dlpack_device__(self):
-        return (_DL_CPU, 0)
+        gpu = self._gpu
+        return _HOST if gpu is None else gpu.device
 
     @staticmethod
     def from_dlpack(name, tensor):
-        """A Tensor sharing the memory of a DLPack capsule or an object with `__dlpack__`.
-
-        Only host memory can be shared here: an object on a GPU with a `cpu()` method (a torch
-        tensor) is copied to the host first.
-        """
+        """A Tensor sharing the memory of a DLPack capsule or of an object with `__dlpack__` and
+        `__dlpack_device__` (zero-copy): host memory as a numpy array, GPU memory as it is."""
         if name == "":
             raise TritonModelException("Tensor name cannot be an empty string.")
         _require_dlpack()
-        if type(tensor).__name__ == "PyCapsule":
-            capsule = tensor
-        elif hasattr(tensor, "__dlpack__") and hasattr(tensor, "__dlpack_device__"):
-            device_type = tensor.__dlpack_device__()[0]
-            if device_type not in (_DL_CPU, _DL_CUDA_HOST):
-                if not hasattr(tensor, "cpu"):
-                    raise TritonModelException(
-                        "DLPack tensor is on a device this backend cannot read; move it to the CPU first."
-                    )
-                tensor = tensor.cpu()
-            capsule = tensor.__dlpack__()
+        try:
+            imported = _dlpack.take(tensor)
+        except _dlpack.DLPackError as error:
+            raise TritonModelException(str(error)) from None
+        result = Tensor.__new__(Tensor)
+        result._name = name
+        result._datatype = imported.datatype
+        if imported.device[0] == _dlpack.KDL_CUDA:
+            result._array = None
+            result._gpu = imported
         else:
-            raise TritonModelException(
-                "Provided tensor is not supported. Tensor must be a DLPack capsule "
-                "or have `__dlpack__` and `__dlpack_device__` attributes"
-            )
-        address = _dltensor_address(capsule)
-        if ctypes.c_int32.from_address(address + _DL_DEVICE_TYPE).value not in (_DL_CPU, _DL_CUDA_HOST):
-            raise TritonModelException(
-                "DLPack capsule passed pointer to memory allocated on GPU device, when GPU is not available"
-            )
-        code = ctypes.c_uint8.from_address(address + _DL_DTYPE_CODE)
-        datatype = None
-        if code.value == _DL_BFLOAT:
-            # numpy has no bfloat16: view the bits as uint16 and remember the datatype.
-            code.value = _DL_UINT
-            datatype = "BF16"
-        array = np.from_dlpack(_Capsule(capsule))
-        if datatype is None:
-            result = Tensor(name, array)
-        else:
-            result = Tensor._of(name, datatype, np.ascontiguousarray(array))
+            dtype = _wire.NUMPY_OF[imported.datatype]
+            result._array = _dlpack.view(imported.ptr, imported.shape, dtype, imported)
+            result._gpu = None
         return result
 
+    def _host(self):
+        """The array whose bytes go on the wire: the tensor's own, or its GPU memory copied to the host."""
+        gpu = self._gpu
+        if gpu is None:
+            return self._array
+        try:
+            raw = _dlpack.copy_to_host(gpu, "Tensor '{}'".format(self._name))
+        except _dlpack.DLPackError as error:
+            raise TritonModelException(str(error)) from None
+        return raw.view(_wire.NUMPY_OF[self._datatype]).reshape(gpu.shape)
+
     def __repr__(self):
-        return "Tensor({!r}, {}, {})".format(self._name, self._datatype, list(self._array.shape))
+        where = "" if self._gpu is None else ", GPU {}".format(self._gpu.device[1])
+        return "Tensor({!r}, {}, {}{})".format(self._name, self._datatype, self.shape(), where)
 
 
 def serialize_byte_tensor(input_tensor):
@@ -518,6 +498,19 @@ class InferenceResponse:
 
     def output_tensors(self):
         return self._tensors
+
+    def _on_host(self, wanted):
+        """This response with its GPU tensors among `wanted` copied to the host (the same one if none
+        are): raises TritonModelException, before anything is sent, when one cannot be copied."""
+        if not any(t._gpu is not None and t._name in wanted for t in self._tensors):
+            return self
+        tensors = [
+            Tensor._of(t._name, t._datatype, t._host()) if t._gpu is not None and t._name in wanted else t
+            for t in self._tensors
+        ]
+        response = InferenceResponse(tensors, self._error)
+        response._parameters = self._parameters
+        return response
 
     def has_error(self):
         return self._error is not None
