@@ -1,24 +1,33 @@
 /**
- * The GPU check (issue 38), run from its pack by run.sh on a host with an NVIDIA GPU: serves a
+ * The GPU check (issues 38 and 45), run from its pack by run.sh on a host with an NVIDIA GPU: serves a
  * KIND_GPU MLP on ONNX Runtime's WebGPU provider (Dawn on Vulkan) and records, in one markdown file:
  * (a) its answers against ONNX Runtime's CPU run of the same model in this process, (b) nvidia-smi
  * showing the server's process, (c) the nv_gpu_* metrics, (d) the batching gain at 16 clients,
- * (e) --model-gpu-memory-limit evicting and refusing beside the GPU memory nvidia-smi measures.
- * Each step has a time box; a failed step is recorded and the check goes on. Without a GPU adapter
- * it stops at once, naming what the host lacks (exit status 2).
+ * (f) WebGPU against the same MLP served KIND_CPU on the host's cores as `batchwise tune` configures
+ * it (throughput at 16 clients, one execution at batch 1 from the server's statistics), (g) ONNX
+ * Runtime's profile of one WebGPU execution in this process, (h) the same MLP in PyTorch on CUDA
+ * through the Python backend (Triton's DLPack API), (i) third-party ONNX models (PaddleOCR's, from
+ * the pack) KIND_GPU and KIND_CPU against ONNX Runtime's CPU run, (e) --model-gpu-memory-limit
+ * evicting and refusing beside the GPU memory nvidia-smi measures, and (j) the three side by side.
+ * Every model step records one execution's time from the server's statistics. Each step has a time
+ * box; a failed step is recorded and the check goes on. Without a GPU adapter it stops at once,
+ * naming what the host lacks (exit status 2).
  *
  *   node check.js --out FILE --work DIR [--quick] [--timeout-secs N] [--rehearse-on-cpu]
  *
  * `--rehearse-on-cpu` runs every step with KIND_CPU models and --model-memory-limit, to try the
- * check's own code on a host without a GPU (the nvidia-smi steps then fail, as they should).
+ * check's own code on a host without a GPU (the nvidia-smi steps then fail, as they should, and so
+ * does the PyTorch step where python3 has no torch with CUDA, naming why).
  *   node check.js --probe-adapter MODEL    (the adapter probe, in a child process of its own)
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import ort from 'onnxruntime-node';
-import { measure, type WindowOptions } from '@batchwise/client/load';
+import { HttpClient, type ModelStatistics } from '@batchwise/client';
+import { measure, readStats, type WindowOptions } from '@batchwise/client/load';
 import { mlp } from '@batchwise/modelgen/models';
 import { writeModel } from '@batchwise/modelgen/graph-builder';
 import { mulberry32, uniformFloat32 } from '@batchwise/modelgen/prng';
@@ -26,7 +35,12 @@ import { useHeadlessVulkanDrivers } from '@batchwise/server/backends/headless-vu
 import { INSTANCE_WORKER_BYTES } from '@batchwise/server/test-support/model-footprint.ts';
 import { EPHEMERAL_PORT_FLAGS, spawnServer, type ServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { addModel, fp32Config, inferRequest } from '../src/workload.ts';
-import { gpuMemoryUsedBytes, missingForVulkan, processGpuMemoryBytes, runTool } from './host.ts';
+import { executionTable, executionTimes, type ExecutionTimes } from './execution-times.ts';
+import { descendantProcesses, gpuMemoryUsedBytes, missingForVulkan, processGpuMemoryBytes, runTool } from './host.ts';
+import { profileExecution, profileLines } from './ort-profile.ts';
+import { thirdPartyConfig, type ThirdPartyManifest } from './third-party.ts';
+import { probeTorch, writeTorchModel } from './torch-model.ts';
+import { runTune, tuneArgs } from './tune-cpu.ts';
 
 /** FP32 on a GPU differs from the CPU in summation order and fused multiply-adds: |gpu - cpu| <= ATOL + RTOL * |cpu|. */
 export const RTOL = 1e-3;
@@ -34,6 +48,9 @@ export const ATOL = 1e-4;
 export const NO_ADAPTER = 'no GPU adapter';
 const PROBE_MARK = 'gpu-check-probe:';
 const CLIENTS = 16;
+/** Issue 45's targets on the lent GPU: WebGPU's throughput at 16 clients over the tuned CPU's, and one WebGPU execution at batch 1. */
+export const TARGET_GPU_OVER_CPU = 3;
+export const TARGET_BATCH_ONE_MS = 0.5;
 
 interface Args {
   readonly out: string;
@@ -41,6 +58,8 @@ interface Args {
   readonly quick: boolean;
   readonly rehearse: boolean;
   readonly deadline: number;
+  /** Where the pack put the third-party models and their models.json. */
+  readonly thirdParty: string;
 }
 
 interface StepRecord {
@@ -121,13 +140,15 @@ function parseArgs(argv: readonly string[]): Args {
   };
   const out = value('--out');
   const work = value('--work');
-  if (!out || !work) throw new Error('usage: check.js --out FILE --work DIR [--quick] [--timeout-secs N] [--rehearse-on-cpu]');
+  if (!out || !work)
+    throw new Error('usage: check.js --out FILE --work DIR [--quick] [--timeout-secs N] [--rehearse-on-cpu] [--third-party DIR]');
   return {
     out,
     work,
     quick: argv.includes('--quick'),
     rehearse: argv.includes('--rehearse-on-cpu'),
     deadline: Date.now() + Number(value('--timeout-secs') ?? 420) * 1000,
+    thirdParty: value('--third-party') ?? fileURLToPath(new URL('../third-party/', import.meta.url)),
   };
 }
 
@@ -233,7 +254,7 @@ process.on('exit', () => {
   for (const server of running) server.child.kill('SIGKILL');
 });
 
-async function startServer(args: Args, repo: string, extra: readonly string[]): Promise<ServerProcess> {
+async function startServer(args: Args, repo: string, extra: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
   const main = fileURLToPath(new URL('../server/main.js', import.meta.url));
   const server = await spawnServer(
     [
@@ -250,7 +271,7 @@ async function startServer(args: Args, repo: string, extra: readonly string[]): 
       repo,
       ...extra,
     ],
-    {},
+    env,
     { cwd: args.work },
   );
   running.add(server);
@@ -263,6 +284,120 @@ function serverComplaints(server: ServerProcess): string[] {
   return server.logs
     .filter((l) => typeof l['level'] === 'number' && (l['level'] as number) >= 40)
     .map((l) => JSON.stringify(l).slice(0, 800));
+}
+
+/** The server's CLI: app/server/main.js beside app/check/ in the pack. */
+function serverMain(): string {
+  return fileURLToPath(new URL('../server/main.js', import.meta.url));
+}
+
+function loadWindows(args: Args): WindowOptions {
+  return args.quick
+    ? { warmupMs: 500, windowMs: 1500, minWindows: 1, maxWindows: 1, tolerance: 1 }
+    : { warmupMs: 1500, windowMs: 3000, minWindows: 2, maxWindows: 4, tolerance: 0.1 };
+}
+
+/** One model under CLIENTS closed-loop clients, one row (1 x width FP32) a request over HTTP binary. */
+interface LoadRow {
+  readonly model: string;
+  readonly throughput: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly errors: number;
+  readonly rowsPerExecution: number;
+  readonly firstError?: string;
+}
+
+async function loadAt(s: ServerProcess, model: string, width: number, windows: WindowOptions): Promise<LoadRow> {
+  const request = inferRequest({ httpUrl: s.httpUrl, grpcAddress: s.grpcAddress }, 'http-binary', model, width, CLIENTS);
+  try {
+    const before = await readCounts(s.httpUrl, model);
+    const result = await measure(model, request.send, { concurrency: CLIENTS }, windows);
+    const after = await readCounts(s.httpUrl, model);
+    return {
+      model,
+      throughput: result.throughput,
+      p50Ms: result.latencyMs.p50,
+      p99Ms: result.latencyMs.p99,
+      errors: result.errors,
+      rowsPerExecution: (after.inferences - before.inferences) / Math.max(1, after.executions - before.executions),
+      ...(result.firstError && { firstError: result.firstError }),
+    };
+  } finally {
+    await request.close();
+  }
+}
+
+function loadTable(rows: readonly LoadRow[]): string[] {
+  return [
+    '| model | req/s | rows/s | p50 ms | p99 ms | errors | rows per execution |',
+    '| --- | --- | --- | --- | --- | --- | --- |',
+    ...rows.map(
+      (r) =>
+        `| ${r.model} | ${r.throughput.toFixed(0)} | ${r.throughput.toFixed(0)} | ${r.p50Ms.toFixed(2)} | ${r.p99Ms.toFixed(2)} | ${r.errors} | ${r.rowsPerExecution.toFixed(1)} |`,
+    ),
+    ...rows.filter((r) => r.firstError).map((r) => `- ${r.model} first error: ${r.firstError}`),
+  ];
+}
+
+/**
+ * `count` requests of one sample, one at a time (so each runs alone, at batch 1), and one batch-1
+ * execution's times as the server's statistics count them over those requests.
+ */
+async function batchOne(
+  httpUrl: string,
+  model: string,
+  inputs: { name: string; shape: number[]; data: Float32Array }[],
+  count: number,
+): Promise<{ times?: ExecutionTimes; clientMedianMs: number }> {
+  const client = new HttpClient({ url: httpUrl, connections: 1 });
+  const latencies: number[] = [];
+  try {
+    const before = await readStats(httpUrl, model);
+    for (let i = 0; i < count; i++) {
+      const t0 = performance.now();
+      await client.infer({ model, inputs: inputs.map((x) => ({ ...x, datatype: 'FP32' as const })) });
+      latencies.push(performance.now() - t0);
+    }
+    const times = executionTimes(await readStats(httpUrl, model), before).find((t) => t.batchSize === 1);
+    latencies.sort((a, b) => a - b);
+    return { ...(times && { times }), clientMedianMs: latencies[Math.floor(latencies.length / 2)] ?? 0 };
+  } finally {
+    await client.close();
+  }
+}
+
+/** The per-execution table of `models` as the server's statistics hold them since each loaded. */
+async function statisticsTable(httpUrl: string, models: readonly string[]): Promise<string[]> {
+  const rows: { model: string; rows: ExecutionTimes[] }[] = [];
+  for (const model of models) {
+    const stats: ModelStatistics | undefined = await readStats(httpUrl, model).catch(() => undefined);
+    rows.push({ model, rows: stats ? executionTimes(stats) : [] });
+  }
+  return [
+    "One execution's time by the server's statistics (`/v2/models/<m>/stats`, batch_stats: compute_infer ns / executions of each batch size):",
+    '',
+    ...executionTable(rows),
+  ];
+}
+
+/** What the side-by-side step (j) shows: each contender's load at CLIENTS clients and one batch-1 execution. */
+interface Contender {
+  /** The model's name, for summaries. */
+  readonly model: string;
+  label: string;
+  load?: LoadRow;
+  batchOne?: ExecutionTimes;
+}
+
+/** How far `value` is from a target it should reach (`atLeast`) or stay under. */
+export function againstTarget(value: number, target: number, atLeast: boolean, unit: string): string {
+  const met = atLeast ? value >= target : value <= target;
+  const shown = `${unit === 'x' ? 'x' : ''}${value.toFixed(2)}${unit === 'x' ? '' : ` ${unit}`}`;
+  const goal = `${atLeast ? '>=' : '<='} ${unit === 'x' ? 'x' : ''}${target}${unit === 'x' ? '' : ` ${unit}`}`;
+  if (met) return `${shown}, target ${goal} met`;
+  const factor = atLeast ? target / value : value / target;
+  return `${shown}, target ${goal} MISSED by ${factor.toFixed(2)}x`;
 }
 
 async function main(args: Args): Promise<number> {
@@ -309,9 +444,11 @@ async function main(args: Args): Promise<number> {
     const gpu = { width, maxBatchSize: 64, ...gpuPlacement(args) };
     await addModel(repo, { name: 'mlp_gpu', modelFile, config: fp32Config('mlp_gpu', { ...gpu, batching: true }) });
     await addModel(repo, { name: 'mlp_gpu_unbatched', modelFile, config: fp32Config('mlp_gpu_unbatched', { ...gpu, batching: false }) });
+    // tune cannot configure a WebGPU model (its GPU candidates name CUDA): a second instance is the one knob tried by hand.
+    await addModel(repo, { name: 'mlp_gpu_2', modelFile, config: fp32Config('mlp_gpu_2', { ...gpu, batching: true, instances: 2 }) });
     await addModel(repo, { name: 'mlp_cpu', modelFile, config: fp32Config('mlp_cpu', { width, maxBatchSize: 64, batching: true }) });
     r.lines.push(
-      `MLP ${layers}x${width} FP32, ${modelBytes} bytes; mlp_gpu (KIND_GPU, webgpu, dynamic batching), mlp_gpu_unbatched (batching off), mlp_cpu (KIND_CPU twin).`,
+      `MLP ${layers}x${width} FP32, ${modelBytes} bytes; mlp_gpu (KIND_GPU, webgpu, dynamic batching), mlp_gpu_unbatched (batching off), mlp_gpu_2 (two instances), mlp_cpu (KIND_CPU twin).`,
     );
     r.lines.push('', ...fenced(fp32Config('mlp_gpu', { ...gpu, batching: true })));
     r.summary = `MLP ${layers}x${width}, ${(modelBytes / 1e6).toFixed(1)} MB`;
@@ -352,11 +489,43 @@ async function main(args: Args): Promise<number> {
     return 2;
   }
 
+  const webgpu: Contender = { model: 'mlp_gpu', label: args.rehearse ? 'mlp_gpu (rehearsal: KIND_CPU)' : 'mlp_gpu: WebGPU (KIND_GPU)' };
+  const cpu: Contender = { model: 'mlp_cpu', label: `mlp_cpu: KIND_CPU on ${availableParallelism()} cores, untuned` };
+  const torch: Contender = { model: 'mlp_torch', label: 'mlp_torch: PyTorch on CUDA (Python backend, KIND_GPU)' };
+  await report.step(`KIND_CPU config by batchwise tune (${CLIENTS} clients)`, args.quick ? 90_000 : 200_000, async (r) => {
+    const options = {
+      serverMain: serverMain(),
+      repository: repo,
+      model: 'mlp_cpu',
+      outDir: join(args.work, 'tune-mlp_cpu'),
+      concurrency: CLIENTS,
+      // Generous: the comparison is of throughput at CLIENTS clients, not of a latency objective.
+      latencyObjective: '1s',
+      budget: args.quick ? '20s' : '120s',
+      windowMs: args.quick ? 400 : 1000,
+      maxWindows: args.quick ? 1 : 2,
+      ...(args.quick && { maxCandidates: 3 }),
+      timeoutMs: args.quick ? 80_000 : 190_000,
+      cwd: args.work,
+    };
+    const tuned = await runTune(options);
+    r.lines.push(
+      `\`batchwise tune\` on this host's ${availableParallelism()} cores, no GPU visible to it (CUDA_VISIBLE_DEVICES empty), exit status ${tuned.status}:`,
+      ...fenced(`$ node ${tuneArgs(options).join(' ')}\n${tuned.output.trim().split('\n').slice(-40).join('\n')}`),
+    );
+    if (!tuned.configText) throw new Error(`tune recommended no config (${tuned.verdict})`);
+    writeFileSync(join(repo, 'mlp_cpu', 'config.pbtxt'), tuned.configText);
+    r.lines.push('', 'mlp_cpu served with the config tune recommends:', ...fenced(tuned.configText));
+    const candidate = /^(?:recommended|nearest): (.+?) —/.exec(tuned.verdict)?.[1] ?? 'see the report';
+    cpu.label = `mlp_cpu: KIND_CPU on ${availableParallelism()} cores, tuned (${candidate})`;
+    r.summary = tuned.verdict.slice(0, 300);
+  });
+
   const baselineGpuBytes = await gpuMemoryUsedBytes();
   let server: ServerProcess | undefined;
   const serve = await report.step('serve (KIND_GPU on webgpu)', 120_000, async (r) => {
     server = await startServer(args, repo, []);
-    for (const model of ['mlp_gpu', 'mlp_gpu_unbatched', 'mlp_cpu']) {
+    for (const model of ['mlp_gpu', 'mlp_gpu_unbatched', 'mlp_gpu_2', 'mlp_cpu']) {
       const ready = await fetch(`${server.httpUrl}/v2/models/${model}/ready`);
       r.lines.push(`- ${model}: ready ${ready.status === 200}`);
     }
@@ -381,7 +550,7 @@ async function main(args: Args): Promise<number> {
         const input = uniformFloat32(next, batch * width, 1);
         const expected = (await reference.run({ INPUT0: new ort.Tensor('float32', input, [batch, width]) }))['OUTPUT0']!
           .data as Float32Array;
-        for (const model of ['mlp_gpu', 'mlp_gpu_unbatched', 'mlp_cpu']) {
+        for (const model of ['mlp_gpu', 'mlp_gpu_unbatched', 'mlp_gpu_2', 'mlp_cpu']) {
           const c = compareWithin(await inferJson(s.httpUrl, model, input, width), expected);
           worst = Math.max(worst, c.worst);
           rows.push(`| ${model} | ${batch} | ${c.maxAbs.toExponential(2)} | ${c.maxRel.toExponential(2)} | ${c.within} |`);
@@ -429,43 +598,345 @@ async function main(args: Args): Promise<number> {
     });
 
     await report.step(`(d) batching at ${CLIENTS} clients`, 90_000, async (r) => {
-      const windows: WindowOptions = args.quick
-        ? { warmupMs: 500, windowMs: 1500, minWindows: 1, maxWindows: 1, tolerance: 1 }
-        : { warmupMs: 1500, windowMs: 3000, minWindows: 2, maxWindows: 4, tolerance: 0.1 };
-      const results: Record<string, number> = {};
-      const rows = [
-        '| model | req/s | rows/s | p50 ms | p99 ms | errors | rows per execution |',
-        '| --- | --- | --- | --- | --- | --- | --- |',
+      const rows: LoadRow[] = [];
+      for (const model of ['mlp_gpu', 'mlp_gpu_unbatched']) rows.push(await loadAt(s, model, width, loadWindows(args)));
+      webgpu.load = rows[0]!;
+      r.lines.push('One row (1 x ' + width + ' FP32) a request over HTTP binary; rows/s = req/s.', '', ...loadTable(rows));
+      const gain = rows[0]!.throughput / rows[1]!.throughput;
+      r.summary = `dynamic batching ${rows[0]!.throughput.toFixed(0)} req/s vs ${rows[1]!.throughput.toFixed(0)} unbatched: x${gain.toFixed(2)}`;
+    });
+
+    await report.step(`(f) WebGPU against the host's CPU (${CLIENTS} clients; batch 1)`, 120_000, async (r) => {
+      cpu.load = await loadAt(s, 'mlp_cpu', width, loadWindows(args));
+      const one = webgpu.load ?? (await loadAt(s, 'mlp_gpu', width, loadWindows(args)));
+      const two = await loadAt(s, 'mlp_gpu_2', width, loadWindows(args));
+      // WebGPU at its best of one instance and two.
+      webgpu.load = two.throughput > one.throughput ? two : one;
+      if (webgpu.load === two) webgpu.label += ', two instances';
+      const ratio = webgpu.load.throughput / cpu.load.throughput;
+      r.lines.push(
+        `WebGPU (mlp_gpu: one instance, mlp_gpu_2: two) against ${cpu.label}, ${CLIENTS} clients, one row a request:`,
+        '',
+        ...loadTable([one, two, cpu.load]),
+      );
+      const count = args.quick ? 20 : 200;
+      const input = [{ name: 'INPUT0', shape: [1, width], data: uniformFloat32(mulberry32(45), width, 1) }];
+      const batchOneRows: string[] = [
+        '| model | one execution at batch 1: compute_input / compute_infer / compute_output ms | requests | client median ms |',
+        '| --- | --- | --- | --- |',
       ];
-      for (const model of ['mlp_gpu', 'mlp_gpu_unbatched']) {
-        const request = inferRequest({ httpUrl: s.httpUrl, grpcAddress: s.grpcAddress }, 'http-binary', model, width, CLIENTS);
-        const before = await readCounts(s.httpUrl, model);
-        const result = await measure(model, request.send, { concurrency: CLIENTS }, windows);
-        const after = await readCounts(s.httpUrl, model);
-        await request.close();
-        results[model] = result.throughput;
-        const perExecution = (after.inferences - before.inferences) / Math.max(1, after.executions - before.executions);
-        rows.push(
-          `| ${model} | ${result.throughput.toFixed(0)} | ${result.throughput.toFixed(0)} | ${result.latencyMs.p50.toFixed(2)} | ${result.latencyMs.p99.toFixed(2)} | ${result.errors} | ${perExecution.toFixed(1)} |`,
+      for (const [model, contender] of [
+        ['mlp_gpu', webgpu],
+        ['mlp_cpu', cpu],
+      ] as const) {
+        const b = await batchOne(s.httpUrl, model, input, count);
+        if (b.times) contender.batchOne = b.times;
+        batchOneRows.push(
+          `| ${model} | ${b.times ? `${b.times.inputMs.toFixed(3)} / ${b.times.inferMs.toFixed(3)} / ${b.times.outputMs.toFixed(3)}` : 'no batch-1 execution counted'} | ${count} | ${b.clientMedianMs.toFixed(3)} |`,
         );
-        if (result.firstError) r.lines.push(`- ${model} first error: ${result.firstError}`);
       }
-      r.lines.push('One row (1 x ' + width + ' FP32) a request over HTTP binary; rows/s = req/s.', '', ...rows);
-      const gain = results['mlp_gpu']! / results['mlp_gpu_unbatched']!;
-      r.summary = `dynamic batching ${results['mlp_gpu']!.toFixed(0)} req/s vs ${results['mlp_gpu_unbatched']!.toFixed(0)} unbatched: x${gain.toFixed(2)}`;
+      r.lines.push(
+        '',
+        `${count} requests of one row, one at a time, each model; one execution's time by the server's statistics (batch_stats, batch size 1):`,
+        '',
+        ...batchOneRows,
+      );
+      const gpuOne = webgpu.batchOne?.inferMs;
+      r.summary = [
+        `throughput ${againstTarget(ratio, TARGET_GPU_OVER_CPU, true, 'x')} (${webgpu.load.model} ${webgpu.load.throughput.toFixed(0)} vs ${cpu.load.throughput.toFixed(0)} req/s)`,
+        `one execution at batch 1 ${gpuOne === undefined ? 'not counted' : againstTarget(gpuOne, TARGET_BATCH_ONE_MS, false, 'ms')} (CPU ${cpu.batchOne?.inferMs.toFixed(3) ?? '?'} ms)`,
+      ].join('; ');
+      r.lines.push('', `- ${r.summary}`);
+      if (args.rehearse) r.lines.push('- a rehearsal: "mlp_gpu" runs on the CPU here, so neither figure says anything of a GPU');
     });
 
     await report.step('GPU memory of the served models', 30_000, async (r) => {
       const used = await gpuMemoryUsedBytes();
       const own = await processGpuMemoryBytes(s.child.pid!);
       r.lines.push(
-        `- GPU memory used before the server: ${baselineGpuBytes} bytes; with it (two KIND_GPU instances of ${modelBytes} bytes of weights): ${used} bytes`,
+        `- GPU memory used before the server: ${baselineGpuBytes} bytes; with it (four KIND_GPU instances of ${modelBytes} bytes of weights): ${used} bytes`,
       );
       r.lines.push(`- the server's process as a compute app: ${own ?? 'not listed'} bytes`);
       r.summary = `delta ${used !== undefined && baselineGpuBytes !== undefined ? used - baselineGpuBytes : '?'} bytes; process ${own ?? 'not listed'}`;
     });
+
+    await report.step('per-execution time (server statistics): MLPs', 30_000, async (r) => {
+      r.lines.push(...(await statisticsTable(s.httpUrl, ['mlp_gpu', 'mlp_gpu_unbatched', 'mlp_gpu_2', 'mlp_cpu'])));
+      const gpu = executionTimes(await readStats(s.httpUrl, 'mlp_gpu')).find((t) => t.batchSize === 1);
+      r.summary = `mlp_gpu at batch 1: ${gpu ? `${gpu.inferMs.toFixed(3)} ms compute_infer` : 'no batch-1 execution'}`;
+    });
     await s.stop();
   }
+
+  await report.step(`(g) ONNX Runtime profile of one ${args.rehearse ? 'CPU (rehearsal)' : 'WebGPU'} execution`, 90_000, async (r) => {
+    const profileDir = join(args.work, 'profile');
+    mkdirSync(profileDir, { recursive: true });
+    const providers = args.rehearse ? ['cpu'] : ['webgpu'];
+    const profiled = await profileExecution({
+      modelFile,
+      providers,
+      feeds: { INPUT0: new ort.Tensor('float32', uniformFloat32(mulberry32(45), width, 1), [1, width]) },
+      dir: profileDir,
+      warmups: 3,
+      bareRuns: args.quick ? 20 : 200,
+    });
+    const kept = join(dirname(args.out), 'gpu-check-ort-profile.json');
+    copyFileSync(profiled.file, kept);
+    const p = profiled.summary;
+    r.lines.push(
+      `In this process: onnxruntime-node, executionProviders ${JSON.stringify(providers)}, SessionOptions enableProfiling; the MLP at batch 1, 3 runs, then the profiled one. The profile: ${kept}.`,
+      '',
+      ...profileLines(p),
+      '',
+      `The same run without profiling, ${profiled.bare.runs} times in this process: median ${profiled.bare.medianMs.toFixed(3)} ms, fastest ${profiled.bare.minMs.toFixed(3)} ms.`,
+    );
+    if (!args.rehearse)
+      r.lines.push(
+        '',
+        "WebGPU kernels are dispatched, not waited for: a node's time is its dispatch; the wait for the GPU shows in the read-back (a MemcpyToHost node, or the outputs' copy outside the nodes).",
+      );
+    const placement = Object.entries(p.byProvider)
+      .map(([provider, v]) => `${v.nodes} on ${provider.replace('ExecutionProvider', '')}`)
+      .join(', ');
+    r.summary = `run ${(p.runUs / 1000).toFixed(3)} ms: nodes ${placement || 'none'}; kernels ${(p.kernels.us / 1000).toFixed(3)} ms, uploads ${(p.uploads.us / 1000).toFixed(3)} ms, read-backs ${(p.readBacks.us / 1000).toFixed(3)} ms, outside the nodes ${(p.outsideNodesUs / 1000).toFixed(3)} ms; unprofiled median ${profiled.bare.medianMs.toFixed(3)} ms`;
+  });
+
+  await report.step('(h) PyTorch on CUDA through the Python backend', 240_000, async (r) => {
+    const torchRepo = join(args.work, 'torch-repo');
+    const config = fp32Config('mlp_torch', { width, maxBatchSize: 64, batching: true, backend: 'python', kind: 'KIND_GPU' });
+    const written = await writeTorchModel({ repo: torchRepo, name: 'mlp_torch', onnxFile: modelFile, config });
+    r.lines.push(
+      `mlp_torch: model.py (bench/gpu-check/torch_mlp.py) with the ONNX MLP's ${written.layers} layers' weights as .npy beside it (${written.weightBytes} bytes, read from ${modelFile}):`,
+      ...fenced(config),
+    );
+    const probe = await probeTorch();
+    r.lines.push(
+      '',
+      'Interpreters asked for numpy, torch and CUDA:',
+      '',
+      ...probe.probes.map((p) => `- ${p.python}: ${p.ok ? 'ok ' : ''}${p.said}`),
+    );
+    if (!probe.chosen)
+      throw new Error(
+        `no python3 here has torch with CUDA (python3 -c "import torch; torch.cuda.is_available()"): ${probe.probes.map((p) => `${p.python}: ${p.said}`).join('; ')}`.slice(
+          0,
+          900,
+        ),
+      );
+    const server = await startServer(args, torchRepo, [], { BATCHWISE_PYTHON: probe.chosen });
+    try {
+      const ready = (await fetch(`${server.httpUrl}/v2/models/mlp_torch/ready`)).status === 200;
+      const complaints = serverComplaints(server);
+      if (complaints.length) r.lines.push('', 'Server warnings and errors:', ...fenced(complaints.join('\n')));
+      if (!ready) throw new Error(`mlp_torch is not ready: ${complaints.at(-1) ?? 'no error logged'}`);
+      r.lines.push(
+        '',
+        `Served by pid ${server.child.pid} with BATCHWISE_PYTHON=${probe.chosen}; metadata:`,
+        ...fenced(JSON.stringify(await getJson(`${server.httpUrl}/v2/models/mlp_torch`))),
+      );
+
+      const reference = await ort.InferenceSession.create(modelFile, { executionProviders: ['cpu'] });
+      const next = mulberry32(451);
+      let worst = 0;
+      const rows = ['| batch | max abs diff | max rel diff | within |', '| --- | --- | --- | --- |'];
+      try {
+        for (const batch of [1, 7, 64]) {
+          const input = uniformFloat32(next, batch * width, 1);
+          const expected = (await reference.run({ INPUT0: new ort.Tensor('float32', input, [batch, width]) }))['OUTPUT0']!
+            .data as Float32Array;
+          const c = compareWithin(await inferJson(server.httpUrl, 'mlp_torch', input, width), expected);
+          worst = Math.max(worst, c.worst);
+          rows.push(`| ${batch} | ${c.maxAbs.toExponential(2)} | ${c.maxRel.toExponential(2)} | ${c.within} |`);
+        }
+      } finally {
+        await reference.release();
+      }
+      r.lines.push('', "Answers against ONNX Runtime's CPU run in this process:", '', ...rows);
+
+      torch.load = await loadAt(server, 'mlp_torch', width, loadWindows(args));
+      r.lines.push('', `${CLIENTS} clients, one row a request:`, '', ...loadTable([torch.load]));
+      const count = args.quick ? 20 : 200;
+      const b = await batchOne(
+        server.httpUrl,
+        'mlp_torch',
+        [{ name: 'INPUT0', shape: [1, width], data: uniformFloat32(mulberry32(45), width, 1) }],
+        count,
+      );
+      if (b.times) torch.batchOne = b.times;
+      r.lines.push('', ...(await statisticsTable(server.httpUrl, ['mlp_torch'])));
+      r.lines.push('', `${count} requests at batch 1: client median ${b.clientMedianMs.toFixed(3)} ms`);
+
+      const stubs = descendantProcesses(server.child.pid!).filter((p) => /stub\.py/.test(p.command));
+      const compute = await runTool('nvidia-smi', ['--query-compute-apps=pid,process_name,used_memory', '--format=csv']);
+      r.lines.push('', `The Python processes (stub.py) of the server: ${stubs.map((p) => p.pid).join(', ') || 'none found'}`);
+      const memories: string[] = [];
+      for (const stub of stubs) memories.push(`pid ${stub.pid}: ${(await processGpuMemoryBytes(stub.pid)) ?? 'not listed'} bytes`);
+      r.lines.push(
+        `- GPU memory by nvidia-smi: ${memories.join('; ') || '-'}`,
+        ...fenced(`$ nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv\n${compute.text}`),
+      );
+      const metrics = (await (await fetch(server.metricsUrl)).text()).split('\n').filter((l) => l.startsWith('nv_gpu_'));
+      r.lines.push('', "nv_gpu_* on the server's metrics page:", ...fenced(metrics.join('\n') || '(no nv_gpu_* lines)'));
+      const modelLines = server.logs.filter((l) => /torch_mlp:/.test(JSON.stringify(l))).map((l) => JSON.stringify(l).slice(0, 600));
+      if (modelLines.length) r.lines.push('', "model.py's own lines (how its outputs left the GPU):", ...fenced(modelLines.join('\n')));
+      r.summary = `answers within ${worst.toFixed(3)} of the tolerance; ${torch.load.throughput.toFixed(0)} req/s at ${CLIENTS} clients (${torch.load.rowsPerExecution.toFixed(1)} rows an execution); batch 1 ${torch.batchOne ? `${torch.batchOne.inferMs.toFixed(3)} ms` : 'not counted'} an execution; stub GPU memory ${memories.join('; ') || 'not listed'}`;
+      if (worst > 1) throw new Error(r.summary);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  await report.step('(i) third-party ONNX models, KIND_GPU and KIND_CPU', 180_000, async (r) => {
+    const manifestFile = join(args.thirdParty, 'models.json');
+    if (!existsSync(manifestFile))
+      throw new Error(
+        `no third-party model in the pack (${manifestFile} is missing): \`pnpm gpu:pack\` brings them (a --smoke pack only from .cache/gpu-pack)`,
+      );
+    const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as ThirdPartyManifest;
+    r.lines.push(`From ${manifest.source} (${manifest.license}):`, '', ...manifest.models.map((m) => `- ${m.name}: ${m.what}`));
+    const thirdRepo = join(args.work, 'third-party-repo');
+    const served: string[] = [];
+    for (const m of manifest.models) {
+      const file = join(args.thirdParty, m.onnx);
+      for (const [suffix, placement] of [
+        ['gpu', gpuPlacement(args)],
+        ['cpu', { kind: 'KIND_CPU' as const }],
+      ] as const) {
+        const name = `${m.name}_${suffix}`;
+        await addModel(thirdRepo, { name, modelFile: file, config: thirdPartyConfig(name, m.maxBatchSize, placement) });
+        served.push(name);
+      }
+    }
+    r.lines.push(
+      '',
+      'Each as a user would bring it: a config naming its instance kind and batching, the rest completed by the server from the ONNX file:',
+      ...fenced(thirdPartyConfig(`${manifest.models[0]!.name}_gpu`, manifest.models[0]!.maxBatchSize, gpuPlacement(args))),
+    );
+    const server = await startServer(args, thirdRepo, []);
+    const failures: string[] = [];
+    try {
+      const rows = [
+        '| model | output | batch | max abs diff | max rel diff | worst / tolerance | within |',
+        '| --- | --- | --- | --- | --- | --- | --- |',
+      ];
+      const client = new HttpClient({ url: server.httpUrl, connections: 1 });
+      const next = mulberry32(452);
+      try {
+        for (const m of manifest.models) {
+          const reference = await ort.InferenceSession.create(join(args.thirdParty, m.onnx), { executionProviders: ['cpu'] });
+          try {
+            const inputName = reference.inputNames[0]!;
+            for (const suffix of ['gpu', 'cpu']) {
+              const name = `${m.name}_${suffix}`;
+              if ((await fetch(`${server.httpUrl}/v2/models/${name}/ready`)).status !== 200) {
+                failures.push(`${name} is not ready`);
+                continue;
+              }
+            }
+            for (const batch of [1, 4]) {
+              const shape = [batch, ...m.sampleDims];
+              const data = Float32Array.from(
+                uniformFloat32(
+                  next,
+                  shape.reduce((a, b) => a * b, 1),
+                  1,
+                ),
+                (v) => (v + 1) / 2,
+              );
+              const expected = await reference.run({ [inputName]: new ort.Tensor('float32', data, shape) });
+              for (const suffix of ['gpu', 'cpu']) {
+                const name = `${m.name}_${suffix}`;
+                if (failures.includes(`${name} is not ready`)) continue;
+                const answer = await client.infer({ model: name, inputs: [{ name: inputName, datatype: 'FP32', shape, data }] });
+                for (const output of reference.outputNames) {
+                  const got = answer.outputs.find((o) => o.name === output);
+                  if (!got) {
+                    failures.push(`${name}: no output ${output}`);
+                    continue;
+                  }
+                  const c = compareWithin(got.data as Float32Array, expected[output]!.data as Float32Array);
+                  if (!c.within) failures.push(`${name} batch ${batch} ${output}: worst ${c.worst.toFixed(2)} of the tolerance`);
+                  rows.push(
+                    `| ${name} | ${output} | ${batch} | ${c.maxAbs.toExponential(2)} | ${c.maxRel.toExponential(2)} | ${c.worst.toFixed(3)} | ${c.within} |`,
+                  );
+                }
+              }
+            }
+            const count = args.quick ? 3 : 30;
+            const sample = {
+              name: inputName,
+              shape: [1, ...m.sampleDims],
+              data: new Float32Array(m.sampleDims.reduce((a, b) => a * b, 1)).fill(0.5),
+            };
+            for (const suffix of ['gpu', 'cpu']) {
+              const name = `${m.name}_${suffix}`;
+              if (!failures.includes(`${name} is not ready`)) await batchOne(server.httpUrl, name, [sample], count);
+            }
+          } finally {
+            await reference.release();
+          }
+        }
+      } finally {
+        await client.close();
+      }
+      r.lines.push('', "Answers against ONNX Runtime's CPU run in this process (inputs uniform in [0, 1)):", '', ...rows);
+      r.lines.push('', ...(await statisticsTable(server.httpUrl, served)));
+      const metadata = await getJson(`${server.httpUrl}/v2/models/${served[0]}`);
+      r.lines.push('', `${served[0]} metadata as the server completed it:`, ...fenced(JSON.stringify(metadata)));
+      const complaints = serverComplaints(server);
+      if (complaints.length) r.lines.push('', 'Server warnings and errors:', ...fenced(complaints.join('\n')));
+      // Where ONNX Runtime put each node of a real model on this provider, and what one execution spends where.
+      const providers = args.rehearse ? ['cpu'] : ['webgpu'];
+      const profileDir = join(args.work, 'profile-third-party');
+      mkdirSync(profileDir, { recursive: true });
+      r.lines.push(
+        '',
+        `ONNX Runtime's profile of one execution at batch 1 in this process, executionProviders ${JSON.stringify(providers)}:`,
+        '',
+      );
+      for (const m of manifest.models) {
+        const reference = await ort.InferenceSession.create(join(args.thirdParty, m.onnx), { executionProviders: ['cpu'] });
+        const inputName = reference.inputNames[0]!;
+        await reference.release();
+        const shape = [1, ...m.sampleDims];
+        const data = new Float32Array(shape.reduce((a, b) => a * b, 1)).fill(0.5);
+        const profiled = await profileExecution({
+          modelFile: join(args.thirdParty, m.onnx),
+          providers,
+          feeds: { [inputName]: new ort.Tensor('float32', data, shape) },
+          dir: profileDir,
+          warmups: 1,
+          bareRuns: 0,
+        }).catch((error: Error) => error);
+        if (profiled instanceof Error) {
+          r.lines.push(`- ${m.name}: no profile (${profiled.message.split('\n')[0]})`);
+          continue;
+        }
+        const p = profiled.summary;
+        const cpuOps = [...new Set(p.nodes.filter((n) => n.provider === 'CPUExecutionProvider').map((n) => n.op))];
+        r.lines.push(
+          `- ${m.name}: run ${(p.runUs / 1000).toFixed(3)} ms; ${Object.entries(p.byProvider)
+            .map(([provider, v]) => `${v.nodes} nodes on ${provider} (${(v.us / 1000).toFixed(3)} ms)`)
+            .join(
+              ', ',
+            )}; uploads ${p.uploads.nodes} (${(p.uploads.us / 1000).toFixed(3)} ms), read-backs ${p.readBacks.nodes} (${(p.readBacks.us / 1000).toFixed(3)} ms), outside the nodes ${(p.outsideNodesUs / 1000).toFixed(3)} ms${
+            !args.rehearse && cpuOps.length ? `; ops on the CPU: ${cpuOps.join(', ')}` : ''
+          }`,
+        );
+        copyFileSync(profiled.file, join(dirname(args.out), `gpu-check-ort-profile-${m.name}.json`));
+      }
+      const gpuOnes = [];
+      for (const m of manifest.models) {
+        const stats = await readStats(server.httpUrl, `${m.name}_gpu`).catch(() => undefined);
+        const one = stats && executionTimes(stats).find((t) => t.batchSize === 1);
+        gpuOnes.push(`${m.name}_gpu ${one ? `${one.inferMs.toFixed(3)} ms` : '?'}`);
+      }
+      r.summary = `${served.length} models; ${failures.length ? `FAILURES: ${failures.join('; ')}` : "all answers within the tolerance of ONNX Runtime's CPU run"}; batch 1: ${gpuOnes.join(', ')} an execution`;
+      if (failures.length) throw new Error(r.summary);
+    } finally {
+      await server.stop();
+    }
+  });
 
   const limitFlag = args.rehearse ? '--model-memory-limit' : '--model-gpu-memory-limit';
   await report.step(`(e) ${limitFlag}`, 120_000, async (r) => {
@@ -525,6 +996,34 @@ async function main(args: Args): Promise<number> {
       await refusing.stop();
     }
     r.summary = `one model within ${roomy} bytes, the second evicts it; ${tight} bytes refuses`;
+  });
+
+  await report.step(`(j) side by side: ${CLIENTS} clients and one execution at batch 1`, 10_000, async (r) => {
+    const rows = [
+      `| contender | req/s at ${CLIENTS} clients | p50 ms | p99 ms | rows per execution | one execution at batch 1, ms (compute_infer) | against the CPU |`,
+      '| --- | --- | --- | --- | --- | --- | --- |',
+    ];
+    for (const c of [webgpu, cpu, torch]) {
+      const ratio = c.load && cpu.load && c !== cpu ? `x${(c.load.throughput / cpu.load.throughput).toFixed(2)}` : '-';
+      rows.push(
+        c.load
+          ? `| ${c.label} | ${c.load.throughput.toFixed(0)} | ${c.load.p50Ms.toFixed(2)} | ${c.load.p99Ms.toFixed(2)} | ${c.load.rowsPerExecution.toFixed(1)} | ${c.batchOne?.inferMs.toFixed(3) ?? '-'} | ${ratio} |`
+          : `| ${c.label} | not measured (its step failed) | - | - | - | ${c.batchOne?.inferMs.toFixed(3) ?? '-'} | - |`,
+      );
+    }
+    r.lines.push(
+      `The ${layers}x${width} MLP, one row (1 x ${width} FP32) a request over HTTP binary, each served by its own config in this run:`,
+      '',
+      ...rows,
+      '',
+      `Targets (issue 45): WebGPU >= x${TARGET_GPU_OVER_CPU} the tuned CPU's throughput; one WebGPU execution at batch 1 <= ${TARGET_BATCH_ONE_MS} ms.`,
+    );
+    const measured = [webgpu, cpu, torch].filter((c) => c.load);
+    if (measured.length === 0) throw new Error('no contender was measured');
+    r.summary = measured.map((c) => `${c.load!.model} ${c.load!.throughput.toFixed(0)} req/s`).join(', ');
+    if (webgpu.load && cpu.load)
+      r.summary += `; WebGPU/CPU ${againstTarget(webgpu.load.throughput / cpu.load.throughput, TARGET_GPU_OVER_CPU, true, 'x')}`;
+    if (torch.load && cpu.load) r.summary += `; torch/CPU x${(torch.load.throughput / cpu.load.throughput).toFixed(2)}`;
   });
 
   report.write();

@@ -1,6 +1,6 @@
 /** What the GPU check reads off its host: nvidia-smi, the Vulkan loader and ICD, the GPU device files. */
 import { execFile } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { glxDriverWithoutDisplay } from '@batchwise/server/backends/headless-vulkan.ts';
 import { vulkanMissing, vulkanSetup } from '@batchwise/server/backends/vulkan-detect.ts';
 
@@ -32,6 +32,32 @@ export async function processGpuMemoryBytes(pid: number): Promise<number | undef
     if (Number(p) === pid && Number.isFinite(Number(used))) return Number(used) * 2 ** 20;
   }
   return undefined;
+}
+
+/** The processes below `pid` (children, theirs, ...) with their command lines, from /proc; none where /proc cannot tell. */
+export function descendantProcesses(pid: number): { pid: number; command: string }[] {
+  const found: { pid: number; command: string }[] = [];
+  const visit = (parent: number) => {
+    let children: number[] = [];
+    try {
+      for (const task of readdirSync(`/proc/${parent}/task`))
+        children.push(...readFileSync(`/proc/${parent}/task/${task}/children`, 'utf8').split(' ').filter(Boolean).map(Number));
+    } catch {
+      children = [];
+    }
+    for (const child of children) {
+      let command = '';
+      try {
+        command = readFileSync(`/proc/${child}/cmdline`, 'utf8').split('\0').join(' ').trim();
+      } catch {
+        // gone meanwhile
+      }
+      found.push({ pid: child, command });
+      visit(child);
+    }
+  };
+  visit(pid);
+  return found;
 }
 
 /**

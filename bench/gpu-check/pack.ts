@@ -3,11 +3,13 @@
  * `.gpu-pack/`, ignored) to send to a GPU host that has an NVIDIA driver and no Node: Node's binary
  * and `libonnxruntime.so.1` compressed with xz, the compiled server bundled with esbuild (its
  * ONNX Runtime and JavaScript backend workers are files of their own, loaded by path), the check
- * (check.ts, bundled), onnxruntime-node's binding, Debian's Vulkan loader and run.sh, the one
+ * (check.ts, bundled, with the PyTorch model.py it writes), the Python backend's stub, onnxruntime-node's
+ * binding, Debian's Vulkan loader, the third-party ONNX models (third-party.ts) and run.sh, the one
  * command that runs it there. Fails when the pack is over 60 MiB (64 MiB travel with a command).
  *
  * `--smoke` (the suite's dry run) links Node and libonnxruntime.so.1 instead of compressing them
- * (xz takes minutes on two cores) and brings the Vulkan loader only when it is cached.
+ * (xz takes minutes on two cores) and brings the Vulkan loader and the third-party models only
+ * when they are cached.
  */
 import { execFileSync } from 'node:child_process';
 import {
@@ -28,6 +30,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
 import { REQUIRE_SHIM } from '@batchwise/modelgen/bundle';
+import { packThirdPartyModels } from './third-party.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const HERE = fileURLToPath(new URL('./', import.meta.url));
@@ -57,9 +60,24 @@ const BACKEND_DIRS: Readonly<Record<string, string>> = {
   'backends/js/js-backend.js': './backends/js/',
 };
 
+/**
+ * The server's own child servers (`batchwise tune` runs each candidate in one) start the compiled CLI
+ * at dist/cli/main.js of the server package; bundled, that CLI is main.js itself.
+ */
+const COMPILED_CLI = "new URL('dist/cli/main.js', SERVER_PACKAGE)";
+
 const workerDirs: Plugin = {
   name: 'batchwise-worker-dirs',
   setup(b) {
+    b.onLoad({ filter: /cli\/server-process\.js$/ }, (args) => {
+      if (relative(SERVER_DIST, args.path) !== 'cli/server-process.js') return undefined;
+      const source = readFileSync(args.path, 'utf8');
+      if (source.split(COMPILED_CLI).length !== 2)
+        throw new Error(
+          `cli/server-process.js: expected one ${COMPILED_CLI} (the CLI child servers run); the GPU pack must be told where it moved`,
+        );
+      return { contents: source.replace(COMPILED_CLI, "new URL('./main.js', import.meta.url)"), loader: 'js' };
+    });
     b.onLoad({ filter: /backends\/(onnxruntime\/onnxruntime-backend|js\/js-backend)\.js$/ }, (args) => {
       const key = relative(SERVER_DIST, args.path);
       const dir = BACKEND_DIRS[key];
@@ -110,6 +128,13 @@ async function bundle(app: string): Promise<void> {
   writeFileSync(join(app, 'package.json'), JSON.stringify({ type: 'module', private: true }));
   // The protocol package reads its .proto files from '../proto/' beside the module: main.js is in app/server.
   cpSync(join(ROOT, 'packages/protocol/proto'), join(app, 'proto'), { recursive: true });
+  // The Python backend runs stub/stub.py beside its module (stub-process.ts): main.js is in app/server.
+  cpSync(join(ROOT, 'packages/server/src/backends/python/stub'), join(app, 'server/stub'), {
+    recursive: true,
+    filter: (p) => !p.includes('__pycache__'),
+  });
+  // The check's PyTorch model (torch-model.ts reads it beside check.js).
+  copyFileSync(join(HERE, 'torch_mlp.py'), join(app, 'check/torch_mlp.py'));
 }
 
 /** The folder of package `name` as `from` resolves it. */
@@ -190,6 +215,8 @@ export async function pack(options: PackOptions): Promise<PackedFile[]> {
   }
   const deb = vulkanLoaderDeb(!smoke, log);
   if (deb) copyFileSync(deb, join(out, 'libvulkan1_amd64.deb'));
+  const thirdParty = packThirdPartyModels(join(app, 'third-party'), join(DEB_CACHE, 'npm'), !smoke, log);
+  if (!thirdParty) log('no third-party models: none cached in .cache/gpu-pack/npm (a --smoke pack does not fetch them)');
   copyFileSync(join(HERE, 'run.sh'), join(out, 'run.sh'));
   execFileSync('chmod', ['+x', join(out, 'run.sh')]);
   const files = filesUnder(out);

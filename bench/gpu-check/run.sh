@@ -2,7 +2,8 @@
 # The GPU check from its pack (bench/gpu-check/pack.ts), on a host with an NVIDIA driver and no Node:
 #   bash .gpu-pack/run.sh            results in $OUT/gpu-check.md (or the pack's out/ when OUT is unset)
 # Unpacks Node and libonnxruntime.so.1 into a folder of /tmp, the Vulkan loader (Debian's libvulkan1)
-# beside them, and runs the check with that Node. Arguments go to the check (check.ts: --quick, --timeout-secs N).
+# beside them, and runs the check with that Node. Arguments go to the check (check.ts: --quick, --timeout-secs N,
+# --rehearse-on-cpu, --third-party DIR); BATCHWISE_PYTHON names a python3 with torch if not the one on PATH.
 set -u
 PACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 OUT="${OUT:-$PACK/out}"

@@ -7,10 +7,10 @@ import { NO_ADAPTER } from '../gpu-check/check.ts';
 import { pack, type PackedFile } from '../gpu-check/pack.ts';
 
 /**
- * The GPU check's dry run (issue 38): packs it (smoke: Node and libonnxruntime.so.1 linked, not
- * compressed), unpacks and runs it through run.sh as the GPU host would. Without a GPU adapter it
+ * The GPU check's dry run (issues 38 and 45): packs it (smoke: Node and libonnxruntime.so.1 linked,
+ * not compressed), unpacks and runs it through run.sh as the GPU host would. Without a GPU adapter it
  * must stop loudly, naming what is missing; rehearsed on the CPU, its steps run against the bundled
- * server and its workers.
+ * server, its workers and its `tune` command, and the PyTorch step fails naming why (no torch here).
  */
 describe('the GPU check pack', () => {
   let dir: string;
@@ -27,7 +27,7 @@ describe('the GPU check pack', () => {
       // No GPU here: nothing names a Vulkan driver either.
       env: { ...process.env, OUT: out, VK_DRIVER_FILES: '' },
       encoding: 'utf8',
-      timeout: 120_000,
+      timeout: 240_000,
     });
 
   it('holds the bundled server, both backend workers, the check and run.sh', () => {
@@ -37,6 +37,9 @@ describe('the GPU check pack', () => {
       'app/server/backends/onnxruntime/worker.js',
       'app/server/backends/js/worker.js',
       'app/check/check.js',
+      'app/check/torch_mlp.py',
+      'app/server/stub/stub.py',
+      'app/server/stub/triton_python_backend_utils.py',
       'run.sh',
     ]) {
       expect(paths).toContain(path);
@@ -56,16 +59,38 @@ describe('the GPU check pack', () => {
     expect(report).not.toContain('(a) answers');
   });
 
-  it('rehearsed on the CPU, serves from the bundle and runs the differential, batching and memory-limit steps', () => {
+  it('rehearsed on the CPU, serves from the bundle and runs every step that needs no GPU', { timeout: 300_000 }, () => {
     const out = join(dir, 'out-rehearsal');
     const run = runCheck(out, '--quick', '--rehearse-on-cpu');
     const report = readFileSync(join(out, 'gpu-check.md'), 'utf8');
     expect(report, run.stderr).toMatch(/\| serve \(KIND_GPU on webgpu\) \| ok \|/);
+    // The server's own `tune` command, from the bundle (its candidates' servers are the bundle too).
+    expect(report).toMatch(/\| KIND_CPU config by batchwise tune \(16 clients\) \| ok \| [\d.]+ \| (recommended|nearest): cpu /);
     expect(report).toMatch(/\| \(a\) answers against ONNX Runtime CPU \| ok \|/);
     expect(report).toMatch(/\| \(d\) batching at 16 clients \| ok \|/);
+    expect(report).toMatch(
+      /\| \(f\) WebGPU against the host's CPU \(16 clients; batch 1\) \| ok \|.*throughput x[\d.]+, target >= x3 .*one execution at batch 1 [\d.]+ ms/,
+    );
+    expect(report).toMatch(
+      /\| per-execution time \(server statistics\): MLPs \| ok \| [\d.]+ \| mlp_gpu at batch 1: [\d.]+ ms compute_infer/,
+    );
+    expect(report).toMatch(/\| \(g\) ONNX Runtime profile of one CPU \(rehearsal\) execution \| ok \|.*nodes 4 on CPU/);
+    expect(existsSync(join(out, 'gpu-check-ort-profile.json'))).toBe(true);
+    // No torch here: the step says so, and the check goes on.
+    expect(report).toMatch(
+      /\| \(h\) PyTorch on CUDA through the Python backend \| FAILED \|.*no python3 here has torch with CUDA.*No module named 'torch'/,
+    );
+    // The third-party models come with the pack only where `pnpm gpu:pack` fetched them once (.cache/gpu-pack).
+    expect(report).toMatch(
+      files.some((f) => f.path === 'app/third-party/models.json')
+        ? /\| \(i\) third-party ONNX models, KIND_GPU and KIND_CPU \| ok \|.*all answers within the tolerance/
+        : /\| \(i\) third-party ONNX models, KIND_GPU and KIND_CPU \| FAILED \|.*no third-party model in the pack/,
+    );
     expect(report).toMatch(/\| \(e\) --model-memory-limit \| ok \|.*the second evicts it/);
+    expect(report).toMatch(
+      /\| \(j\) side by side: 16 clients and one execution at batch 1 \| ok \|.*mlp_gpu(_2)? \d+ req\/s, mlp_cpu \d+ req\/s/,
+    );
     // No GPU: the nvidia-smi steps fail, and the check says so in its exit status.
     expect(run.status).toBe(1);
-    expect(existsSync(join(out, 'gpu-check.md'))).toBe(true);
   });
 });
