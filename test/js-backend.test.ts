@@ -150,7 +150,28 @@ interface JsModelFiles {
   readonly files: Readonly<Record<string, string>>;
 }
 
+/** Doubles X of any length; a negative first element is that request's INVALID_ARG. */
+const DOUBLER = `
+import { ModelError, tensor } from '@batchwise/backend';
+export default {
+  execute(requests) {
+    return requests.map((r) => {
+      const x = r.inputs.X;
+      if (x.data[0] < 0) return new ModelError('negative input', 'INVALID_ARG');
+      return { outputs: [tensor('Y', 'FP32', x.shape, x.data.map((v) => v * 2))] };
+    });
+  },
+};
+`;
+const DOUBLER_CONFIG = `name: "doubler"
+backend: "js"
+max_batch_size: 0
+input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] } ]
+`;
+
 const JS_MODELS: JsModelFiles[] = [
+  { name: 'doubler', config: DOUBLER_CONFIG, files: { 'model.mjs': DOUBLER } },
   { name: 'batcher', config: BATCHER_CONFIG, files: { 'model.mjs': BATCHER } },
   { name: 'full_batcher', config: FULL_BATCHER_CONFIG, files: { 'model.mjs': BATCHER } },
   { name: 'faulty', config: FAULTY_CONFIG, files: { 'model.mjs': FAULTY } },
@@ -253,6 +274,28 @@ describe('batch semantics', () => {
     expect(after.execution_count - before.execution_count).toBe(1);
     expect(after.inference_count - before.inference_count).toBe(8);
     expect(after.inference_stats.success.count - before.inference_stats.success.count).toBe(4);
+  });
+
+  // Between requests one at a time the worker waits parked, and small batches and answers go through
+  // shared memory (backends/js/parked-channel.ts); those over its 64 KiB slot go by postMessage.
+  it('one request at a time, small and over 64 KiB, answers each exactly, its errors included', async () => {
+    const lengths = [4, 30_000, 1, 4, 70_000, 4, 16_400, 16_383, 2, 4];
+    for (let round = 0; round < 3; round++) {
+      for (const [i, length] of lengths.entries()) {
+        const values = Float32Array.from({ length }, (_, j) => (j % 1000) + i + round);
+        const client = i % 2 ? grpc : http;
+        const result = await client.infer({ model: 'doubler', inputs: [{ name: 'X', datatype: 'FP32', shape: [length], data: values }] });
+        expect(result.outputs[0]!.shape).toEqual([length]);
+        expect(Array.from(result.outputs[0]!.data as Float32Array)).toEqual(Array.from(values, (v) => v * 2));
+        if (i % 3 === 0) {
+          const error = await failure(
+            http.infer({ model: 'doubler', inputs: [{ name: 'X', datatype: 'FP32', shape: [1], data: new Float32Array([-1]) }] }),
+          );
+          expect(error.httpStatus).toBe(400);
+          expect(error.message).toContain('negative input');
+        }
+      }
+    }
   });
 
   it('gives each request the outputs it asked for', async () => {

@@ -109,7 +109,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       allowCodeOverrides: options.allowCodeOverrides,
       backends: [
         withModelFootprints(createOnnxRuntimeBackend({ workerHeapLimitBytes }), memory, true),
-        withModelFootprints(createJsBackend({ workerHeapLimitBytes }), memory, false),
+        withModelFootprints(createJsBackend({ workerHeapLimitBytes, alone: () => memory.requestsInFlight <= 1 }), memory, false),
         withModelFootprints(
           createPythonBackend({
             logger,

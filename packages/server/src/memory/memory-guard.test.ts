@@ -96,6 +96,22 @@ describe('MemoryGuard', () => {
     expect(guard.baselineBytes).toBeLessThanOrEqual(100 * MiB + 32 * MiB + E);
   });
 
+  it('counts the requests in flight: each request reservation until its release, once; other charges not', () => {
+    const guard = new MemoryGuard(100 * MiB, new ServerMetrics({ processMetrics: false }), () => 0, quietHeap);
+    const a = guard.reserve(10);
+    const b = guard.reserve(10, 5);
+    const response = guard.reserve(1000, 0, 0); // a streamed response's charge, not a request
+    expect(guard.requestsInFlight).toBe(2);
+    a.release();
+    a.release();
+    expect(guard.requestsInFlight).toBe(1);
+    expect(() => guard.reserve(200 * MiB)).toThrow(/over its memory budget/);
+    expect(guard.requestsInFlight).toBe(1);
+    b.release();
+    response.release();
+    expect(guard.requestsInFlight).toBe(0);
+  });
+
   it('refuses a budget of 0', () => {
     expect(() => new MemoryGuard(0, new ServerMetrics({ processMetrics: false }))).toThrow(/more than 0/);
   });

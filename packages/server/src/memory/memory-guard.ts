@@ -66,6 +66,8 @@ const HEAP_SAMPLE_MS = 100;
 export class MemoryGuard {
   /** Bytes charged to requests in flight. */
   private accounted = 0;
+  /** Requests holding a reservation (those charged REQUEST_OVERHEAD_BYTES): the frontends' requests and calls between models. */
+  private requests = 0;
   /** The process at rest without models: runtime, code, and (once settled) what model estimates miss. */
   private processBytes: number;
   /** Held outside requests: estimated footprints of the model instances loaded (model-footprint.ts), the response cache. */
@@ -97,6 +99,11 @@ export class MemoryGuard {
 
   get accountedBytes(): number {
     return this.accounted;
+  }
+
+  /** Requests in flight: reserved and not yet released. */
+  get requestsInFlight(): number {
+    return this.requests;
   }
 
   /**
@@ -158,7 +165,9 @@ export class MemoryGuard {
    */
   reserve(bytes: number, advanceBytes = 0, overheadBytes = REQUEST_OVERHEAD_BYTES): MemoryReservation {
     this.charge(overheadBytes + bytes + advanceBytes);
-    return new Reservation(this, overheadBytes + bytes + advanceBytes, advanceBytes);
+    const isRequest = overheadBytes > 0;
+    if (isRequest) this.requests++;
+    return new Reservation(this, overheadBytes + bytes + advanceBytes, advanceBytes, isRequest);
   }
 
   /** Charges `bytes` more to requests in flight, or throws the over-budget error (Reservation.grow). */
@@ -168,8 +177,9 @@ export class MemoryGuard {
   }
 
   /** Returns `bytes` a reservation held (Reservation.release). */
-  discharge(bytes: number): void {
+  discharge(bytes: number, isRequest: boolean): void {
     this.accounted -= bytes;
+    if (isRequest) this.requests--;
   }
 
   private publishBaseline(): void {
@@ -216,6 +226,7 @@ class Reservation implements MemoryReservation {
     private held: number,
     /** Charged at reserve() for grow() to spend before charging more. */
     private advance: number,
+    private readonly isRequest: boolean,
   ) {}
 
   get bytes(): number {
@@ -233,6 +244,6 @@ class Reservation implements MemoryReservation {
   release(): void {
     if (this.released) return;
     this.released = true;
-    this.guard.discharge(this.held);
+    this.guard.discharge(this.held, this.isRequest);
   }
 }

@@ -24,6 +24,7 @@ import { executeAsOneRequest, PendingRuns } from '../pending-runs.ts';
 import { spawnWorkerThread, SupervisedWorker, waitUntilLoaded } from '../worker-supervision.ts';
 import { DEFAULT_FINAL_RESPONSE_TIMEOUT_MS, FINAL_RESPONSE_TIMEOUT_PARAMETER, LiveRequests } from './live-requests.ts';
 import { OutputRules } from './output-check.ts';
+import { ParkedChannelHost, parkedChannelMemory } from './parked-channel.ts';
 import { StreamedCall } from './streamed-call.ts';
 import {
   packRequests,
@@ -48,6 +49,12 @@ export interface JsBackendOptions {
    * @default Node's default heap limit
    */
   readonly workerHeapLimitBytes?: number;
+  /**
+   * Whether the server holds no request but the one being run: then a short batch handed to a parked
+   * worker is awaited by spinning (parked-channel.ts), which spares the main thread's wake-up.
+   * @default never
+   */
+  readonly alone?: () => boolean;
 }
 
 /** The JavaScript backend (`backend: "js"`): each instance runs the model's own code in a worker thread. */
@@ -60,8 +67,20 @@ export function createJsBackend(backendOptions: JsBackendOptions = {}): Backend 
   };
 }
 
+/** Each worker's side of its parked channel, on the main thread. */
+const parkedChannels = new WeakMap<Worker, ParkedChannelHost>();
+
 function spawnWorker(init: WorkerInit, options: JsBackendOptions): Worker {
-  return spawnWorkerThread(new URL('./', import.meta.url), init, options.workerHeapLimitBytes);
+  const channel = parkedChannelMemory();
+  const worker = spawnWorkerThread(new URL('./', import.meta.url), { ...init, channel }, options.workerHeapLimitBytes);
+  parkedChannels.set(worker, new ParkedChannelHost(channel));
+  return worker;
+}
+
+/** Posts to a worker, ringing it back to its loop if it is parked. */
+function postToWorker(worker: Worker, message: ToWorker, transfer: ArrayBuffer[] = []): void {
+  worker.postMessage(message, transfer);
+  parkedChannels.get(worker)?.unpark();
 }
 
 async function createInstance(options: InstanceOptions, backendOptions: JsBackendOptions): Promise<LoadedInstance> {
@@ -99,6 +118,7 @@ async function createInstance(options: InstanceOptions, backendOptions: JsBacken
     callModel: options.callModel,
     streamModel: options.streamModel,
     heapLimitBytes: backendOptions.workerHeapLimitBytes,
+    alone: backendOptions.alone,
   });
   return { instance, io: ioOfConfig(config), executionProvider: 'js' };
 }
@@ -136,6 +156,7 @@ interface JsInstanceOptions {
   readonly callModel: InferenceCall | undefined;
   readonly streamModel: InferenceStreamCall | undefined;
   readonly heapLimitBytes: number | undefined;
+  readonly alone: (() => boolean) | undefined;
 }
 
 /**
@@ -171,7 +192,7 @@ class JsInstance implements ModelInstance {
     this.heapLimitBytes = options.heapLimitBytes;
     this.rules = new OutputRules(modelName, config);
     this.live = new LiveRequests(modelName, options.finalResponseTimeoutMs, (worker, message) => {
-      if (this.worker.isCurrent(worker)) worker.postMessage(message);
+      if (this.worker.isCurrent(worker)) postToWorker(worker, message);
     });
     this.pending = new PendingRuns(this.live, options.decoupled);
     this.worker = new SupervisedWorker(first, {
@@ -220,8 +241,13 @@ class JsInstance implements ModelInstance {
       const timer = setTimeout(() => this.onTimeout(worker, id), this.timeoutMs);
       const ended = requests.map((r, i) => this.live.add(keys[i]!, r, worker));
       this.pending.add(id, { requests, keys, ended, timer, resolve, reject });
-      const message: ToWorker = { type: 'execute', id, buffer, requests: packRequests(wire) };
-      worker.postMessage(message, [buffer]);
+      const requestsText = packRequests(wire);
+      const parked =
+        typeof requestsText === 'string'
+          ? parkedChannels.get(worker)?.tryExecute({ id, buffer, requests: requestsText }, this.options.alone?.() === true)
+          : undefined;
+      if (parked) void parked.then((answer) => answer.type !== 'posted' && this.worker.isCurrent(worker) && this.onMessage(worker, answer));
+      else postToWorker(worker, { type: 'execute', id, buffer, requests: requestsText }, [buffer]);
       // Cancelled before it reached the worker: it starts ended.
       requests.forEach((r, i) => r.signal?.aborted && this.live.end(keys[i]!, Errors.cancelled()));
     });
@@ -303,7 +329,7 @@ class JsInstance implements ModelInstance {
     const { callId } = message;
     // A worker replaced meanwhile is gone: its call has no one to answer. A cancelled call's answer is dropped there.
     const post = (answer: ToWorker, transfer: ArrayBuffer[] = []): void => {
-      if (this.worker.isCurrent(worker)) worker.postMessage(answer, transfer);
+      if (this.worker.isCurrent(worker)) postToWorker(worker, answer, transfer);
     };
     // A call made with its request's signal ends with that request (one signal for all its calls); another, by
     // call-cancel. A streamed call has a controller of its own either way: its first error response cancels it.

@@ -15,6 +15,8 @@ export interface WorkerInit {
   readonly decoupled: boolean;
   /** What `initialize(args)` receives. */
   readonly args: InitializeArgs;
+  /** The shared memory of the worker's parked channel (parked-channel.ts). */
+  readonly channel?: SharedArrayBuffer;
 }
 
 /** A tensor whose bytes (the server's layout: BYTES length-prefixed) are `byteLength` bytes at `offset` of the message's buffer. */

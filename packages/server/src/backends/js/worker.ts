@@ -6,16 +6,18 @@
  */
 import { register } from 'node:module';
 import { pathToFileURL } from 'node:url';
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { isErrorCode, MODEL_CALLER, MODEL_STREAM_CALLER, ModelCallError } from '@batchwise/backend';
 import { registerBackendResolution } from './resolve-hook.ts';
 import type { FromWorker, ToWorker, WireRequest, WireResponse, WorkerInit } from './protocol.ts';
 import { ACK_EVERY, packResponses, packTensors, unpack } from './protocol.ts';
+import { ParkedChannelWorker } from './parked-channel.ts';
 import { requestKeyOf, RequestStates } from './request-state.ts';
 import { toByteTensor, toModelTensor } from './worker-tensors.ts';
 
 const port = parentPort!;
 const init = workerData as WorkerInit;
+const channel = init.channel && new ParkedChannelWorker(init.channel);
 const send = (message: FromWorker, transfer: ArrayBuffer[] = []) => port.postMessage(message, transfer);
 
 // The model file imports '@batchwise/backend': it must get this server's copy (the module this
@@ -242,7 +244,65 @@ const states = new RequestStates(init.args.modelName, init.decoupled, byteOutput
   send({ type: 'response', key, buffer: packed.buffer, ...(wire && { response: wire }), final }, [packed.buffer]);
 });
 
-async function execute(model: Model, id: number, buffer: ArrayBuffer, requests: readonly WireRequest[]): Promise<void> {
+type ExecuteAnswer = Extract<FromWorker, { type: 'executed' | 'execute-failed' }>;
+
+/** Batches execute() is running. */
+let running = 0;
+
+/** Runs one batch and answers it through `answer`; then parks, if the instance is idle. */
+function runBatch(
+  model: Model,
+  id: number,
+  buffer: ArrayBuffer,
+  requests: readonly WireRequest[],
+  answer: (message: ExecuteAnswer) => void,
+): void {
+  running++;
+  execute(model, id, buffer, requests, answer)
+    .catch((error: unknown) => answer({ type: 'execute-failed', id, message: messageOf(error) }))
+    .finally(() => {
+      running--;
+      parkWhileIdle(model);
+    });
+}
+
+const answerPosted = (message: ExecuteAnswer) =>
+  message.type === 'executed' ? send(message, message.buffer.byteLength > 0 ? [message.buffer] : []) : send(message);
+
+/** A batch handed over in shared memory is answered there, or posted when its answer is too large. */
+const answerParked = (message: ExecuteAnswer) => {
+  if (message.type === 'execute-failed' || typeof message.responses === 'string') {
+    const fitted =
+      message.type === 'execute-failed'
+        ? channel!.tryAnswer(message)
+        : channel!.tryAnswer({ ...message, responses: message.responses as string });
+    if (fitted) return;
+  }
+  answerPosted(message);
+  channel!.posted();
+};
+
+/**
+ * Nothing open (no batch running, no call waiting, no decoupled request): park for the next batch
+ * (parked-channel.ts). A batch handed over runs here; the park ends with it, or after PARK_MS.
+ */
+function parkWhileIdle(model: Model): void {
+  if (!channel || init.decoupled || running > 0 || calls.size > 0 || streamedCalls.size > 0) return;
+  const batch = channel.park(() => {
+    const posted = receiveMessageOnPort(port);
+    if (posted) onMessage(model, posted.message as ToWorker);
+    return posted !== undefined;
+  });
+  if (batch) runBatch(model, batch.id, batch.buffer, unpack(batch.requests), answerParked);
+}
+
+async function execute(
+  model: Model,
+  id: number,
+  buffer: ArrayBuffer,
+  requests: readonly WireRequest[],
+  answer: (message: ExecuteAnswer) => void,
+): Promise<void> {
   const t0 = process.hrtime.bigint();
   const modelRequests = requests.map((r) =>
     states.open(r.key, {
@@ -265,7 +325,7 @@ async function execute(model: Model, id: number, buffer: ArrayBuffer, requests: 
   const t2 = process.hrtime.bigint();
   if (init.decoupled) {
     // Its responses went through the senders: execute's own return value means nothing.
-    send({ type: 'executed', id, buffer: new ArrayBuffer(0), responses: [], timings: timingsOf(t0, t1, t2, t2) });
+    answer({ type: 'executed', id, buffer: new ArrayBuffer(0), responses: [], timings: timingsOf(t0, t1, t2, t2) });
     return;
   }
   if (!Array.isArray(answers)) throw new Error(`execute() returned ${typeof answers}, not an array of responses`);
@@ -276,16 +336,7 @@ async function execute(model: Model, id: number, buffer: ArrayBuffer, requests: 
   const packed = packTensors(outcomes.map((o) => ('outputs' in o ? o.outputs : [])));
   const responses: WireResponse[] = outcomes.map((o, i) => ('outputs' in o ? { outputs: packed.slices[i]! } : o));
   const t3 = process.hrtime.bigint();
-  send(
-    {
-      type: 'executed',
-      id,
-      buffer: packed.buffer,
-      responses: packResponses(responses),
-      timings: timingsOf(t0, t1, t2, t3),
-    },
-    [packed.buffer],
-  );
+  answer({ type: 'executed', id, buffer: packed.buffer, responses: packResponses(responses), timings: timingsOf(t0, t1, t2, t3) });
 }
 
 function timingsOf(t0: bigint, t1: bigint, t2: bigint, t3: bigint) {
@@ -327,38 +378,38 @@ async function main(): Promise<void> {
     send({ type: 'load-failed', message: messageOf(error) });
     return;
   }
-  port.on('message', (message: ToWorker) => {
-    switch (message.type) {
-      case 'execute':
-        execute(model, message.id, message.buffer, unpack(message.requests)).catch((error: unknown) =>
-          send({ type: 'execute-failed', id: message.id, message: messageOf(error) }),
-        );
-        return;
-      case 'call-result':
-      case 'call-failed':
-        settleCall(message);
-        return;
-      case 'call-response':
-        streamedCallResponse(message);
-        return;
-      case 'call-end':
-        streamedCalls.get(message.callId)?.end();
-        return;
-      case 'end':
-        states.end(message.key, message.code, message.message);
-        return;
-      case 'ack':
-        states.ack(message.key, message.count);
-        return;
-      case 'close':
-        void Promise.resolve()
-          .then(() => model.finalize?.())
-          .catch(() => undefined)
-          .finally(() => process.exit(0));
-        return;
-    }
-  });
+  port.on('message', (message: ToWorker) => onMessage(model, message));
   send({ type: 'loaded' });
+}
+
+function onMessage(model: Model, message: ToWorker): void {
+  switch (message.type) {
+    case 'execute':
+      runBatch(model, message.id, message.buffer, unpack(message.requests), answerPosted);
+      return;
+    case 'call-result':
+    case 'call-failed':
+      settleCall(message);
+      return;
+    case 'call-response':
+      streamedCallResponse(message);
+      return;
+    case 'call-end':
+      streamedCalls.get(message.callId)?.end();
+      return;
+    case 'end':
+      states.end(message.key, message.code, message.message);
+      return;
+    case 'ack':
+      states.ack(message.key, message.count);
+      return;
+    case 'close':
+      void Promise.resolve()
+        .then(() => model.finalize?.())
+        .catch(() => undefined)
+        .finally(() => process.exit(0));
+      return;
+  }
 }
 
 await main();

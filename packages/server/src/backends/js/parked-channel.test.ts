@@ -1,0 +1,165 @@
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Worker } from 'node:worker_threads';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { sourceWorkerUrl } from '../source-worker-bundle.ts';
+import { PARK_MS, PARKED_SLOT_BYTES, ParkedChannelHost, parkedChannelMemory, type ParkedAnswer } from './parked-channel.ts';
+
+/** The real channel between this thread and a worker that parks as a JavaScript model's does (test-support/parked-echo-worker.ts). */
+describe('the parked channel', () => {
+  let worker: Worker;
+  let host: ParkedChannelHost;
+  let memory: SharedArrayBuffer;
+  const posted: unknown[] = [];
+  let nextId = 0;
+
+  beforeEach(async () => {
+    memory = parkedChannelMemory();
+    host = new ParkedChannelHost(memory);
+    posted.length = 0;
+    worker = new Worker(sourceWorkerUrl(new URL('../../../test-support/parked-echo-worker.ts', import.meta.url)), { workerData: memory });
+    worker.on('message', (message) => posted.push(message));
+    await once(worker, 'message');
+    posted.length = 0;
+  });
+
+  afterEach(async () => {
+    await worker.terminate();
+  });
+
+  /** The next message the worker posted, as soon as it comes. */
+  const nextPosted = (): Promise<unknown> =>
+    posted.length > 0 ? Promise.resolve(posted.shift()) : new Promise((resolve) => worker.once('message', () => resolve(posted.shift())));
+
+  /** Whether the worker parks after its last answer (it posts that answer, then parks), within twice PARK_MS. */
+  const untilParked = async (): Promise<boolean> => {
+    const until = performance.now() + 2 * PARK_MS;
+    while (!host.workerParked && performance.now() < until) await new Promise((resolve) => setImmediate(resolve));
+    return host.workerParked;
+  };
+
+  /**
+   * `attempt` made while the worker is parked: it answers undefined when the park ran out before it (this thread
+   * held up past PARK_MS on a loaded machine), and then the worker is given a batch to park after, and tried again.
+   */
+  const whileParked = async <T>(attempt: () => Promise<T | undefined>): Promise<T> => {
+    for (let i = 0; i < 50; i++) {
+      await execute([1], 'warm');
+      if (!(await untilParked())) continue;
+      const result = await attempt();
+      if (result !== undefined) return result;
+    }
+    throw new Error('the worker never stayed parked long enough');
+  };
+
+  /** One batch: through the channel when the worker is parked, else posted; its answer and which way it went. */
+  const execute = async (bytes: number[] | Uint8Array, text: string): Promise<{ answer: ParkedAnswer; handedOver: boolean }> => {
+    const id = nextId++;
+    const buffer = Uint8Array.from(bytes).buffer;
+    const parked = host.tryExecute({ id, buffer, requests: text });
+    if (parked) {
+      const answer = await parked;
+      return { answer: answer.type === 'posted' ? ((await nextPosted()) as ParkedAnswer) : answer, handedOver: true };
+    }
+    worker.postMessage({ id, buffer, requests: text }, [buffer]);
+    host.unpark();
+    return { answer: (await nextPosted()) as ParkedAnswer, handedOver: false };
+  };
+
+  it('hands one batch at a time to the parked worker and brings its answer back, byte for byte', async () => {
+    let handedOver = 0;
+    for (let i = 0; i < 200; i++) {
+      const bytes = [i & 255, 1, 2, 3, 250];
+      const result = await execute(bytes, `batch ${i} é`);
+      expect(result.answer).toMatchObject({ type: 'executed', id: nextId - 1, responses: `BATCH ${i} É` });
+      if (result.answer.type !== 'executed') throw new Error('not executed');
+      expect([...new Uint8Array(result.answer.buffer)]).toEqual([...bytes].reverse());
+      if (result.handedOver) {
+        handedOver++;
+        expect(result.answer.timings).toEqual({ computeInputNs: 1, computeInferNs: 2, computeOutputNs: 1 });
+      }
+    }
+    // The first batch finds the worker in its loop; the next ones find it parked, unless this thread was away for PARK_MS.
+    expect(handedOver).toBeGreaterThan(100);
+  });
+
+  it('a lone batch is awaited by spinning: its answer is ready before the event loop turns', async () => {
+    // The same channel, spinning up to 2 s rather than 0.1 ms: a loaded machine's slow wake-ups cannot make this pass or fail.
+    const spinning = new ParkedChannelHost(memory, 2000);
+    await execute([1], 'first');
+    let handedOver = 0;
+    let beforeTheLoop = 0;
+    for (let i = 0; i < 200 && handedOver < 20; i++) {
+      await execute([1], 'park again'); // the worker parks after each batch it answers
+      if (!(await untilParked())) continue;
+      const id = nextId++;
+      const parked = spinning.tryExecute({ id, buffer: Uint8Array.from([i, 9]).buffer, requests: `lone ${i}` }, true);
+      if (!parked) continue; // the park ran out meanwhile (a loaded machine): nothing was handed over
+      handedOver++;
+      const first = await Promise.race([parked, new Promise((resolve) => setImmediate(() => resolve('loop')))]);
+      const answer = first === 'loop' ? await parked : (first as ParkedAnswer);
+      if (first !== 'loop') beforeTheLoop++;
+      expect(answer).toMatchObject({ type: 'executed', id, responses: `LONE ${i}` });
+      if (answer.type === 'executed') expect([...new Uint8Array(answer.buffer)]).toEqual([9, i]);
+    }
+    // Every lone batch handed over is answered before the loop turns (a park that ran out, this thread held up past
+    // PARK_MS on a loaded machine, hands nothing over: the next round parks the worker again).
+    expect(handedOver).toBeGreaterThanOrEqual(10);
+    expect(beforeTheLoop).toBe(handedOver);
+  });
+
+  it('posts a batch too large for the slot, even to a parked worker', async () => {
+    const large = new Uint8Array(PARKED_SLOT_BYTES).fill(3);
+    const result = await whileParked(async () => (host.workerParked ? execute(large, 'large') : undefined));
+    expect(result.handedOver).toBe(false);
+    expect(result.answer).toMatchObject({ type: 'executed', responses: 'LARGE' });
+  });
+
+  it('an answer too large for the slot comes by postMessage, announced through the channel', async () => {
+    const result = await whileParked(async () => {
+      const tried = await execute([1], 'big');
+      return tried.handedOver ? tried : undefined;
+    });
+    expect(result.handedOver).toBe(true);
+    expect(result.answer.type).toBe('executed');
+    if (result.answer.type === 'executed') expect(result.answer.buffer.byteLength).toBe(PARKED_SLOT_BYTES + 1);
+  });
+
+  it('a batch that fails in a parked worker fails with its message', async () => {
+    const result = await whileParked(async () => {
+      const tried = await execute([1], 'fail');
+      return tried.handedOver ? tried : undefined;
+    });
+    expect(result.handedOver).toBe(true);
+    expect(result.answer).toEqual({ type: 'execute-failed', id: nextId - 1, message: 'it failed' });
+  });
+
+  it('a message posted to a parked worker is read at once, and an idle worker keeps its timers', async () => {
+    const started = await whileParked(async () => {
+      const at = performance.now();
+      worker.postMessage({ type: 'note', text: 'hello' });
+      host.unpark();
+      expect(await nextPosted()).toEqual({ noted: 'hello' });
+      return at;
+    });
+    expect(performance.now() - started).toBeLessThan(500);
+    await sleep(60);
+    worker.postMessage({ type: 'ticks' });
+    host.unpark();
+    const { ticks } = (await nextPosted()) as { ticks: number };
+    // A 1 ms interval over 60 ms: the park (PARK_MS at a time, only after a batch) held it back little.
+    expect(ticks).toBeGreaterThan(10);
+  });
+
+  it('loses no batch when claims race the park running out', async () => {
+    await execute([1], 'first');
+    for (let i = 0; i < 60; i++) {
+      // Around PARK_MS after the last answer: the claim meets the worker parked, leaving, or gone back to its loop.
+      const until = performance.now() + PARK_MS * (0.8 + (i % 5) * 0.1);
+      while (performance.now() < until);
+      const result = await Promise.race([execute([i], `r${i}`), sleep(5000).then(() => 'lost' as const)]);
+      expect(result).not.toBe('lost');
+      if (result !== 'lost') expect(result.answer).toMatchObject({ type: 'executed', responses: `R${i}` });
+    }
+  });
+});
