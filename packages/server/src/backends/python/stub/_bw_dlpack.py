@@ -23,6 +23,8 @@ import sys
 
 import numpy as np
 
+from _bw_wire import NUMPY_OF
+
 # DLDeviceType values.
 KDL_CPU = 1
 KDL_CUDA = 2
@@ -65,22 +67,10 @@ _DATATYPE_OF_NUMPY = {
     np.dtype(np.float64): "FP64",
 }
 
-# The dtype numpy exports each datatype as (numpy has no DLPack bool before 1.25, no bfloat16).
-_EXPORT_DTYPE = {
-    "BOOL": np.dtype(np.uint8),
-    "UINT8": np.dtype(np.uint8),
-    "UINT16": np.dtype(np.uint16),
-    "UINT32": np.dtype(np.uint32),
-    "UINT64": np.dtype(np.uint64),
-    "INT8": np.dtype(np.int8),
-    "INT16": np.dtype(np.int16),
-    "INT32": np.dtype(np.int32),
-    "INT64": np.dtype(np.int64),
-    "FP16": np.dtype(np.float16),
-    "FP32": np.dtype(np.float32),
-    "FP64": np.dtype(np.float64),
-    "BF16": np.dtype(np.uint16),
-}
+# The dtype numpy exports each datatype as: the wire's, but bool as uint8 (numpy has no DLPack bool before 1.25)
+# and BF16 as its uint16 bits.
+_EXPORT_DTYPE = {name: dtype for name, dtype in NUMPY_OF.items() if name != "BYTES"}
+_EXPORT_DTYPE["BOOL"] = np.dtype(np.uint8)
 
 
 class DLPackError(Exception):
