@@ -164,6 +164,12 @@ export interface LoadedInstance {
    * counts instead of a worker thread's estimate.
    */
   readonly processBytes?: number;
+  /**
+   * Set when the instance runs in a process of its own on a GPU (a KIND_GPU Python model): the GPU
+   * memory that process held once its model was initialized, bytes, as nvidia-smi reports it; held
+   * against --model-gpu-memory-limit on the instance's device.
+   */
+  readonly gpuProcessBytes?: number;
   /** Set when the instance runs on the event loop: how long a full batch took when timed at load, microseconds. */
   readonly eventLoopRunUs?: number;
 }

@@ -95,7 +95,7 @@ export async function loadVersion(
   try {
     checkFootprint(folder.name, version, footprint, options);
     const sessionStarted = performance.now();
-    const { loaded, onEventLoop } = await openVersion(folder, written, version, options, {
+    const { loaded, onEventLoop, measuredGpuBytes } = await openVersion(folder, written, version, options, {
       base,
       backend,
       modelPath,
@@ -107,6 +107,8 @@ export async function loadVersion(
     if (hold) {
       // An instance on the event loop closed the worker it loaded in: its share of the footprint is free again.
       hold.giveBack(workerShareOf(onEventLoop));
+      // A process on a GPU (a Python model) is held as measured: no estimate before it started.
+      hold.holdMeasuredGpu(measuredGpuBytes);
       releaseWhenClosed(loaded.instances, hold);
     }
     return loaded;
@@ -136,7 +138,7 @@ async function openVersion(
   version: number,
   options: LoaderOptions,
   { base, backend, modelPath, labels, settings, placements }: VersionPlan,
-): Promise<{ loaded: LoadedVersion; onEventLoop: number }> {
+): Promise<{ loaded: LoadedVersion; onEventLoop: number; measuredGpuBytes: ReadonlyMap<number, number> }> {
   const normalizeOptions = { visibleGpuIds: options.gpuIds };
   // Before any instance starts: a config asking for more than the command line gives fails here.
   const gate = options.rateLimiter?.register(folder.name, String(version), placements.map(claimOf));
@@ -198,7 +200,12 @@ async function openVersion(
       warmupRuns,
       initialStateFiles,
     });
-    return { loaded, onEventLoop: created.filter((c) => c.eventLoopRunUs !== undefined).length };
+    const measuredGpuBytes = new Map<number, number>();
+    created.forEach((c, i) => {
+      const deviceId = placements[i]!.deviceId;
+      if (c.gpuProcessBytes !== undefined) measuredGpuBytes.set(deviceId, (measuredGpuBytes.get(deviceId) ?? 0) + c.gpuProcessBytes);
+    });
+    return { loaded, onEventLoop: created.filter((c) => c.eventLoopRunUs !== undefined).length, measuredGpuBytes };
   } catch (error) {
     gate?.close();
     await Promise.all(created.map((c) => c.instance.close()));

@@ -140,6 +140,31 @@ describe('ModelResidency', () => {
   });
 });
 
+describe('GPU memory measured once open (a Python model on a GPU)', () => {
+  it('is held on its device: a later load that no longer fits evicts it, and its release frees it', async () => {
+    const models: Record<string, FakeModel> = { python: { lastUse: 0, evictable: true, pinned: false } };
+    const host = fakeHost(models);
+    const residency = new ModelResidency({ gpuBytesPerDevice: 100, roomWaitMs: 1000 }, host);
+    const hold = await residency.reserve('python', '1', cpu(0));
+    models['python']!.hold = hold;
+    hold.holdMeasuredGpu(new Map([[1, 70]]));
+    expect([...residency.gpuBytes]).toEqual([[1, 70]]);
+    // Room on another GPU: nothing is evicted.
+    models['onnx0'] = { lastUse: 1, evictable: true, pinned: false, hold: await residency.reserve('onnx0', '1', gpu(60, 0)) };
+    expect(host.evicted).toEqual([]);
+    // On its own GPU the measured 70 bytes leave no room for 60: the Python model is evicted for it.
+    models['onnx1'] = { lastUse: 2, evictable: true, pinned: false, hold: await residency.reserve('onnx1', '1', gpu(60, 1)) };
+    expect(host.evicted).toEqual(['python']);
+    expect([...residency.gpuBytes].sort()).toEqual([
+      [0, 60],
+      [1, 60],
+    ]);
+    // Released already: a late measurement adds nothing.
+    hold.holdMeasuredGpu(new Map([[1, 70]]));
+    expect(residency.gpuBytes.get(1)).toBe(60);
+  });
+});
+
 describe('modelFootprint: what a version counts against --model-memory-limit', () => {
   it("counts each instance's worker thread beside each CPU session's weights", () => {
     const two = modelFootprint(

@@ -34,6 +34,11 @@ export interface EvictionHost {
 export interface ModelMemoryHold {
   /** Gives part of the host memory back (what the version turned out not to need); at most what is held. */
   giveBack(hostBytes: number): void;
+  /**
+   * Holds GPU memory the version was measured to take once open, beyond its estimate (a Python
+   * model's process on a GPU): counted against the limit for later loads, and freed by evicting it.
+   */
+  holdMeasuredGpu(gpuBytes: ReadonlyMap<number, number>): void;
   /** Gives it back; later calls do nothing. */
   release(): void;
 }
@@ -147,6 +152,15 @@ export class ModelResidency {
         mine.host -= bytes;
         this.held.host -= bytes;
         own.host -= bytes;
+      },
+      holdMeasuredGpu: (gpuBytes) => {
+        if (released) return;
+        for (const [device, bytes] of gpuBytes) {
+          if (!(bytes > 0)) continue;
+          mine.gpu.set(device, (mine.gpu.get(device) ?? 0) + bytes);
+          own.gpu.set(device, (own.gpu.get(device) ?? 0) + bytes);
+          this.held.gpu.set(device, (this.held.gpu.get(device) ?? 0) + bytes);
+        }
       },
       release: () => {
         if (released) return;

@@ -5,8 +5,8 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { normalizeModelConfig } from '../../config/normalize.ts';
 import { parseModelConfig } from '../../config/parse.ts';
-import type { InstanceOptions } from '../backend.ts';
-import { createPythonBackend, type LoadedPythonInstance } from './python-backend.ts';
+import type { InstanceOptions, LoadedInstance } from '../backend.ts';
+import { createPythonBackend } from './python-backend.ts';
 
 /** Records initialize(args) and the CUDA_VISIBLE_DEVICES it was started with, per instance. */
 const RECORD_PY = `
@@ -80,7 +80,7 @@ describe('KIND_GPU Python instances', () => {
       [1, 2],
       [1, 3],
     ] as const;
-    const loaded: LoadedPythonInstance[] = [];
+    const loaded: LoadedInstance[] = [];
     try {
       for (const [deviceId, index] of placements) loaded.push(await backend.createInstance(gpuInstance(deviceId, index)));
       const records = await Promise.all(placements.map(([, index]) => recorded(`torch_like_0_${index}`)));

@@ -38,15 +38,6 @@ export interface PythonBackendOptions {
   readonly visibleGpuIds?: readonly number[];
 }
 
-/** A Python instance as the backend loaded it. */
-export interface LoadedPythonInstance extends LoadedInstance {
-  /**
-   * KIND_GPU: the GPU memory the instance's process held once its model was initialized, bytes, as
-   * nvidia-smi reports it (gpu-process-memory.ts); undefined on the CPU or where nvidia-smi cannot tell.
-   */
-  readonly gpuProcessBytes?: number;
-}
-
 const DEFAULT_BACKOFF: RestartBackoff = { firstMs: 100, maxMs: 10_000 };
 
 /** How long a stub may take to start and initialize its model. */
@@ -199,7 +190,7 @@ async function createInstance(
   instanceOptions: InstanceOptions,
   options: PythonBackendOptions,
   gpus: readonly number[],
-): Promise<LoadedPythonInstance> {
+): Promise<LoadedInstance> {
   const given = instanceOptions.model;
   if (!given) throw Errors.internal(`model '${instanceOptions.modelName}': the python backend needs the model's config and folders`);
   const { config } = given;
