@@ -108,6 +108,21 @@ describe('the parked channel', () => {
     expect(beforeTheLoop).toBe(handedOver);
   });
 
+  it('hands over one batch at a time: a second one before the first is answered goes by postMessage', async () => {
+    const [first, second] = await whileParked(async () => {
+      const a = host.tryExecute({ id: nextId++, buffer: Uint8Array.from([1, 2]).buffer, requests: 'one' });
+      if (!a) return undefined;
+      // Without yielding (the first answer stays unread), until the worker has answered and parked again.
+      const until = performance.now() + 200;
+      while (performance.now() < until && !host.workerParked);
+      if (!host.workerParked) return undefined;
+      const b = host.tryExecute({ id: nextId++, buffer: Uint8Array.from([3]).buffer, requests: 'two' });
+      return [await a, b] as const;
+    });
+    expect(second).toBeUndefined();
+    expect(first).toMatchObject({ type: 'executed', responses: 'ONE' });
+  });
+
   it('posts a batch too large for the slot, even to a parked worker', async () => {
     const large = new Uint8Array(PARKED_SLOT_BYTES).fill(3);
     const result = await whileParked(async () => (host.workerParked ? execute(large, 'large') : undefined));

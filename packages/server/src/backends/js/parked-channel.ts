@@ -152,6 +152,8 @@ export class ParkedChannelHost {
   private lastRunNs = 0;
   /** Lone batches still to wait asleep after a spin that ran out. */
   private spinsSkipped = 0;
+  /** A batch was handed over and its answer not yet read. */
+  private awaitingAnswer = false;
   private readonly control: Int32Array;
   private readonly request: Slot;
   private readonly answer: Slot;
@@ -172,8 +174,11 @@ export class ParkedChannelHost {
    * thread, which then spins for the answer of a batch whose last run was short (SPIN_MS at most).
    */
   tryExecute(batch: ParkedExecute, alone = false): Promise<ParkedAnswer> | undefined {
+    // One batch in the slots at a time: the next one's answer would overwrite this one's before it is read.
+    if (this.awaitingAnswer) return undefined;
     if (Atomics.load(this.control, STATE) !== PARKED || !this.request.fits(batch.buffer.byteLength, batch.requests)) return undefined;
     if (Atomics.compareExchange(this.control, STATE, PARKED, CLAIMED) !== PARKED) return undefined;
+    this.awaitingAnswer = true;
     const seen = Atomics.load(this.control, ANSWER_SEQ);
     this.request.write(batch.id, batch.buffer, batch.requests);
     this.ring(EXECUTE);
@@ -216,6 +221,7 @@ export class ParkedChannelHost {
   }
 
   private readAnswer(): ParkedAnswer {
+    this.awaitingAnswer = false;
     const kind = Atomics.load(this.control, ANSWER_KIND);
     if (kind === POSTED) return { type: 'posted' };
     const id = this.answer.id;
