@@ -270,14 +270,13 @@ const answerPosted = (message: ExecuteAnswer) =>
   message.type === 'executed' ? send(message, message.buffer.byteLength > 0 ? [message.buffer] : []) : send(message);
 
 /** A batch handed over in shared memory is answered there, or posted when its answer is too large. */
-const answerParked = (message: ExecuteAnswer) => {
-  if (message.type === 'execute-failed' || typeof message.responses === 'string') {
-    const fitted =
-      message.type === 'execute-failed'
-        ? channel!.tryAnswer(message)
-        : channel!.tryAnswer({ ...message, responses: message.responses as string });
-    if (fitted) return;
-  }
+const answerParked = (message: ExecuteAnswer): void => {
+  // Only a decoupled model's answer carries its responses as a list, and a decoupled model never parks.
+  const fitted =
+    message.type === 'execute-failed'
+      ? channel!.tryAnswer(message)
+      : typeof message.responses === 'string' && channel!.tryAnswer(message as ExecuteAnswer & { responses: string });
+  if (fitted) return;
   answerPosted(message);
   channel!.posted();
 };
