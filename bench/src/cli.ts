@@ -1,5 +1,5 @@
 /**
- * `pnpm bench <scenario...> [options]`: batching | limit | efficiency | overhead | builds | startup | grpc | objective-overload | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | sequences | streaming | handoff | python | tune | wrk-check | all.
+ * `pnpm bench <scenario...> [options]`: batching | limit | efficiency | overhead | builds | startup | grpc | objective-overload | objective-curve | overload | many-elements | shutdown | ensemble | tracing | rate-limit | adaptive | sequences | streaming | handoff | python | tune | wrk-check | all.
  * Results: a table on the terminal, bench/results/<scenario>.json and, where it applies, .svg and .md.
  * `pnpm bench` builds first (`pnpm build`) and runs the compiled server unless BATCHWISE_SERVER_CLI says otherwise.
  */
@@ -10,6 +10,7 @@ import { QUICK_WINDOWS, runOverhead } from './scenarios/overhead.ts';
 import { runBuilds } from './scenarios/builds.ts';
 import { runEfficiency } from './scenarios/efficiency.ts';
 import { OBJECTIVE_OVERLOAD_MODEL, runObjectiveOverload } from './scenarios/objective-overload.ts';
+import { runObjectiveCurve } from './scenarios/objective-curve.ts';
 import { runWrkCheck } from './scenarios/wrk-check.ts';
 import { runGrpc } from './scenarios/grpc.ts';
 import { runEnsemble } from './scenarios/ensemble.ts';
@@ -71,6 +72,12 @@ scenarios (several run in order; 'all' runs every one):
              200s and 503s per second, p50/p99 of the 200s, CPU, what refusals cost; PASS/MISS
              (issues 30 and 44);
              --objective-ms=<ms> fixes the objective (for A/B runs: that p50 varies run to run)
+  objective-curve
+             issue 44: the same MLP at 64 clients measured by h2load (HTTP/1.1, every request
+             logged): static and twins at 0.65, 0.8, 1, 1.25 and 1.6x the objective (4x the
+             one-client p50, or --objective-ms), --rounds (2) interleaved rounds of --seconds (8):
+             200s over static and p99 over the objective per twin, and the best throughput whose
+             p99 keeps 1.25x its objective; PASS/MISS at the objective (needs h2load)
   overload   4x the saturated rate for 60 s: 503s, memory, readiness; then requests of 20M tiny
              elements (gRPC, HTTP JSON and binary) against a 1 GiB budget: each refused within
              1 s or served, another client unharmed, peak RSS (many-elements also runs it alone)
@@ -173,6 +180,7 @@ const VALUE_OPTIONS = new Set(
     'objective-ms',
     'budget',
     'start',
+    'seconds',
   ].map((name) => `--${name}`),
 );
 const staticConfig = option('static-config');
@@ -226,6 +234,15 @@ const scenarios: Record<string, () => Promise<unknown>> = {
       windows,
       log,
       name: `${prefix}objective-overload`,
+      ...(option('objective-ms') !== undefined && { objectiveMs: Number(option('objective-ms')) }),
+    }),
+  'objective-curve': () =>
+    runObjectiveCurve({
+      model: smoke ? model : OBJECTIVE_OVERLOAD_MODEL,
+      seconds: Number(option('seconds') ?? (smoke ? 1 : 8)),
+      rounds: Number(option('rounds') ?? (smoke ? 1 : 2)),
+      log,
+      name: `${prefix}objective-curve`,
       ...(option('objective-ms') !== undefined && { objectiveMs: Number(option('objective-ms')) }),
     }),
   'wrk-check': () => runWrkCheck({ concurrencies: [1, 16], durationMs: smoke ? 1000 : 10_000, log, name: `${prefix}wrk-check` }),
@@ -350,6 +367,7 @@ async function main(): Promise<void> {
           'overhead',
           'grpc',
           'objective-overload',
+          'objective-curve',
           'overload',
           'shutdown',
           'ensemble',

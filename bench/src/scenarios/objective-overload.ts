@@ -10,17 +10,17 @@ import type { BatchingModel } from './batching.ts';
 
 export const OBJECTIVE_OVERLOAD_MODEL: BatchingModel = { layers: 6, width: 1024 };
 /** The objective, in one-client p50s of the model without it (issue 30). */
-const OBJECTIVE_OVER_C1_P50 = 4;
+export const OBJECTIVE_OVER_C1_P50 = 4;
 /** The open loop's rate, in saturated rates (the most 200s per second the static config answered closed loop). */
 const OPEN_LOOP_OVER_SATURATED = 2;
 /** The open loop's bound on outstanding requests (and connections); past it a due request is counted unsent. */
 const OPEN_LOOP_MAX_OUTSTANDING = 256;
 /** The load of the targets: at 64 clients. */
-const TARGET_CONCURRENCY = 64;
+export const TARGET_CONCURRENCY = 64;
 /** At TARGET_CONCURRENCY: the objective's 200s per second over the static config's (issue 44; issue 30 asked 0.7). */
-const OK_RATE_TARGET = 0.8;
+export const OK_RATE_TARGET = 0.8;
 /** At TARGET_CONCURRENCY: the p99 of answered requests over the objective (issue 44). */
-const P99_OVER_OBJECTIVE_TARGET = 1.25;
+export const P99_OVER_OBJECTIVE_TARGET = 1.25;
 /**
  * Everywhere else: the objective must not serve less than no objective. One measurement's 200s
  * per second moves by a few percent from run to run on these cores, so a row is flagged below 0.95.
