@@ -67,6 +67,17 @@ describe('chooseForObjective', () => {
     expect(chooseForObjective(queue([0]), rule(), nowNs, inputs({ arrivalGapNs: 0.7 * MS })).choice).toHaveProperty('waitNs');
   });
 
+  it('sends a backlog at once when waiting would idle the instance for more than the larger batch saves', () => {
+    // Six in hand came in 1.8 ms (0.3 ms apart), longer than the run's fixed 1 ms: they run at 6 / 2.5 ms,
+    // while waiting 0.6 ms for batch 8 serves 8 / 3.6 ms. Batch 8 fits the budget, and six do not keep up alone.
+    const decision = chooseForObjective(queue([0, 0, 0, 0, 0, 0]), rule(), nowNs, inputs({ arrivalGapNs: 0.3 * MS }));
+    expect(decision).toEqual({ choice: { count: 6 }, targetBatchSize: 6, waitNs: 0 });
+    // Arrivals three times as fast: the six came in 0.6 ms, under the fixed cost: batch 8 (0.2 + 3 ms) serves more, and it waits.
+    expect(chooseForObjective(queue([0, 0, 0, 0, 0, 0]), rule(), nowNs, inputs({ arrivalGapNs: 0.1 * MS })).choice).toEqual({
+      waitNs: 200_000n,
+    });
+  });
+
   it('sends at once while nothing is known: no run time yet, or fewer than two arrivals', () => {
     expect(chooseForObjective(queue([0]), rule(), nowNs, inputs({ expectedRunNs: () => undefined })).choice).toEqual({ count: 1 });
     expect(chooseForObjective(queue([0]), rule(), nowNs, inputs({ arrivalGapNs: undefined })).choice).toEqual({ count: 1 });

@@ -14,6 +14,9 @@ type Queue = Iterable<{ readonly request: QueuedRequest }>;
  */
 export const PLANNING_SHARE = 0.9;
 
+/** A fixed cost under this share of a run is the rounding of a proportional profile, not a cost the profile knows. */
+const KNOWN_FIXED_SHARE = 0.01;
+
 /** What the objective batcher knows when an instance is free. */
 export interface ObjectiveInputs {
   readonly objectiveNs: number;
@@ -34,16 +37,20 @@ export interface ObjectiveChoice {
 }
 
 /**
- * The batch for a free instance under a latency objective: the largest batch (the most
- * throughput, since a batch's run time grows slower than its size) for which the oldest
- * request still finishes in time, counting its age, the wait for the missing samples at the
- * current arrival rate, and the batch's expected run time. Triton's rules still shape the
+ * The batch for a free instance under a latency objective: the batch that serves the most
+ * samples per unit of the instance's time, the wait for its missing samples at the current
+ * arrival rate included, among those for which the oldest request still finishes in time
+ * (its age, that wait, and the batch's expected run time). A batch's run time grows slower
+ * than its size, so that is the largest that fits, unless the samples in hand came in longer
+ * than a run's fixed cost: then waiting idles the instance for more than the larger batch
+ * saves, and the samples in hand go at once. Triton's rules still shape the
  * batch (chooseBatch: max_batch_size, preferred sizes, same shapes, the order of priorities);
  * only the delay is computed rather than configured. It sends at once when
  * - nothing is known yet (no run time, or fewer than two arrivals),
  * - sending now keeps up: this batch size on every instance serves at least the arrival
- *   rate, so waiting would only add latency (light traffic, a lone client), or
- * - no larger batch can finish in time (the wait for company would cost the objective).
+ *   rate, so waiting would only add latency (light traffic, a lone client),
+ * - no larger batch can finish in time (the wait for company would cost the objective), or
+ * - no larger batch serves more samples per unit of time, its wait counted (a backlog under load).
  */
 export function chooseForObjective(queue: Queue, rule: Rule, nowNs: bigint, inputs: ObjectiveInputs): ObjectiveChoice {
   const now = chooseBatch(queue, { ...rule, maxQueueDelayNs: 0n }, nowNs);
@@ -62,12 +69,27 @@ export function chooseForObjective(queue: Queue, rule: Rule, nowNs: bigint, inpu
   if (runNowNs === undefined || gapNs === undefined || samples >= rule.maxBatchSize) return sendNow;
   if (samples * gapNs * instances >= runNowNs) return sendNow;
   const budgetNs = inputs.objectiveNs * PLANNING_SHARE - Number(nowNs - oldestNs);
+  // Of the batches that fit the budget, the one that serves the most samples per unit of the instance's
+  // time, counting the wait for it: the largest, unless waiting idles the instance for longer than the
+  // larger batch saves. Sending the samples in hand at once serves them at runNowNs's rate, and the
+  // samples that arrive meanwhile form the next batch (issue 44: at 64 clients waiting for company cost
+  // 1-6 ms of p99 and no throughput). A profile that knows no fixed cost (one batch size seen, scaled
+  // proportionally) cannot tell what a larger batch saves: the largest that fits goes, and teaches it.
+  const byRate = fixedCostNs(expectedRunNs, samples, rule.maxBatchSize) > runNowNs * KNOWN_FIXED_SHARE;
   let target = samples;
+  let bestRate = samples / runNowNs;
   for (let b = rule.maxBatchSize; b > samples; b--) {
     const runNs = expectedRunNs(b);
-    if (runNs !== undefined && (b - samples) * gapNs + runNs <= budgetNs) {
+    if (runNs === undefined) continue;
+    const takesNs = (b - samples) * gapNs + runNs;
+    if (takesNs > budgetNs) continue;
+    if (!byRate) {
       target = b;
       break;
+    }
+    if (b / takesNs > bestRate) {
+      target = b;
+      bestRate = b / takesNs;
     }
   }
   if (target === samples) return sendNow;
@@ -75,6 +97,18 @@ export function chooseForObjective(queue: Queue, rule: Rule, nowNs: bigint, inpu
   const delayNs = nowNs - oldestNs + BigInt(waitNs);
   const choice = chooseBatch(queue, { ...rule, maxQueueDelayNs: delayNs > 0n ? delayNs : 1n }, nowNs);
   return 'waitNs' in choice ? { choice, targetBatchSize: target, waitNs } : { choice, targetBatchSize: target, waitNs: 0 };
+}
+
+/**
+ * The run time a batch costs whatever its size, as the profile's estimates at `samples` and at the
+ * largest batch imply (the line through both, at zero); 0 when either is unknown or the largest is
+ * `samples` itself.
+ */
+function fixedCostNs(expectedRunNs: ObjectiveInputs['expectedRunNs'], samples: number, maxBatchSize: number): number {
+  const small = expectedRunNs(samples);
+  const large = expectedRunNs(maxBatchSize);
+  if (small === undefined || large === undefined || maxBatchSize <= samples) return 0;
+  return (maxBatchSize * small - samples * large) / (maxBatchSize - samples);
 }
 
 /** An instance as the admission estimate sees it. */
