@@ -2,9 +2,15 @@ import { mlp } from '@batchwise/modelgen';
 import { startServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { h2loadHttp, h2loadInstalled, httpRequestFile, type H2loadResult } from '../h2load.ts';
 import { environment, ratioCheck, reportScenario, type Check } from '../report.ts';
-import { benchRepository, cachedModel, fp32Config } from '../workload.ts';
+import { benchRepository, cachedModel } from '../workload.ts';
 import type { BatchingModel } from './batching.ts';
-import { OBJECTIVE_OVER_C1_P50, OK_RATE_TARGET, P99_OVER_OBJECTIVE_TARGET, TARGET_CONCURRENCY } from './objective-overload.ts';
+import {
+  OBJECTIVE_OVER_C1_P50,
+  objectiveTwinConfig,
+  OK_RATE_TARGET,
+  P99_OVER_OBJECTIVE_TARGET,
+  TARGET_CONCURRENCY,
+} from './objective-overload.ts';
 
 /** The objectives of the curve, in the issue's objective (4x the one-client p50, or --objective-ms). */
 export const CURVE_FACTORS: readonly number[] = [0.65, 0.8, 1, 1.25, 1.6];
@@ -44,13 +50,7 @@ export async function runObjectiveCurve(options: {
   }
   const label = `mlp-${model.layers}x${model.width}`;
   const file = await cachedModel(label, () => mlp({ layers: model.layers, width: model.width }), log);
-  const config = (modelName: string, objectiveMs?: number) =>
-    fp32Config(modelName, {
-      width: model.width,
-      maxBatchSize: 64,
-      batching: true,
-      ...(objectiveMs !== undefined && { parameters: { batchwise_latency_objective_ms: String(objectiveMs) } }),
-    });
+  const config = (modelName: string, objectiveMs?: number) => objectiveTwinConfig(modelName, model, objectiveMs);
   const factors = options.factors ?? CURVE_FACTORS;
   // A server on a repository of these models (the scenario's folder written afresh).
   const measureServer = async (entries: { name: string; objectiveMs?: number }[]) =>

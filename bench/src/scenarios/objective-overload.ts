@@ -31,6 +31,16 @@ const MIN_REFUSALS_COSTED = 50;
 /** The load that tells the server's threads apart (bench/src/threads.ts), on both twins, before the measurements. */
 const CLASSIFY_MS = 400;
 
+/** The MLP's config: max_batch_size 64, `dynamic_batching { }`, and the latency objective when one is given. */
+export function objectiveTwinConfig(name: string, model: BatchingModel, objectiveMs?: number): string {
+  return fp32Config(name, {
+    width: model.width,
+    maxBatchSize: 64,
+    batching: true,
+    ...(objectiveMs !== undefined && { parameters: { batchwise_latency_objective_ms: String(objectiveMs) } }),
+  });
+}
+
 export type OverloadModel = 'static' | 'objective';
 
 export interface ObjectiveOverloadRow {
@@ -66,13 +76,7 @@ export async function runObjectiveOverload(options: {
   const env = environment();
   const label = `mlp-${model.layers}x${model.width}`;
   const file = await cachedModel(label, () => mlp({ layers: model.layers, width: model.width }), log);
-  const config = (name: OverloadModel, objectiveMs?: number) =>
-    fp32Config(name, {
-      width: model.width,
-      maxBatchSize: 64,
-      batching: true,
-      ...(objectiveMs !== undefined && { parameters: { batchwise_latency_objective_ms: String(objectiveMs) } }),
-    });
+  const config = (name: OverloadModel, objectiveMs?: number) => objectiveTwinConfig(name, model, objectiveMs);
 
   // One server process for both twins: `static` first (explicit model control), measured at one
   // client; then `objective`, written into the repository with the objective and loaded through the repository API.
