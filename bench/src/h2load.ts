@@ -117,26 +117,25 @@ export async function h2loadHttp(options: {
   warmUpSeconds?: number;
 }): Promise<H2loadResult> {
   const headers = Object.entries(options.request.headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]);
-  const warmUp = options.warmUpSeconds ? [`--warm-up-time=${options.warmUpSeconds}`] : [];
   return runH2load(
-    ['--h1', `-c${options.connections}`, ...warmUp, `--data=${options.request.file}`, ...headers, options.url],
+    ['--h1', `-c${options.connections}`, `--data=${options.request.file}`, ...headers, options.url],
     options.seconds,
     true,
+    options.warmUpSeconds,
   );
 }
 
-/** h2load on one thread for `seconds` with `args`; with `latencies`, every request logged and the percentiles read from the log. */
-async function runH2load(args: readonly string[], seconds: number, latencies: boolean): Promise<H2loadResult> {
+/** h2load on one thread for `seconds` (after `warmUpSeconds`) with `args`; with `latencies`, every request logged and the percentiles read from the log. */
+async function runH2load(args: readonly string[], seconds: number, latencies: boolean, warmUpSeconds?: number): Promise<H2loadResult> {
   const logFile = latencies ? join(CACHE_DIR, 'h2load', `log-${process.pid}-${Date.now()}.tsv`) : undefined;
   const duration = Math.max(1, Math.round(seconds));
   try {
-    const { stdout } = await run('h2load', ['-t1', `-D${duration}`, ...(logFile ? [`--log-file=${logFile}`] : []), ...args], {
+    const warmUp = warmUpSeconds ? [`--warm-up-time=${warmUpSeconds}`] : [];
+    const { stdout } = await run('h2load', ['-t1', `-D${duration}`, ...warmUp, ...(logFile ? [`--log-file=${logFile}`] : []), ...args], {
       maxBuffer: 16 * 1024 * 1024,
     });
     // With a warm-up, "finished in" counts it too: the log and the rates cover the measured duration.
-    const measuredSeconds = args.some((a) => a.startsWith('--warm-up-time'))
-      ? duration
-      : Number(/finished in ([\d.]+)s/.exec(stdout)?.[1] ?? seconds);
+    const measuredSeconds = warmUpSeconds ? duration : Number(/finished in ([\d.]+)s/.exec(stdout)?.[1] ?? seconds);
     const failed = /requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, (\d+) errored/.exec(stdout);
     // "time for request:  min  max  mean  sd  +/- sd", each with its unit.
     const mean = /time for request:\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)/.exec(stdout);
