@@ -64,7 +64,8 @@ scenarios (several run in order; 'all' runs every one):
              the same request (proto-loader decoding), and over HTTP binary with wrk (16 connections):
              req/s, p50/p99, CPU per request of the answering process, medians of 3 rounds; PASS/MISS:
              CPU <= 1.3x the bare server's, one-stream p50 <= 1.5x, one channel of 16 streams >= 16
-             HTTP connections (needs h2load from nghttp2-client, and wrk); then gRPC (grpc-js client)
+             HTTP connections, beside the same ratio for Node's transports alone (bare node:http2 and
+             node:http; needs h2load from nghttp2-client, and wrk); then gRPC (grpc-js client)
              vs HTTP binary on the batching model (c=16)
   objective-overload
              6x1024 MLP with and without a latency objective (4x its one-client p50), closed loop

@@ -40,6 +40,7 @@ describe('bench scenarios (smoke)', () => {
       log,
       name: 'smoke-batching',
       referenceWindowMs: 50,
+      h2load: { seconds: 1, warmUpSeconds: 0 },
     });
     expect(result.points).toHaveLength(18);
     for (const p of result.points) {
@@ -50,6 +51,14 @@ describe('bench scenarios (smoke)', () => {
     // The naive fastify + onnxruntime-node peer on the same file, at 16 clients (issue 44).
     expect(result.naive?.errors, result.naive?.firstError).toBe(0);
     expect(result.naive?.throughput).toBeGreaterThan(0);
+    // And both again with h2load, where it is installed.
+    const withH2load = await h2loadInstalled();
+    if (withH2load) {
+      for (const r of [result.h2load!.on, result.h2load!.naive]) {
+        expect(r.errors).toBe(0);
+        expect(r.perSecond).toBeGreaterThan(0);
+      }
+    } else expect(result.h2load).toBeUndefined();
     const open = result.points.filter((p) => p.rate === 200);
     expect(open).toHaveLength(6);
     for (const p of open) expect(p.client.load).toMatchObject({ rate: 200, arrivals: 'poisson' });
@@ -65,6 +74,7 @@ describe('bench scenarios (smoke)', () => {
       'server_vs_limit_grpc',
       'server_vs_limit_http_json',
       'throughput_on_vs_naive_c16',
+      ...(withH2load ? ['throughput_on_vs_naive_c16_h2load'] : []),
       'throughput_on_vs_off_c16',
       'throughput_on_vs_off_c16_grpc',
       'throughput_on_vs_off_c16_http_json',
@@ -194,7 +204,7 @@ describe('bench scenarios (smoke)', () => {
   });
 
   it('grpc: h2load against the server and a bare grpc-js server at every load, wrk over HTTP beside them; a check per target (skipped without h2load and wrk)', async () => {
-    const { rows, checks } = await runGrpc({ seconds: 1, rounds: 1, log, name: 'smoke-grpc' });
+    const { rows, checks, ratios } = await runGrpc({ seconds: 1, rounds: 1, log, name: 'smoke-grpc' });
     if (!(await h2loadInstalled()) || !(await wrkInstalled())) {
       expect(rows).toEqual([]);
       return;
@@ -204,6 +214,9 @@ describe('bench scenarios (smoke)', () => {
         ...['peer', 'onnx', 'js'].flatMap((t) => ['16x1', '1x16', '1x1'].map((l) => `${t} grpc ${l}`)),
         'onnx http-binary 16',
         'js http-binary 16',
+        // Node's transports alone, the one-channel comparison's ceiling.
+        'bare grpc 1x16',
+        'bare http-binary 16',
       ].sort(),
     );
     for (const r of rows) {
@@ -211,6 +224,7 @@ describe('bench scenarios (smoke)', () => {
       expect(r.perSecond).toBeGreaterThan(0);
     }
     expect(checks.map((c) => c.target)).toHaveLength(8);
+    expect(ratios['bare_transport_1x16_vs_http_16']).toBeGreaterThan(0);
   });
 
   it('efficiency: the server and the same model in-process on its batches, rows per second and per CPU-second, the server by thread group', async () => {

@@ -23,9 +23,14 @@ export const GRPC_LOADS: readonly GrpcLoad[] = [
   { name: '1x1', connections: 1, streams: 1 },
 ];
 
-/** The bare grpc-js peer, and the server's two models, over gRPC; the models over HTTP binary (wrk) beside them. */
-type GrpcTarget = 'peer' | 'onnx' | 'js';
+/**
+ * The bare grpc-js peer, and the server's two models, over gRPC; the models over HTTP binary (wrk) beside them.
+ * `bare`: Node's transports alone (bench/src/bare-transport-server.ts), node:http2 at one connection of 16
+ * streams and node:http at 16 connections, the ceiling of the one-channel ratio on Node.
+ */
+type GrpcTarget = 'peer' | 'onnx' | 'js' | 'bare';
 const TARGETS: readonly GrpcTarget[] = ['peer', 'onnx', 'js'];
+const ONE_CHANNEL = GRPC_LOADS[1]!;
 
 export interface GrpcRow {
   readonly target: GrpcTarget;
@@ -45,7 +50,8 @@ export interface GrpcRow {
  * JavaScript model (`tiny_js`) over gRPC ModelInfer, against a bare @grpc/grpc-js server that decodes the same
  * ModelInferRequest with proto-loader and answers its input back (bench/src/grpc-echo-server.ts), each with
  * h2load at 16 connections of one stream, one connection of 16 streams, and one stream; the same models over
- * HTTP binary at 16 connections with wrk, the one-channel comparison. Each round measures every target at every
+ * HTTP binary at 16 connections with wrk, the one-channel comparison, beside Node's transports alone on the same
+ * two loads (bare-transport-server.ts: that comparison's ceiling on Node). Each round measures every target at every
  * load, in an order reversed from round to round; ratios compare the medians over rounds. CPU per request is the
  * answering process's (/proc), every thread of it. Skipped, saying so, where h2load or wrk is missing.
  */
@@ -71,10 +77,11 @@ export async function runGrpc(options: {
     js: await wrkScript(OVERHEAD_MODELS.js, OVERHEAD_WIDTH),
   };
   const peerStart = startPeer('grpc-echo-server.ts');
+  const bareStarts = { http1: startPeer('bare-transport-server.ts', ['http1']), http2: startPeer('bare-transport-server.ts', ['http2']) };
   const serverStart = startServerProcess(['--model-repository', repo]);
   const rows: GrpcRow[] = [];
   try {
-    const [peer, server] = await Promise.all([peerStart, serverStart]);
+    const [peer, server, bareHttp1, bareHttp2] = await Promise.all([peerStart, serverStart, bareStarts.http1, bareStarts.http2]);
     const serverPid = server.child.pid!;
     const peerAddress = peer.url.replace('http://', '');
     /** CPU seconds of `pid` while `work` runs. */
@@ -85,11 +92,15 @@ export async function runGrpc(options: {
       return { result, cpuSeconds: ((after?.pidTicks[0] ?? NaN) - (before?.pidTicks[0] ?? NaN)) / TICKS_PER_SECOND };
     };
     const grpcRow = async (target: GrpcTarget, load: GrpcLoad, measuredSeconds: number): Promise<GrpcRow> => {
-      const pid = target === 'peer' ? peer.pid : serverPid;
+      const answering = {
+        peer: { pid: peer.pid, address: peerAddress },
+        bare: { pid: bareHttp2.pid, address: bareHttp2.url.replace('http://', '') },
+      };
+      const { pid, address } = target === 'peer' || target === 'bare' ? answering[target] : { pid: serverPid, address: server.grpcAddress };
       const measure = () =>
         h2loadGrpc({
-          address: target === 'peer' ? peerAddress : server.grpcAddress,
-          requestFile: requestFiles[target === 'peer' ? 'onnx' : target],
+          address,
+          requestFile: requestFiles[target === 'js' ? 'js' : 'onnx'],
           connections: load.connections,
           streams: load.streams,
           seconds: measuredSeconds,
@@ -99,20 +110,21 @@ export async function runGrpc(options: {
       const { result, cpuSeconds } = await withCpu(pid, measure);
       return row(target, 'grpc', load.name, result, cpuSeconds);
     };
-    const httpRow = async (target: 'onnx' | 'js', measuredSeconds: number): Promise<GrpcRow> => {
-      const model = OVERHEAD_MODELS[target];
-      const { result, cpuSeconds } = await withCpu(serverPid, () =>
-        wrkLatency(server.httpUrl, model, scripts[target], 16, measuredSeconds),
-      );
+    const httpRow = async (target: 'onnx' | 'js' | 'bare', measuredSeconds: number): Promise<GrpcRow> => {
+      const model = OVERHEAD_MODELS[target === 'js' ? 'js' : 'onnx'];
+      const script = scripts[target === 'js' ? 'js' : 'onnx'];
+      const [pid, url] = target === 'bare' ? [bareHttp1.pid, bareHttp1.url] : [serverPid, server.httpUrl];
+      const { result, cpuSeconds } = await withCpu(pid, () => wrkLatency(url, model, script, 16, measuredSeconds));
       return row(target, 'http-binary', '16', { ...result, requests: result.perSecond * measuredSeconds }, cpuSeconds);
     };
     // One unrecorded second of each first: nothing is measured cold.
     for (const target of TARGETS) await grpcRow(target, GRPC_LOADS[0]!, 1);
-    for (const target of ['onnx', 'js'] as const) await httpRow(target, 1);
+    await grpcRow('bare', ONE_CHANNEL, 1);
+    for (const target of ['onnx', 'js', 'bare'] as const) await httpRow(target, 1);
     for (let round = 0; round < options.rounds; round++) {
       const order = round % 2 === 0 ? TARGETS : [...TARGETS].reverse();
       for (const load of GRPC_LOADS) {
-        for (const target of order) {
+        for (const target of load === ONE_CHANNEL ? [...order, 'bare' as const] : order) {
           const measured = await grpcRow(target, load, seconds);
           const latency = Number.isNaN(measured.p50Ms) ? `mean ${measured.meanMs.toFixed(3)}` : `p50 ${measured.p50Ms.toFixed(3)}`;
           log(
@@ -121,14 +133,17 @@ export async function runGrpc(options: {
           rows.push(measured);
         }
       }
-      for (const target of round % 2 === 0 ? (['onnx', 'js'] as const) : (['js', 'onnx'] as const)) {
+      for (const target of round % 2 === 0 ? (['onnx', 'js', 'bare'] as const) : (['bare', 'js', 'onnx'] as const)) {
         const measured = await httpRow(target, seconds);
         log(`  ${target} http-binary 16: ${measured.perSecond.toFixed(0)}/s, ${measured.cpuUsPerRequest.toFixed(0)} us/req`);
         rows.push(measured);
       }
     }
   } finally {
-    await Promise.allSettled([peerStart.then((p) => p.stop()), serverStart.then((s) => s.stop())]);
+    await Promise.allSettled([
+      ...[peerStart, bareStarts.http1, bareStarts.http2].map((start) => start.then((p) => p.stop())),
+      serverStart.then((s) => s.stop()),
+    ]);
   }
 
   const median = (target: GrpcTarget, protocol: GrpcRow['protocol'], load: string, of: (r: GrpcRow) => number): number => {
@@ -156,19 +171,29 @@ export async function runGrpc(options: {
     ratios[`grpc_cpu_${target}_1x16_vs_http_16`] =
       median(target, 'grpc', '1x16', (r) => r.cpuUsPerRequest) / median(target, 'http-binary', '16', (r) => r.cpuUsPerRequest);
   }
+  // The same ratio for Node's transports alone: what the one-channel check can reach on this machine.
+  ratios['bare_transport_1x16_vs_http_16'] =
+    median('bare', 'grpc', '1x16', (r) => r.perSecond) / median('bare', 'http-binary', '16', (r) => r.perSecond);
 
-  const label = { peer: 'bare grpc-js', onnx: `batchwise ${OVERHEAD_MODELS.onnx}`, js: `batchwise ${OVERHEAD_MODELS.js}` };
+  const label = {
+    peer: 'bare grpc-js',
+    onnx: `batchwise ${OVERHEAD_MODELS.onnx}`,
+    js: `batchwise ${OVERHEAD_MODELS.js}`,
+    bare: 'bare node:http2 / node:http',
+  };
   await reportScenario(
     {
       name: options.name ?? 'grpc',
       title: 'pnpm bench grpc: ModelInfer against a bare @grpc/grpc-js server, h2load and wrk as the clients',
       intro:
         `The 16-float identity (ONNX and JavaScript) over gRPC with h2load (connections x streams) and over HTTP binary ` +
-        `with wrk (16 connections), against a bare grpc-js server answering the same ModelInferRequest; ` +
+        `with wrk (16 connections), against a bare grpc-js server answering the same ModelInferRequest, and Node's ` +
+        `transports alone (node:http2 at 1x16, node:http at 16) answering the request's bytes; cores: the answering ` +
+        `process's CPU over the row's time; ` +
         `${options.rounds} rounds of ${seconds} s per row, medians compared (${env['date']}).`,
       tables: [
         {
-          headers: ['target', 'protocol', 'load', 'req/s', 'p50 ms', 'p99 ms', 'mean ms', 'errors', 'cpu us/req'],
+          headers: ['target', 'protocol', 'load', 'req/s', 'p50 ms', 'p99 ms', 'mean ms', 'errors', 'cpu us/req', 'cores'],
           rows: rows.map((r) => [
             label[r.target],
             r.protocol,
@@ -179,6 +204,7 @@ export async function runGrpc(options: {
             r.meanMs.toFixed(3),
             r.errors,
             Math.round(r.cpuUsPerRequest),
+            ((r.cpuUsPerRequest * r.perSecond) / 1e6).toFixed(2),
           ]),
         },
       ],
