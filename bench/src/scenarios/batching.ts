@@ -1,5 +1,6 @@
 import { mlp } from '@batchwise/modelgen';
 import { cpuShare, cpuSnapshot, type CpuShare } from '../cpu-usage.ts';
+import { h2loadHttp, h2loadInstalled, httpRequestFile, type H2loadResult } from '../h2load.ts';
 import {
   latencyVsInProcess,
   medianRunMs,
@@ -82,20 +83,68 @@ export interface BatchingResult {
   readonly ratios: Record<string, number>;
   /** The naive peer at 16 clients, when measured. */
   readonly naive?: LoadResult;
+  /** Batching on and the naive peer at 16 clients driven by h2load, where it is installed. */
+  readonly h2load?: { readonly on: H2loadResult; readonly naive: H2loadResult };
 }
 
 /** Issue 44: batching on at 16 clients serves at least this many times the naive peer's requests per second. */
 export const ON_OVER_NAIVE_C16 = 4;
 
-/** The naive peer (bench/src/naive-server.ts) on `file`, closed loop at `concurrency` over HTTP binary. */
-async function measureNaive(file: string, width: number, concurrency: number, windows: WindowOptions, log: (line: string) => void) {
+/** How long h2load measures at 16 clients, after its warm-up. */
+export interface H2loadTiming {
+  readonly seconds: number;
+  readonly warmUpSeconds: number;
+}
+const H2LOAD_TIMING: H2loadTiming = { seconds: 6, warmUpSeconds: 2 };
+
+/**
+ * `model` at `url` driven by h2load, 16 HTTP/1.1 connections of one binary request at a time: a C client, whose
+ * own CPU (a twentieth of a core here, against about 0.3 for the Node generator) leaves the cores to the server.
+ */
+async function h2loadAt16(
+  url: string,
+  model: string,
+  width: number,
+  timing: H2loadTiming,
+  log: (line: string) => void,
+): Promise<H2loadResult> {
+  const result = await h2loadHttp({
+    url: `${url}/v2/models/${model}/infer`,
+    request: await httpRequestFile(model, width),
+    connections: 16,
+    ...timing,
+  });
+  log(
+    `  ${model} http-binary c=16, h2load: ${result.perSecond.toFixed(0)} infer/s, p99 ${result.p99Ms.toFixed(1)} ms, ${result.errors} errors`,
+  );
+  return result;
+}
+
+/**
+ * The naive peer (bench/src/naive-server.ts) on `file`, closed loop at `concurrency` over HTTP binary; then,
+ * with `h2load`, the same peer at 16 clients driven by h2load.
+ */
+async function measureNaive(
+  file: string,
+  width: number,
+  concurrency: number,
+  windows: WindowOptions,
+  log: (line: string) => void,
+  h2load: H2loadTiming | undefined,
+): Promise<{ node: LoadResult; h2load?: H2loadResult }> {
   const naive = await startNaive(file);
-  const { send, close } = inferRequest({ httpUrl: naive.url, grpcAddress: '' }, 'http-binary', 'mlp_naive', width, concurrency);
   try {
-    await send();
-    return await measure(`naive http-binary c=${concurrency}`, send, { concurrency }, { ...windows, log });
+    const { send, close } = inferRequest({ httpUrl: naive.url, grpcAddress: '' }, 'http-binary', 'mlp_naive', width, concurrency);
+    let node: LoadResult;
+    try {
+      await send();
+      node = await measure(`naive http-binary c=${concurrency}`, send, { concurrency }, { ...windows, log });
+    } finally {
+      await close();
+    }
+    // The Node generator's connections are closed first: h2load has the peer to itself.
+    return { node, ...(h2load && { h2load: await h2loadAt16(naive.url, 'mlp_naive', width, h2load, log) }) };
   } finally {
-    await close();
     naive.stop();
   }
 }
@@ -127,6 +176,8 @@ export async function runBatching(options: {
   name?: string;
   /** Length of each in-process reference window. @default windows.windowMs */
   referenceWindowMs?: number;
+  /** The 16-client comparison with the naive peer by h2load (where installed). @default 6 s after 2 s of warm-up */
+  h2load?: H2loadTiming;
 }): Promise<BatchingResult> {
   const { model, log } = options;
   const label = `mlp-${model.layers}x${model.width}`;
@@ -161,6 +212,7 @@ export async function runBatching(options: {
   const points: Point[] = [];
   const paired: PairedPoint[] = [];
   let naive: LoadResult | undefined;
+  let h2load: BatchingResult['h2load'];
   const loads: { load: Load; concurrency: number; rate?: number; tag: string }[] = [
     ...options.concurrencies.map((concurrency) => ({ load: { concurrency }, concurrency, tag: `c=${concurrency}` })),
     ...(options.rates ?? []).map((rate) => ({
@@ -230,7 +282,11 @@ export async function runBatching(options: {
     }
     // What a Node shop writes instead (issue 44): fastify + onnxruntime-node on the same file, session.run in the route.
     if (top !== undefined && top >= 16 && (options.protocols ?? ['http-binary']).includes('http-binary')) {
-      naive = await measureNaive(file, model.width, 16, options.windows, log);
+      const timing = (await h2loadInstalled()) ? (options.h2load ?? H2LOAD_TIMING) : undefined;
+      const on = timing && (await h2loadAt16(server.httpUrl, 'mlp_on', model.width, timing, log));
+      const measured = await measureNaive(file, model.width, 16, options.windows, log, timing);
+      naive = measured.node;
+      if (on && measured.h2load) h2load = { on, naive: measured.h2load };
     }
   } finally {
     await reference?.release();
@@ -244,7 +300,15 @@ export async function runBatching(options: {
     log(`naive fastify + onnxruntime-node at c=16: ${naive.throughput.toFixed(0)} infer/s, p99 ${naive.latencyMs.p99.toFixed(1)} ms`);
     log(`${check.pass ? 'PASS' : 'MISS'} ${check.target}: ${check.detail}`);
   }
-  const result = { model: label, delayUs: DELAY_US, threads: THREADS, environment: env, points, paired, naive, ratios };
+  if (h2load) {
+    // The same comparison with a C client (issue 44 measures from outside with wrk and h2load).
+    ratios['throughput_on_vs_naive_c16_h2load'] = h2load.on.perSecond / h2load.naive.perSecond;
+    const check = ratioCheck('throughput_on_vs_naive_c16_h2load', ratios['throughput_on_vs_naive_c16_h2load'], {
+      atLeast: ON_OVER_NAIVE_C16,
+    });
+    log(`${check.pass ? 'PASS' : 'MISS'} ${check.target}: ${check.detail}`);
+  }
+  const result = { model: label, delayUs: DELAY_US, threads: THREADS, environment: env, points, paired, naive, h2load, ratios };
   log(`\n${formatPoints(points)}\n`);
   for (const [k, v] of Object.entries(ratios)) log(`${k}: ${v.toFixed(2)}`);
   if (paired.length > 0) log('paired in-process reference (windows just before and after the server measurement, server idle):');
