@@ -305,7 +305,10 @@ describe('bench scenarios (smoke)', () => {
     });
     const labels = ['tracing off', 'opentelemetry rate=1000', 'opentelemetry rate=1'];
     expect(measurements.map((m) => m.result.label)).toEqual(labels);
-    expect(measurements.every((m) => m.result.errors === 0 && m.result.throughput > 0)).toBe(true);
+    for (const { result } of measurements) {
+      expect(result.errors, `${result.label}: ${result.firstError}`).toBe(0);
+      expect(result.throughput, result.label).toBeGreaterThan(0);
+    }
     const spans = (label: string) => measurements.filter((m) => m.result.label === label).map((m) => m.spans);
     expect(spans('tracing off')).toEqual([0]);
     // A request span and four phase spans per traced request (fewer only if the span queue overflowed).
