@@ -256,11 +256,19 @@ describeWithTritonProtocol('gRPC frontend driven by a client built from the upst
       'log_warning',
     ]);
     expect((await call('TraceSetting', {})).settings.trace_level).toEqual({ value: ['OFF'] });
-    for (const method of ['CudaSharedMemoryStatus', 'CudaSharedMemoryRegister', 'CudaSharedMemoryUnregister']) {
-      await expect(call(method, {}), method).rejects.toMatchObject({
-        code: status.UNIMPLEMENTED,
-        details: expect.stringContaining('CUDA shared memory is not supported'),
-      });
-    }
+    // CUDA shared memory holds no region (answered as Triton answers while none is registered); registering one is not supported.
+    expect(await call('CudaSharedMemoryStatus', {})).toEqual({ regions: {} });
+    await expect(call('CudaSharedMemoryStatus', { name: 'nope' })).rejects.toMatchObject({
+      code: status.NOT_FOUND,
+      details: "Unable to find cuda shared memory region: 'nope'",
+    });
+    expect(await call('CudaSharedMemoryUnregister', {})).toEqual({});
+    expect(await call('CudaSharedMemoryUnregister', { name: 'nope' })).toEqual({});
+    await expect(
+      call('CudaSharedMemoryRegister', { name: 'gpu', raw_handle: Buffer.alloc(64), device_id: 0, byte_size: 4 }),
+    ).rejects.toMatchObject({
+      code: status.UNIMPLEMENTED,
+      details: expect.stringContaining('CUDA shared memory is not supported'),
+    });
   });
 });

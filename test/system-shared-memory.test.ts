@@ -233,7 +233,27 @@ describe.skipIf(!existsSync(SHM_DIR))('system shared memory', () => {
       status: 400,
       json: { error: expect.stringContaining("Output can't set both 'shared_memory_region' and 'binary_data'") },
     });
-    expect((await getJson(`${server.url}/v2/cudasharedmemory/status`)).status).toBe(501);
+    // CUDA shared memory holds no region, answered as Triton answers while none is registered: its shared memory examples
+    // unregister every CUDA region before they start, and must get on.
+    expect(await getJson(`${server.url}/v2/cudasharedmemory/status`)).toMatchObject({ status: 200, json: [] });
+    expect(await getJson(`${server.url}/v2/cudasharedmemory/region/input_data/status`)).toMatchObject({
+      status: 404,
+      json: { error: "The region named 'input_data' is registered as system shared memory, not CUDA shared memory" },
+    });
+    expect(await getJson(`${server.url}/v2/cudasharedmemory/region/nope/status`)).toMatchObject({
+      status: 404,
+      json: { error: "Unable to find cuda shared memory region: 'nope'" },
+    });
+    expect((await postJson(`${server.url}/v2/cudasharedmemory/unregister`, '')).status).toBe(200);
+    expect((await postJson(`${server.url}/v2/cudasharedmemory/region/input_data/unregister`, '')).status).toBe(200);
+    expect(
+      await postJson(`${server.url}/v2/cudasharedmemory/region/gpu/register`, { raw_handle: { b64: 'AA==' }, device_id: 0, byte_size: 4 }),
+    ).toMatchObject({
+      status: 501,
+      json: { error: expect.stringContaining('CUDA shared memory is not supported') },
+    });
+    // The system region of that name is still there.
+    expect((await getJson(`${server.url}/v2/systemsharedmemory/region/input_data/status`)).status).toBe(200);
 
     const ok = await infer({ inputs: [shmInput('INPUT0', 0), shmInput('INPUT1', 64)] });
     expect(ok.status).toBe(200);

@@ -456,6 +456,10 @@ export class CoreInferenceService implements InferenceService {
     return this.sharedMemory.status(name);
   }
 
+  cudaSharedMemoryStatus(name?: string): never[] {
+    return this.sharedMemory.cudaStatus(name);
+  }
+
   logSettings(): LogSettings {
     return currentLogSettings(this.logger);
   }

@@ -145,6 +145,11 @@ export interface InferenceService {
   unregisterSystemSharedMemory(name?: string): Promise<void>;
   /** One region (NOT_FOUND when unknown), or all of them when no name is given. */
   systemSharedMemoryStatus(name?: string): SharedMemoryRegionStatus[];
+  /**
+   * CUDA shared memory extension: no CUDA region is ever registered, so the list is empty and a named region
+   * NOT_FOUND; unregistering succeeds with nothing to do, and registering is refused (Errors.cudaSharedMemoryUnsupported).
+   */
+  cudaSharedMemoryStatus(name?: string): never[];
   /** Triton's logging extension: the server's log settings. */
   logSettings(): LogSettings;
   /** Changes any of the log settings (INVALID_ARG naming a bad one); returns them all. */

@@ -98,9 +98,13 @@ export function inferenceServiceHandlers(
       await service.unregisterSystemSharedMemory(r.name);
       return {};
     }),
-    CudaSharedMemoryStatus: notSupported('CudaSharedMemoryStatus', Errors.cudaSharedMemoryUnsupported),
+    // No CUDA region is ever registered: the status lists none, and unregistering has nothing to do (InferenceService).
+    CudaSharedMemoryStatus: rpc('CudaSharedMemoryStatus', (r: { name: string }) => {
+      service.cudaSharedMemoryStatus(r.name);
+      return { regions: {} };
+    }),
     CudaSharedMemoryRegister: notSupported('CudaSharedMemoryRegister', Errors.cudaSharedMemoryUnsupported),
-    CudaSharedMemoryUnregister: notSupported('CudaSharedMemoryUnregister', Errors.cudaSharedMemoryUnsupported),
+    CudaSharedMemoryUnregister: rpc('CudaSharedMemoryUnregister', () => ({})),
     TraceSetting: rpc('TraceSetting', (r: { settings: Record<string, { value: string[] }>; model_name: string }) => {
       // An empty model_name means the global settings; the core reads it so.
       const settings =

@@ -54,6 +54,17 @@ describe('SystemSharedMemory', () => {
     expect(() => shm.status('nope')).toThrow(
       expect.objectContaining({ code: 'NOT_FOUND', message: "Unable to find system shared memory region: 'nope'" }),
     );
+    // No CUDA region is ever registered: none listed, a name not found (a system region's name said to be one), as Triton says.
+    expect(shm.cudaStatus()).toEqual([]);
+    expect(() => shm.cudaStatus('nope')).toThrow(
+      expect.objectContaining({ code: 'NOT_FOUND', message: "Unable to find cuda shared memory region: 'nope'" }),
+    );
+    expect(() => shm.cudaStatus('a')).toThrow(
+      expect.objectContaining({
+        code: 'NOT_FOUND',
+        message: "The region named 'a' is registered as system shared memory, not CUDA shared memory",
+      }),
+    );
     expect(() => shm.lease({ region: 'nope', offset: 0, byteSize: 4 }, "input 'X'")).toThrow(
       expect.objectContaining({ code: 'NOT_FOUND', message: "input 'X': Unable to find shared memory region: 'nope'" }),
     );

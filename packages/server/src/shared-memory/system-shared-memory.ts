@@ -75,6 +75,24 @@ export class SystemSharedMemory {
     return [statusOf(region)];
   }
 
+  /**
+   * The CUDA regions registered, in Triton's CUDA shared memory extension: none ever is (no CUDA IPC
+   * handle is mapped here), so every region's status is an empty list and a named one is not found, in
+   * Triton's words (a name of this registry's is registered as system shared memory, as Triton says).
+   * Unregistering CUDA regions has nothing to do and succeeds, as in Triton while none is registered: Triton's
+   * shared memory examples unregister every CUDA region before they start.
+   */
+  cudaStatus(name?: string): never[] {
+    if (name === undefined || name === '') return [];
+    if (this.regions.has(name)) {
+      throw new InferenceServerError(
+        'NOT_FOUND',
+        `The region named '${name}' is registered as system shared memory, not CUDA shared memory`,
+      );
+    }
+    throw new InferenceServerError('NOT_FOUND', `Unable to find cuda shared memory region: '${name}'`);
+  }
+
   /** Holds the region of `ref` for one request, after checking that the slice lies within it. `what` names the tensor. */
   lease(ref: SharedMemoryRef, what: string): RegionLease {
     const region = this.regions.get(ref.region);

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { Errors, type InferenceService } from '../../core/index.ts';
 import { describeValue } from '../../tensor/describe-value.ts';
 import { parseJsonObject } from '../infer-codec.ts';
@@ -9,7 +9,10 @@ interface RegionParams {
 
 const options = { config: { apiGroup: 'shared-memory' as const } };
 
-/** Triton's shared memory extension: system shared memory works; CUDA shared memory says it is not supported. */
+/**
+ * Triton's shared memory extension: system shared memory works. CUDA shared memory holds no region: its
+ * status lists none, unregistering succeeds, registering says it is not supported.
+ */
 export function registerSharedMemoryRoutes(app: FastifyInstance, service: InferenceService): void {
   app.get('/v2/systemsharedmemory/status', options, async () => service.systemSharedMemoryStatus());
   app.get<{ Params: RegionParams }>('/v2/systemsharedmemory/region/:name/status', options, async (request) =>
@@ -38,14 +41,16 @@ export function registerSharedMemoryRoutes(app: FastifyInstance, service: Infere
     return reply.code(200).send();
   });
 
-  const cudaUnsupported = async () => {
+  app.get('/v2/cudasharedmemory/status', options, async () => service.cudaSharedMemoryStatus());
+  app.get<{ Params: RegionParams }>('/v2/cudasharedmemory/region/:name/status', options, async (request) =>
+    service.cudaSharedMemoryStatus(request.params.name),
+  );
+  app.post('/v2/cudasharedmemory/region/:name/register', options, async () => {
     throw Errors.cudaSharedMemoryUnsupported();
-  };
-  app.get('/v2/cudasharedmemory/status', options, cudaUnsupported);
-  app.get('/v2/cudasharedmemory/region/:name/status', options, cudaUnsupported);
-  app.post('/v2/cudasharedmemory/region/:name/register', options, cudaUnsupported);
-  app.post('/v2/cudasharedmemory/unregister', options, cudaUnsupported);
-  app.post('/v2/cudasharedmemory/region/:name/unregister', options, cudaUnsupported);
+  });
+  const nothingToUnregister = async (_request: unknown, reply: FastifyReply) => reply.code(200).send();
+  app.post('/v2/cudasharedmemory/unregister', options, nothingToUnregister);
+  app.post('/v2/cudasharedmemory/region/:name/unregister', options, nothingToUnregister);
 }
 
 function size(value: unknown, field: string): number {
