@@ -1,7 +1,8 @@
 /**
  * The example repository (what `pnpm start` serves) on a real server: every model loads, and
  * both pipelines and the BLS router answer over HTTP JSON, HTTP binary, gRPC and
- * @batchwise/client as the in-process runs of the same models do; text_classification_py (its
+ * @batchwise/client as the in-process runs of the same models do, and so do Triton's simple_string and
+ * simple_int8 (simple_identity returns its bytes); text_classification_py (its
  * tokenizer and postprocess in Triton's Python backend form) answers what text_classification does,
  * bit for bit.
  */
@@ -284,6 +285,78 @@ describe('example pipelines on a server serving examples/model_repository', () =
         inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2], data: [-1000, 0] }],
       });
       expect([version(result), values(result)]).toEqual(['2', [-500, 0]]);
+    });
+  });
+
+  describe("Triton's simple_string, simple_int8 and simple_identity, as its client examples call them", () => {
+    const numbers = Array.from({ length: 16 }, (_, i) => i * 7 - 50);
+    const ones = numbers.map(() => 1);
+    const strings = (values: readonly number[]) => values.map((v) => String(v));
+    const texts = (result: InferResult, name: string) =>
+      (result.outputs.find((o) => o.name === name)!.data as Uint8Array[]).map((b) => Buffer.from(b).toString());
+    const int8s = (result: InferResult, name: string) => Array.from(result.outputs.find((o) => o.name === name)!.data as Int8Array);
+
+    /** The model's outputs from ONNX Runtime in-process on the same inputs. */
+    async function inProcess(model: string, feeds: Record<string, unknown>): Promise<Record<string, unknown[]>> {
+      const ort = loadOrt();
+      const session = await ort.InferenceSession.create(await readFile(join(EXAMPLES, model, '1', 'model.onnx')));
+      const results = await session.run(feeds as never);
+      await session.release();
+      return Object.fromEntries(Object.entries(results).map(([name, t]) => [name, Array.from(t.data as ArrayLike<unknown>)]));
+    }
+
+    it('simple_string: decimal strings summed and subtracted over HTTP JSON, HTTP binary and gRPC, as ONNX Runtime gives', async () => {
+      const ort = loadOrt();
+      const expected = await inProcess('simple_string', {
+        INPUT0: new ort.Tensor('string', strings(numbers), [1, 16]),
+        INPUT1: new ort.Tensor('string', strings(ones), [1, 16]),
+      });
+      expect(expected['OUTPUT0']).toEqual(strings(numbers.map((n) => n + 1)));
+      const request = {
+        model: 'simple_string',
+        inputs: [
+          { name: 'INPUT0', datatype: 'BYTES', shape: [1, 16], data: strings(numbers) },
+          { name: 'INPUT1', datatype: 'BYTES', shape: [1, 16], data: strings(ones) },
+        ],
+      } as const;
+      const json = await postJson(`${server.url}/v2/models/simple_string/infer`, {
+        inputs: request.inputs.map(({ name, datatype, shape, data }) => ({ name, datatype, shape, data })),
+      });
+      expect(json.status).toBe(200);
+      const jsonOutput = (name: string) => json.json.outputs.find((o: { name: string }) => o.name === name).data;
+      for (const result of [await http.infer(request), await grpc.infer(request)]) {
+        expect([texts(result, 'OUTPUT0'), texts(result, 'OUTPUT1')]).toEqual([expected['OUTPUT0'], expected['OUTPUT1']]);
+      }
+      expect([jsonOutput('OUTPUT0'), jsonOutput('OUTPUT1')]).toEqual([expected['OUTPUT0'], expected['OUTPUT1']]);
+    });
+
+    it('simple_int8: INT8 summed and subtracted, over HTTP binary and gRPC, as ONNX Runtime gives (wrapping at the ends)', async () => {
+      const ort = loadOrt();
+      const a = Int8Array.from([127, -128, 100, -100, 0, 1, -1, 5, 60, -60, 120, -120, 7, 8, 9, 10]);
+      const b = Int8Array.from([1, 1, 100, 100, 0, -1, 1, 5, 70, -70, 10, 10, 7, 8, 9, 10]);
+      const expected = await inProcess('simple_int8', {
+        INPUT0: new ort.Tensor('int8', a, [1, 16]),
+        INPUT1: new ort.Tensor('int8', b, [1, 16]),
+      });
+      expect(expected['OUTPUT0']!.slice(0, 2)).toEqual([-128, -127]);
+      const request = {
+        model: 'simple_int8',
+        inputs: [
+          { name: 'INPUT0', datatype: 'INT8', shape: [1, 16], data: a },
+          { name: 'INPUT1', datatype: 'INT8', shape: [1, 16], data: b },
+        ],
+      } as const;
+      for (const result of [await http.infer(request), await grpc.infer(request)]) {
+        expect([int8s(result, 'OUTPUT0'), int8s(result, 'OUTPUT1')]).toEqual([expected['OUTPUT0'], expected['OUTPUT1']]);
+      }
+    });
+
+    it('simple_identity (Python): strings with NUL and bytes that are not UTF-8 come back as sent', async () => {
+      const elements = [Buffer.from('he\0llo'), Buffer.from([0, 1, 2, 3]), Buffer.from('')];
+      const request = { model: 'simple_identity', inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 3], data: elements }] } as const;
+      for (const result of [await http.infer(request), await grpc.infer(request)]) {
+        expect((result.outputs[0]!.data as Uint8Array[]).map((b) => Buffer.from(b))).toEqual(elements);
+      }
     });
   });
 });

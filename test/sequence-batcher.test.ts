@@ -5,6 +5,7 @@
  * sequence, idle release, Triton's refusals in its words, the stickiness cookie, metadata and
  * metrics. Shutdown and reload have a server of their own at the end.
  */
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GrpcClient, type InferResult } from '@batchwise/client';
 import { PROTO_DIR } from '@batchwise/protocol';
@@ -90,20 +91,11 @@ sequence_batching {
 input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]
 output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ ${WIDTH} ] } ]`;
 
-/** Triton's QA dyna_sequence model with a string CORRID, in JavaScript: a running sum per sequence, the id added at END. */
-const STRING_DYNA_JS = `import { tensor } from '@batchwise/backend';
-export default class {
-  initialize() { this.sums = new Map(); }
-  execute(requests) {
-    return requests.map((r) => {
-      const id = r.inputs.CORRID.data[0].toString();
-      const sum = (r.inputs.START.data[0] === 1 ? 0 : this.sums.get(id)) + r.inputs.INPUT.data[0];
-      if (r.parameters.sequence_end) this.sums.delete(id); else this.sums.set(id, sum);
-      return { outputs: [tensor('OUTPUT', 'INT32', [1, 1], [r.inputs.END.data[0] === 1 ? sum + Number(id) : sum])] };
-    });
-  }
-}
-`;
+/** Triton's QA dyna_sequence model with a string CORRID, in JavaScript, as the example repository has it. */
+const STRING_DYNA_JS = readFileSync(
+  new URL('../examples/model_repository/simple_string_dyna_sequence/1/model.mjs', import.meta.url),
+  'utf8',
+);
 
 const MODELS: RepositoryModel[] = [
   { name: 'simple_sequence', model: tritonSimpleSequence(), config: SIMPLE_SEQUENCE },

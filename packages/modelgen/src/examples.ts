@@ -11,10 +11,10 @@ import { join } from 'node:path';
 import { bundleModel } from './bundle.ts';
 import { COLOR_LABELS, colorNet } from './colors.ts';
 import { serializeModel, tritonConfigType, type ModelProto, type TensorDatatype } from './graph-builder.ts';
-import { convNet, identity, scaler, simpleAddSub } from './models.ts';
+import { convNet, identity, scaler, simpleAddSub, simpleAddSubThroughInt32 } from './models.ts';
 import { EMBEDDING_SIZE, SENTIMENT_LABELS, sentimentClassifier, sentimentEncoder, vocabularyText } from './sentiment.ts';
 import { CONTEXT_LENGTH, CORPUS, nextTokenModel, VOCABULARY } from './text-generation.ts';
-import { runningSum } from './sequence-models.ts';
+import { runningSum, tritonSimpleDynaSequence, tritonSimpleSequence } from './sequence-models.ts';
 
 /** Where the bundled JavaScript models' sources are. */
 export const EXAMPLE_SOURCES = new URL('../../../examples/src/', import.meta.url).pathname;
@@ -313,7 +313,78 @@ const RUNNING_SUM_WIDTH = 3;
  * A stateful model (Triton's sequence batcher with implicit state): a running sum per sequence, kept
  * by the server between its requests. Sequences idle for a minute lose their slot.
  */
+/** One `control_input` of `sequence_batching`, in Triton's formatting. */
+function controlInput(name: string, kind: string, field = 'int32_false_true: [ 0, 1 ]'): string {
+  return `    {\n      name: "${name}"\n      control [\n        {\n          kind: ${kind}\n          ${field}\n        }\n      ]\n    }`;
+}
+
+/** Triton's `simple_sequence` and `simple_dyna_sequence` examples: INPUT and OUTPUT, one INT32 each. */
+function tritonSequenceConfig(
+  name: string,
+  sequenceBatching: readonly string[],
+  controls: readonly string[],
+  instances: number,
+  runner = 'platform: "onnxruntime_onnx"',
+): string {
+  const io: TensorConfig[] = [{ name: 'INPUT', datatype: 'INT32', dims: [1] }];
+  return (
+    `name: "${name}"\n${runner}\nmax_batch_size: 8\n` +
+    `sequence_batching {\n${sequenceBatching.map((line) => `  ${line}\n`).join('')}  control_input [\n${controls.join(',\n')}\n  ]\n}\n` +
+    tensorsText('input', io) +
+    tensorsText('output', [{ ...io[0]!, name: 'OUTPUT' }]) +
+    `instance_group [\n  {\n    count: ${instances}\n    kind: KIND_CPU\n  }\n]\n`
+  );
+}
+
 const STATEFUL: readonly ExampleModel[] = [
+  // Triton's sequence examples, as its clients call them (simple_*_sequence_*_client.py; `-d` for the dyna one).
+  {
+    name: 'simple_sequence',
+    onnx: { 1: tritonSimpleSequence },
+    config: tritonSequenceConfig(
+      'simple_sequence',
+      [],
+      [controlInput('START', 'CONTROL_SEQUENCE_START'), controlInput('READY', 'CONTROL_SEQUENCE_READY')],
+      1,
+    ),
+  },
+  {
+    name: 'simple_dyna_sequence',
+    onnx: { 1: tritonSimpleDynaSequence },
+    config: tritonSequenceConfig(
+      'simple_dyna_sequence',
+      [
+        'max_sequence_idle_microseconds: 10000000',
+        'oldest {\n    max_candidate_sequences: 1024\n    max_queue_delay_microseconds: 10000\n  }',
+      ],
+      [
+        controlInput('START', 'CONTROL_SEQUENCE_START'),
+        controlInput('END', 'CONTROL_SEQUENCE_END'),
+        controlInput('READY', 'CONTROL_SEQUENCE_READY'),
+        controlInput('CORRID', 'CONTROL_SEQUENCE_CORRID', 'data_type: TYPE_UINT64'),
+      ],
+      2,
+    ),
+  },
+  {
+    // Triton's QA model for string sequence ids (its clients' `-d` runs use it beside simple_dyna_sequence).
+    name: 'simple_string_dyna_sequence',
+    config: tritonSequenceConfig(
+      'simple_string_dyna_sequence',
+      [
+        'max_sequence_idle_microseconds: 10000000',
+        'oldest {\n    max_candidate_sequences: 1024\n    max_queue_delay_microseconds: 10000\n  }',
+      ],
+      [
+        controlInput('START', 'CONTROL_SEQUENCE_START'),
+        controlInput('END', 'CONTROL_SEQUENCE_END'),
+        controlInput('CORRID', 'CONTROL_SEQUENCE_CORRID', 'data_type: TYPE_STRING'),
+      ],
+      2,
+      'backend: "js"',
+    ),
+    handWritten: ['1/model.mjs'],
+  },
   {
     name: 'running_sum',
     onnx: { 1: () => runningSum(RUNNING_SUM_WIDTH) },
@@ -484,6 +555,40 @@ export const EXAMPLE_MODELS: readonly ExampleModel[] = [
       ],
       maxQueueDelayMicroseconds: 100,
     }),
+  },
+  // Triton's `simple` on strings and on INT8, as its client examples call them (simple_*_string_infer_client.py,
+  // grpc_explicit_byte_content_client.py, simple_*_shm_string_client.py, grpc_explicit_int8_content_client.py).
+  ...(['BYTES', 'INT8'] as const).map((datatype): ExampleModel => {
+    const name = datatype === 'BYTES' ? 'simple_string' : 'simple_int8';
+    return {
+      name,
+      onnx: { 1: () => simpleAddSubThroughInt32(name, datatype) },
+      config: configPbtxt({
+        name,
+        maxBatchSize: 8,
+        inputs: [
+          { name: 'INPUT0', datatype, dims: [16] },
+          { name: 'INPUT1', datatype, dims: [16] },
+        ],
+        outputs: [
+          { name: 'OUTPUT0', datatype, dims: [16] },
+          { name: 'OUTPUT1', datatype, dims: [16] },
+        ],
+        maxQueueDelayMicroseconds: 100,
+      }),
+    };
+  }),
+  {
+    // Triton's `simple_identity`, a Python model returning its strings (the second half of simple_*_string_infer_client.py).
+    name: 'simple_identity',
+    config: configPbtxt({
+      name: 'simple_identity',
+      backend: 'python',
+      maxBatchSize: 8,
+      inputs: [{ name: 'INPUT0', datatype: 'BYTES', dims: [-1] }],
+      outputs: [{ name: 'OUTPUT0', datatype: 'BYTES', dims: [-1] }],
+    }),
+    handWritten: ['1/model.py'],
   },
   {
     name: 'identity_fp32',

@@ -3,7 +3,7 @@
  * `batch` first dimension unless said otherwise, and all weights come from a seeded PRNG, so
  * the same arguments always give the same bytes.
  */
-import { GraphBuilder, type Dim, type GraphDatatype, type ModelProto } from './graph-builder.ts';
+import { GraphBuilder, onnxElemType, type Dim, type GraphDatatype, type ModelProto } from './graph-builder.ts';
 import { mulberry32, uniformFloat32 } from './prng.ts';
 
 export const BATCH_DIM = 'batch';
@@ -22,6 +22,28 @@ export function simpleAddSub(): ModelProto {
   g.output('OUTPUT0', 'INT32', dims);
   g.output('OUTPUT1', 'INT32', dims);
   return g.build({ docString: 'OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1' });
+}
+
+/**
+ * `simpleAddSub` on another datatype, as Triton's `simple_string` (decimal numbers as strings: BYTES) and
+ * `simple_int8` (INT8) take it: each input cast to INT32, added and subtracted, and cast back. ONNX Runtime
+ * parses and prints the strings; an INT8 result wraps as a C cast does.
+ */
+export function simpleAddSubThroughInt32(name: string, datatype: 'BYTES' | 'INT8'): ModelProto {
+  const g = new GraphBuilder(name);
+  const dims = [BATCH_DIM, 16];
+  const back = { to: onnxElemType(datatype) };
+  g.input('INPUT0', datatype, dims);
+  g.input('INPUT1', datatype, dims);
+  g.op('Cast', ['INPUT0'], 'input0_int32', { to: onnxElemType('INT32') });
+  g.op('Cast', ['INPUT1'], 'input1_int32', { to: onnxElemType('INT32') });
+  g.op('Add', ['input0_int32', 'input1_int32'], 'sum_int32');
+  g.op('Sub', ['input0_int32', 'input1_int32'], 'difference_int32');
+  g.op('Cast', ['sum_int32'], 'OUTPUT0', back);
+  g.op('Cast', ['difference_int32'], 'OUTPUT1', back);
+  g.output('OUTPUT0', datatype, dims);
+  g.output('OUTPUT1', datatype, dims);
+  return g.build({ docString: `OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, through INT32 (${datatype})` });
 }
 
 export interface IdentityOptions {
