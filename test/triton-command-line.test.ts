@@ -22,7 +22,7 @@ describe('Triton command-line flags', () => {
   });
   afterAll(() => rm(repo, { recursive: true, force: true }));
 
-  it('--strict-readiness=false keeps the server ready beside a broken model; flags without effect are warned about', async () => {
+  it('--strict-readiness=false keeps the server ready beside a broken model; --id names the server; flags without effect are warned about', async () => {
     const server = await startServerProcess([
       '--model-repository',
       repo,
@@ -40,9 +40,15 @@ describe('Triton command-line flags', () => {
       '4',
       '--backend-config',
       'onnxruntime,enable-global-threadpool=1',
+      '--id',
+      'triton',
     ]);
+    const grpc = new GrpcClient({ url: server.grpcAddress });
     try {
       expect((await fetch(`${server.httpUrl}/v2/health/ready`)).status).toBe(200);
+      // Triton's health_metadata examples check that the server is named 'triton'.
+      expect(((await (await fetch(`${server.httpUrl}/v2`)).json()) as { name: string }).name).toBe('triton');
+      expect((await grpc.serverMetadata()).name).toBe('triton');
       expect((await fetch(`${server.httpUrl}/v2/models/simple/ready`)).status).toBe(200);
       expect((await fetch(`${server.httpUrl}/v2/models/broken/ready`)).status).not.toBe(200);
       const warnings = server.logs.filter((l) => l['level'] === 40).map((l) => l['msg']);
@@ -53,6 +59,7 @@ describe('Triton command-line flags', () => {
         ]),
       );
     } finally {
+      grpc.close();
       await server.stop();
     }
   });

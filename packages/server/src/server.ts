@@ -163,6 +163,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
     sharedMemory,
     tracer,
     strictReadiness: options.strictReadiness,
+    ...(options.serverId !== undefined && { serverName: options.serverId }),
     logger,
     ...(responseCache && { responseCache }),
     maxRequestElements: options.maxRequestElements ?? maxRequestElementsFor(memoryBudgetBytes),

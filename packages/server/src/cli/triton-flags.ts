@@ -50,7 +50,6 @@ export const WITHOUT_EFFECT: readonly { readonly flag: string; readonly reason: 
   { flag: 'repoagent-directory', reason: 'repository agents are not supported' },
   { flag: 'min-supported-compute-capability', reason: 'the CUDA execution provider decides which GPUs it can use' },
   { flag: 'buffer-manager-thread-count', reason: 'no buffer manager threads' },
-  { flag: 'id', reason: "the server's name in its metadata is 'batchwise'" },
 ];
 
 export function addFlagsWithoutEffect(command: Command): Command {

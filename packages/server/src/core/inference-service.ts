@@ -70,6 +70,8 @@ export interface CoreInferenceServiceOptions {
   readonly responseCache?: ResponseCache;
   /** --max-request-elements: tensor elements one request may carry. @default no limit */
   readonly maxRequestElements?: number;
+  /** Triton's --id: the server's name in its metadata. @default SERVER_NAME */
+  readonly serverName?: string;
   readonly logger?: Logger;
 }
 
@@ -94,6 +96,7 @@ export class CoreInferenceService implements InferenceService {
   private readonly logger: Logger;
   private readonly warnedNoCache = new Set<string>();
   private readonly maxRequestElements: number;
+  private readonly serverName: string;
 
   constructor(
     private readonly models: ModelRegistry,
@@ -106,6 +109,7 @@ export class CoreInferenceService implements InferenceService {
     this.strictReadiness = options.strictReadiness ?? true;
     this.responseCache = options.responseCache;
     this.maxRequestElements = options.maxRequestElements ?? Infinity;
+    this.serverName = options.serverName ?? SERVER_NAME;
     this.logger = options.logger ?? pino({ level: 'silent' });
   }
 
@@ -123,7 +127,7 @@ export class CoreInferenceService implements InferenceService {
   }
 
   serverMetadata(): ServerMetadata {
-    return { name: SERVER_NAME, version: SERVER_VERSION, extensions: EXTENSIONS };
+    return { name: this.serverName, version: SERVER_VERSION, extensions: EXTENSIONS };
   }
 
   isModelReady(modelName: string, modelVersion?: string): boolean {

@@ -8,6 +8,7 @@ import { ALLOW_CODE_OVERRIDES_FLAG } from '../models/code-overrides.ts';
 import { DEFAULT_FILE_OVERRIDE_MAX_BYTES, FILE_OVERRIDE_LIMIT_FLAG } from '../models/load-parameters.ts';
 import { CLOUDWATCH_METRICS_ENV, MODEL_REPOSITORY_KEY_ENV, MODEL_REPOSITORY_KEY_HEADER } from './environment.ts';
 import type { ServeOptions } from './server-options.ts';
+import { SERVER_NAME } from '../core/version.ts';
 
 /**
  * How a flag's value is read: `bool` takes Triton's syntax (`--flag`, `--flag=false`,
@@ -430,6 +431,16 @@ export const SERVE_FLAGS = [
     sets: 'logFormat',
     triton: true,
     meaning: "log format: Batchwise logs JSON lines ('default')",
+  },
+  {
+    flag: '--id',
+    value: '<name>',
+    kind: 'string',
+    default: SERVER_NAME,
+    sets: 'serverId',
+    triton: true,
+    meaning:
+      "the server's name in its metadata (GET /v2, ServerMetadata); Triton's is 'triton', which its health_metadata examples check for",
   },
   {
     flag: '--strict-readiness',

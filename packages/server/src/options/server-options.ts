@@ -53,6 +53,8 @@ export interface ServerOptions {
   readonly grpcRestrictedProtocol?: readonly string[];
   /** Triton's --strict-readiness: ready only while every model is ready. */
   readonly strictReadiness?: boolean;
+  /** Triton's --id: the server's name in its metadata. */
+  readonly serverId?: string;
   /** Triton's --exit-on-error: a model that fails to load at start-up stops the server. */
   readonly exitOnError?: boolean;
   /** Bind addresses of the gRPC and metrics endpoints. @default host */
