@@ -31,8 +31,8 @@ describe("errors in Triton's words", () => {
   let remove: () => Promise<void>;
   let clients: [string, InferenceClient][];
   beforeAll(async () => {
+    // simple_identity (strings) is the example repository's, Triton's own Python model.
     const repo = await makeRepository([
-      { name: 'simple_identity', model: identity('BYTES', [-1]), config: identityConfig('simple_identity', 'TYPE_STRING') },
       { name: 'simple_identity_int64', model: identity('INT64', [-1]), config: identityConfig('simple_identity_int64', 'TYPE_INT64') },
       { name: 'onnx_zero_1_float32', model: identity('FP32', [-1]), config: identityConfig('onnx_zero_1_float32', 'TYPE_FP32') },
     ]);

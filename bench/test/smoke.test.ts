@@ -283,9 +283,13 @@ describe('bench scenarios (smoke)', () => {
         `${r.model} ${r.load}: ${statuses}`,
       ).toBe(true);
       if (r.model === 'static') expect(r.reading.statusPerSecond[503] ?? 0).toBe(0);
-      expect(r.reading.clientCores).toBeGreaterThan(0);
-      expect(r.reading.serverCores).toBeGreaterThan(0);
+      expect(r.reading.clientCores).toBeGreaterThanOrEqual(0);
+      expect(r.reading.serverCores).toBeGreaterThanOrEqual(0);
     }
+    // /proc counts in 10 ms ticks: a 100 ms window on a loaded CI can read none for one process (a clean-clone
+    // run saw a server row at 0), never for every row.
+    expect(result.rows.some((r) => r.reading.clientCores > 0)).toBe(true);
+    expect(result.rows.some((r) => r.reading.serverCores > 0)).toBe(true);
     expect(result.checks.map((c) => c.target)).toEqual([
       'ok_per_second_objective_vs_static_c4 >= 0.95',
       'ok_per_second_objective_vs_static_c64 >= 0.8',
