@@ -1,44 +1,17 @@
 /**
  * Decoupled JavaScript models for the streaming tests (test/decoupled*.test.ts), written into a
- * temporary repository: `repeat_int32`, a port of Triton's own decoupled test model (qa/L0_decoupled:
- * one response per element of IN, after DELAY[i] ms, then the final flag alone), and `streamer`,
+ * temporary repository: `repeat_int32`, the example repository's port of Triton's own decoupled test model
+ * (qa/L0_decoupled: one response per element of IN, after DELAY[i] ms, then the final flag alone), and `streamer`,
  * which streams, fails, stalls and waits for its cancellation as each request's `mode` parameter says.
  */
+import { readFileSync } from 'node:fs';
 import { identity } from '@batchwise/modelgen';
 import type { RepositoryModel } from './repository.ts';
 
-const REPEAT_INT32 = `
-import { tensor } from '@batchwise/backend';
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-export default {
-  execute(requests) {
-    for (const request of requests) void repeat(request);
-  },
-};
-async function repeat(request) {
-  const sender = request.responseSender;
-  const values = request.inputs.IN.data;
-  const delays = request.inputs.DELAY.data;
-  for (let i = 0; i < values.length; i++) {
-    await sleep(delays[i] ?? 0);
-    await sender.send({ outputs: [tensor('OUT', 'INT32', [1], [values[i]]), tensor('IDX', 'UINT32', [1], [i])].filter((t) => request.requestedOutputs.includes(t.name)) });
-  }
-  await sender.send(undefined, { final: true });
-}
-`;
-
-const REPEAT_INT32_CONFIG = `name: "repeat_int32"
-backend: "js"
-max_batch_size: 0
-model_transaction_policy { decoupled: true }
-input [
-  { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] },
-  { name: "DELAY" data_type: TYPE_UINT32 dims: [ -1 ] },
-  { name: "WAIT" data_type: TYPE_UINT32 dims: [ 1 ] }
-]
-output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "IDX" data_type: TYPE_UINT32 dims: [ 1 ] } ]
-instance_group [ { count: 1 kind: KIND_CPU } ]
-`;
+/** Triton's repeat_int32 as the example repository has it. */
+const REPEAT_INT32_DIR = new URL('../../examples/model_repository/repeat_int32/', import.meta.url);
+const REPEAT_INT32 = readFileSync(new URL('1/model.mjs', REPEAT_INT32_DIR), 'utf8');
+const REPEAT_INT32_CONFIG = readFileSync(new URL('config.pbtxt', REPEAT_INT32_DIR), 'utf8');
 
 /**
  * Modes (request parameter `mode`): `count` (COUNT responses N = 0.., each with `bytes` bytes of

@@ -579,6 +579,26 @@ export const EXAMPLE_MODELS: readonly ExampleModel[] = [
     };
   }),
   {
+    // Triton's decoupled `repeat_int32`, in JavaScript (simple_grpc_custom_repeat.py streams from it).
+    name: 'repeat_int32',
+    config: configPbtxt({
+      name: 'repeat_int32',
+      backend: 'js',
+      maxBatchSize: 0,
+      decoupled: true,
+      inputs: [
+        { name: 'IN', datatype: 'INT32', dims: [-1] },
+        { name: 'DELAY', datatype: 'UINT32', dims: [-1] },
+        { name: 'WAIT', datatype: 'UINT32', dims: [1] },
+      ],
+      outputs: [
+        { name: 'OUT', datatype: 'INT32', dims: [1] },
+        { name: 'IDX', datatype: 'UINT32', dims: [1] },
+      ],
+    }),
+    handWritten: ['1/model.mjs'],
+  },
+  {
     // Triton's `simple_identity`, a Python model returning its strings (the second half of simple_*_string_infer_client.py).
     name: 'simple_identity',
     config: configPbtxt({
