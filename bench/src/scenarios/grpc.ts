@@ -83,7 +83,13 @@ export async function runGrpc(options: {
   try {
     const [peer, server, bareHttp1, bareHttp2] = await Promise.all([peerStart, serverStart, bareStarts.http1, bareStarts.http2]);
     const serverPid = server.child.pid!;
-    const peerAddress = peer.url.replace('http://', '');
+    /** Who answers each target's gRPC calls: its process and its address. */
+    const grpcAnswerer: Record<GrpcTarget, { pid: number; address: string }> = {
+      peer: { pid: peer.pid, address: peer.url.replace('http://', '') },
+      bare: { pid: bareHttp2.pid, address: bareHttp2.url.replace('http://', '') },
+      onnx: { pid: serverPid, address: server.grpcAddress },
+      js: { pid: serverPid, address: server.grpcAddress },
+    };
     /** CPU seconds of `pid` while `work` runs. */
     const withCpu = async <T>(pid: number, work: () => Promise<T>): Promise<{ result: T; cpuSeconds: number }> => {
       const before = cpuSnapshot([pid]);
@@ -92,11 +98,7 @@ export async function runGrpc(options: {
       return { result, cpuSeconds: ((after?.pidTicks[0] ?? NaN) - (before?.pidTicks[0] ?? NaN)) / TICKS_PER_SECOND };
     };
     const grpcRow = async (target: GrpcTarget, load: GrpcLoad, measuredSeconds: number): Promise<GrpcRow> => {
-      const answering = {
-        peer: { pid: peer.pid, address: peerAddress },
-        bare: { pid: bareHttp2.pid, address: bareHttp2.url.replace('http://', '') },
-      };
-      const { pid, address } = target === 'peer' || target === 'bare' ? answering[target] : { pid: serverPid, address: server.grpcAddress };
+      const { pid, address } = grpcAnswerer[target];
       const measure = () =>
         h2loadGrpc({
           address,

@@ -55,6 +55,11 @@ function parametersText(parameters: Readonly<Record<string, string>>): string {
     .join('');
 }
 
+/** `count` CPU instances, in Triton's formatting. */
+function instanceGroupText(count: number): string {
+  return `instance_group [\n  {\n    count: ${count}\n    kind: KIND_CPU\n  }\n]\n`;
+}
+
 /** config.pbtxt text in Triton's usual formatting. */
 export function configPbtxt(spec: ConfigSpec): string {
   const runner = spec.backend === undefined ? 'platform: "onnxruntime_onnx"' : `backend: "${spec.backend}"`;
@@ -66,7 +71,7 @@ export function configPbtxt(spec: ConfigSpec): string {
   if (spec.maxQueueDelayMicroseconds !== undefined) {
     text += `dynamic_batching {\n  max_queue_delay_microseconds: ${spec.maxQueueDelayMicroseconds}\n}\n`;
   }
-  text += `instance_group [\n  {\n    count: ${spec.instanceCount ?? 1}\n    kind: KIND_CPU\n  }\n]\n`;
+  text += instanceGroupText(spec.instanceCount ?? 1);
   if (spec.parameters !== undefined) text += parametersText(spec.parameters);
   return text;
 }
@@ -332,7 +337,7 @@ function tritonSequenceConfig(
     `sequence_batching {\n${sequenceBatching.map((line) => `  ${line}\n`).join('')}  control_input [\n${controls.join(',\n')}\n  ]\n}\n` +
     tensorsText('input', io) +
     tensorsText('output', [{ ...io[0]!, name: 'OUTPUT' }]) +
-    `instance_group [\n  {\n    count: ${instances}\n    kind: KIND_CPU\n  }\n]\n`
+    instanceGroupText(instances)
   );
 }
 
