@@ -1,26 +1,9 @@
-import type protobuf from 'protobufjs';
 import { Errors, isInferenceServerError, type ElementCensus } from '../core/index.ts';
 import { isDataType } from '../tensor/datatype.ts';
-import { loadGrpcServiceRoot, PROTO_LOADER_OPTIONS } from './protos.ts';
+import { readModelInferRequest } from './infer-request-reader.ts';
 import { contentsElementCount, decodedContentsBytes } from './tensor-contents.ts';
-import { CONTENTS_FIELD_NUMBER, findInputContents } from './wire-contents.ts';
+import { CONTENTS_FIELD_NUMBER } from './wire-contents.ts';
 import type { ModelInferRequestWire } from './wire-types.ts';
-
-/**
- * ModelInferRequest without InferInputTensor.contents: protobufjs skips that field as unknown, so
- * everything else decodes exactly as @grpc/proto-loader would decode it (same loader options)
- * while the typed contents stay on the wire, found and counted by findInputContents.
- */
-function requestTypeWithoutContents(): protobuf.Type {
-  const root = loadGrpcServiceRoot();
-  const input = root.lookupType('inference.ModelInferRequest.InferInputTensor');
-  input.remove(input.fields['contents']!);
-  root.resolveAll();
-  return root.lookupType('inference.ModelInferRequest');
-}
-
-// Loaded with the module, not by the first request.
-const requestType = requestTypeWithoutContents();
 
 /** A received ModelInferRequest: its fields, its inputs' contents on the wire, and what decoding them will create. */
 export interface InferMessage {
@@ -37,8 +20,7 @@ export function decodeInferMessage(message: Uint8Array): InferMessage {
   let request: ModelInferRequestWire;
   let contents;
   try {
-    request = requestType.toObject(requestType.decode(message), PROTO_LOADER_OPTIONS) as ModelInferRequestWire;
-    contents = findInputContents(message);
+    ({ request, contents } = readModelInferRequest(message));
   } catch (error) {
     if (isInferenceServerError(error)) throw error;
     throw Errors.invalidArg(`malformed ModelInferRequest: ${(error as Error).message}`);

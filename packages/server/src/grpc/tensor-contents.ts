@@ -86,7 +86,7 @@ export function contentsToRaw(input: string, datatype: DataType, contents: WireC
       } else if ((tag & 7) === elementType) {
         write(cursor, index++);
       } else {
-        // A packed run (findInputContents checked the wire types and lengths).
+        // A packed run (countContents checked the wire types and lengths).
         const runEnd = cursor.delimited();
         const run = new WireCursor(source, cursor.pos, runEnd);
         cursor.pos = runEnd;

@@ -113,39 +113,8 @@ export function malformed(what: string): Error {
   return Errors.invalidArg(`malformed ModelInferRequest: ${what}`);
 }
 
-/**
- * The `contents` of each input of a ModelInferRequest (undefined where an input has none), in
- * the order of `inputs` (field 5; InferInputTensor.contents is its field 5 too), counted.
- */
-export function findInputContents(message: Uint8Array): (WireContents | undefined)[] {
-  const found: (WireContents | undefined)[] = [];
-  const top = new WireCursor(message, 0, message.byteLength);
-  while (!top.done) {
-    const tag = top.varint();
-    if (tag >>> 3 !== 5 || (tag & 7) !== LENGTH_DELIMITED) {
-      top.skip(tag & 7);
-      continue;
-    }
-    const inputEnd = top.delimited();
-    const input = new WireCursor(message, top.pos, inputEnd);
-    top.pos = inputEnd;
-    const ranges: [number, number][] = [];
-    while (!input.done) {
-      const inner = input.varint();
-      if (inner >>> 3 === 5 && (inner & 7) === LENGTH_DELIMITED) {
-        const end = input.delimited();
-        ranges.push([input.pos, end]);
-        input.pos = end;
-      } else {
-        input.skip(inner & 7);
-      }
-    }
-    found.push(ranges.length > 0 ? count(message, ranges) : undefined);
-  }
-  return found;
-}
-
-function count(message: Uint8Array, ranges: [number, number][]): WireContents {
+/** An input's `contents` found at `ranges` of `message` (infer-request-reader.ts), its elements counted field by field. */
+export function countContents(message: Uint8Array, ranges: [number, number][]): WireContents {
   const counts = [0, 0, 0, 0, 0, 0, 0, 0, 0];
   let bytesElements = 0;
   let bytesContentBytes = 0;
