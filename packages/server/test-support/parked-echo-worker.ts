@@ -2,17 +2,22 @@
  * A worker thread for parked-channel.test.ts: answers each batch with its bytes reversed and its
  * text upper-cased, through the channel when the batch came through it, else by postMessage; then
  * parks, as a JavaScript model's worker does. A batch whose text is "fail" fails; "big" answers
- * with more bytes than a slot holds (so the answer is posted); "slow:N" parks only after N ms.
+ * with more bytes than a slot holds (so the answer is posted). A posted {type: 'spins'} is answered
+ * with how often the worker caught a batch by spinning, and how often its spin ran out.
  */
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { ParkedChannelWorker, PARKED_SLOT_BYTES, type ParkedExecute } from '../src/backends/js/parked-channel.ts';
 
 const port = parentPort!;
-const channel = new ParkedChannelWorker(workerData as SharedArrayBuffer);
+// argv[2], when given: how long the worker spins for its next batch, ms.
+const channel = new ParkedChannelWorker(
+  workerData as SharedArrayBuffer,
+  process.argv[2] === undefined ? undefined : Number(process.argv[2]),
+);
 let timerTicks = 0;
 setInterval(() => timerTicks++, 1);
 
-type Message = ParkedExecute | { type: 'ticks' } | { type: 'note'; text: string };
+type Message = ParkedExecute | { type: 'ticks' } | { type: 'spins' } | { type: 'note'; text: string };
 
 function answer(batch: ParkedExecute, parked: boolean): void {
   if (batch.requests === 'fail') {
@@ -36,7 +41,9 @@ function answer(batch: ParkedExecute, parked: boolean): void {
 
 function onMessage(message: Message): void {
   if ('type' in message) {
-    port.postMessage(message.type === 'ticks' ? { ticks: timerTicks } : { noted: message.text });
+    if (message.type === 'ticks') port.postMessage({ ticks: timerTicks });
+    else if (message.type === 'spins') port.postMessage({ spins: channel.spins });
+    else port.postMessage({ noted: message.text });
     return;
   }
   answer(message, false);

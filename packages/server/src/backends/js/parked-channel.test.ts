@@ -13,15 +13,21 @@ describe('the parked channel', () => {
   const posted: unknown[] = [];
   let nextId = 0;
 
-  beforeEach(async () => {
+  /** A fresh channel to a fresh worker (`argv`: the worker's spin bound, ms, if not its default). */
+  const connect = async (argv: string[] = []): Promise<void> => {
     memory = parkedChannelMemory();
     host = new ParkedChannelHost(memory);
     posted.length = 0;
-    worker = new Worker(sourceWorkerUrl(new URL('../../../test-support/parked-echo-worker.ts', import.meta.url)), { workerData: memory });
+    worker = new Worker(sourceWorkerUrl(new URL('../../../test-support/parked-echo-worker.ts', import.meta.url)), {
+      workerData: memory,
+      argv,
+    });
     worker.on('message', (message) => posted.push(message));
     await once(worker, 'message');
     posted.length = 0;
-  });
+  };
+
+  beforeEach(() => connect());
 
   afterEach(async () => {
     await worker.terminate();
@@ -173,6 +179,67 @@ describe('the parked channel', () => {
     const { ticks } = (await nextPosted()) as { ticks: number };
     // A 1 ms interval over 60 ms: the park (PARK_MS at a time, only after a batch) held it back little.
     expect(ticks).toBeGreaterThan(10);
+  });
+
+  /** How often the worker caught a batch by spinning, and how often its spin ran out, so far. */
+  const spins = async (): Promise<{ caught: number; ranOut: number }> => {
+    worker.postMessage({ type: 'spins' });
+    host.unpark();
+    return ((await nextPosted()) as { spins: { caught: number; ranOut: number } }).spins;
+  };
+
+  describe('a worker spinning up to 20 ms for its next batch (gaps on a loaded runner stay well inside that)', () => {
+    beforeEach(async () => {
+      await worker.terminate();
+      await connect(['20']);
+    });
+
+    /** `count` batches, each handed over as soon as the worker has parked after the last; `alone` as the main thread says it. */
+    const closeTogether = async (count: number, alone: boolean): Promise<void> => {
+      // Its answer spun for when alone: this thread then never waits for its loop.
+      const sender = alone ? new ParkedChannelHost(memory, 2000) : host;
+      let handedOver = 0;
+      // For up to 10 s: on a loaded runner many tries find the park over before this thread comes back to it.
+      const until = performance.now() + 10_000;
+      for (let i = 0; handedOver < count && performance.now() < until; i++) {
+        // A worker that went back to its loop (after a posted message, or a park that ran out) parks after a batch.
+        if (!untilParked()) {
+          await execute([1], 'park again');
+          continue;
+        }
+        const parked = sender.tryExecute({ id: nextId++, buffer: Uint8Array.from([i & 255]).buffer, requests: 'close' }, alone);
+        if (!parked) continue;
+        expect(await parked).toMatchObject({ type: 'executed', responses: 'CLOSE' });
+        handedOver++;
+      }
+      expect(handedOver).toBe(count);
+    };
+
+    it('catches lone batches that come close together spinning; sleeps for others, and after a gap past the bound', async () => {
+      await execute([1], 'first');
+      const before = await spins();
+      await closeTogether(100, true);
+      const lone = await spins();
+      // A batch right after a posted one finds the worker asleep (the gap before it unknown); the others, spinning.
+      expect(lone.caught - before.caught).toBeGreaterThanOrEqual(95);
+
+      // Batches while the main thread holds other requests: it needs the cores, and the worker sleeps.
+      await closeTogether(50, false);
+      const notAlone = await spins();
+      expect(notAlone.caught - lone.caught).toBeLessThanOrEqual(1);
+
+      // 30 ms apart, after lone batches close together: the spin after the first runs out, and no park spins after
+      // that (without the gap rule, every park would).
+      await closeTogether(10, true);
+      const close = await spins();
+      for (let i = 0; i < 20; i++) {
+        await execute([i], 'apart');
+        await sleep(30);
+      }
+      const apart = await spins();
+      expect(apart.ranOut - close.ranOut).toBeLessThanOrEqual(1);
+      expect(apart.caught - close.caught).toBeLessThanOrEqual(1);
+    });
   });
 
   it('loses no batch when claims race the park running out', async () => {
