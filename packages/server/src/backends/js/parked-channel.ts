@@ -69,7 +69,9 @@ const SPIN_BACKOFF_BATCHES = 8;
  * free) that came within this bound of its park: with other requests in hand the main thread needs the
  * cores, and after a longer gap the next is not likely soon. Under wrk at one connection the tiny JavaScript
  * model's p50 went from 371 to 176 us for 3% less CPU per request; at 2, 4 and 16 connections neither p50
- * nor CPU per request rose.
+ * nor CPU per request rose. Over gRPC at one stream the gap is 0.35-0.4 ms, and the spin costs 10-50% more
+ * CPU per request there for a p50 within the noise; the bounds that told the two apart on this VM (three tried,
+ * bench/runs/2026-11-29-issue-44-worker-spin.md) lost HTTP's gain, or did not tell them apart.
  */
 const WORKER_SPIN_MS = 0.5;
 
