@@ -128,14 +128,19 @@ export async function h2loadHttp(options: {
 /** h2load on one thread for `seconds` (after `warmUpSeconds`) with `args`; with `latencies`, every request logged and the percentiles read from the log. */
 async function runH2load(args: readonly string[], seconds: number, latencies: boolean, warmUpSeconds?: number): Promise<H2loadResult> {
   const logFile = latencies ? join(CACHE_DIR, 'h2load', `log-${process.pid}-${Date.now()}.tsv`) : undefined;
-  const duration = Math.max(1, Math.round(seconds));
+  // In milliseconds (h2load takes units): a smoke run measures a fraction of a second.
+  const durationMs = Math.max(100, Math.round(seconds * 1000));
   try {
-    const warmUp = warmUpSeconds ? [`--warm-up-time=${warmUpSeconds}`] : [];
-    const { stdout } = await run('h2load', ['-t1', `-D${duration}`, ...warmUp, ...(logFile ? [`--log-file=${logFile}`] : []), ...args], {
-      maxBuffer: 16 * 1024 * 1024,
-    });
+    const warmUp = warmUpSeconds ? [`--warm-up-time=${Math.round(warmUpSeconds * 1000)}ms`] : [];
+    const { stdout } = await run(
+      'h2load',
+      ['-t1', `-D${durationMs}ms`, ...warmUp, ...(logFile ? [`--log-file=${logFile}`] : []), ...args],
+      {
+        maxBuffer: 16 * 1024 * 1024,
+      },
+    );
     // With a warm-up, "finished in" counts it too: the log and the rates cover the measured duration.
-    const measuredSeconds = warmUpSeconds ? duration : Number(/finished in ([\d.]+)s/.exec(stdout)?.[1] ?? seconds);
+    const measuredSeconds = warmUpSeconds ? durationMs / 1000 : Number(/finished in ([\d.]+)s/.exec(stdout)?.[1] ?? seconds);
     const failed = /requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, (\d+) errored/.exec(stdout);
     // "time for request:  min  max  mean  sd  +/- sd", each with its unit.
     const mean = /time for request:\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)/.exec(stdout);

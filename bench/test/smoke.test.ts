@@ -40,7 +40,7 @@ describe('bench scenarios (smoke)', () => {
       log,
       name: 'smoke-batching',
       referenceWindowMs: 50,
-      h2load: { seconds: 1, warmUpSeconds: 0 },
+      h2load: { seconds: 0.3, warmUpSeconds: 0 },
     });
     expect(result.points).toHaveLength(18);
     for (const p of result.points) {
@@ -204,7 +204,7 @@ describe('bench scenarios (smoke)', () => {
   });
 
   it('grpc: h2load against the server and a bare grpc-js server at every load, wrk over HTTP beside them; a check per target (skipped without h2load and wrk)', async () => {
-    const { rows, checks, ratios } = await runGrpc({ seconds: 1, rounds: 1, log, name: 'smoke-grpc' });
+    const { rows, checks, ratios } = await runGrpc({ seconds: 0.3, rounds: 1, warmUpSeconds: 0, log, name: 'smoke-grpc' });
     if (!(await h2loadInstalled()) || !(await wrkInstalled())) {
       expect(rows).toEqual([]);
       return;

@@ -60,6 +60,8 @@ export async function runGrpc(options: {
   rounds: number;
   log: (line: string) => void;
   name?: string;
+  /** Seconds of each target's unrecorded first load (1); 0 skips them (the smoke test). */
+  warmUpSeconds?: number;
 }): Promise<{ rows: GrpcRow[]; ratios: Record<string, number>; checks: Check[] }> {
   const { log, seconds } = options;
   if (!(await h2loadInstalled()) || !(await wrkInstalled())) {
@@ -117,12 +119,15 @@ export async function runGrpc(options: {
       const script = scripts[target === 'js' ? 'js' : 'onnx'];
       const [pid, url] = target === 'bare' ? [bareHttp1.pid, bareHttp1.url] : [serverPid, server.httpUrl];
       const { result, cpuSeconds } = await withCpu(pid, () => wrkLatency(url, model, script, 16, measuredSeconds));
-      return row(target, 'http-binary', '16', { ...result, requests: result.perSecond * measuredSeconds }, cpuSeconds);
+      return row(target, 'http-binary', '16', result, cpuSeconds);
     };
     // One unrecorded second of each first: nothing is measured cold.
-    for (const target of TARGETS) await grpcRow(target, GRPC_LOADS[0]!, 1);
-    await grpcRow('bare', ONE_CHANNEL, 1);
-    for (const target of ['onnx', 'js', 'bare'] as const) await httpRow(target, 1);
+    const warmUp = options.warmUpSeconds ?? 1;
+    if (warmUp > 0) {
+      for (const target of TARGETS) await grpcRow(target, GRPC_LOADS[0]!, warmUp);
+      await grpcRow('bare', ONE_CHANNEL, warmUp);
+      for (const target of ['onnx', 'js', 'bare'] as const) await httpRow(target, warmUp);
+    }
     for (let round = 0; round < options.rounds; round++) {
       const order = round % 2 === 0 ? TARGETS : [...TARGETS].reverse();
       for (const load of GRPC_LOADS) {

@@ -145,6 +145,8 @@ export async function wrkScript(model: string, width: number): Promise<string> {
 
 export interface WrkLatency {
   readonly perSecond: number;
+  /** Requests completed: wrk runs whole seconds, at least one. */
+  readonly requests: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
   /** Answers other than 2xx/3xx, and socket errors. */
@@ -171,6 +173,7 @@ export async function wrkLatency(url: string, model: string, script: string, con
   const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(stdout)?.[1] ?? 0);
   return {
     perSecond: Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1]),
+    requests: Number(/(\d+) requests in /.exec(stdout)?.[1]),
     p50Ms: percentile(50),
     p99Ms: percentile(99),
     errors: non2xx + (socketErrors ? socketErrors.slice(1).reduce((a, b) => a + Number(b), 0) : 0),
