@@ -140,7 +140,12 @@ async function runH2load(args: readonly string[], seconds: number, latencies: bo
       },
     );
     // With a warm-up, "finished in" counts it too: the log and the rates cover the measured duration.
-    const measuredSeconds = warmUpSeconds ? durationMs / 1000 : Number(/finished in ([\d.]+)s/.exec(stdout)?.[1] ?? seconds);
+    const finished = /finished in ([\d.]+)(ms|s),/.exec(stdout);
+    const measuredSeconds = warmUpSeconds
+      ? durationMs / 1000
+      : finished
+        ? Number(finished[1]) / (finished[2] === 'ms' ? 1000 : 1)
+        : seconds;
     const failed = /requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, (\d+) errored/.exec(stdout);
     // "time for request:  min  max  mean  sd  +/- sd", each with its unit.
     const mean = /time for request:\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)/.exec(stdout);
