@@ -9,10 +9,11 @@ import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_thread
 import { ParkedChannelWorker, PARKED_SLOT_BYTES, type ParkedExecute } from '../src/backends/js/parked-channel.ts';
 
 const port = parentPort!;
-// argv[2], when given: how long the worker spins for its next batch, ms.
+// argv[2] and argv[3], when given: how long the worker spins for its next batch, ms, and the most gap spun for, in its wake-ups.
 const channel = new ParkedChannelWorker(
   workerData as SharedArrayBuffer,
   process.argv[2] === undefined ? undefined : Number(process.argv[2]),
+  process.argv[3] === undefined ? undefined : Number(process.argv[3]),
 );
 let timerTicks = 0;
 setInterval(() => timerTicks++, 1);

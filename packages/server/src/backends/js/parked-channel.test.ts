@@ -3,7 +3,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { sourceWorkerUrl } from '../source-worker-bundle.ts';
-import { PARK_MS, PARKED_SLOT_BYTES, ParkedChannelHost, parkedChannelMemory, type ParkedAnswer } from './parked-channel.ts';
+import {
+  PARK_MS,
+  PARKED_SLOT_BYTES,
+  ParkedChannelHost,
+  parkedChannelMemory,
+  workerSpinBoundMs,
+  type ParkedAnswer,
+} from './parked-channel.ts';
 
 /** The real channel between this thread and a worker that parks as a JavaScript model's does (test-support/parked-echo-worker.ts). */
 describe('the parked channel', () => {
@@ -188,10 +195,10 @@ describe('the parked channel', () => {
     return ((await nextPosted()) as { spins: { caught: number; ranOut: number } }).spins;
   };
 
-  describe('a worker spinning up to 20 ms for its next batch (gaps on a loaded runner stay well inside that)', () => {
+  describe('a worker spinning up to 20 ms for its next batch, whatever its wake-ups (gaps on a loaded runner stay well inside that)', () => {
     beforeEach(async () => {
       await worker.terminate();
-      await connect(['20']);
+      await connect(['20', 'Infinity']);
     });
 
     /**
@@ -255,6 +262,41 @@ describe('the parked channel', () => {
       expect(apart.ranOut - close.ranOut).toBeLessThanOrEqual(1);
       expect(apart.caught - close.caught).toBeLessThanOrEqual(1);
     });
+  });
+
+  it('spins for no gap longer than its wake-ups allow: with none allowed, lone batches close together find it asleep', async () => {
+    await worker.terminate();
+    await connect(['20', '0']);
+    await execute([1], 'first');
+    const before = await spins();
+    const sender = new ParkedChannelHost(memory, 2000);
+    let handedOver = 0;
+    const until = performance.now() + 10_000;
+    while (handedOver < 50 && performance.now() < until) {
+      if (!untilParked()) {
+        await execute([1], 'park again');
+        continue;
+      }
+      const parked = sender.tryExecute({ id: nextId++, buffer: Uint8Array.from([1]).buffer, requests: 'close' }, true);
+      if (!parked) continue;
+      expect(await parked).toMatchObject({ type: 'executed', responses: 'CLOSE' });
+      handedOver++;
+    }
+    expect(handedOver).toBe(50);
+    const after = await spins();
+    // At most the park after the first lone batch, before the worker had seen a wake-up of its own.
+    expect(after.caught - before.caught + (after.ranOut - before.ranOut)).toBeLessThanOrEqual(1);
+  });
+
+  it('bounds the spin by the wake-ups it saves, and by its own bound', () => {
+    // Six wake-ups of 60 us; six of 100 us would be longer than the bound.
+    expect(workerSpinBoundMs(0.5, 0.06)).toBeCloseTo(0.36);
+    expect(workerSpinBoundMs(0.5, 0.1)).toBe(0.5);
+    expect(workerSpinBoundMs(0.5, 0.06, 2)).toBeCloseTo(0.12);
+    // None measured yet, or no limit in wake-ups: the bound alone.
+    expect(workerSpinBoundMs(0.5, Infinity)).toBe(0.5);
+    expect(workerSpinBoundMs(20, 0, Infinity)).toBe(20);
+    expect(workerSpinBoundMs(20, 0.1, 0)).toBe(0);
   });
 
   it('loses no batch when claims race the park running out', async () => {

@@ -29,6 +29,8 @@ const ANSWER_KIND = 4;
 /** 1 when the claimed batch was the only request the main thread held: the worker may spin for the next. */
 const LONE = 5;
 const CONTROL_INTS = 8;
+/** The last two int32s hold a float64: when the main thread rang the worker (epoch ms), for the worker's gap and wake-up. */
+const RING_AT_BYTE = 6 * 4;
 
 const LOOP = 0;
 const PARKED = 1;
@@ -69,11 +71,31 @@ const SPIN_BACKOFF_BATCHES = 8;
  * free) that came within this bound of its park: with other requests in hand the main thread needs the
  * cores, and after a longer gap the next is not likely soon. Under wrk at one connection the tiny JavaScript
  * model's p50 went from 371 to 176 us for 3% less CPU per request; at 2, 4 and 16 connections neither p50
- * nor CPU per request rose. Over gRPC at one stream the gap is 0.35-0.4 ms, and the spin costs 10-50% more
- * CPU per request there for a p50 within the noise; the bounds that told the two apart on this VM (three tried,
- * bench/runs/2026-11-29-issue-44-worker-spin.md) lost HTTP's gain, or did not tell them apart.
+ * nor CPU per request rose. Over gRPC at one stream the gap is longer, and a spin costs more CPU than the
+ * wake-up it saves: WAKE_UPS_PER_SPIN bounds the gap in the worker's own wake-ups too.
  */
 const WORKER_SPIN_MS = 0.5;
+
+/**
+ * The worker spins for its next batch only while the gap to it (park to the main thread's ring) is within
+ * this many of its own wake-ups from the futex (ring to running): a spin costs the gap in CPU to save one
+ * wake-up of latency. On the 2-core VM, at one request at a time, the gap's median is 3-4.5 wake-ups over
+ * HTTP (0.18-0.29 ms against 0.06-0.07) and 7-8 over gRPC (0.48-0.57 ms), where a spin cost 10-50% more CPU
+ * per request for a p50 within the noise. 4 lost most of HTTP's gain; 6 kept it (p50 214 against 219 us,
+ * the same CPU). A bound in wake-ups moves with the machine, where one in milliseconds does not.
+ */
+const WAKE_UPS_PER_SPIN = 6;
+/** The weight of each new wake-up in the worker's running estimate. */
+const WAKE_UP_WEIGHT = 0.25;
+
+/** How long the worker may spin, ms: `spinMs`, or `wakeUpsPerSpin` of its wake-ups if less (`spinMs` until one is measured). */
+export function workerSpinBoundMs(spinMs: number, wakeUpMs: number, wakeUpsPerSpin = WAKE_UPS_PER_SPIN): number {
+  if (wakeUpMs === Infinity || wakeUpsPerSpin === Infinity) return spinMs;
+  return Math.min(spinMs, wakeUpsPerSpin * wakeUpMs);
+}
+
+/** Milliseconds since the epoch, comparable between threads (each has its own performance.timeOrigin). */
+const epochMs = (): number => performance.timeOrigin + performance.now();
 
 /**
  * Polls one word of the control block until it moves, for up to `ms`, without sleeping; after a poll that
@@ -94,13 +116,13 @@ class BackedOffSpin {
     private readonly backoff: number,
   ) {}
 
-  /** Whether the word moved from `seen` within the bound. */
-  until(seen: number): boolean {
+  /** Whether the word moved from `seen` within the bound (`ms`, or the spin's own). */
+  until(seen: number, ms = this.ms): boolean {
     if (this.skipped > 0) {
       this.skipped--;
       return false;
     }
-    const until = performance.now() + this.ms;
+    const until = performance.now() + ms;
     while (Atomics.load(this.control, this.index) === seen) {
       if (performance.now() > until) {
         this.skipped = this.backoff;
@@ -209,6 +231,7 @@ export class ParkedChannelHost {
   /** A batch was handed over and its answer not yet read. */
   private awaitingAnswer = false;
   private readonly control: Int32Array;
+  private readonly ringAt: Float64Array;
   private readonly request: Slot;
   private readonly answer: Slot;
 
@@ -218,6 +241,7 @@ export class ParkedChannelHost {
     spinMs = SPIN_MS,
   ) {
     this.control = new Int32Array(memory, 0, CONTROL_INTS);
+    this.ringAt = new Float64Array(memory, RING_AT_BYTE, 1);
     this.request = new Slot(memory, CONTROL_INTS * 4);
     this.answer = new Slot(memory, CONTROL_INTS * 4 + PARKED_SLOT_BYTES);
     this.answerSpin = new BackedOffSpin(this.control, ANSWER_SEQ, spinMs, SPIN_BACKOFF_BATCHES);
@@ -237,6 +261,7 @@ export class ParkedChannelHost {
     const seen = Atomics.load(this.control, ANSWER_SEQ);
     this.request.write(batch.id, batch.buffer, batch.requests);
     Atomics.store(this.control, LONE, alone ? 1 : 0);
+    if (alone) this.ringAt[0] = epochMs();
     this.ring(EXECUTE);
     if (alone && this.lastRunNs < SPIN_RUN_LIMIT_NS && this.answerSpin.until(seen)) return Promise.resolve(this.readAnswer());
     const waited = (Atomics as unknown as AtomicsWithWaitAsync).waitAsync(this.control, ANSWER_SEQ, seen);
@@ -275,11 +300,14 @@ export class ParkedChannelHost {
 /** The worker's side of its channel. */
 export class ParkedChannelWorker {
   private parking = false;
-  /** From the last park to the lone batch that ended it, ms (Infinity when no lone batch ended it). */
+  /** From the last park to the main thread's ring of the lone batch that ended it, ms (Infinity when no lone batch ended it). */
   private lastGapMs = Infinity;
+  /** The running estimate of a wake-up from the futex, ring to running, ms (Infinity until one is seen). */
+  private wakeUpMs = Infinity;
   /** The spin for the next batch. */
   private readonly requestSpin: BackedOffSpin;
   private readonly control: Int32Array;
+  private readonly ringAt: Float64Array;
   private readonly request: Slot;
   private readonly answer: Slot;
 
@@ -287,8 +315,11 @@ export class ParkedChannelWorker {
     memory: SharedArrayBuffer,
     /** How long the worker spins for its next batch, ms, while its batches come that close together. */
     private readonly spinMs = WORKER_SPIN_MS,
+    /** The gap spun for, in the worker's wake-ups (WAKE_UPS_PER_SPIN). */
+    private readonly wakeUpsPerSpin = WAKE_UPS_PER_SPIN,
   ) {
     this.control = new Int32Array(memory, 0, CONTROL_INTS);
+    this.ringAt = new Float64Array(memory, RING_AT_BYTE, 1);
     this.request = new Slot(memory, CONTROL_INTS * 4);
     this.answer = new Slot(memory, CONTROL_INTS * 4 + PARKED_SLOT_BYTES);
     this.requestSpin = new BackedOffSpin(this.control, REQUEST_SEQ, spinMs, 0);
@@ -315,8 +346,10 @@ export class ParkedChannelWorker {
   private parkOnce(posted: () => boolean): ParkedExecute | undefined {
     const seen = Atomics.load(this.control, REQUEST_SEQ);
     Atomics.store(this.control, STATE, PARKED);
-    const parkedAt = performance.now();
-    const timedOut = posted() || (!this.spinForRequest(seen) && Atomics.wait(this.control, REQUEST_SEQ, seen, PARK_MS) === 'timed-out');
+    const parkedAt = epochMs();
+    let spun = false;
+    const timedOut =
+      posted() || (!(spun = this.spinForRequest(seen)) && Atomics.wait(this.control, REQUEST_SEQ, seen, PARK_MS) === 'timed-out');
     if (timedOut) {
       if (Atomics.compareExchange(this.control, STATE, PARKED, LOOP) === PARKED) {
         this.lastGapMs = Infinity;
@@ -327,7 +360,14 @@ export class ParkedChannelWorker {
     }
     const kind = this.control[REQUEST_KIND];
     // Only a lone batch's worker spins for the next: with other requests in hand, the main thread needs the cores.
-    this.lastGapMs = kind === EXECUTE && this.control[LONE] === 1 ? performance.now() - parkedAt : Infinity;
+    if (kind === EXECUTE && this.control[LONE] === 1) {
+      const ringAt = this.ringAt[0]!;
+      this.lastGapMs = Math.max(0, ringAt - parkedAt);
+      if (!spun) {
+        const wakeUp = Math.max(0, epochMs() - ringAt);
+        this.wakeUpMs = this.wakeUpMs === Infinity ? wakeUp : this.wakeUpMs + WAKE_UP_WEIGHT * (wakeUp - this.wakeUpMs);
+      }
+    } else this.lastGapMs = Infinity;
     const batch = kind === EXECUTE ? { id: this.request.id, buffer: this.request.data(), requests: this.request.text() } : undefined;
     Atomics.store(this.control, STATE, LOOP);
     return batch;
@@ -335,7 +375,8 @@ export class ParkedChannelWorker {
 
   /** Whether the next batch came within the spin's bound, polled without sleeping; only while batches come that close together. */
   private spinForRequest(seen: number): boolean {
-    return this.lastGapMs <= this.spinMs && this.requestSpin.until(seen);
+    const boundMs = workerSpinBoundMs(this.spinMs, this.wakeUpMs, this.wakeUpsPerSpin);
+    return this.lastGapMs <= boundMs && this.requestSpin.until(seen, boundMs);
   }
 
   /** Parks that ended with a message caught by spinning, and spins that ran out (for the tests). */
