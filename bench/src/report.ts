@@ -99,7 +99,7 @@ export interface ScenarioReport {
 
 /**
  * Prints the tables, the notes and a PASS/MISS line per check, and writes the JSON and a markdown
- * report (heading, intro, tables, checks) to bench/results/.
+ * report (heading, intro, tables, notes, checks) to bench/results/.
  */
 export async function reportScenario(report: ScenarioReport, log: (line: string) => void): Promise<void> {
   for (const t of report.tables) log(`\n${t.caption ? `${t.caption}:\n` : ''}${table(t.headers, t.rows)}\n`);
@@ -112,6 +112,7 @@ export async function reportScenario(report: ScenarioReport, log: (line: string)
     report.intro,
     '',
     ...report.tables.flatMap((t) => [...(t.caption ? [`${t.caption}:`, ''] : []), markdownTable(t.headers, t.rows), '']),
+    ...(report.notes?.length ? [...report.notes.map((n) => `- ${n}`), ''] : []),
     ...report.checks.map((c) => `- **${c.pass ? 'PASS' : 'MISS'}** ${c.target}: ${c.detail}`),
   ];
   await writeFile(join(RESULTS_DIR, `${report.name}.md`), `${markdown.join('\n')}\n`);

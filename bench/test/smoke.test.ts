@@ -11,6 +11,7 @@ import { h2loadInstalled } from '../src/h2load.ts';
 import { wrkInstalled } from '../src/scenarios/wrk-check.ts';
 import { runEfficiency } from '../src/scenarios/efficiency.ts';
 import { runObjectiveOverload } from '../src/scenarios/objective-overload.ts';
+import { runObjectiveCurve } from '../src/scenarios/objective-curve.ts';
 import { maxConcurrent, runRateLimit } from '../src/scenarios/rate-limit.ts';
 import { runTracing } from '../src/scenarios/tracing.ts';
 import { runAdaptive } from '../src/scenarios/adaptive.ts';
@@ -253,6 +254,36 @@ describe('bench scenarios (smoke)', () => {
       'rows_per_second_vs_in_process >= 0.6',
     ]);
     expect(result.config).toContain('intra_op_thread_count');
+  });
+
+  it('objective-curve: the objective from the one-client p50, then static and each twin at 64 connections; both checks and the frontier', async () => {
+    const result = await runObjectiveCurve({
+      model: SMOKE_MODEL,
+      seconds: 0.3,
+      rounds: 1,
+      factors: [0.8, 1],
+      warmUpSeconds: 0,
+      log,
+      name: 'smoke-objective-curve',
+    });
+    if (!('objectiveMs' in result)) {
+      // Without h2load nothing is measured.
+      expect(await h2loadInstalled()).toBe(false);
+      expect(result.points).toEqual([]);
+      return;
+    }
+    expect(result.points.map((p) => p.model)).toEqual(['static', 'objective_0', 'objective_1']);
+    expect(result.points[2]!.objectiveMs).toBe(result.objectiveMs);
+    for (const p of result.points) {
+      expect(p.rounds).toHaveLength(1);
+      expect(p.rounds[0]!.perSecond, p.model).toBeGreaterThan(0);
+      expect(Object.keys(p.rounds[0]!.statusPerSecond).every((s) => s === '200' || s === '503')).toBe(true);
+    }
+    expect(result.points[0]!.rounds[0]!.statusPerSecond[503] ?? 0).toBe(0);
+    expect(result.checks.map((c) => c.target)).toEqual(['ok_per_second_objective_vs_static_c64 >= 0.8', 'p99_over_objective_c64 <= 1.25']);
+    expect(await readFile(`${RESULTS_DIR}smoke-objective-curve.md`, 'utf8')).toMatch(
+      /^- (the most 200s per second of a twin whose p99 is|no twin kept its p99) within 1\.25x its objective/m,
+    );
   });
 
   it('objective-overload: both twins closed and open loop, 200s and 503s per second, the objective at 4x the one-client p50; a check per load', async () => {

@@ -41,8 +41,11 @@ export async function runObjectiveCurve(options: {
   objectiveMs?: number;
   factors?: readonly number[];
   name?: string;
+  /** Seconds of h2load's warm-up before each measurement (WARM_UP_SECONDS); 0 for the smoke test. */
+  warmUpSeconds?: number;
 }) {
   const { model, log } = options;
+  const warmUpSeconds = options.warmUpSeconds ?? WARM_UP_SECONDS;
   const name = options.name ?? 'objective-curve';
   if (!(await h2loadInstalled())) {
     log(`${name}: h2load is not installed (Debian's nghttp2-client); nothing measured`);
@@ -71,7 +74,7 @@ export async function runObjectiveCurve(options: {
         request: await httpRequestFile('static', model.width),
         connections: 1,
         seconds: options.seconds,
-        warmUpSeconds: WARM_UP_SECONDS,
+        warmUpSeconds,
       });
       baseMs = Math.max(0.1, Math.round(oneClient.p50Ms * OBJECTIVE_OVER_C1_P50 * 100) / 100);
       log(`one-client p50 ${oneClient.p50Ms.toFixed(2)} ms (h2load): objective ${baseMs} ms`);
@@ -94,7 +97,7 @@ export async function runObjectiveCurve(options: {
           request: requests.get(point.model)!,
           connections: TARGET_CONCURRENCY,
           seconds: options.seconds,
-          warmUpSeconds: WARM_UP_SECONDS,
+          warmUpSeconds,
         });
         (point.rounds as H2loadResult[]).push(result);
         log(
@@ -160,7 +163,7 @@ export async function runObjectiveCurve(options: {
       name,
       title: `pnpm bench objective-curve: ${label} at ${TARGET_CONCURRENCY} clients, objectives around ${baseMs} ms`,
       intro:
-        `h2load over HTTP/1.1, ${TARGET_CONCURRENCY} connections of one request at a time, ${options.seconds} s after ${WARM_UP_SECONDS} s of ` +
+        `h2load over HTTP/1.1, ${TARGET_CONCURRENCY} connections of one request at a time, ${options.seconds} s after ${warmUpSeconds} s of ` +
         `warm-up, ${options.rounds} interleaved rounds, every request logged; p50/p90/p99 of the 200 answers only, means over the rounds ` +
         `(${env['date']}). over static: a twin's 200s per second over the static twin's of the same round.`,
       tables: [
