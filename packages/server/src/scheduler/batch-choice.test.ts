@@ -89,10 +89,11 @@ describe('chooseBatch (Triton GetDynamicBatch)', () => {
     ).toEqual({ count: 1 });
   });
 
-  const gap = (expectedArrivalGapNs: bigint | undefined, extra: { lastBatchNs?: bigint; idle?: boolean } = {}) => ({
+  const gap = (expectedArrivalGapNs: bigint | undefined, extra: { lastBatchNs?: bigint; idle?: boolean; population?: number } = {}) => ({
     expectedArrivalGapNs,
     lastBatchNs: extra.lastBatchNs,
     idle: extra.idle ?? false,
+    population: extra.population,
   });
 
   it('adaptive delay: does not wait when the next request is expected after the delay', () => {
@@ -110,6 +111,16 @@ describe('chooseBatch (Triton GetDynamicBatch)', () => {
     expect(chooseBatch(queue([1]), delay, 0n, gap(700_000n, { lastBatchNs: 200_000n, idle: false }))).toEqual({ waitNs: 5_000_000n });
     expect(chooseBatch(queue([1, 1]), delay, 0n, gap(700_000n, { lastBatchNs: 200_000n, idle: true }))).toEqual({ waitNs: 5_000_000n });
     expect(chooseBatch(queue([1]), delay, 0n, gap(700_000n, { idle: true }))).toEqual({ waitNs: 5_000_000n });
+  });
+
+  it("adaptive delay: a batch that could grow goes once the queue holds the model's recent population", () => {
+    const delay = rule({ delayUs: 5000 });
+    // Arrivals close together: without the population, the batch waits out the delay.
+    expect(chooseBatch(queue([1, 1, 1]), delay, 0n, gap(100_000n, { population: 3 }))).toEqual({ count: 3 });
+    expect(chooseBatch(queue([1, 1, 1]), delay, 0n, gap(100_000n, { population: 4 }))).toEqual({ waitNs: 5_000_000n });
+    expect(chooseBatch(queue([1, 1, 1]), delay, 0n, gap(100_000n))).toEqual({ waitNs: 5_000_000n });
+    // Even before two arrivals gave a gap.
+    expect(chooseBatch(queue([1, 1]), delay, 0n, gap(undefined, { population: 2 }))).toEqual({ count: 2 });
   });
 
   it('an empty queue sends nothing', () => {

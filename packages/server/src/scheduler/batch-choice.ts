@@ -17,6 +17,8 @@ export interface Company {
   readonly lastBatchNs: bigint | undefined;
   /** No instance of the model is executing. */
   readonly idle: boolean;
+  /** The most requests the model held at once at its recent arrivals (recent-peak.ts); undefined before enough. */
+  readonly population?: number | undefined;
 }
 
 /**
@@ -76,6 +78,10 @@ export function chooseBatch(
 /**
  * The adaptive delay: max_queue_delay read as "at most". Waiting for company only adds
  * latency when
+ * - the queue holds as many requests as the model has recently held at once: a closed loop's
+ *   whole population is here, and no one else comes before this batch returns. The batch that
+ *   would otherwise wait out the delay (or, with a delay shorter than a run, split the clients
+ *   into two batches a cycle) goes as the last of them arrives;
  * - the next request is not expected before the delay ends (light traffic), or
  * - a lone request finds the model idle, and requests come further apart than a batch
  *   takes: the instance keeps up running them one by one, so there is no throughput to win.
@@ -84,7 +90,8 @@ export function chooseBatch(
  *   closer together than a batch takes (a burst per returned batch), so batches still form.
  */
 function sendWithoutWaiting(company: Company, count: number, waitNs: bigint): boolean {
-  const { expectedArrivalGapNs: gapNs, lastBatchNs, idle } = company;
+  const { expectedArrivalGapNs: gapNs, lastBatchNs, idle, population } = company;
+  if (population !== undefined && count >= population) return true;
   if (gapNs === undefined) return false;
   if (gapNs > waitNs) return true;
   return count === 1 && idle && lastBatchNs !== undefined && gapNs > lastBatchNs;

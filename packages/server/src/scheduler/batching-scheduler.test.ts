@@ -194,8 +194,20 @@ describe('dynamic batching', () => {
    * `clients` closed-loop clients on the fake clock: each sends one sample, and `rttMs` after
    * its answer sends the next; a batch runs `batchMs`. Returns the statistics after `ms`.
    */
-  async function closedLoop({ clients, batchMs, rttMs, ms }: { clients: number; batchMs: number; rttMs: number; ms: number }) {
-    const { models, send, clock, flush, stats } = setup({ max_queue_delay_microseconds: 5000 }, { adaptive: true });
+  async function closedLoop({
+    clients,
+    batchMs,
+    rttMs,
+    ms,
+    maxBatchSize = 8,
+  }: {
+    clients: number;
+    batchMs: number;
+    rttMs: number;
+    ms: number;
+    maxBatchSize?: number;
+  }) {
+    const { models, send, clock, flush, stats } = setup({ max_queue_delay_microseconds: 5000 }, { adaptive: true, maxBatchSize });
     const start = (client: number) => void send([client]).promise.then(() => clock.setTimeout(() => start(client), rttMs));
     for (let c = 0; c < clients; c++) start(c);
     const model = models[0]!;
@@ -223,6 +235,15 @@ describe('dynamic batching', () => {
   it('adaptive delay: closed-loop clients at load still form large batches', async () => {
     const s = await closedLoop({ clients: 8, batchMs: 2, rttMs: 0.5, ms: 100 });
     expect(s.inference_count / s.execution_count).toBeGreaterThanOrEqual(7);
+  });
+
+  it('adaptive delay: closed-loop clients whose batch could still grow go as the last of them arrives, not after the delay', async () => {
+    // 8 clients, batches of 2 ms, answers back in 0.5 ms, a delay of 5 ms and a max batch of 16: the batch of 8 could
+    // grow, so Triton's rule waits out the delay every cycle (7.5 ms; 13 batches in 100 ms). Once the model has seen
+    // its population at once, the cycle is the run and the round trip (2.5 ms).
+    const s = await closedLoop({ clients: 8, batchMs: 2, rttMs: 0.5, ms: 100, maxBatchSize: 16 });
+    expect(s.inference_count / s.execution_count).toBeGreaterThanOrEqual(7);
+    expect(s.execution_count).toBeGreaterThanOrEqual(30);
   });
 
   it('sends at once when the maximum batch can be formed', () => {

@@ -5,6 +5,7 @@ import { Errors, toInferenceServerError, type InferenceServerError } from '../er
 import type { Tensor } from '../tensor/tensor.ts';
 import { assembleBatch, splitOutputs } from './batch-assembly.ts';
 import { ArrivalGap } from './arrival-gap.ts';
+import { RecentPeak } from './recent-peak.ts';
 import { chooseBatch, type BatchChoice, type Company } from './batch-choice.ts';
 import { batchingOptionsFromConfig, type BatchingOptions } from './batching-options.ts';
 import { systemClock, type Clock } from './clock.ts';
@@ -41,6 +42,8 @@ export class BatchingScheduler implements Scheduler {
   private readonly freeInstances: number[];
   private readonly ordered: OrderedDelivery | undefined;
   private readonly arrivals: ArrivalGap | undefined;
+  /** With the adaptive delay: the most requests held at once at recent arrivals. */
+  private readonly population: RecentPeak | undefined;
   /** With batchwise_latency_objective_ms: batches form to keep it, and requests that would miss it are refused. */
   private readonly objective: ObjectiveBatcher | undefined;
   /** With an objective: its refusals, each answered at its request's deadline, on one timer. */
@@ -82,6 +85,7 @@ export class BatchingScheduler implements Scheduler {
       this.refusals = new RefusalTimer(clock);
     }
     this.arrivals = options.dynamic && options.adaptiveDelay && !this.objective ? new ArrivalGap() : undefined;
+    this.population = this.arrivals && new RecentPeak();
     this.rule = { ...options, maxBatchStringHeapBytes: context.maxBatchStringHeapBytes ?? Infinity };
     this.anyLevelDelays = [options.defaultQueuePolicy, ...options.priorityQueuePolicy.values()].some((p) => p.timeout_action === 'DELAY');
   }
@@ -170,6 +174,7 @@ export class BatchingScheduler implements Scheduler {
       }
       this.queues.add(waiting);
       this.arrivals?.note(request.arrivalNs);
+      this.population?.note(this.executing + this.queues.size);
       this.context.stats.setPending(this.queues.size);
       this.dispatchAtEndOfTurn();
     });
@@ -302,7 +307,12 @@ export class BatchingScheduler implements Scheduler {
 
   private company(): Company | undefined {
     if (!this.arrivals) return undefined;
-    return { expectedArrivalGapNs: this.arrivals.expectedNs, lastBatchNs: this.lastBatchNs, idle: this.executing === 0 };
+    return {
+      expectedArrivalGapNs: this.arrivals.expectedNs,
+      lastBatchNs: this.lastBatchNs,
+      idle: this.executing === 0,
+      population: this.population?.peak,
+    };
   }
 
   /** Takes the first `count` requests in serving order out of the queues. */
