@@ -1,3 +1,5 @@
+import { RecentWindow } from './recent-window.ts';
+
 /** Arrivals the estimate averages over: enough to span a whole burst of a closed-loop client pool. */
 const WINDOW = 32;
 
@@ -8,28 +10,22 @@ const WINDOW = 32;
  * would otherwise read as "nobody coming" right after each burst and shrink batches at load.
  */
 export class ArrivalGap {
-  private readonly times: bigint[] = [];
-  private next = 0;
+  private readonly times = new RecentWindow<bigint>(WINDOW);
 
   note(arrivalNs: bigint): void {
-    if (this.times.length < WINDOW) this.times.push(arrivalNs);
-    else this.times[this.next] = arrivalNs;
-    this.next = (this.next + 1) % WINDOW;
+    this.times.note(arrivalNs);
   }
 
   /** When the latest request arrived; undefined before the first. */
   get lastNs(): bigint | undefined {
-    const n = this.times.length;
-    return n === 0 ? undefined : this.times[(this.next + n - 1) % n];
+    return this.times.newest;
   }
 
   /** The expected gap before the next arrival; undefined before two requests have arrived. */
   get expectedNs(): bigint | undefined {
     const n = this.times.length;
     if (n < 2) return undefined;
-    const newest = this.times[(this.next + n - 1) % n]!;
-    const oldest = n < WINDOW ? this.times[0]! : this.times[this.next]!;
-    const span = newest - oldest;
+    const span = this.times.newest! - this.times.oldest!;
     return span > 0n ? span / BigInt(n - 1) : 0n;
   }
 }

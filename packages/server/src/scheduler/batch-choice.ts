@@ -17,7 +17,7 @@ export interface Company {
   readonly lastBatchNs: bigint | undefined;
   /** No instance of the model is executing. */
   readonly idle: boolean;
-  /** The most requests the model held at once at its recent arrivals (recent-peak.ts); undefined before enough. */
+  /** The most requests the model held at once at its recent arrivals (`populationOf`, recent-window.ts); undefined before enough. */
   readonly population?: number | undefined;
 }
 

@@ -5,7 +5,7 @@ import { Errors, toInferenceServerError, type InferenceServerError } from '../er
 import type { Tensor } from '../tensor/tensor.ts';
 import { assembleBatch, splitOutputs } from './batch-assembly.ts';
 import { ArrivalGap } from './arrival-gap.ts';
-import { RecentPeak } from './recent-peak.ts';
+import { populationOf, RecentWindow } from './recent-window.ts';
 import { chooseBatch, type BatchChoice, type Company } from './batch-choice.ts';
 import { batchingOptionsFromConfig, type BatchingOptions } from './batching-options.ts';
 import { systemClock, type Clock } from './clock.ts';
@@ -42,8 +42,8 @@ export class BatchingScheduler implements Scheduler {
   private readonly freeInstances: number[];
   private readonly ordered: OrderedDelivery | undefined;
   private readonly arrivals: ArrivalGap | undefined;
-  /** With the adaptive delay: the most requests held at once at recent arrivals. */
-  private readonly population: RecentPeak | undefined;
+  /** With the adaptive delay: the requests held at once (queued and executing) at the last arrivals. */
+  private readonly held: RecentWindow<number> | undefined;
   /** With batchwise_latency_objective_ms: batches form to keep it, and requests that would miss it are refused. */
   private readonly objective: ObjectiveBatcher | undefined;
   /** With an objective: its refusals, each answered at its request's deadline, on one timer. */
@@ -85,7 +85,7 @@ export class BatchingScheduler implements Scheduler {
       this.refusals = new RefusalTimer(clock);
     }
     this.arrivals = options.dynamic && options.adaptiveDelay && !this.objective ? new ArrivalGap() : undefined;
-    this.population = this.arrivals && new RecentPeak();
+    this.held = this.arrivals && new RecentWindow<number>(POPULATION_WINDOW);
     this.rule = { ...options, maxBatchStringHeapBytes: context.maxBatchStringHeapBytes ?? Infinity };
     this.anyLevelDelays = [options.defaultQueuePolicy, ...options.priorityQueuePolicy.values()].some((p) => p.timeout_action === 'DELAY');
   }
@@ -174,7 +174,7 @@ export class BatchingScheduler implements Scheduler {
       }
       this.queues.add(waiting);
       this.arrivals?.note(request.arrivalNs);
-      this.population?.note(this.executing + this.queues.size);
+      this.held?.note(this.executing + this.queues.size);
       this.context.stats.setPending(this.queues.size);
       this.dispatchAtEndOfTurn();
     });
@@ -311,7 +311,7 @@ export class BatchingScheduler implements Scheduler {
       expectedArrivalGapNs: this.arrivals.expectedNs,
       lastBatchNs: this.lastBatchNs,
       idle: this.executing === 0,
-      population: this.population?.peak,
+      population: this.held && populationOf(this.held),
     };
   }
 
@@ -537,6 +537,9 @@ export class BatchingScheduler implements Scheduler {
     }
   }
 }
+
+/** Arrivals the population spans: two returns of a closed-loop pool that comes back in one or two bursts a batch. */
+const POPULATION_WINDOW = 32;
 
 /** Whether the objective may shed a queued request: not one its level keeps late (timeout_action DELAY). */
 const isShedding = (waiting: Waiting): boolean => waiting.level.policy.timeout_action !== 'DELAY';
