@@ -17,6 +17,8 @@ const TIMED = [
   'test/many-models.test.ts',
   // A refusal within a second of a 100 MB body's last byte: beside the other e2e files on two cores it took 2 s.
   'test/many-elements.test.ts',
+  // Rounds of 8 requests that must take well under the model's 400 ms queue delay.
+  'test/closed-loop-batching.test.ts',
 ];
 
 /** The compiled CLI the e2e tests' child servers run is built first (unit tests need none of it). */
