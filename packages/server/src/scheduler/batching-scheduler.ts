@@ -306,7 +306,8 @@ export class BatchingScheduler implements Scheduler {
   }
 
   private company(): Company | undefined {
-    if (!this.arrivals) return undefined;
+    // Without a delay nothing waits for company: spare the request path the population's walk.
+    if (!this.arrivals || this.options.maxQueueDelayNs === 0n) return undefined;
     return {
       expectedArrivalGapNs: this.arrivals.expectedNs,
       lastBatchNs: this.lastBatchNs,
