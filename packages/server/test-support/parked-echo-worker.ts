@@ -3,18 +3,16 @@
  * text upper-cased, through the channel when the batch came through it, else by postMessage; then
  * parks, as a JavaScript model's worker does. A batch whose text is "fail" fails; "big" answers
  * with more bytes than a slot holds (so the answer is posted). A posted {type: 'spins'} is answered
- * with how often the worker caught a batch by spinning, and how often its spin ran out.
+ * with how often the worker caught a batch by spinning, how often its spin ran out, and how many heads-ups woke it.
  */
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { ParkedChannelWorker, PARKED_SLOT_BYTES, type ParkedExecute } from '../src/backends/js/parked-channel.ts';
 
 const port = parentPort!;
-// argv[2] and argv[3], when given: how long the worker spins for its next batch, ms, and the most gap spun for, in its wake-ups.
-const channel = new ParkedChannelWorker(
-  workerData as SharedArrayBuffer,
-  process.argv[2] === undefined ? undefined : Number(process.argv[2]),
-  process.argv[3] === undefined ? undefined : Number(process.argv[3]),
-);
+// argv[2], argv[3] and argv[4], when given: how long the worker spins for its next batch, ms; the most gap spun for,
+// in its wake-ups; and the spin after a heads-up, in its wake-ups.
+const argument = (index: number): number | undefined => (process.argv[index] === undefined ? undefined : Number(process.argv[index]));
+const channel = new ParkedChannelWorker(workerData as SharedArrayBuffer, argument(2), argument(3), argument(4));
 let timerTicks = 0;
 setInterval(() => timerTicks++, 1);
 

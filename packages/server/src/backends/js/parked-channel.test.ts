@@ -188,11 +188,16 @@ describe('the parked channel', () => {
     expect(ticks).toBeGreaterThan(10);
   });
 
-  /** How often the worker caught a batch by spinning, and how often its spin ran out, so far. */
-  const spins = async (): Promise<{ caught: number; ranOut: number }> => {
+  interface Spins {
+    caught: number;
+    ranOut: number;
+    headsUps: number;
+  }
+  /** How often the worker caught a batch by spinning, how often its spin ran out, and how many heads-ups woke it, so far. */
+  const spins = async (): Promise<Spins> => {
     worker.postMessage({ type: 'spins' });
     host.unpark();
-    return ((await nextPosted()) as { spins: { caught: number; ranOut: number } }).spins;
+    return ((await nextPosted()) as { spins: Spins }).spins;
   };
 
   describe('a worker spinning up to 20 ms for its next batch, whatever its wake-ups (gaps on a loaded runner stay well inside that)', () => {
@@ -286,6 +291,98 @@ describe('the parked channel', () => {
     const after = await spins();
     // At most the park after the first lone batch, before the worker had seen a wake-up of its own.
     expect(after.caught - before.caught + (after.ranOut - before.ranOut)).toBeLessThanOrEqual(1);
+  });
+
+  describe('a heads-up (a call is arriving) to a worker that sleeps through every gap', () => {
+    /** Lone batches, each given `headsUp` first and handed over `readMs` later, checked byte for byte; their count. */
+    const lone = async (count: number, headsUp: boolean, readMs: number): Promise<void> => {
+      const sender = new ParkedChannelHost(memory, 2000);
+      let handedOver = 0;
+      const until = performance.now() + 10_000;
+      while (handedOver < count && performance.now() < until) {
+        if (!untilParked()) {
+          await execute([1], 'park again');
+          continue;
+        }
+        if (headsUp) sender.headsUp();
+        // The call's reading, before its batch rings the worker.
+        const rings = performance.now() + readMs;
+        while (performance.now() < rings);
+        const id = nextId++;
+        const parked = sender.tryExecute({ id, buffer: Uint8Array.from([handedOver, 7]).buffer, requests: 'after heads-up' }, true);
+        if (!parked) continue;
+        const answer = await parked;
+        expect(answer).toMatchObject({ type: 'executed', id, responses: 'AFTER HEADS-UP' });
+        if (answer.type === 'executed') expect([...new Uint8Array(answer.buffer)]).toEqual([7, handedOver]);
+        handedOver++;
+      }
+      expect(handedOver).toBe(count);
+    };
+
+    it('wakes it before the ring: it spins for the batch and catches it', async () => {
+      await worker.terminate();
+      // No gap spun for; after a heads-up, up to 20 ms (a loaded runner's wake-ups stay well inside that).
+      await connect(['20', '0', 'Infinity']);
+      await execute([1], 'first');
+      const before = await spins();
+      await lone(30, false, 0.5);
+      const without = await spins();
+      expect(without.headsUps - before.headsUps).toBe(0);
+      expect(without.caught - before.caught).toBeLessThanOrEqual(1);
+      await lone(30, true, 0.5);
+      const after = await spins();
+      // A worker that wakes after the ring (a loaded runner) takes the batch as rung: most are caught after a heads-up.
+      expect(after.headsUps - without.headsUps).toBeGreaterThan(0);
+      expect(after.caught - without.caught).toBeGreaterThan(0);
+      expect(after.caught - without.caught).toBeLessThanOrEqual(after.headsUps - without.headsUps);
+    });
+
+    it('loses nothing when no batch follows: the spin runs out, and the next batch is answered', async () => {
+      await worker.terminate();
+      // A spin of 1 ms after a heads-up; the next batch comes 20 ms later.
+      await connect(['1', '0', 'Infinity']);
+      const sender = new ParkedChannelHost(memory, 2000);
+      await execute([1], 'first');
+      const before = await spins();
+      let after = before;
+      // Until three heads-ups were taken, for up to 10 s: on a loaded runner the park can run out before one is given.
+      const until = performance.now() + 10_000;
+      for (let i = 0; after.headsUps - before.headsUps < 3 && performance.now() < until; i++) {
+        await execute([1], 'park again');
+        if (!untilParked()) continue;
+        const lone = sender.tryExecute({ id: nextId++, buffer: Uint8Array.from([1]).buffer, requests: 'lone' }, true);
+        if (!lone) continue;
+        await lone;
+        if (!untilParked()) continue;
+        sender.headsUp();
+        sender.headsUp(); // no second wake while the first is not taken
+        await sleep(20);
+        const result = await execute([i & 255, 2], `next ${i}`);
+        expect(result.answer).toMatchObject({ type: 'executed', responses: `NEXT ${i}` });
+        if (result.answer.type === 'executed') expect([...new Uint8Array(result.answer.buffer)]).toEqual([2, i & 255]);
+        after = await spins();
+      }
+      const taken = after.headsUps - before.headsUps;
+      expect(taken).toBeGreaterThanOrEqual(3);
+      // Each heads-up taken ends in one spin: it ran out (no batch came), or caught the next batch after a long stall.
+      expect(after.ranOut - before.ranOut + (after.caught - before.caught)).toBeGreaterThanOrEqual(taken);
+      expect(after.ranOut - before.ranOut).toBeGreaterThan(0);
+    });
+
+    it('is not given after a batch that was not lone (calls that come together ring later than a spin lasts)', async () => {
+      await worker.terminate();
+      await connect(['20', '0', 'Infinity']);
+      await execute([1], 'first');
+      const before = await spins();
+      for (let i = 0; i < 10; i++) {
+        await execute([1], 'not lone');
+        if (!untilParked()) continue;
+        host.headsUp();
+        await sleep(1);
+      }
+      const after = await spins();
+      expect(after.headsUps - before.headsUps).toBe(0);
+    });
   });
 
   it('bounds the spin by the wake-ups it saves, and by its own bound', () => {
