@@ -100,6 +100,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       '--model-memory-limit is larger than the memory budget (--memory-limit): loads fail on the budget before they evict to make room',
     );
   }
+  const jsBackend = createJsBackend({ workerHeapLimitBytes, alone: () => memory.requestsInFlight <= 1 });
   const models = new ModelManager(
     options.modelRepositories.map((location) => createModelSource(location, { logger, ...(cacheSpace && { cacheSpace }) })),
     {
@@ -109,7 +110,7 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       allowCodeOverrides: options.allowCodeOverrides,
       backends: [
         withModelFootprints(createOnnxRuntimeBackend({ workerHeapLimitBytes }), memory, true),
-        withModelFootprints(createJsBackend({ workerHeapLimitBytes, alone: () => memory.requestsInFlight <= 1 }), memory, false),
+        withModelFootprints(jsBackend, memory, false),
         withModelFootprints(
           createPythonBackend({
             logger,
@@ -200,6 +201,8 @@ export async function startServer(given: ServerOptions): Promise<RunningServer> 
       maxMessageBytes: options.grpcMaxMessageBytes,
       keepaliveTimeMs: options.grpcKeepaliveTimeMs,
       keepaliveTimeoutMs: options.grpcKeepaliveTimeoutMs,
+      // Only into an idle server: with requests in hand, the main thread needs the cores, and a worker busy with them is not parked.
+      onInferCall: () => memory.requestsInFlight === 0 && jsBackend.headsUp(),
       ...(options.grpcMaxConnectionAgeMs !== undefined && { maxConnectionAgeMs: options.grpcMaxConnectionAgeMs }),
       ...(options.grpcMaxConnectionAgeGraceMs !== undefined && { maxConnectionAgeGraceMs: options.grpcMaxConnectionAgeGraceMs }),
     });

@@ -27,6 +27,11 @@ export interface GrpcFrontendOptions {
   readonly restrictions?: RestrictionTable;
   /** @default a silent logger */
   readonly logger?: Logger;
+  /**
+   * Told as a ModelInfer call opens, before its request is read: the JavaScript backend wakes its parked workers
+   * then (JsBackend.headsUp). @default ignored
+   */
+  readonly onInferCall?: () => void;
 }
 
 export interface GrpcFrontend {
@@ -39,8 +44,11 @@ export interface GrpcFrontend {
   close(graceMs: number): Promise<void>;
 }
 
+const MODEL_INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
+
 export function createGrpcFrontend(service: InferenceService, options: GrpcFrontendOptions): GrpcFrontend {
   const logger = options.logger ?? pino({ level: 'silent' });
+  const { onInferCall } = options;
   const streams = new Set<DrainableStream>();
   const root = loadGrpcServiceRoot();
   const routes = new Map<string, MethodHandler>();
@@ -64,6 +72,7 @@ export function createGrpcFrontend(service: InferenceService, options: GrpcFront
     ...(options.maxConnectionAgeMs !== undefined && { maxConnectionAgeMs: options.maxConnectionAgeMs }),
     ...(options.maxConnectionAgeGraceMs !== undefined && { maxConnectionAgeGraceMs: options.maxConnectionAgeGraceMs }),
     onSessionError: (error) => logger.debug({ err: error.message }, 'gRPC connection error'),
+    ...(onInferCall && { onCall: (path) => path === MODEL_INFER_PATH && onInferCall() }),
   });
 
   return {

@@ -57,23 +57,39 @@ export interface JsBackendOptions {
   readonly alone?: () => boolean;
 }
 
+export interface JsBackend extends Backend {
+  /**
+   * A call that may bring a batch is arriving, its request not read yet: every parked worker is woken now, so that
+   * its wake-up overlaps the reading (ParkedChannelHost.headsUp). Workers not parked are left alone.
+   */
+  headsUp(): void;
+}
+
 /** The JavaScript backend (`backend: "js"`): each instance runs the model's own code in a worker thread. */
-export function createJsBackend(backendOptions: JsBackendOptions = {}): Backend {
+export function createJsBackend(backendOptions: JsBackendOptions = {}): JsBackend {
+  /** The parked channels of this backend's live workers. */
+  const hosts = new Set<ParkedChannelHost>();
   return {
     name: 'js',
     runsModelCode: true,
     configDeclaresTensors: true,
-    createInstance: (options) => createInstance(options, backendOptions),
+    createInstance: (options) => createInstance(options, backendOptions, hosts),
+    headsUp() {
+      for (const host of hosts) host.headsUp();
+    },
   };
 }
 
 /** Each worker's side of its parked channel, on the main thread. */
 const parkedChannels = new WeakMap<Worker, ParkedChannelHost>();
 
-function spawnWorker(init: WorkerInit, options: JsBackendOptions): Worker {
+function spawnWorker(init: WorkerInit, options: JsBackendOptions, hosts: Set<ParkedChannelHost>): Worker {
   const channel = parkedChannelMemory();
   const worker = spawnWorkerThread(new URL('./', import.meta.url), { ...init, channel }, options.workerHeapLimitBytes);
-  parkedChannels.set(worker, new ParkedChannelHost(channel));
+  const host = new ParkedChannelHost(channel);
+  parkedChannels.set(worker, host);
+  hosts.add(host);
+  worker.once('exit', () => hosts.delete(host));
   return worker;
 }
 
@@ -83,7 +99,11 @@ function postToWorker(worker: Worker, message: ToWorker, transfer: ArrayBuffer[]
   parkedChannels.get(worker)?.unpark();
 }
 
-async function createInstance(options: InstanceOptions, backendOptions: JsBackendOptions): Promise<LoadedInstance> {
+async function createInstance(
+  options: InstanceOptions,
+  backendOptions: JsBackendOptions,
+  hosts: Set<ParkedChannelHost>,
+): Promise<LoadedInstance> {
   const context = options.model;
   if (!context) throw Errors.internal(`model '${options.modelName}': the js backend needs the model's config and folders`);
   const { config } = context;
@@ -104,7 +124,7 @@ async function createInstance(options: InstanceOptions, backendOptions: JsBacken
       versionDir: context.versionDir,
     },
   };
-  const spawn = () => spawnWorker(init, backendOptions);
+  const spawn = () => spawnWorker(init, backendOptions, hosts);
   let worker: Worker;
   try {
     worker = await waitUntilLoaded<object>(spawn());

@@ -164,6 +164,27 @@ describe('the gRPC transport', () => {
     expect(initial!.get('te')).toEqual([]);
   });
 
+  it('tells onCall of each call to a served method as its stream opens, before its message comes', async () => {
+    const calls: string[] = [];
+    const own = await started({ onCall: (path) => calls.push(path) });
+    const raw = connect(`http://${own.address}`);
+    try {
+      const { stream, done } = rawCall(raw, '/test.T/Echo');
+      for (const until = Date.now() + 5000; calls.length === 0 && Date.now() < until;) await sleep(5);
+      expect(calls).toEqual(['/test.T/Echo']);
+      stream.end(frameMessage(Buffer.from('later')));
+      expect(messagesOf((await done).data)).toEqual(['later']);
+      // A method not served is not a call: onCall is not told.
+      const unknown = rawCall(raw, '/test.T/Nope');
+      unknown.stream.end();
+      await unknown.done;
+      expect(calls).toEqual(['/test.T/Echo']);
+    } finally {
+      raw.close();
+      await own.server.shutdown();
+    }
+  });
+
   it('ends with a status message percent-encoded and trailing metadata, trailers-only when nothing was sent', async () => {
     const details = 'no model "m" (100% sure) — ünïcode\nnext line';
     const error = await failure(unary(client, '/test.T/Fail', Buffer.from(details)));

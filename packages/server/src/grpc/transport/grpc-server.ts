@@ -23,6 +23,8 @@ import { refuseStream, ServerCall, unimplemented, type CallLimits, type MethodHa
 export interface GrpcServerOptions extends SessionPolicy, CallLimits {
   /** Told of a connection's errors (they close that connection only). @default ignored */
   readonly onSessionError?: (error: Error) => void;
+  /** Told of each call to a served method as its stream opens, before its message is read. @default ignored */
+  readonly onCall?: (path: string) => void;
 }
 
 export interface GrpcServer {
@@ -58,6 +60,7 @@ export function createGrpcServer(methods: ReadonlyMap<string, MethodHandler>, op
     const path = headers[':path']!;
     const method = methods.get(path);
     if (method === undefined) return unimplemented(stream, path);
+    options.onCall?.(path);
     new ServerCall(stream, headers, path, method, limits);
   });
 
