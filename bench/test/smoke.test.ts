@@ -41,7 +41,7 @@ describe('bench scenarios (smoke)', () => {
       log,
       name: 'smoke-batching',
       referenceWindowMs: 50,
-      h2load: { seconds: 0.3, warmUpSeconds: 0 },
+      h2load: { seconds: 0.3, warmUpSeconds: 0, rounds: 2 },
     });
     expect(result.points).toHaveLength(18);
     for (const p of result.points) {
@@ -55,10 +55,13 @@ describe('bench scenarios (smoke)', () => {
     // And both again with h2load, where it is installed.
     const withH2load = await h2loadInstalled();
     if (withH2load) {
-      for (const r of [result.h2load!.on, result.h2load!.naive]) {
+      // Two rounds, each batching on then the naive peer; the reported pair is one of them.
+      expect(result.h2load!.rounds).toHaveLength(2);
+      for (const r of result.h2load!.rounds.flatMap((round) => [round.on, round.naive])) {
         expect(r.errors).toBe(0);
         expect(r.perSecond).toBeGreaterThan(0);
       }
+      expect(result.h2load!.rounds).toContainEqual({ on: result.h2load!.on, naive: result.h2load!.naive });
     } else expect(result.h2load).toBeUndefined();
     const open = result.points.filter((p) => p.rate === 200);
     expect(open).toHaveLength(6);
