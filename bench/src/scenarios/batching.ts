@@ -100,18 +100,18 @@ export interface H2loadComparison {
 /** Issue 44: batching on at 16 clients serves at least this many times the naive peer's requests per second. */
 export const ON_OVER_NAIVE_C16 = 4;
 
-/** How long h2load measures at 16 clients, after its warm-up, in each of `rounds` rounds (@default 3). */
+/** How long h2load measures at 16 clients, after its warm-up, in each of `rounds` rounds. */
 export interface H2loadTiming {
   readonly seconds: number;
   readonly warmUpSeconds: number;
-  readonly rounds?: number;
+  readonly rounds: number;
 }
 /**
  * Rounds alternate between batching on and the naive peer, and the ratio is the median of the rounds':
  * the machine's speed moves by half within minutes (CPU steal up to 0.9 of its two cores under load), and
  * one reading of each, minutes apart, read anywhere from 3.3 to 4.1 (issue 44).
  */
-const H2LOAD_TIMING: H2loadTiming = { seconds: 4, warmUpSeconds: 1, rounds: 3 };
+const H2LOAD_TIMING: H2loadTiming = { seconds: 4, warmUpSeconds: 1, rounds: 5 };
 
 /**
  * `model` at `url` driven by h2load, 16 HTTP/1.1 connections of one binary request at a time: a C client, whose
@@ -161,7 +161,7 @@ async function measureNaive(
     if (!h2load) return { node };
     // The Node generator's connections are closed first: h2load has each server to itself.
     const rounds: { on: H2loadResult; naive: H2loadResult }[] = [];
-    for (let i = 0; i < (h2load.timing.rounds ?? 3); i++) {
+    for (let i = 0; i < h2load.timing.rounds; i++) {
       const on = await h2loadAt16(h2load.onUrl, 'mlp_on', width, h2load.timing, log);
       rounds.push({ on, naive: await h2loadAt16(naive.url, 'mlp_naive', width, h2load.timing, log) });
     }
