@@ -7,6 +7,7 @@ import { addServeFlags } from './declared-flags.ts';
 import { addFlagsWithoutEffect, flagsWithoutEffectGiven } from './triton-flags.ts';
 import { forceExit } from './force-exit.ts';
 import { explainPortInUse } from './port-in-use.ts';
+import { heapGrowingPercentGiven, keepOldGenerationRoom, OLD_GENERATION_ROOM_BYTES } from './old-generation-room.ts';
 
 /** `batchwise serve`: its flags are declared in options/serve-flags.ts. */
 export function serveCommand(): Command {
@@ -38,6 +39,15 @@ export function serveCommand(): Command {
       logger.info(
         { replaces: headless.replaces, library: headless.library, VK_DRIVER_FILES: process.env['VK_DRIVER_FILES'] },
         'Vulkan: no display, so the NVIDIA driver is used through its EGL library, not the GLX one its manifest names',
+      );
+    }
+    // Said at debug: a serve that fails before it listens writes nothing to stdout.
+    if (!heapGrowingPercentGiven()) {
+      keepOldGenerationRoom((percent, heapBytes) =>
+        logger.debug(
+          { heapGrowingPercent: percent, heapMB: Math.round(heapBytes / 2 ** 20), roomMB: OLD_GENERATION_ROOM_BYTES / 2 ** 20 },
+          "V8: room kept above the live heap for the young generation (--heap-growing-percent; 0: V8's own)",
+        ),
       );
     }
     for (const given of flagsWithoutEffectGiven(flags)) {
