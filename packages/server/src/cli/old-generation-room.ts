@@ -5,8 +5,9 @@ import { getHeapStatistics, setFlagsFromString } from 'node:v8';
  * The room the serving process keeps between its live JavaScript heap and V8's old-generation limit: more
  * than V8's young generation (Node 20's 16 MB semi-spaces make 48 MB of it).
  *
- * V8 starts incremental marking as soon as that room is less than the young generation. After a full
- * collection it sets the limit from the live heap times a growing factor, which for the server's heap of
+ * V8 schedules incremental marking once that room is less than the young generation's capacity (its soft
+ * marking limit; with 4 MB semi-spaces the cycle below was gone, with 8 MB it stayed). After a full
+ * collection V8 sets the limit from the live heap times a growing factor, which for the server's heap of
  * about 21 MB left 23 MB of room. Under batching at 16 clients that started a full mark-compact every 0.35 s
  * (17 in 6 s, against one scavenge), with incremental steps of up to 15 ms on the event loop. It was a
  * quarter of the main thread's busy time, and the collector's helper threads took more beside it (issue 44,
