@@ -5,7 +5,8 @@
  * showing the server's process, (c) the nv_gpu_* metrics, (d) the batching gain at 16 clients,
  * (f) WebGPU against the same MLP served KIND_CPU on the host's cores as `batchwise tune` configures
  * it (throughput at 16 clients, one execution at batch 1 from the server's statistics), (g) ONNX
- * Runtime's profile of one WebGPU execution in this process, (h) the same MLP in PyTorch on CUDA
+ * Runtime's profile of one WebGPU execution in this process, (g0) one execution's time under each
+ * WebGPU session setting that could cut what is not arithmetic (webgpu-variants.ts), (h) the same MLP in PyTorch on CUDA
  * through the Python backend (Triton's DLPack API), (i) third-party ONNX models (PaddleOCR's, from
  * the pack) KIND_GPU and KIND_CPU against ONNX Runtime's CPU run, (e) --model-gpu-memory-limit
  * evicting and refusing beside the GPU memory nvidia-smi measures, and (j) the three side by side.
@@ -19,6 +20,7 @@
  * check's own code on a host without a GPU (the nvidia-smi steps then fail, as they should, and so
  * does the PyTorch step where python3 has no torch with CUDA, naming why).
  *   node check.js --probe-adapter MODEL    (the adapter probe, in a child process of its own)
+ *   node check.js --webgpu-variant MODEL WIDTH RUNS gpu|cpu VARIANT    (one session setting's timing: webgpu-variants.ts)
  */
 import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -38,16 +40,27 @@ import { addModel, fp32Config, inferRequest } from '../src/workload.ts';
 import { executionTable, executionTimes, type ExecutionTimes } from './execution-times.ts';
 import { descendantProcesses, gpuMemoryUsedBytes, missingForVulkan, processGpuMemoryBytes, runTool } from './host.ts';
 import { profileExecution, profileLines } from './ort-profile.ts';
+import { ATOL, compareWithin, RTOL } from './tolerance.ts';
 import { thirdPartyConfig, type ThirdPartyManifest } from './third-party.ts';
 import { probeTorch, writeTorchModel } from './torch-model.ts';
 import { runTune, tuneArgs } from './tune-cpu.ts';
+import {
+  measureVariantHere,
+  runVariant,
+  variantSummary,
+  variantTable,
+  WEBGPU_VARIANTS,
+  type VariantResult,
+  type WebGpuVariant,
+} from './webgpu-variants.ts';
 
-/** FP32 on a GPU differs from the CPU in summation order and fused multiply-adds: |gpu - cpu| <= ATOL + RTOL * |cpu|. */
-export const RTOL = 1e-3;
-export const ATOL = 1e-4;
 export const NO_ADAPTER = 'no GPU adapter';
 const PROBE_MARK = 'gpu-check-probe:';
 const CLIENTS = 16;
+/** The adapter probe's MLP: 2x64. */
+const PROBE_WIDTH = 64;
+/** The check's MLP served four ways on the GPU (one, no batching, two and four instances) and once on the CPU. */
+const SERVED_MLPS = ['mlp_gpu', 'mlp_gpu_unbatched', 'mlp_gpu_2', 'mlp_gpu_4', 'mlp_cpu'] as const;
 /** Issue 45's targets on the lent GPU: WebGPU's throughput at 16 clients over the tuned CPU's, and one WebGPU execution at batch 1. */
 export const TARGET_GPU_OVER_CPU = 3;
 export const TARGET_BATCH_ONE_MS = 0.5;
@@ -157,7 +170,7 @@ async function probeAdapter(model: string): Promise<void> {
   ort.env.logLevel = 'verbose';
   try {
     const session = await ort.InferenceSession.create(model, { executionProviders: ['webgpu'], logSeverityLevel: 0 });
-    const width = 64;
+    const width = PROBE_WIDTH;
     await session.run({ INPUT0: new ort.Tensor('float32', new Float32Array(width), [1, width]) });
     await session.release();
     process.stdout.write(`\n${PROBE_MARK}${JSON.stringify({ ok: true })}\n`);
@@ -218,24 +231,6 @@ async function inferJson(httpUrl: string, model: string, rows: Float32Array, wid
   const text = await response.text();
   if (!response.ok) throw new Error(`${model}: HTTP ${response.status} ${text.slice(0, 400)}`);
   return Float32Array.from((JSON.parse(text) as InferJson).outputs[0]!.data);
-}
-
-/** The largest differences of `actual` from `expected`, and whether every element is within the tolerance. */
-export function compareWithin(
-  actual: Float32Array,
-  expected: Float32Array,
-): { within: boolean; maxAbs: number; maxRel: number; worst: number } {
-  if (actual.length !== expected.length) throw new Error(`${actual.length} values answered, ${expected.length} expected`);
-  let maxAbs = 0;
-  let maxRel = 0;
-  let worst = 0;
-  for (let i = 0; i < actual.length; i++) {
-    const diff = Math.abs(actual[i]! - expected[i]!);
-    maxAbs = Math.max(maxAbs, diff);
-    if (expected[i] !== 0) maxRel = Math.max(maxRel, diff / Math.abs(expected[i]!));
-    worst = Math.max(worst, diff / (ATOL + RTOL * Math.abs(expected[i]!)));
-  }
-  return { within: worst <= 1, maxAbs, maxRel, worst };
 }
 
 async function getJson(url: string): Promise<unknown> {
@@ -440,15 +435,16 @@ async function main(args: Args): Promise<number> {
   await report.step('models', 60_000, async (r) => {
     mkdirSync(models, { recursive: true });
     modelBytes = await writeModel(modelFile, mlp({ layers, width }));
-    await writeModel(probeFile, mlp({ layers: 2, width: 64 }));
+    await writeModel(probeFile, mlp({ layers: 2, width: PROBE_WIDTH }));
     const gpu = { width, maxBatchSize: 64, ...gpuPlacement(args) };
     await addModel(repo, { name: 'mlp_gpu', modelFile, config: fp32Config('mlp_gpu', { ...gpu, batching: true }) });
     await addModel(repo, { name: 'mlp_gpu_unbatched', modelFile, config: fp32Config('mlp_gpu_unbatched', { ...gpu, batching: false }) });
     // tune cannot configure a WebGPU model (its GPU candidates name CUDA): a second instance is the one knob tried by hand.
     await addModel(repo, { name: 'mlp_gpu_2', modelFile, config: fp32Config('mlp_gpu_2', { ...gpu, batching: true, instances: 2 }) });
+    await addModel(repo, { name: 'mlp_gpu_4', modelFile, config: fp32Config('mlp_gpu_4', { ...gpu, batching: true, instances: 4 }) });
     await addModel(repo, { name: 'mlp_cpu', modelFile, config: fp32Config('mlp_cpu', { width, maxBatchSize: 64, batching: true }) });
     r.lines.push(
-      `MLP ${layers}x${width} FP32, ${modelBytes} bytes; mlp_gpu (KIND_GPU, webgpu, dynamic batching), mlp_gpu_unbatched (batching off), mlp_gpu_2 (two instances), mlp_cpu (KIND_CPU twin).`,
+      `MLP ${layers}x${width} FP32, ${modelBytes} bytes; mlp_gpu (KIND_GPU, webgpu, dynamic batching), mlp_gpu_unbatched (batching off), mlp_gpu_2 and mlp_gpu_4 (two and four instances), mlp_cpu (KIND_CPU twin).`,
     );
     r.lines.push('', ...fenced(fp32Config('mlp_gpu', { ...gpu, batching: true })));
     r.summary = `MLP ${layers}x${width}, ${(modelBytes / 1e6).toFixed(1)} MB`;
@@ -489,6 +485,21 @@ async function main(args: Args): Promise<number> {
     return 2;
   }
 
+  await report.step(`(g0) WebGPU session settings: one execution by batch size, in child processes`, 150_000, async (r) => {
+    const device = args.rehearse ? 'cpu' : 'gpu';
+    const files = { mlp: modelFile, probe: probeFile, mlpWidth: width, probeWidth: PROBE_WIDTH };
+    const results: VariantResult[] = [];
+    for (const variant of WEBGPU_VARIANTS) {
+      results.push(await runVariant(fileURLToPath(import.meta.url), files, variant, args.quick ? 20 : 200, device, 40_000));
+    }
+    r.lines.push(
+      `Each variant in a child process of its own: session.run of the MLP (${args.quick ? 20 : 200} runs at batch 1, a quarter as many at 16 and 64, after 3 warm-up runs), outputs read back to the host unless said; answers against ONNX Runtime's CPU run for batches 1, 16, 64, 1.${args.rehearse ? ' A REHEARSAL: the CPU provider, so the webgpu settings do nothing here.' : ''}`,
+      '',
+      ...variantTable(results),
+    );
+    r.summary = variantSummary(results);
+  });
+
   const webgpu: Contender = { model: 'mlp_gpu', label: args.rehearse ? 'mlp_gpu (rehearsal: KIND_CPU)' : 'mlp_gpu: WebGPU (KIND_GPU)' };
   const cpu: Contender = { model: 'mlp_cpu', label: `mlp_cpu: KIND_CPU on ${availableParallelism()} cores, untuned` };
   const torch: Contender = { model: 'mlp_torch', label: 'mlp_torch: PyTorch on CUDA (Python backend, KIND_GPU)' };
@@ -526,7 +537,7 @@ async function main(args: Args): Promise<number> {
   let server: ServerProcess | undefined;
   const serve = await report.step('serve (KIND_GPU on webgpu)', 120_000, async (r) => {
     server = await startServer(args, repo, []);
-    for (const model of ['mlp_gpu', 'mlp_gpu_unbatched', 'mlp_gpu_2', 'mlp_cpu']) {
+    for (const model of SERVED_MLPS) {
       const ready = await fetch(`${server.httpUrl}/v2/models/${model}/ready`);
       r.lines.push(`- ${model}: ready ${ready.status === 200}`);
     }
@@ -551,7 +562,7 @@ async function main(args: Args): Promise<number> {
         const input = uniformFloat32(next, batch * width, 1);
         const expected = (await reference.run({ INPUT0: new ort.Tensor('float32', input, [batch, width]) }))['OUTPUT0']!
           .data as Float32Array;
-        for (const model of ['mlp_gpu', 'mlp_gpu_unbatched', 'mlp_gpu_2', 'mlp_cpu']) {
+        for (const model of SERVED_MLPS) {
           const c = compareWithin(await inferJson(s.httpUrl, model, input, width), expected);
           worst = Math.max(worst, c.worst);
           rows.push(`| ${model} | ${batch} | ${c.maxAbs.toExponential(2)} | ${c.maxRel.toExponential(2)} | ${c.within} |`);
@@ -612,14 +623,15 @@ async function main(args: Args): Promise<number> {
       cpu.load = await loadAt(s, 'mlp_cpu', width, loadWindows(args));
       const one = webgpu.load ?? (await loadAt(s, 'mlp_gpu', width, loadWindows(args)));
       const two = await loadAt(s, 'mlp_gpu_2', width, loadWindows(args));
-      // WebGPU at its best of one instance and two.
-      webgpu.load = two.throughput > one.throughput ? two : one;
-      if (webgpu.load === two) webgpu.label += ', two instances';
+      const four = await loadAt(s, 'mlp_gpu_4', width, loadWindows(args));
+      // WebGPU at its best of one, two and four instances (tune cannot configure a WebGPU model).
+      webgpu.load = [one, two, four].reduce((best, row) => (row.throughput > best.throughput ? row : best));
+      if (webgpu.load !== one) webgpu.label += webgpu.load === two ? ', two instances' : ', four instances';
       const ratio = webgpu.load.throughput / cpu.load.throughput;
       r.lines.push(
-        `WebGPU (mlp_gpu: one instance, mlp_gpu_2: two) against ${cpu.label}, ${CLIENTS} clients, one row a request:`,
+        `WebGPU (mlp_gpu: one instance, mlp_gpu_2: two, mlp_gpu_4: four) against ${cpu.label}, ${CLIENTS} clients, one row a request:`,
         '',
-        ...loadTable([one, two, cpu.load]),
+        ...loadTable([one, two, four, cpu.load]),
       );
       const count = args.quick ? 20 : 200;
       const input = [{ name: 'INPUT0', shape: [1, width], data: uniformFloat32(mulberry32(45), width, 1) }];
@@ -656,14 +668,14 @@ async function main(args: Args): Promise<number> {
       const used = await gpuMemoryUsedBytes();
       const own = await processGpuMemoryBytes(s.child.pid!);
       r.lines.push(
-        `- GPU memory used before the server: ${baselineGpuBytes} bytes; with it (four KIND_GPU instances of ${modelBytes} bytes of weights): ${used} bytes`,
+        `- GPU memory used before the server: ${baselineGpuBytes} bytes; with it (eight KIND_GPU instances of ${modelBytes} bytes of weights): ${used} bytes`,
       );
       r.lines.push(`- the server's process as a compute app: ${own ?? 'not listed'} bytes`);
       r.summary = `delta ${used !== undefined && baselineGpuBytes !== undefined ? used - baselineGpuBytes : '?'} bytes; process ${own ?? 'not listed'}`;
     });
 
     await report.step('per-execution time (server statistics): MLPs', 30_000, async (r) => {
-      r.lines.push(...(await statisticsTable(s.httpUrl, ['mlp_gpu', 'mlp_gpu_unbatched', 'mlp_gpu_2', 'mlp_cpu'])));
+      r.lines.push(...(await statisticsTable(s.httpUrl, SERVED_MLPS)));
       const gpu = executionTimes(await readStats(s.httpUrl, 'mlp_gpu')).find((t) => t.batchSize === 1);
       r.summary = `mlp_gpu at batch 1: ${gpu ? `${gpu.inferMs.toFixed(3)} ms compute_infer` : 'no batch-1 execution'}`;
     });
@@ -1049,6 +1061,9 @@ if (import.meta.url !== pathToFileURL(process.argv[1] ?? '').href) {
   // imported (by the dry run's test): nothing to run
 } else if (argv[0] === '--probe-adapter') {
   await probeAdapter(argv[1]!);
+} else if (argv[0] === '--webgpu-variant') {
+  const [file, width, runs, device, variant] = argv.slice(1);
+  await measureVariantHere(file!, Number(width), JSON.parse(variant!) as WebGpuVariant, Number(runs), device === 'cpu' ? 'cpu' : 'gpu');
 } else {
   const args = parseArgs(argv);
   const code = await main(args).catch((error: Error) => {

@@ -12,6 +12,7 @@ import { againstTarget } from '../gpu-check/check.ts';
 import { executionTable, executionTimes, summarizeExecutions } from '../gpu-check/execution-times.ts';
 import { summarizeProfile, type ProfileEvent } from '../gpu-check/ort-profile.ts';
 import { npyBytes, TORCH_MODEL_PY, writeTorchModel } from '../gpu-check/torch-model.ts';
+import { variantSummary, variantTable, WEBGPU_VARIANTS, type VariantResult } from '../gpu-check/webgpu-variants.ts';
 
 /** The GPU check's own arithmetic (issue 45): what it reads off statistics and profiles, and the PyTorch model's weights. */
 
@@ -168,5 +169,43 @@ describe.skipIf(!hasNumpy)("the PyTorch step's model (python3 and numpy, no torc
     });
     expect(compiled.stderr).toBe('');
     expect(compiled.status).toBe(0);
+  });
+});
+
+describe('the WebGPU session settings sweep (webgpu-variants.ts)', () => {
+  const timed = (b1: number) => ({
+    1: { medianMs: b1, minMs: b1 * 0.9, p90Ms: b1 * 1.2, count: 200 },
+    16: { medianMs: b1 * 2, minMs: b1, p90Ms: b1 * 3, count: 50 },
+    64: { medianMs: b1 * 4, minMs: b1 * 3, p90Ms: b1 * 5, count: 50 },
+  });
+  const results: VariantResult[] = [
+    { name: 'as served', ok: true, createMs: 900, runs: timed(2.4), worst: 0.03 },
+    { name: 'probe', ok: true, createMs: 100, runs: timed(0.1), worst: 0.01 },
+    { name: 'capture', ok: true, createMs: 900, runs: timed(0.3), worst: 40 },
+    { name: 'no validation', ok: true, createMs: 900, runs: timed(1.2), worst: 0.03 },
+    { name: 'outputs on the GPU', ok: true, createMs: 900, runs: timed(1.5) },
+    { name: 'broken', ok: false, error: 'unrecognized option | x' },
+  ];
+
+  it('sets each batch-1 median against the first row and marks wrong answers and failures', () => {
+    const table = variantTable(results);
+    expect(table[2]).toBe('| as served | 2.400 (2.160-2.880) | x1.00 | 4.800 (2.400-7.200) | 9.600 (7.200-12.000) | 0.030 | 900 |');
+    expect(table[4]).toContain('| x0.13 |');
+    expect(table[4]).toContain('| 40.000 WRONG |');
+    expect(table[6]).toContain('| left on the GPU |');
+    expect(table[7]).toBe('| broken | FAILED: unrecognized option \\| x | | | | | |');
+  });
+
+  it('names the fastest variant with right answers, never the probe nor a wrong one', () => {
+    expect(variantSummary(results)).toBe(
+      'batch 1 as served 2.400 ms; 2x64 probe 0.100 ms; fastest with right answers: no validation 1.200 ms; WRONG answers: capture; failed: broken',
+    );
+  });
+
+  it('lists the server as it serves first and the probe second, as the summary reads them', () => {
+    expect(WEBGPU_VARIANTS[0]).toMatchObject({ model: 'mlp', settings: { gpuProviders: [{ name: 'webgpu', options: {} }] } });
+    expect(WEBGPU_VARIANTS[0]!.settings.sessionConfigEntries).toBeUndefined();
+    expect(WEBGPU_VARIANTS[1]!.model).toBe('probe');
+    expect(WEBGPU_VARIANTS.slice(2).every((v) => v.model === 'mlp')).toBe(true);
   });
 });

@@ -67,6 +67,11 @@ describe('the GPU check pack', () => {
     // The server's own `tune` command, from the bundle (its candidates' servers are the bundle too).
     expect(report).toMatch(/\| KIND_CPU config by batchwise tune \(16 clients\) \| ok \| [\d.]+ \| (recommended|nearest): cpu /);
     expect(report).toMatch(/\| \(a\) answers against ONNX Runtime CPU \| ok \|/);
+    // Every session setting ran in a child of the bundled check (the CPU provider here, so all answer right).
+    expect(report).toMatch(
+      /\| \(g0\) WebGPU session settings[^|]*\| ok \|.*batch 1 as served [\d.]+ ms; 2x64 probe [\d.]+ ms.*failed: none/,
+    );
+    expect(report).not.toContain(' WRONG |');
     expect(report).toMatch(/\| \(d\) batching at 16 clients \| ok \|/);
     expect(report).toMatch(
       /\| \(f\) WebGPU against the host's CPU \(16 clients; batch 1\) \| ok \|.*throughput x[\d.]+, target >= x3 .*one execution at batch 1 [\d.]+ ms/,
