@@ -271,6 +271,29 @@ describe('failures are contained', () => {
     expect(await Promise.all(others)).toEqual([0, 0, 0, 0]);
   });
 
+  it("ignores SIGINT and SIGTERM, as Triton's stub does: a stop sent to the whole process group is the server's to act on", async () => {
+    // Each instance's name and pid, from enough answers to have met both instances.
+    const who = async () => {
+      const seen = new Set<string>();
+      for (let round = 0; round < 50 && seen.size < 2; round++) {
+        const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => probe(10 + i)));
+        for (const a of answers) seen.add(Buffer.from((a.outputs.find((o) => o.name === 'WHO')!.data as Uint8Array[])[0]!).toString());
+      }
+      return seen;
+    };
+    const before = await who();
+    expect(before.size).toBe(2);
+    const deaths = await readMetric(server.metricsPort, 'batchwise_model_process_deaths_total', 'probe');
+    for (const pid of new Set([...before].map((w) => Number(w.split('@')[1])))) {
+      process.kill(pid, 'SIGINT');
+      process.kill(pid, 'SIGTERM');
+    }
+    // A death is noticed within milliseconds (the socket closes); give it far longer.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await who()).toEqual(before);
+    expect(await readMetric(server.metricsPort, 'batchwise_model_process_deaths_total', 'probe')).toBe(deaths);
+  });
+
   it('a stuck execute is ended by the execute timeout and its process replaced', async () => {
     const stuck = await errorOf(probe(4));
     expect(stuck).toMatchObject({ httpStatus: 500, message: expect.stringMatching(/did not finish within 3000 ms/) });

@@ -94,9 +94,12 @@ def auto_complete(conn, init, model_class):
 
 
 def main():
-    # As Triton's stub does, Ctrl-C in the server's terminal is the server's to handle: it
-    # closes (or leaves) and the stub follows. SIGTERM still ends the stub.
+    # As Triton's stub does, SIGINT and SIGTERM are the server's to act on: Ctrl-C in its terminal
+    # or a stop sent to its whole process group (systemd, `kill -- -PGID`) reach the stub too, and the
+    # server's shutdown closes it. A server that is gone closes the socket, and the reader thread
+    # ends the stub (_bw_runtime.py); the server ends one that hangs with SIGKILL.
     signal.signal(signal.SIGINT, lambda signum, frame: None)
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
     conn = wire.Connection(3)
     frame = conn.read()
     if frame is None:
