@@ -5,6 +5,7 @@ import { slowModel } from '@batchwise/modelgen';
 import { EXAMPLES, makeRepository } from './support/repository.ts';
 import { startChildServer } from './support/child-server.ts';
 import { startTestServer } from './support/server.ts';
+import { waitFor } from './support/wait-for.ts';
 
 const config = `
 name: "slow"
@@ -167,7 +168,8 @@ class TritonPythonModel:
         open(os.path.join(self.dir, "pid-%d" % os.getpid()), "w").close()
 
     def execute(self, requests):
-        time.sleep(0.05)
+        stuck = any(pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy().flat[0] == 999 for r in requests)
+        time.sleep(600 if stuck else 0.05)
         return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]) for r in requests]
 
     def finalize(self):
@@ -206,5 +208,31 @@ class TritonPythonModel:
       expect(files).toContain(`finalized-${pid}`);
       expect(() => process.kill(pid, 0)).toThrow();
     }
+  });
+
+  it('a server killed with SIGKILL mid-execute leaves no Python process behind: each sees its socket close', async () => {
+    const { readdir } = await import('node:fs/promises');
+    const { join } = await import('node:path');
+    const pidFiles = async () => new Set((await readdir(join(repo.dir, 'slow_py'))).filter((f) => f.startsWith('pid-')));
+    const earlier = await pidFiles();
+    const server = await startChildServer(['--model-repository', repo.dir]);
+    const stuckBody = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 256], data: new Array(256).fill(999) }] });
+    const stuck = fetch(`${server.url}/v2/models/slow_py/infer`, { method: 'POST', body: stuckBody }).catch(() => 'refused');
+    const pids = [...(await pidFiles())].filter((f) => !earlier.has(f)).map((f) => Number(f.slice(4)));
+    expect(pids).toHaveLength(2);
+    // The stuck execute is under way: only its socket closing can end its process now.
+    await new Promise((r) => setTimeout(r, 300));
+    server.process.kill('SIGKILL');
+    await server.exited;
+    expect(await stuck).toBe('refused');
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    await waitFor(async () => !pids.some(alive), 5_000, 'Python processes gone');
   });
 });
