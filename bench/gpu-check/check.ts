@@ -6,10 +6,11 @@
  * (f) WebGPU against the same MLP served KIND_CPU on the host's cores as `batchwise tune` configures
  * it (throughput at 16 clients, one execution at batch 1 from the server's statistics), (g) ONNX
  * Runtime's profile of one WebGPU execution in this process, (g0) one execution's time under each
- * WebGPU session setting that could cut what is not arithmetic (webgpu-variants.ts), (h) the same MLP in PyTorch on CUDA
- * through the Python backend (Triton's DLPack API), (i) third-party ONNX models (PaddleOCR's, from
- * the pack) KIND_GPU and KIND_CPU against ONNX Runtime's CPU run, (e) --model-gpu-memory-limit
- * evicting and refusing beside the GPU memory nvidia-smi measures, and (j) the three side by side.
+ * WebGPU session setting that could cut what is not arithmetic (webgpu-variants.ts), (h) the same
+ * MLP in PyTorch on CUDA through the Python backend (Triton's DLPack API), (i) third-party ONNX
+ * models (PaddleOCR's, from the pack) KIND_GPU and KIND_CPU against ONNX Runtime's CPU run, (e)
+ * --model-gpu-memory-limit evicting and refusing beside the GPU memory nvidia-smi measures, and (j)
+ * the three side by side.
  * Every model step records one execution's time from the server's statistics. Each step has a time
  * box; a failed step is recorded and the check goes on. Without a GPU adapter it stops at once,
  * naming what the host lacks (exit status 2).
@@ -439,7 +440,7 @@ async function main(args: Args): Promise<number> {
     const gpu = { width, maxBatchSize: 64, ...gpuPlacement(args) };
     await addModel(repo, { name: 'mlp_gpu', modelFile, config: fp32Config('mlp_gpu', { ...gpu, batching: true }) });
     await addModel(repo, { name: 'mlp_gpu_unbatched', modelFile, config: fp32Config('mlp_gpu_unbatched', { ...gpu, batching: false }) });
-    // tune cannot configure a WebGPU model (its GPU candidates name CUDA): a second instance is the one knob tried by hand.
+    // tune cannot configure a WebGPU model (its GPU candidates name CUDA): more instances are the one knob tried by hand.
     await addModel(repo, { name: 'mlp_gpu_2', modelFile, config: fp32Config('mlp_gpu_2', { ...gpu, batching: true, instances: 2 }) });
     await addModel(repo, { name: 'mlp_gpu_4', modelFile, config: fp32Config('mlp_gpu_4', { ...gpu, batching: true, instances: 4 }) });
     await addModel(repo, { name: 'mlp_cpu', modelFile, config: fp32Config('mlp_cpu', { width, maxBatchSize: 64, batching: true }) });
