@@ -107,6 +107,23 @@ describe('SIGTERM under load', () => {
     expect(stderr()).not.toMatch(/terminate called|Napi::Error|Aborted/);
   });
 
+  it('the same stop delivered twice at once (a wrapper relays what its process group got) still drains and exits 0', async () => {
+    const server = await startChildServer(['--model-repository', repo.dir, '--shutdown-grace-secs', '0']);
+    const requests = Array.from({ length: 8 }, () => inferOutcome(server.url));
+    const executions = async () =>
+      ((await (await fetch(`${server.url}/v2/models/slow/stats`)).json()) as any).model_stats[0].execution_count;
+    while ((await executions()) === 0) await new Promise((r) => setTimeout(r, 20));
+    server.process.kill('SIGTERM');
+    // Apart, as a relay sends it: two signals sent back to back are one to the kernel.
+    await new Promise((r) => setTimeout(r, 20));
+    server.process.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+    expect(await Promise.all(requests)).toEqual(new Array(8).fill(200));
+    const messages = server.logs.map((l: any) => l.msg);
+    expect(messages).toContain('drained; exiting');
+    expect(messages).not.toContain('second signal: exiting now');
+  });
+
   it('the exit timeout forces exit, with runs in flight, without a native abort', async () => {
     const { server, requests, closed, stderr } = await busyServer(['--shutdown-grace-secs', '0', '--exit-timeout-secs', '1']);
     server.process.kill('SIGTERM');

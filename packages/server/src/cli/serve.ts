@@ -9,6 +9,13 @@ import { forceExit } from './force-exit.ts';
 import { explainPortInUse } from './port-in-use.ts';
 import { heapGrowingPercentGiven, keepOldGenerationRoom, OLD_GENERATION_ROOM_BYTES } from './old-generation-room.ts';
 
+/**
+ * A second signal within this long of the first is the same stop delivered twice, not a second one:
+ * a stop sent to a process group (systemd, `kill -- -PGID`) reaches the server and a wrapper that
+ * relays it (tsx under `pnpm start`) within milliseconds of each other. A person's second Ctrl-C takes longer.
+ */
+const SAME_STOP_MS = 100;
+
 /** `batchwise serve`: its flags are declared in options/serve-flags.ts. */
 export function serveCommand(): Command {
   const command = new Command('serve').description(
@@ -64,13 +71,17 @@ export function serveCommand(): Command {
     // Signals are handled from here on, not once start-up has finished: models serve as soon as
     // they load, while start-up may still be loading others, and a SIGTERM's default action
     // would drop what they hold.
-    let stopping = false;
+    let stoppingSince: number | undefined;
     const stop = (signal: string) => {
-      if (stopping) {
+      if (stoppingSince !== undefined) {
+        if (performance.now() - stoppingSince < SAME_STOP_MS) {
+          logger.debug({ signal }, 'the same stop again (a wrapper relayed it): still draining');
+          return;
+        }
         logger.warn({ signal }, 'second signal: exiting now');
         return forceExit(logger);
       }
-      stopping = true;
+      stoppingSince = performance.now();
       const graceMs = interactive ? 0 : options.shutdownGraceMs;
       logger.info(
         { signal, graceMs, ...(interactive && { interactive }) },
