@@ -23,7 +23,6 @@
  *   node check.js --probe-adapter MODEL    (the adapter probe, in a child process of its own)
  *   node check.js --webgpu-variant MODEL WIDTH RUNS gpu|cpu VARIANT    (one session setting's timing: webgpu-variants.ts)
  */
-import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -38,6 +37,7 @@ import { useHeadlessVulkanDrivers } from '@batchwise/server/backends/headless-vu
 import { INSTANCE_WORKER_BYTES } from '@batchwise/server/test-support/model-footprint.ts';
 import { EPHEMERAL_PORT_FLAGS, spawnServer, type ServerProcess } from '@batchwise/server/test-support/server-process.ts';
 import { addModel, fp32Config, inferRequest } from '../src/workload.ts';
+import { runChildForVerdict } from './child-verdict.ts';
 import { executionTable, executionTimes, type ExecutionTimes } from './execution-times.ts';
 import { descendantProcesses, gpuMemoryUsedBytes, missingForVulkan, processGpuMemoryBytes, runTool } from './host.ts';
 import { profileExecution, profileLines } from './ort-profile.ts';
@@ -181,30 +181,13 @@ async function probeAdapter(model: string): Promise<void> {
 }
 
 /** Runs the probe in a child (Dawn's failures can take the process with them) and returns its verdict and log. */
-function runProbe(model: string, timeoutMs: number): Promise<{ ok: boolean; error?: string; log: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--probe-adapter', model], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let log = '';
-    child.stdout.on('data', (d) => (log += d));
-    child.stderr.on('data', (d) => (log += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('exit', (code, signal) => {
-      clearTimeout(timer);
-      const verdict = log.split('\n').find((l) => l.startsWith(PROBE_MARK));
-      const parsed = verdict
-        ? (JSON.parse(verdict.slice(PROBE_MARK.length)) as { ok: boolean; error?: string })
-        : { ok: false, error: `the probe exited (${signal ?? code}) without a verdict` };
-      resolve({
-        ...parsed,
-        log: log
-          .split('\n')
-          .filter((l) => !l.startsWith(PROBE_MARK))
-          .join('\n'),
-      });
-    });
-  });
+async function runProbe(model: string, timeoutMs: number): Promise<{ ok: boolean; error?: string; log: string }> {
+  const child = await runChildForVerdict<{ ok: boolean; error?: string }>(
+    [fileURLToPath(import.meta.url), '--probe-adapter', model],
+    PROBE_MARK,
+    timeoutMs,
+  );
+  return { ...(child.verdict ?? { ok: false, error: `the probe exited (${child.ended}) without a verdict` }), log: child.log };
 }
 
 /** Lines of ONNX Runtime's and Dawn's log that say which adapter was picked, and where nodes were placed. */

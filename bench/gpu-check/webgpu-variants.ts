@@ -7,11 +7,11 @@
  * process with it. Every variant's answers are compared with ONNX Runtime's CPU run for batches
  * 1, 16, 64 and 1 again (a captured graph replayed for another shape would show there).
  */
-import { spawn } from 'node:child_process';
 import ort from 'onnxruntime-node';
 import { mulberry32, uniformFloat32 } from '@batchwise/modelgen/prng';
 import type { SessionSettings } from '@batchwise/server/backends/backend.ts';
 import { ortSessionOptions } from '@batchwise/server/backends/onnxruntime/session-options.ts';
+import { runChildForVerdict } from './child-verdict.ts';
 import { compareWithin } from './tolerance.ts';
 
 export interface WebGpuVariant {
@@ -120,7 +120,7 @@ export async function measureVariantHere(
 }
 
 /** Runs `variant` in a child of `entry` (the check, called with --webgpu-variant) and returns its verdict. */
-export function runVariant(
+export async function runVariant(
   entry: string,
   modelFiles: { mlp: string; probe: string; mlpWidth: number; probeWidth: number },
   variant: WebGpuVariant,
@@ -129,28 +129,18 @@ export function runVariant(
   timeoutMs: number,
 ): Promise<VariantResult> {
   const [file, width] = variant.model === 'mlp' ? [modelFiles.mlp, modelFiles.mlpWidth] : [modelFiles.probe, modelFiles.probeWidth];
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [entry, '--webgpu-variant', file, String(width), String(runs), device, JSON.stringify(variant)], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let log = '';
-    child.stdout.on('data', (d) => (log += d));
-    child.stderr.on('data', (d) => (log += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('exit', (code, signal) => {
-      clearTimeout(timer);
-      const line = log.split('\n').find((l) => l.startsWith(MARK));
-      resolve(
-        line
-          ? (JSON.parse(line.slice(MARK.length)) as VariantResult)
-          : {
-              name: variant.name,
-              ok: false,
-              error: `exited (${signal ?? code}) without a verdict: ${log.trim().split('\n').slice(-3).join(' | ').slice(0, 400)}`,
-            },
-      );
-    });
-  });
+  const child = await runChildForVerdict<VariantResult>(
+    [entry, '--webgpu-variant', file, String(width), String(runs), device, JSON.stringify(variant)],
+    MARK,
+    timeoutMs,
+  );
+  return (
+    child.verdict ?? {
+      name: variant.name,
+      ok: false,
+      error: `exited (${child.ended}) without a verdict: ${child.log.trim().split('\n').slice(-3).join(' | ').slice(0, 400)}`,
+    }
+  );
 }
 
 /** The markdown table of the variants' results, the first row the baseline the others are set against. */
