@@ -250,6 +250,11 @@ class TritonPythonModel:
         return false;
       }
     };
-    await waitFor(async () => !pids.some(alive), 5_000, 'Python processes gone');
+    try {
+      await waitFor(async () => !pids.some(alive), 5_000, 'Python processes gone');
+    } finally {
+      // They ignore SIGTERM: a failed run must not leave them sleeping.
+      for (const pid of pids.filter(alive)) process.kill(pid, 'SIGKILL');
+    }
   });
 });
