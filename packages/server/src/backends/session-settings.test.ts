@@ -143,6 +143,26 @@ describe('execution accelerators, as onnxruntime-node 1.30 receives them', () =>
     expect(refused).toMatch(/"enableRobustness" must be a boolean/);
   });
 
+  it("passes WebGPU's buffer caches to the binding and its pending dispatches as the provider's session config entry", async () => {
+    const settings = sessionSettingsFromConfig(
+      gpuConfig(`{ name: "webgpu"
+        parameters { key: "storage_buffer_cache_mode" value: "simple" }
+        parameters { key: "uniform_buffer_cache_mode" value: "disabled" }
+        parameters { key: "max_num_pending_dispatches" value: "64" } }`),
+    );
+    const options = ortSessionOptions(settings, 'gpu', 0);
+    expect(options.executionProviders).toEqual([{ name: 'webgpu', storageBufferCacheMode: 'simple', uniformBufferCacheMode: 'disabled' }]);
+    expect(options.extra).toMatchObject({ ep: { webgpuexecutionprovider: { maxNumPendingDispatches: '64' } } });
+    // A KIND_CPU instance of the same config gets no provider entry.
+    expect(ortSessionOptions(settings, 'cpu', 0).extra).not.toHaveProperty('ep');
+    // The binding and ONNX Runtime take all three (where no adapter exists, the session fails for want of one).
+    const opened = await ort.InferenceSession.create(probeModelBytes(), options).then(
+      (session) => session.release().then(() => 'opened'),
+      (error: Error) => error.message,
+    );
+    expect(opened).toMatch(/^opened$|Failed to get a WebGPU adapter/);
+  });
+
   it('runs a KIND_CPU instance on the CPU whatever accelerators the config names', () => {
     const settings = sessionSettingsFromConfig(gpuConfig('{ name: "webgpu" }'));
     expect(ortSessionOptions(settings, 'cpu', 0).executionProviders).toEqual(['cpu']);

@@ -125,6 +125,28 @@ parameters { key: "do_copy_in_default_stream" value: { string_value: "false" } }
     ]);
   });
 
+  it("takes WebGPU's buffer cache modes and its pending dispatches (1 to 4096), refusing other values by name", () => {
+    const config = parseModelConfig(
+      accelerators(`{ name: "webgpu"
+    parameters { key: "storage_buffer_cache_mode" value: "simple" }
+    parameters { key: "uniform_buffer_cache_mode" value: "lazyRelease" }
+    parameters { key: "max_num_pending_dispatches" value: "256" } }`),
+    );
+    expect(gpuProvidersOf(config)[0]!.options).toEqual({
+      storageBufferCacheMode: 'simple',
+      uniformBufferCacheMode: 'lazyRelease',
+      'ep.webgpuexecutionprovider.maxNumPendingDispatches': '256',
+    });
+    for (const [key, value, expected] of [
+      ['max_num_pending_dispatches', '0', 'an integer from 1 to 4096'],
+      ['max_num_pending_dispatches', '4097', 'an integer from 1 to 4096'],
+      ['storage_buffer_cache_mode', 'lru', 'one of disabled, lazyRelease, simple, bucket'],
+    ]) {
+      const text = accelerators(`{ name: "webgpu" parameters { key: "${key}" value: "${value}" } }`);
+      expect(() => gpuProvidersOf(parseModelConfig(text))).toThrow(`parameters['${key}']: must be ${expected}, got '${value}'`);
+    }
+  });
+
   it('asks for CUDA alone when the config names no accelerator', () => {
     expect(gpuProvidersOf(parseModelConfig('name: "m"'))).toEqual([{ name: 'cuda', options: {}, sources: {} }]);
   });

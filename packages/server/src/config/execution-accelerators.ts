@@ -125,6 +125,16 @@ const CUDA_MODEL_PARAMETERS: Readonly<Record<string, Parse>> = {
   do_copy_in_default_stream: bool,
 };
 
+/** The buffer cache modes of ONNX Runtime's WebGPU provider (storage and uniform buffers). */
+const BUFFER_CACHE_MODES = ['disabled', 'lazyRelease', 'simple', 'bucket'];
+
+/**
+ * A `webgpu` option whose name starts with this is a session config entry of the provider's, which
+ * it reads at session creation, not an option onnxruntime-node's binding passes (it refuses those
+ * it does not know): session-options.ts puts it among the session's config entries.
+ */
+export const WEBGPU_CONFIG_ENTRY_PREFIX = 'ep.webgpuexecutionprovider.';
+
 /**
  * Parameters of our `webgpu` accelerator (not Triton's: onnxruntime-node's WebGPU provider), with
  * the onnxruntime-node option each sets.
@@ -134,6 +144,13 @@ const WEBGPU_PARAMETERS: Readonly<Record<string, readonly [option: string, parse
   validation_mode: ['validationMode', oneOf('disabled', 'wgpuOnly', 'basic', 'full')],
   enable_robustness: ['enableRobustness', bool],
   force_cpu_node_names: ['forceCpuNodeNames', text],
+  storage_buffer_cache_mode: ['storageBufferCacheMode', oneOf(...BUFFER_CACHE_MODES)],
+  uniform_buffer_cache_mode: ['uniformBufferCacheMode', oneOf(...BUFFER_CACHE_MODES)],
+  // Not an option of the binding's: a session config entry of the provider's (WEBGPU_CONFIG_ENTRY_PREFIX).
+  max_num_pending_dispatches: [
+    `${WEBGPU_CONFIG_ENTRY_PREFIX}maxNumPendingDispatches`,
+    rule('an integer from 1 to 4096', (v) => (wholeNumber(v, 1) !== undefined && Number(v) <= 4096 ? String(Number(v)) : undefined)),
+  ],
 };
 
 const ACCELERATORS = ['tensorrt', 'cuda', 'webgpu'] as const;

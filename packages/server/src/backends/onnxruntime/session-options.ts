@@ -1,5 +1,5 @@
 import type { InferenceSession } from 'onnxruntime-node';
-import type { GpuProvider, GpuProviderName } from '../../config/execution-accelerators.ts';
+import { WEBGPU_CONFIG_ENTRY_PREFIX, type GpuProvider, type GpuProviderName } from '../../config/execution-accelerators.ts';
 import { DEFAULT_GPU_PROVIDERS, type InstanceDevice, type SessionSettings } from '../backend.ts';
 
 /** onnxruntime-node session options from backend-neutral settings and the chosen device. */
@@ -15,8 +15,22 @@ export function ortSessionOptions(settings: SessionSettings, device: InstanceDev
     }),
     ...(settings.enableCpuMemArena !== undefined && { enableCpuMemArena: settings.enableCpuMemArena }),
     ...(settings.enableMemPattern !== undefined && { enableMemPattern: settings.enableMemPattern }),
-    extra: configEntriesAsExtra({ ...SERVER_SESSION_CONFIG_DEFAULTS, ...settings.sessionConfigEntries }),
+    extra: configEntriesAsExtra({
+      ...SERVER_SESSION_CONFIG_DEFAULTS,
+      ...settings.sessionConfigEntries,
+      ...(device === 'gpu' && providerConfigEntries(settings)),
+    }),
   };
+}
+
+/** The session config entries a provider's options set (WebGPU's `ep.webgpuexecutionprovider.*`). */
+function providerConfigEntries(settings: SessionSettings): Record<string, string> {
+  const entries: Record<string, string> = {};
+  for (const provider of providersOf(settings)) {
+    if (provider.name !== 'webgpu') continue;
+    for (const [key, value] of Object.entries(provider.options)) if (key.startsWith(WEBGPU_CONFIG_ENTRY_PREFIX)) entries[key] = value;
+  }
+  return entries;
 }
 
 /**
@@ -92,6 +106,7 @@ function ortProvider(provider: GpuProvider, deviceId: number): InferenceSession.
   if (provider.name !== 'webgpu') return { name: provider.name, deviceId };
   const options: Record<string, string | boolean | string[]> = {};
   for (const [key, value] of Object.entries(provider.options)) {
+    if (key.startsWith(WEBGPU_CONFIG_ENTRY_PREFIX)) continue;
     if (key === 'enableRobustness') options[key] = value === '1';
     else if (key === 'forceCpuNodeNames')
       options[key] = value
