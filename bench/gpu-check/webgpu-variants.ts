@@ -11,42 +11,54 @@ import ort from 'onnxruntime-node';
 import { mulberry32, uniformFloat32 } from '@batchwise/modelgen/prng';
 import type { SessionSettings } from '@batchwise/server/backends/backend.ts';
 import { ortSessionOptions } from '@batchwise/server/backends/onnxruntime/session-options.ts';
+import { sessionSettingsFromConfig } from '@batchwise/server/backends/session-settings.ts';
 import { runChildForVerdict } from './child-verdict.ts';
 import { compareWithin } from './tolerance.ts';
 
 export interface WebGpuVariant {
   readonly name: string;
-  /** `webgpu` provider options and session config entries, as a model's config gives the server them. */
-  readonly settings: SessionSettings;
+  /** The `webgpu` accelerator's parameters, as a model's config gives them (config/execution-accelerators.ts). */
+  readonly accelerator?: Readonly<Record<string, string>>;
+  /** The model's own parameters (`session.*` session config entries). */
+  readonly modelParameters?: Readonly<Record<string, string>>;
+  /** Session config entries no config parameter sets (graph capture: a captured graph cannot serve batches of other sizes). */
+  readonly entries?: Readonly<Record<string, string>>;
   /** Session options beside the server's (onnxruntime-node's own, e.g. preferredOutputLocation). */
   readonly sessionOptions?: Readonly<Record<string, unknown>>;
   /** The check's MLP, or the 2x64 probe MLP: an execution's cost without the arithmetic. */
   readonly model: 'mlp' | 'probe';
 }
 
-const webgpu = (options: Record<string, string> = {}, entries: Record<string, string> = {}): SessionSettings => ({
-  gpuProviders: [{ name: 'webgpu', options, sources: {} }],
-  ...(Object.keys(entries).length > 0 && { sessionConfigEntries: entries }),
-});
-const EP = 'ep.webgpuexecutionprovider.';
-
 export const WEBGPU_VARIANTS: readonly WebGpuVariant[] = [
-  { name: 'as the server serves it', settings: webgpu(), model: 'mlp' },
-  { name: 'the 2x64 probe MLP, as served', settings: webgpu(), model: 'probe' },
-  { name: "validationMode 'disabled'", settings: webgpu({ validationMode: 'disabled' }), model: 'mlp' },
-  { name: "validationMode 'wgpuOnly'", settings: webgpu({ validationMode: 'wgpuOnly' }), model: 'mlp' },
-  { name: "storageBufferCacheMode 'simple'", settings: webgpu({ storageBufferCacheMode: 'simple' }), model: 'mlp' },
-  { name: 'enableGraphCapture', settings: webgpu({}, { [`${EP}enableGraphCapture`]: '1' }), model: 'mlp' },
-  { name: 'maxNumPendingDispatches 1', settings: webgpu({}, { [`${EP}maxNumPendingDispatches`]: '1' }), model: 'mlp' },
-  { name: 'maxNumPendingDispatches 256', settings: webgpu({}, { [`${EP}maxNumPendingDispatches`]: '256' }), model: 'mlp' },
-  {
-    name: "preferredOutputLocation 'gpu-buffer' (no read-back)",
-    settings: webgpu(),
-    sessionOptions: { preferredOutputLocation: 'gpu-buffer' },
-    model: 'mlp',
-  },
-  { name: 'intra-op spinning on (server default off)', settings: webgpu({}, { 'session.intra_op.allow_spinning': '1' }), model: 'mlp' },
+  { name: 'as the server serves it', model: 'mlp' },
+  { name: 'the 2x64 probe MLP, as served', model: 'probe' },
+  { name: 'validation_mode disabled', accelerator: { validation_mode: 'disabled' }, model: 'mlp' },
+  { name: 'validation_mode wgpuOnly', accelerator: { validation_mode: 'wgpuOnly' }, model: 'mlp' },
+  { name: 'storage_buffer_cache_mode simple', accelerator: { storage_buffer_cache_mode: 'simple' }, model: 'mlp' },
+  { name: 'max_num_pending_dispatches 1', accelerator: { max_num_pending_dispatches: '1' }, model: 'mlp' },
+  { name: 'max_num_pending_dispatches 256', accelerator: { max_num_pending_dispatches: '256' }, model: 'mlp' },
+  { name: 'graph capture (fixed shapes only)', entries: { 'ep.webgpuexecutionprovider.enableGraphCapture': '1' }, model: 'mlp' },
+  { name: 'outputs left on the GPU (no read-back)', sessionOptions: { preferredOutputLocation: 'gpu-buffer' }, model: 'mlp' },
+  { name: 'intra-op spinning on (server default off)', modelParameters: { 'session.intra_op.allow_spinning': '1' }, model: 'mlp' },
 ];
+
+/** The variant's settings as the server makes them from a model config with its parameters, plus its own entries. */
+export function variantSettings(variant: WebGpuVariant): SessionSettings {
+  const settings = sessionSettingsFromConfig({
+    name: 'variant',
+    max_batch_size: 0,
+    input: [],
+    output: [],
+    optimization: { execution_accelerators: { gpu_execution_accelerator: [{ name: 'webgpu', parameters: { ...variant.accelerator } }] } },
+    parameters: Object.fromEntries(Object.entries(variant.modelParameters ?? {}).map(([k, v]) => [k, { string_value: v }])),
+  });
+  return variant.entries ? { ...settings, sessionConfigEntries: { ...settings.sessionConfigEntries, ...variant.entries } } : settings;
+}
+
+/** Whether a model config can ask for what `variant` sets: then the check can serve it. */
+export function servable(variant: WebGpuVariant): boolean {
+  return variant.model === 'mlp' && !variant.entries && !variant.sessionOptions && Boolean(variant.accelerator ?? variant.modelParameters);
+}
 
 export interface VariantResult {
   readonly name: string;
@@ -76,7 +88,10 @@ export async function measureVariantHere(
 ): Promise<void> {
   let result: VariantResult;
   try {
-    const options = { ...ortSessionOptions(variant.settings, device, 0), ...variant.sessionOptions } as ort.InferenceSession.SessionOptions;
+    const options = {
+      ...ortSessionOptions(variantSettings(variant), device, 0),
+      ...variant.sessionOptions,
+    } as ort.InferenceSession.SessionOptions;
     const t0 = performance.now();
     const session = await ort.InferenceSession.create(modelFile, options);
     const createMs = performance.now() - t0;
@@ -159,6 +174,21 @@ export function variantTable(results: readonly VariantResult[]): string[] {
         : `| ${r.name} | FAILED: ${(r.error ?? '').replaceAll('|', '\\|').replaceAll('\n', ' ')} | | | | | |`,
     ),
   ];
+}
+
+/**
+ * The fastest variant a model config can ask for, with right answers, at least 10% under the
+ * baseline's batch-1 median (the first result): the check serves it as `mlp_gpu_best`.
+ */
+export function fastestServable(results: readonly VariantResult[]): WebGpuVariant | undefined {
+  const base = results[0]?.runs?.[1]?.medianMs;
+  if (base === undefined) return undefined;
+  const best = results
+    .filter((r) => r.ok && r.worst !== undefined && r.worst <= 1 && (r.runs?.[1]?.medianMs ?? Infinity) <= 0.9 * base)
+    .map((r) => ({ r, v: WEBGPU_VARIANTS.find((v) => v.name === r.name) }))
+    .filter((x): x is { r: VariantResult; v: WebGpuVariant } => x.v !== undefined && servable(x.v))
+    .sort((a, b) => a.r.runs![1]!.medianMs - b.r.runs![1]!.medianMs)[0];
+  return best?.v;
 }
 
 /**

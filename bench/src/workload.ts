@@ -82,6 +82,8 @@ export function fp32Config(
     kind?: 'KIND_CPU' | 'KIND_GPU';
     /** A gpu_execution_accelerator by name (`webgpu`), as Triton's optimization block names one. */
     gpuAccelerator?: string;
+    /** That accelerator's parameters. */
+    gpuAcceleratorParameters?: Readonly<Record<string, string>>;
   },
 ): string {
   return [
@@ -92,7 +94,13 @@ export function fp32Config(
     `output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${options.width} ] } ]`,
     `instance_group [ { kind: ${options.kind ?? 'KIND_CPU'} count: ${options.instances ?? 1} } ]`,
     ...(options.gpuAccelerator
-      ? [`optimization { execution_accelerators { gpu_execution_accelerator [ { name: "${options.gpuAccelerator}" } ] } }`]
+      ? [
+          `optimization { execution_accelerators { gpu_execution_accelerator [ { name: "${options.gpuAccelerator}"${Object.entries(
+            options.gpuAcceleratorParameters ?? {},
+          )
+            .map(([key, value]) => ` parameters { key: "${key}" value: "${value}" }`)
+            .join('')} } ] } }`,
+        ]
       : []),
     // Batching is on by default in Batchwise: "off" has to be asked for.
     options.batching

@@ -12,7 +12,16 @@ import { againstTarget } from '../gpu-check/check.ts';
 import { executionTable, executionTimes, summarizeExecutions } from '../gpu-check/execution-times.ts';
 import { summarizeProfile, type ProfileEvent } from '../gpu-check/ort-profile.ts';
 import { npyBytes, TORCH_MODEL_PY, writeTorchModel } from '../gpu-check/torch-model.ts';
-import { variantSummary, variantTable, WEBGPU_VARIANTS, type VariantResult } from '../gpu-check/webgpu-variants.ts';
+import {
+  fastestServable,
+  servable,
+  variantSettings,
+  variantSummary,
+  variantTable,
+  WEBGPU_VARIANTS,
+  type VariantResult,
+} from '../gpu-check/webgpu-variants.ts';
+import { ortSessionOptions } from '@batchwise/server/backends/onnxruntime/session-options.ts';
 
 /** The GPU check's own arithmetic (issue 45): what it reads off statistics and profiles, and the PyTorch model's weights. */
 
@@ -203,9 +212,54 @@ describe('the WebGPU session settings sweep (webgpu-variants.ts)', () => {
   });
 
   it('lists the server as it serves first and the probe second, as the summary reads them', () => {
-    expect(WEBGPU_VARIANTS[0]).toMatchObject({ model: 'mlp', settings: { gpuProviders: [{ name: 'webgpu', options: {} }] } });
-    expect(WEBGPU_VARIANTS[0]!.settings.sessionConfigEntries).toBeUndefined();
+    expect(variantSettings(WEBGPU_VARIANTS[0]!)).toEqual({ gpuProviders: [{ name: 'webgpu', options: {}, sources: {} }] });
+    expect(WEBGPU_VARIANTS[0]!.model).toBe('mlp');
     expect(WEBGPU_VARIANTS[1]!.model).toBe('probe');
     expect(WEBGPU_VARIANTS.slice(2).every((v) => v.model === 'mlp')).toBe(true);
+  });
+
+  it("makes each variant's session as the server makes it from the same config parameters", () => {
+    const named = (name: string) => WEBGPU_VARIANTS.find((v) => v.name === name)!;
+    const dispatches = ortSessionOptions(variantSettings(named('max_num_pending_dispatches 1')), 'gpu', 0);
+    expect(dispatches.executionProviders).toEqual([{ name: 'webgpu' }]);
+    expect(dispatches.extra).toMatchObject({ ep: { webgpuexecutionprovider: { maxNumPendingDispatches: '1' } } });
+    expect(ortSessionOptions(variantSettings(named('validation_mode disabled')), 'gpu', 0).executionProviders).toEqual([
+      { name: 'webgpu', validationMode: 'disabled' },
+    ]);
+    expect(ortSessionOptions(variantSettings(named('intra-op spinning on (server default off)')), 'gpu', 0).extra).toMatchObject({
+      session: { intra_op: { allow_spinning: '1' } },
+    });
+    expect(variantSettings(named('graph capture (fixed shapes only)')).sessionConfigEntries).toEqual({
+      'ep.webgpuexecutionprovider.enableGraphCapture': '1',
+    });
+    // Served by the check when fastest: what a config can ask for, on the MLP.
+    expect(WEBGPU_VARIANTS.filter(servable).map((v) => v.name)).toEqual([
+      'validation_mode disabled',
+      'validation_mode wgpuOnly',
+      'storage_buffer_cache_mode simple',
+      'max_num_pending_dispatches 1',
+      'max_num_pending_dispatches 256',
+      'intra-op spinning on (server default off)',
+    ]);
+  });
+
+  it('serves the fastest servable variant with right answers, only at least 10% under the baseline', () => {
+    const row = (name: string, b1: number, worst?: number): VariantResult => ({
+      name,
+      ok: true,
+      runs: timed(b1),
+      ...(worst !== undefined && { worst }),
+    });
+    const base = row('as the server serves it', 2.4, 0.03);
+    expect(fastestServable([base, row('the 2x64 probe MLP, as served', 0.1, 0), row('validation_mode disabled', 1.2, 0.03)])?.name).toBe(
+      'validation_mode disabled',
+    );
+    // Wrong answers, not servable, or within 10% of the baseline: none.
+    expect(fastestServable([base, row('validation_mode disabled', 1.2, 3)])).toBeUndefined();
+    expect(fastestServable([base, row('graph capture (fixed shapes only)', 0.3, 0)])).toBeUndefined();
+    expect(fastestServable([base, row('max_num_pending_dispatches 1', 2.2, 0)])).toBeUndefined();
+    expect(fastestServable([base, row('max_num_pending_dispatches 1', 2.0, 0), row('max_num_pending_dispatches 256', 1.5, 0)])?.name).toBe(
+      'max_num_pending_dispatches 256',
+    );
   });
 });

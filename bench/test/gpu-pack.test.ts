@@ -61,7 +61,8 @@ describe('the GPU check pack', () => {
 
   it('rehearsed on the CPU, serves from the bundle and runs every step that needs no GPU', { timeout: 300_000 }, () => {
     const out = join(dir, 'out-rehearsal');
-    const run = runCheck(out, '--quick', '--rehearse-on-cpu');
+    // A setting served as mlp_gpu_best whatever its time: on the CPU none is faster, and the path is the device's.
+    const run = runCheck(out, '--quick', '--rehearse-on-cpu', '--serve-setting', 'max_num_pending_dispatches 256');
     const report = readFileSync(join(out, 'gpu-check.md'), 'utf8');
     expect(report, run.stderr).toMatch(/\| serve \(KIND_GPU on webgpu\) \| ok \|/);
     // The server's own `tune` command, from the bundle (its candidates' servers are the bundle too).
@@ -72,6 +73,9 @@ describe('the GPU check pack', () => {
       /\| \(g0\) WebGPU session settings[^|]*\| ok \|.*batch 1 as served [\d.]+ ms; 2x64 probe [\d.]+ ms.*failed: none/,
     );
     expect(report).not.toContain(' WRONG |');
+    expect(report).toMatch(/\| \(g0\) WebGPU session settings[^|]*\| ok \|.*served as mlp_gpu_best: max_num_pending_dispatches 256/);
+    expect(report).toContain('parameters { key: "max_num_pending_dispatches" value: "256" }');
+    expect(report).toMatch(/\| mlp_gpu_best \| \d+ \| \d+ \| [\d.]+ \| [\d.]+ \| 0 \|/);
     expect(report).toMatch(/\| \(d\) batching at 16 clients \| ok \|/);
     expect(report).toMatch(
       /\| \(f\) WebGPU against the host's CPU \(16 clients; batch 1\) \| ok \|.*throughput x[\d.]+, target >= x3 .*one execution at batch 1 [\d.]+ ms/,
@@ -93,7 +97,7 @@ describe('the GPU check pack', () => {
     );
     expect(report).toMatch(/\| \(e\) --model-memory-limit \| ok \|.*the second evicts it/);
     expect(report).toMatch(
-      /\| \(j\) side by side: 16 clients and one execution at batch 1 \| ok \|.*mlp_gpu(_[24])? \d+ req\/s, mlp_cpu \d+ req\/s/,
+      /\| \(j\) side by side: 16 clients and one execution at batch 1 \| ok \|.*mlp_gpu(_2|_4|_best)? \d+ req\/s, mlp_cpu \d+ req\/s/,
     );
     // No GPU: the nvidia-smi steps fail, and the check says so in its exit status.
     expect(run.status).toBe(1);
