@@ -33,13 +33,22 @@ describe('resolveInModelFolder', () => {
   });
 
   it('refuses a name that leaves it, normalised or through a link, naming the field and the path as written only', async () => {
-    for (const path of ['../../secret', '../../../../../../../etc/passwd', '/etc/passwd', 'out.onnx', 'sub/up/secret', '..']) {
-      const refusal = resolveInModelFolder(model, '1', path, what).then(
+    const refusal = (path: string) =>
+      resolveInModelFolder(model, '1', path, what).then(
         () => 'resolved',
         (error: Error) => error.message,
       );
-      const message = await refusal;
+    for (const path of ['../../secret', '../../../../../../../etc/passwd', '/etc/passwd', '..']) {
+      const message = await refusal(path);
       expect(message, path).toBe(`model 'm': default_model_filename '${path}' must name a file inside the model's folder`);
+      expect(message).not.toContain(root);
+    }
+    // The name is inside; a link on its way leads out: said so, with the fix, and still no server path.
+    for (const path of ['out.onnx', 'sub/up/secret']) {
+      const message = await refusal(path);
+      expect(message, path).toBe(
+        `model 'm': default_model_filename '${path}' must name a file inside the model's folder: a symbolic link on its way leads out of it (copy the file into the model's folder, or use a hard link)`,
+      );
       expect(message).not.toContain(root);
     }
     await expect(resolveInModelFolder(model, '', '.', "model 'm': label_filename")).rejects.toThrow(/must name a file inside/);

@@ -19,7 +19,7 @@ export async function resolveInModelFolder(modelDir: string, under: string, path
   // A path that does not exist opens nothing; one that does is judged by where its links lead.
   const real = await realpath(lexical).catch(() => undefined);
   if (real === undefined) return lexical;
-  if (!isInside(real, await realpath(root).catch(() => root))) throw outsideModelFolder(what, path);
+  if (!isInside(real, await realpath(root).catch(() => root))) throw linkOutOfModelFolder(what, path);
   return real;
 }
 
@@ -43,6 +43,13 @@ export function folderOf(under: ConfigPath['under'], version: number): string {
 
 function outsideModelFolder(what: string, path: string): InferenceServerError {
   return Errors.invalidArg(`${what} '${path}' must name a file inside the model's folder`);
+}
+
+/** The name stays inside, but a symbolic link on its way leads out: said as such, with the fix. */
+function linkOutOfModelFolder(what: string, path: string): InferenceServerError {
+  return Errors.invalidArg(
+    `${what} '${path}' must name a file inside the model's folder: a symbolic link on its way leads out of it (copy the file into the model's folder, or use a hard link)`,
+  );
 }
 
 function isInside(path: string, root: string): boolean {
