@@ -53,12 +53,8 @@ export default defineConfig({
       },
       {
         extends: true,
-        // As the unit project: the files share their worker's modules. Each starts its own servers and child
-        // processes and closes them, and sets no global beyond s3rver's fixed credentials; loading the client,
-        // modelgen and server modules again for each file was 186 of 407 s (summed over the workers) on two cores.
         test: {
           name: 'e2e',
-          isolate: false,
           globalSetup: [BUILD],
           include: ['test/**/*.test.ts', 'bench/**/*.test.ts'],
           exclude: ['**/node_modules/**', ...TIMED],
