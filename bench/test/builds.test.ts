@@ -62,8 +62,11 @@ describe('bench builds', () => {
     try {
       const [line] = (await once(createInterface({ input: launcher.stdout! }), 'line')) as [string];
       childPid = Number(line);
-      // Give the child time to start its workers.
-      await new Promise((resolve) => setTimeout(resolve, 1000));
+      // Until the child has started its workers (seconds on two loaded cores): then it has more threads than the launcher.
+      const started = Date.now();
+      while (servingPid(launcher.pid!) !== childPid && Date.now() - started < 15_000) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
       expect(servingPid(launcher.pid!)).toBe(childPid);
     } finally {
       launcher.kill('SIGKILL');
